@@ -1,0 +1,377 @@
+"""Stage 5a — api: translate an :class:`~opgen.model.Op` into the flat, named fields each
+template needs (C++ signatures, dispatch rows, Python rules, bprop wiring).
+
+Every decision is made here, in Python; templates only loop and substitute.  Nothing here
+knows about Jinja, and nothing in the templates knows about YAML.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .check import identifiers
+from .exprs import ShapeRule
+from .model import Attr, Body, Op
+
+LINE_RESET = "//@@opgen-line-reset@@"
+"""Marker the renderer replaces with ``#line N "generated file"`` after a spliced YAML body."""
+
+
+def cpp_string(text: str) -> str:
+    """A C++ string literal for ``text`` (UTF-8, every special character escaped)."""
+    out = ['"']
+    for byte in text.encode("utf-8"):
+        ch = chr(byte)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "?":
+            out.append("\\?")  # no trigraphs
+        elif 0x20 <= byte < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f'\\{byte:03o}')
+    out.append('"')
+    return "".join(out)
+
+
+def py_string(text: str) -> str:
+    """A Python string literal for ``text``."""
+    return repr(text)
+
+
+def doc_block(text: str, indent: str = "    ") -> str:
+    """A Python docstring body: safe against ``\"\"\"`` and backslashes, re-indented."""
+    safe = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    lines = safe.strip("\n").splitlines() or [""]
+    return "\n".join((indent + ln) if ln.strip() else "" for ln in lines)
+
+
+def indent_body(text: str, prefix: str = "  ") -> str:
+    """A YAML C++ body re-indented for splicing (trailing blank lines dropped)."""
+    return "\n".join(prefix + ln if ln.strip() else "" for ln in text.rstrip().splitlines())
+
+
+def line_directive(body: Body) -> str:
+    """``#line`` pointing at the first line of a YAML body."""
+    return f"#line {max(body.location.line, 1)} {cpp_string(body.location.file)}"
+
+
+def cpp_literal(attr: Attr, value: Any) -> str:
+    """C++ literal for an attr value of the attr's type."""
+    t = attr.type
+    if t == "int":
+        return f"int64_t{{{int(value)}}}"
+    if t == "float":
+        return f"{float(value)!r}f".replace("inf", "INFINITY")
+    if t == "bool":
+        return "true" if value else "false"
+    if t == "str":
+        return f"std::string({cpp_string(str(value))})"
+    inner = {"list[int]": "int64_t", "list[float]": "float"}[t]
+    items = ", ".join(
+        (f"int64_t{{{int(v)}}}" if inner == "int64_t" else f"{float(v)!r}f") for v in value
+    )
+    return f"std::vector<{inner}>{{{items}}}"
+
+
+def py_literal(attr: Attr, value: Any) -> str:
+    """Python literal for an attr value (lists become tuples: defaults are immutable)."""
+    if attr.type == "float":
+        return repr(float(value))
+    if attr.type.startswith("list["):
+        items = [float(v) if attr.type == "list[float]" else v for v in value]
+        return repr(tuple(items))
+    return repr(value)
+
+
+PY_ATTR_TYPE = {
+    "int": "int",
+    "float": "float",
+    "bool": "bool",
+    "str": "str",
+    "list[int]": "Sequence[int]",
+    "list[float]": "Sequence[float]",
+    "list[bool]": "Sequence[bool]",
+    "list[str]": "Sequence[str]",
+}
+
+
+@dataclass(frozen=True)
+class Saved:
+    """A tensor the Function<T> path keeps for Backward: its slot and when it is needed."""
+
+    name: str
+    slot: int
+    condition: str  # C++ boolean over need_<input> flags
+
+
+def shape_py(rule: ShapeRule, attrs: list[str]) -> str:
+    """Python expression for an output shape; inputs are shapes (lists), attrs are values."""
+    if rule.kind == "same":
+        return f"list({rule.inputs[0]})"
+    if rule.kind == "broadcast":
+        return f"_rt.broadcast_shape({', '.join(rule.inputs)})"
+    dims = []
+    for d in rule.dims:
+        if d.literal is not None:
+            dims.append(str(d.literal))
+        elif d.attr is not None:
+            dims.append(f"int({d.attr})")
+        else:
+            dims.append(f"{d.input}[{d.axis}]")
+    return "[" + ", ".join(dims) + "]"
+
+
+def shape_cpp(rule: ShapeRule, host: dict[str, str]) -> str:
+    """C++ expression (an opgen::Shape) for an output shape over host tensors ``host[name]``."""
+    if rule.kind == "same":
+        return f"opgen::Shape({host[rule.inputs[0]]}->shape())"
+    if rule.kind == "broadcast":
+        return "opgen::broadcast_shape({" + ", ".join(f"{host[n]}->shape()" for n in rule.inputs) + "})"
+    dims = []
+    for d in rule.dims:
+        if d.literal is not None:
+            dims.append(f"int64_t{{{d.literal}}}")
+        elif d.attr is not None:
+            dims.append(f"int64_t({d.attr})")
+        else:
+            ax = d.axis
+            t = host[d.input or ""]
+            dims.append(f"{t}->shape()[{ax}]" if ax >= 0 else f"{t}->shape()[{t}->shape().size() - {-ax}]")
+    return "opgen::Shape{" + ", ".join(dims) + "}"
+
+
+def _rows_text(op: Op) -> str:
+    rows = op.rows_for("CPU")
+    names = [x.name for x in op.inputs] + [o.name for o in op.outputs]
+    parts = []
+    for r in rows:
+        parts.append("(" + ", ".join(f"{n}={r.dtype(i).name}" for i, n in enumerate(names)) + ")")
+    return ", ".join(parts)
+
+
+def op_context(op: Op, package: str) -> dict[str, Any]:
+    """Every field the templates need for one op."""
+    inputs = list(op.inputs)
+    outputs = list(op.outputs)
+    attrs = list(op.attrs)
+    in_names = [x.name for x in inputs]
+    out_names = [o.name for o in outputs]
+    attr_names = [a.name for a in attrs]
+    diff = [x.name for x in op.differentiable_inputs]
+    tparams = [f"{n}_t" for n in in_names + out_names]
+    cpu_rows = op.rows_for("CPU")
+
+    rows = []
+    for ri, r in enumerate(cpu_rows):
+        cols = [r.dtype(i) for i in range(len(r.columns))]
+        rows.append(
+            {
+                "index": ri,
+                "cpp_types": [c.cpp for c in cols],
+                "dtype_names": [c.name for c in cols],
+                "in_enums": [c.ms_enum for c in cols[: len(inputs)]],
+                "out_enums": [c.ms_enum for c in cols[len(inputs):]],
+                "reg": ", ".join(f"DataType.{c}" for c in r.columns),
+                "py_dtypes": [c.name for c in cols],
+                # backward aot row: inputs, outputs, d<outputs>, d<diff inputs>
+                "bw_reg": ", ".join(
+                    f"DataType.{c}"
+                    for c in list(r.columns)
+                    + list(r.columns[len(inputs):])
+                    + [r.columns[in_names.index(n)] for n in diff]
+                ),
+                "bw_dtype_names": [c.name for c in cols]
+                + [c.name for c in cols[len(inputs):]]
+                + [cols[in_names.index(n)].name for n in diff],
+                "bw_cpp_types": [c.cpp for c in cols],
+            }
+        )
+
+    # ---- kernel bodies -----------------------------------------------------------------
+    attr_prelude = [f"const {a.cpp_type} &{a.name} = attrs.{a.name};" for a in attrs]
+    fw_lines: list[str] = []
+    bw_blocks: list[dict[str, Any]] = []  # each: {"guard": "dx" or "", "lines": [...]}
+    used_by_grad: dict[str, set[str]] = {}
+    single_body_uses: set[str] = set()
+    if op.elementwise is not None:
+        ew = op.elementwise
+        out = outputs[0]
+        fw_names = list(ew.forward.names)
+        fw_tensors = [n for n in fw_names if n in in_names]
+        params = ", ".join(f"C {n}" for n in fw_tensors)
+        args = "".join(f", {n}" for n in fw_tensors)
+        fw_lines = [
+            f"using C = opgen::compute_t<{out.name}_t>;",
+            f"// {out.name} = {ew.forward.text}",
+            f"opgen::map({out.name}, [&]({params}) -> C {{ return {ew.forward.cpp}; }}{args});",
+        ]
+        grads = {g[0]: g[1] for g in ew.grads}
+        bw_head = [
+            f"using C = opgen::compute_t<{out.name}_t>;",
+            f"const opgen::Shape iter_shape = {out.grad_name}.shape_vector();",
+        ]
+        bw_blocks.append({"guard": "", "lines": bw_head, "yaml": None})
+        for x in inputs:
+            if x.name not in grads:
+                continue
+            expr = grads[x.name]
+            tensors = [n for n in expr.names if n not in attr_names]
+            used_by_grad[x.name] = set(tensors)
+            p = ", ".join(f"C {n}" for n in tensors)
+            a = "".join(f", {n}" for n in tensors)
+            bw_blocks.append(
+                {
+                    "guard": "d" + x.name,
+                    "lines": [
+                        f"// d{x.name} = {expr.text}",
+                        f"opgen::map_reduce_to(d{x.name}, iter_shape, [&]({p}) -> C {{ return {expr.cpp}; }}{a});",
+                    ],
+                    "yaml": None,
+                }
+            )
+    else:
+        assert op.kernel is not None
+        k = op.kernel
+        fw_lines = []
+        fw_body = k.forward
+        if k.backward is not None:
+            bw_blocks.append({"guard": "", "lines": [], "yaml": k.backward})
+            single_body_uses = identifiers(k.backward.text)
+        for name, body in k.backward_per_input:
+            bw_blocks.append({"guard": "d" + name, "lines": [], "yaml": body})
+            used_by_grad[name] = identifiers(body.text)
+
+    # ---- what Backward needs: saved tensors and their conditions -------------------------
+    saveable = in_names + out_names
+    saved: list[Saved] = []
+    for name in saveable:
+        if single_body_uses:
+            if name in single_body_uses:
+                saved.append(Saved(name, len(saved), " || ".join(f"need_{d}" for d in diff) or "false"))
+            continue
+        needers = [g for g, used in used_by_grad.items() if name in used]
+        if needers:
+            saved.append(Saved(name, len(saved), " || ".join(f"need_{g}" for g in needers)))
+    saved_names = {s.name for s in saved}
+
+    host = {n: f"{n}_h" for n in in_names}
+    return {
+        "name": op.name,
+        "class_name": op.class_name,
+        "file": op.file,
+        "doc": op.doc.strip(),
+        "doc_py": doc_block(op.doc),
+        "doc_cpp": cpp_string(op.doc.strip()),
+        "inputs": [
+            {"name": x.name, "doc": " ".join(x.doc.split()), "index": i, "differentiable": x.differentiable}
+            for i, x in enumerate(inputs)
+        ],
+        "outputs": [
+            {
+                "name": o.name,
+                "doc": " ".join(o.doc.split()),
+                "index": i,
+                "grad_name": o.grad_name,
+                "differentiable": o.differentiable,
+                "shape_py": shape_py(o.shape, attr_names),
+                "shape_cpp": shape_cpp(o.shape, host),
+                "shape_text": o.shape.text,
+                "dtype_rule": o.dtype,
+                "dtype_is_input": o.dtype in in_names,
+                "dtype_py": o.dtype if o.dtype in in_names else f"ms.{'bool_' if o.dtype == 'bool' else o.dtype}",
+            }
+            for i, o in enumerate(outputs)
+        ],
+        "attrs": [
+            {
+                "name": a.name,
+                "cpp_type": a.cpp_type,
+                "reg_type": a.reg_type,
+                "py_type": PY_ATTR_TYPE[a.type],
+                "type": a.type,
+                "has_default": a.has_default,
+                "py_default": py_literal(a, a.default) if a.has_default else "",
+                "cpp_default": cpp_literal(a, a.default) if a.has_default else "",
+                "doc": " ".join(a.doc.split()),
+                "range": list(a.range) if a.range else None,
+                "choices": json.dumps(list(a.choices)) if a.choices else None,
+                "choices_py": repr(tuple(a.choices)) if a.choices else None,
+                "is_list": a.type.startswith("list["),
+            }
+            for a in attrs
+        ],
+        "attr_names": attr_names,
+        "in_names": in_names,
+        "out_names": out_names,
+        "diff_names": diff,
+        "nondiff_names": [n for n in in_names if n not in diff],
+        "tparams": tparams,
+        "rows": rows,
+        "rows_text": _rows_text(op),
+        "rows_cpp": cpp_string(_rows_text(op)),
+        "attr_prelude": attr_prelude,
+        "fw_lines": fw_lines,
+        "fw_body": None if op.elementwise is not None else {
+            "text": indent_body(op.kernel.forward.text) if op.kernel else "",
+            "line": line_directive(op.kernel.forward) if op.kernel else "",
+        },
+        "bw_blocks": [
+            {
+                "guard": b["guard"],
+                "lines": b["lines"],
+                "yaml_text": indent_body(b["yaml"].text, "    " if b["guard"] else "  ")
+                if b["yaml"] is not None
+                else None,
+                "yaml_line": line_directive(b["yaml"]) if b["yaml"] is not None else None,
+            }
+            for b in bw_blocks
+        ],
+        "has_backward": op.has_backward,
+        "saved": [{"name": s.name, "slot": s.slot, "condition": s.condition} for s in saved],
+        "saved_names": sorted(saved_names),
+        "symbol_forward": f"{package}_{op.name}_forward",
+        "symbol_backward": f"{package}_{op.name}_backward",
+        "n_params_forward": len(inputs) + len(outputs),
+        "n_params_backward": len(inputs) + 2 * len(outputs) + len(diff),
+        "reference": _reference(op),
+        "grad_reference": _grad_reference(op),
+        "single_output": len(outputs) == 1,
+    }
+
+
+def _reference(op: Op) -> dict[str, Any] | None:
+    params = [x.name for x in op.inputs] + [a.name for a in op.attrs]
+    if op.reference is not None:
+        body = "\n".join("    " + ln if ln.strip() else "" for ln in op.reference.text.rstrip().splitlines())
+        return {"params": params, "body": body}
+    if op.elementwise is not None:
+        return {"params": params, "body": f"    return np.asarray({op.elementwise.forward.numpy})"}
+    return None
+
+
+def _grad_reference(op: Op) -> dict[str, Any] | None:
+    if op.elementwise is None or not op.elementwise.grads:
+        return None
+    out = op.outputs[0]
+    params = [x.name for x in op.inputs] + [out.name, out.grad_name] + [a.name for a in op.attrs]
+    lines = []
+    grads = {g[0]: g[1] for g in op.elementwise.grads}
+    results = []
+    for x in op.inputs:
+        if x.name in grads:
+            lines.append(
+                f"    d{x.name} = _sum_to_shape(np.broadcast_to({grads[x.name].numpy}, "
+                f"np.shape({out.grad_name})), np.shape({x.name}))"
+            )
+            results.append(f"d{x.name}")
+        else:
+            results.append("None")
+    lines.append("    return (" + ", ".join(results) + ("," if len(results) == 1 else "") + ")")
+    return {"params": params, "body": "\n".join(lines)}

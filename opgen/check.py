@@ -1,0 +1,297 @@
+"""Stage 4 — check: the semantic rules that tie an op's facts together, and rules across ops.
+
+Every rule reports at the ``file:line:col`` of the offending node and names the op; all
+problems are collected (one run shows them all).  The rules are those MindSpore checks late
+or never: one dtype_format column per input and output, dtype rules that agree with every
+row, a gradient for each differentiable input and none for the others, names that are valid
+in both Python and C++ and do not collide with each other or with generated helpers.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from typing import Iterable, Sequence
+
+from . import dtypes
+from .diagnostics import Diagnostic, Location, Note, did_you_mean
+from .model import Op
+
+CPP_KEYWORDS = frozenset(
+    """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+    char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
+    co_return co_yield decltype default delete do double dynamic_cast else enum explicit export
+    extern false float for friend goto if inline int long mutable namespace new noexcept not not_eq
+    nullptr operator or or_eq private protected public register reinterpret_cast requires return
+    short signed sizeof static static_assert static_cast struct switch template this thread_local
+    throw true try typedef typeid typename union unsigned using virtual void volatile wchar_t while
+    xor xor_eq""".split()
+)
+
+RESERVED = frozenset(
+    {
+        # generated helpers and namespaces visible in generated Python and C++
+        "ctx", "attrs", "grad_outputs", "saved", "row", "C", "T", "np", "ms", "ops", "opgen",
+        "std", "mindspore", "self", "cls", "out_shape", "out_dtype", "bprop", "extra", "params",
+        "ndims", "shapes", "dtypes", "nparam", "stream", "numel", "main", "Tensor", "TensorPtr",
+        "TensorPtrList", "py", "pybind11",
+    }
+)
+"""Names a spec may not use for tensors or attrs: they are taken by generated code."""
+
+
+def _bad_name(name: str) -> str | None:
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        return "a Python keyword"
+    if name in CPP_KEYWORDS:
+        return "a C++ keyword"
+    if name in RESERVED:
+        return "reserved for generated code"
+    if name.startswith("_") or "__" in name:
+        return "reserved (leading or double underscore)"
+    if name.endswith("_t"):
+        return "reserved (names ending in '_t' are the element types of tensors)"
+    return None
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def identifiers(text: str) -> set[str]:
+    """Identifiers occurring in C++ text (comments and strings included; a superset is fine)."""
+    return set(_IDENT.findall(text))
+
+
+def check_op(op: Op) -> list[Diagnostic]:
+    """All semantic problems of one op."""
+    diags: list[Diagnostic] = []
+
+    def err(loc: Location, msg: str, notes: Sequence[Note] = ()) -> None:
+        diags.append(Diagnostic(loc, msg, op.name, notes=tuple(notes)))
+
+    # --- names -------------------------------------------------------------------------
+    why = _bad_name(op.name)
+    if why:
+        err(op.location, f"op name '{op.name}' is {why}")
+    seen: dict[str, tuple[str, Location]] = {}
+
+    def claim(name: str, what: str, loc: Location) -> None:
+        reason = _bad_name(name)
+        if reason:
+            err(loc, f"{what} name '{name}' is {reason}")
+        if name in seen:
+            other_what, other_loc = seen[name]
+            err(loc, f"{what} name '{name}' is already used by {other_what}", [Note("first used here", other_loc)])
+        else:
+            seen[name] = (what, loc)
+
+    for x in op.inputs:
+        claim(x.name, "input", x.location)
+    for o in op.outputs:
+        claim(o.name, "output", o.location)
+    for o in op.outputs:
+        claim(o.grad_name, f"the gradient of output '{o.name}'", o.location)
+    for x in op.differentiable_inputs:
+        claim("d" + x.name, f"the gradient of input '{x.name}'", x.location)
+    for a in op.attrs:
+        claim(a.name, "attr", a.location)
+
+    input_names = [x.name for x in op.inputs]
+    attr_by_name = {a.name: a for a in op.attrs}
+
+    for x in op.inputs:
+        if x.kind != "required":
+            err(x.location, f"input '{x.name}': kind '{x.kind}' is not supported by the generators yet; use 'required'")
+
+    # --- targets and dtype_format -------------------------------------------------------
+    n_cols = len(op.inputs) + len(op.outputs)
+    row_targets = {r.target for r in op.rows}
+    for t in op.targets:
+        if t not in row_targets:
+            err(op.targets_location, f"target '{t}' is listed but dtype_format has no rows for it")
+    for t in sorted(row_targets - set(op.targets)):
+        loc = next(r.location for r in op.rows if r.target == t)
+        err(loc, f"dtype_format has rows for target '{t}', which is not in targets {list(op.targets)}")
+    col_names = [x.name for x in op.inputs] + [o.name for o in op.outputs]
+    seen_rows: dict[tuple[str, tuple[str, ...]], Location] = {}
+    valid_rows = []
+    for row in op.rows:
+        if len(row.columns) != n_cols:
+            err(
+                row.location,
+                f"dtype_format row has {len(row.columns)} column(s); expected {n_cols}, "
+                f"one per input then per output: {', '.join(col_names)}",
+            )
+            continue
+        ok = True
+        for idx, col in enumerate(row.columns):
+            prefix, fmt = dtypes.split_datatype(col)
+            if prefix not in dtypes.BY_PREFIX:
+                ok = False
+                if prefix in dtypes.KNOWN_UNSUPPORTED:
+                    err(row.location, f"DataType '{col}' (column '{col_names[idx]}'): {prefix} kernels are not "
+                        f"supported by opgen yet; supported: {', '.join(d.prefix for d in dtypes.DTYPES)}")
+                else:
+                    err(row.location, f"unknown DataType '{col}' in column '{col_names[idx]}'",
+                        did_you_mean(col, dtypes.all_datatype_names()))
+            elif fmt not in dtypes.FORMATS:
+                ok = False
+                err(row.location, f"DataType '{col}' (column '{col_names[idx]}'): format '{fmt}' cannot be "
+                    f"taken by target {row.target}; use '{prefix}_Default'")
+        key = (row.target, row.columns)
+        if key in seen_rows:
+            err(row.location, "duplicate dtype_format row", [Note("first given here", seen_rows[key])])
+            ok = False
+        else:
+            seen_rows[key] = row.location
+        if ok:
+            valid_rows.append(row)
+
+    # --- outputs: shape and dtype rules ---------------------------------------------------
+    for oi, o in enumerate(op.outputs):
+        for name in o.shape.names:
+            if name not in input_names and name not in attr_by_name:
+                err(o.location, f"output '{o.name}': shape rule '{o.shape.text}' refers to unknown name '{name}'",
+                    did_you_mean(name, input_names + list(attr_by_name)))
+        for d in o.shape.dims:
+            if d.attr and d.attr in attr_by_name and attr_by_name[d.attr].type != "int":
+                err(o.location, f"output '{o.name}': shape dim '{d.attr}' is a {attr_by_name[d.attr].type} attr; "
+                    "dims must be int attrs")
+            if d.attr and d.attr in input_names:
+                err(o.location, f"output '{o.name}': shape dim '{d.attr}' is an input; write '{d.attr}.shape[i]'")
+        for n in o.shape.inputs:
+            if n in attr_by_name:
+                err(o.location, f"output '{o.name}': shape rule refers to attr '{n}' where an input is expected")
+        col = len(op.inputs) + oi
+        if o.dtype in input_names:
+            src = input_names.index(o.dtype)
+            for row in valid_rows:
+                if dtypes.split_datatype(row.columns[col])[0] != dtypes.split_datatype(row.columns[src])[0]:
+                    err(row.location, f"output '{o.name}' has dtype rule '{o.dtype}' (same as input '{o.dtype}'), "
+                        f"but this row gives {row.columns[src]} for '{o.dtype}' and {row.columns[col]} for "
+                        f"'{o.name}'")
+        elif o.dtype in dtypes.BY_NAME:
+            want = dtypes.BY_NAME[o.dtype].prefix
+            for row in valid_rows:
+                if dtypes.split_datatype(row.columns[col])[0] != want:
+                    err(row.location, f"output '{o.name}' has fixed dtype '{o.dtype}', but this row gives "
+                        f"{row.columns[col]}")
+        else:
+            err(o.location, f"output '{o.name}': dtype rule '{o.dtype}' is neither an input name nor a dtype",
+                did_you_mean(o.dtype, input_names + [d.name for d in dtypes.DTYPES]))
+
+    # --- differentiability ---------------------------------------------------------------
+    for idx, x in enumerate(op.inputs):
+        if x.differentiable and valid_rows and not any(row.dtype(idx).is_float for row in valid_rows):
+            err(x.location, f"input '{x.name}' is differentiable, but every dtype_format row gives it an integer "
+                "or bool type; such inputs are never differentiable",
+                [Note("add 'differentiable: false' to the input")])
+
+    # --- attrs ----------------------------------------------------------------------------
+    for a in op.attrs:
+        if a.has_default:
+            problem = _attr_value_problem(a.type, a.default, a.range, a.choices)
+            if problem:
+                err(a.location, f"attr '{a.name}': default {a.default!r} {problem}")
+        if a.range is not None and a.type not in ("int", "float", "list[int]", "list[float]"):
+            err(a.location, f"attr '{a.name}': 'range' applies to int and float attrs, not {a.type}")
+        if a.range is not None and a.range[0] > a.range[1]:
+            err(a.location, f"attr '{a.name}': range [{a.range[0]}, {a.range[1]}] is empty")
+        for c in a.choices or ():
+            problem = _attr_value_problem(a.type, c, None, None)
+            if problem:
+                err(a.location, f"attr '{a.name}': choice {c!r} {problem}")
+
+    # --- bodies and gradients -------------------------------------------------------------
+    diff_names = [x.name for x in op.differentiable_inputs]
+    if op.elementwise is not None:
+        if len(op.outputs) != 1:
+            err(op.location, f"'elementwise' ops have exactly one output; this one has {len(op.outputs)}")
+        given = [g[0] for g in op.elementwise.grads]
+        for gname, _expr, gloc in op.elementwise.grads:
+            if gname not in input_names:
+                err(gloc, f"elementwise.grad names unknown input '{gname}'", did_you_mean(gname, input_names))
+            elif gname not in diff_names:
+                err(gloc, f"elementwise.grad gives a gradient for input '{gname}', which is not differentiable")
+        for x in op.differentiable_inputs:
+            if x.name not in given:
+                err(x.location, f"differentiable input '{x.name}' has no gradient in elementwise.grad",
+                    [Note("add 'grad: {" + x.name + ": ...}' or mark the input 'differentiable: false'")])
+    elif op.kernel is not None:
+        k = op.kernel
+        known = set(input_names) | {o.name for o in op.outputs} | {o.grad_name for o in op.outputs}
+        if k.backward_per_input:
+            given = [n for n, _ in k.backward_per_input]
+            for gname, body in k.backward_per_input:
+                if gname not in input_names:
+                    err(body.location, f"kernel.backward names unknown input '{gname}'",
+                        did_you_mean(gname, input_names))
+                elif gname not in diff_names:
+                    err(body.location, f"kernel.backward gives a gradient for input '{gname}', which is not "
+                        "differentiable")
+            for x in op.differentiable_inputs:
+                if x.name not in given:
+                    err(x.location, f"differentiable input '{x.name}' has no body in kernel.backward")
+        elif k.backward is not None:
+            used = identifiers(k.backward.text)
+            for x in op.differentiable_inputs:
+                if "d" + x.name not in used:
+                    err(k.backward.location, f"kernel.backward never writes 'd{x.name}', the gradient of "
+                        f"differentiable input '{x.name}'")
+            for x in op.inputs:
+                if not x.differentiable and "d" + x.name in used and "d" + x.name not in known:
+                    err(k.backward.location, f"kernel.backward uses 'd{x.name}', but input '{x.name}' is not "
+                        "differentiable")
+        elif op.differentiable_inputs:
+            err(op.location, f"differentiable input(s) {', '.join(diff_names)} but no kernel.backward",
+                [Note("add kernel.backward or mark the inputs 'differentiable: false'")])
+    return diags
+
+
+def _attr_value_problem(
+    typ: str, value: object, rng: tuple[float, float] | None, choices: tuple[object, ...] | None
+) -> str | None:
+    def scalar_ok(t: str, v: object) -> bool:
+        if t == "int":
+            return isinstance(v, int) and not isinstance(v, bool)
+        if t == "float":
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+        if t == "bool":
+            return isinstance(v, bool)
+        return isinstance(v, str)
+
+    if typ.startswith("list["):
+        inner = typ[5:-1]
+        if not isinstance(value, (list, tuple)):
+            return f"is not a {typ}"
+        items: Iterable[object] = value
+        for v in items:
+            if not scalar_ok(inner, v):
+                return f"is not a {typ} (item {v!r})"
+        vals = list(value)
+    else:
+        if not scalar_ok(typ, value):
+            return f"is not a {typ}"
+        vals = [value]
+    if rng is not None:
+        for v in vals:
+            if isinstance(v, (int, float)) and not rng[0] <= v <= rng[1]:
+                return f"is outside the range [{rng[0]:g}, {rng[1]:g}]"
+    if choices is not None and value not in choices:
+        return f"is not one of the choices {list(choices)}"
+    return None
+
+
+def check_ops(ops: Iterable[Op]) -> list[Diagnostic]:
+    """Rules across ops: an op name is defined once."""
+    diags: list[Diagnostic] = []
+    first: dict[str, Op] = {}
+    for op in ops:
+        if op.name in first:
+            diags.append(
+                Diagnostic(op.location, f"op '{op.name}' is defined twice", op.name,
+                           notes=(Note("first defined here", first[op.name].location),))
+            )
+        else:
+            first[op.name] = op
+    return diags

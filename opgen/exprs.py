@@ -1,0 +1,243 @@
+"""The two small languages inside a spec: elementwise expressions and shape rules.
+
+Both are parsed with Python's :mod:`ast` (``mode="eval"``) into a restricted subset, never
+evaluated.  An elementwise expression such as ``2 * x * dout`` is translated to a C++
+expression over scalars (compute type ``C``) and to a numpy expression over arrays.  A shape
+rule such as ``broadcast(x, y)`` or ``[x.shape[0], n]`` becomes a :class:`ShapeRule`.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Callable
+
+# name -> (arity, C++ template, numpy template); {0}, {1}, ... are the translated arguments.
+FUNCTIONS: dict[str, tuple[int, str, str]] = {
+    "exp": (1, "opgen::math::exp({0})", "np.exp({0})"),
+    "log": (1, "opgen::math::log({0})", "np.log({0})"),
+    "sqrt": (1, "opgen::math::sqrt({0})", "np.sqrt({0})"),
+    "rsqrt": (1, "opgen::math::rsqrt({0})", "(1 / np.sqrt({0}))"),
+    "tanh": (1, "opgen::math::tanh({0})", "np.tanh({0})"),
+    "sigmoid": (1, "opgen::math::sigmoid({0})", "(1 / (1 + np.exp(-({0}))))"),
+    "abs": (1, "opgen::math::abs({0})", "np.abs({0})"),
+    "erf": (1, "opgen::math::erf({0})", "_erf({0})"),
+    "log1p": (1, "opgen::math::log1p({0})", "np.log1p({0})"),
+    "expm1": (1, "opgen::math::expm1({0})", "np.expm1({0})"),
+    "sign": (1, "opgen::math::sign({0})", "np.sign({0})"),
+    "maximum": (2, "opgen::math::maximum({0}, {1})", "np.maximum({0}, {1})"),
+    "minimum": (2, "opgen::math::minimum({0}, {1})", "np.minimum({0}, {1})"),
+    "pow": (2, "opgen::math::pow({0}, {1})", "np.power({0}, {1})"),
+}
+
+_BINOPS: dict[type, str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+_CMPOPS: dict[type, str] = {
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+}
+
+
+class ExprError(ValueError):
+    """A malformed expression; ``col`` is the 1-based column inside the expression text."""
+
+    def __init__(self, message: str, col: int = 1):
+        super().__init__(message)
+        self.col = col
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A parsed elementwise expression.
+
+    Attributes:
+        text: the source text.
+        names: every name it uses, in first-use order.
+        cpp: C++ expression over scalars; literals are cast to the compute type ``C``.
+        numpy: numpy expression over arrays (``np`` in scope).
+    """
+
+    text: str
+    names: tuple[str, ...]
+    cpp: str
+    numpy: str
+
+
+def _parse(text: str) -> ast.expr:
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ExprError(f"cannot parse expression {text.strip()!r}: {exc.msg}", exc.offset or 1) from None
+    return tree.body
+
+
+def parse_expr(text: str, known: Callable[[str], bool]) -> Expr:
+    """Parse an elementwise expression; ``known(name)`` says whether a name may be used.
+
+    Raises:
+        ExprError: on syntax outside the subset, unknown names or functions, wrong arity.
+    """
+    body = _parse(text)
+    names: list[str] = []
+
+    def go(node: ast.expr) -> tuple[str, str]:
+        col = getattr(node, "col_offset", 0) + 1
+        if isinstance(node, ast.Name):
+            if node.id in FUNCTIONS:
+                raise ExprError(f"'{node.id}' is a function; call it as {node.id}(...)", col)
+            if not known(node.id):
+                raise ExprError(f"unknown name '{node.id}'", col)
+            if node.id not in names:
+                names.append(node.id)
+            return node.id, node.id
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(
+            node.value, bool
+        ):
+            lit = repr(float(node.value))
+            return f"C({lit})", repr(node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            c, n = go(node.operand)
+            op = "-" if isinstance(node.op, ast.USub) else "+"
+            return f"({op}{c})", f"({op}{n})"
+        if isinstance(node, ast.BinOp):
+            lc, ln = go(node.left)
+            rc, rn = go(node.right)
+            if isinstance(node.op, ast.Pow):
+                return f"opgen::math::pow({lc}, {rc})", f"np.power({ln}, {rn})"
+            sym = _BINOPS.get(type(node.op))
+            if sym is None:
+                raise ExprError(f"operator '{type(node.op).__name__}' is not supported; use + - * / **", col)
+            return f"({lc} {sym} {rc})", f"({ln} {sym} {rn})"
+        if isinstance(node, ast.Compare):
+            if len(node.ops) != 1:
+                raise ExprError("chained comparisons are not supported; use one comparison", col)
+            sym = _CMPOPS.get(type(node.ops[0]))
+            if sym is None:
+                raise ExprError("only < <= > >= == != comparisons are supported", col)
+            lc, ln = go(node.left)
+            rc, rn = go(node.comparators[0])
+            return f"({lc} {sym} {rc})", f"({ln} {sym} {rn})"
+        if isinstance(node, ast.IfExp):
+            tc, tn = go(node.test)
+            ac, an = go(node.body)
+            bc, bn = go(node.orelse)
+            return f"({tc} ? C({ac}) : C({bc}))", f"np.where({tn}, {an}, {bn})"
+        if isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.keywords:
+                raise ExprError("only calls like f(a, b) of the built-in functions are supported", col)
+            fn = FUNCTIONS.get(node.func.id)
+            if fn is None:
+                raise ExprError(
+                    f"unknown function '{node.func.id}'; supported: {', '.join(sorted(FUNCTIONS))}", col
+                )
+            arity, ctpl, ntpl = fn
+            if len(node.args) != arity:
+                raise ExprError(f"{node.func.id}() takes {arity} argument(s), got {len(node.args)}", col)
+            parts = [go(a) for a in node.args]
+            return ctpl.format(*[p[0] for p in parts]), ntpl.format(*[p[1] for p in parts])
+        raise ExprError(f"unsupported syntax '{ast.unparse(node)}' in expression", col)
+
+    cpp, npy = go(body)
+    return Expr(text.strip(), tuple(names), cpp, npy)
+
+
+# ----------------------------------------------------------------------------- shape rules
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One dimension in an explicit shape list: a literal, an int attr, or ``<input>.shape[i]``."""
+
+    literal: int | None = None
+    attr: str | None = None
+    input: str | None = None
+    axis: int = 0
+
+
+@dataclass(frozen=True)
+class ShapeRule:
+    """An output shape rule.
+
+    ``kind`` is ``"same"`` (``inputs[0]``'s shape), ``"broadcast"`` (NumPy broadcast of
+    ``inputs``) or ``"dims"`` (the explicit ``dims``).
+    """
+
+    kind: str
+    inputs: tuple[str, ...] = ()
+    dims: tuple[Dim, ...] = ()
+    text: str = ""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Input and attr names the rule refers to."""
+        out = list(self.inputs)
+        for d in self.dims:
+            for n in (d.attr, d.input):
+                if n and n not in out:
+                    out.append(n)
+        return tuple(out)
+
+
+def parse_shape_rule(rule: str | list[object]) -> ShapeRule:
+    """Parse a shape rule (string or list form).
+
+    Raises:
+        ExprError: when the rule is outside the rule language.
+    """
+    if isinstance(rule, list):
+        return ShapeRule("dims", dims=tuple(_parse_dim(d) for d in rule), text=repr(rule))
+    body = _parse(rule)
+    if isinstance(body, ast.Name):
+        return ShapeRule("same", (body.id,), text=rule.strip())
+    if isinstance(body, ast.Call) and isinstance(body.func, ast.Name) and body.func.id == "broadcast":
+        args = []
+        for a in body.args:
+            if not isinstance(a, ast.Name):
+                raise ExprError("broadcast() takes input names, e.g. broadcast(x, y)", a.col_offset + 1)
+            args.append(a.id)
+        if len(args) < 2:
+            raise ExprError("broadcast() needs at least two inputs", body.col_offset + 1)
+        return ShapeRule("broadcast", tuple(args), text=rule.strip())
+    if isinstance(body, ast.List):
+        return ShapeRule("dims", dims=tuple(_parse_dim_node(e) for e in body.elts), text=rule.strip())
+    raise ExprError(
+        "a shape rule is an input name, 'broadcast(a, b, ...)' or a list of dims "
+        "(ints, int attr names, '<input>.shape[i]')",
+        1,
+    )
+
+
+def _parse_dim(item: object) -> Dim:
+    if isinstance(item, bool):
+        raise ExprError(f"dimension {item!r} must be an int, an attr name or '<input>.shape[i]'")
+    if isinstance(item, int):
+        return Dim(literal=item)
+    if isinstance(item, str):
+        return _parse_dim_node(_parse(item))
+    raise ExprError(f"dimension {item!r} must be an int, an attr name or '<input>.shape[i]'")
+
+
+def _parse_dim_node(node: ast.expr) -> Dim:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return Dim(literal=node.value)
+    if isinstance(node, ast.Name):
+        return Dim(attr=node.id)
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "shape"
+        and isinstance(node.value.value, ast.Name)
+    ):
+        idx = node.slice
+        sign = 1
+        if isinstance(idx, ast.UnaryOp) and isinstance(idx.op, ast.USub):
+            sign, idx = -1, idx.operand
+        if isinstance(idx, ast.Constant) and isinstance(idx.value, int):
+            return Dim(input=node.value.value.id, axis=sign * idx.value)
+    raise ExprError(
+        f"dimension '{ast.unparse(node)}' must be an int, an attr name or '<input>.shape[i]'",
+        getattr(node, "col_offset", 0) + 1,
+    )

@@ -1,0 +1,294 @@
+// opgen kernel support: typed tensor views, broadcasting, reduce-to-shape, a parallel loop
+// and scalar math. Framework-free: included by the aot C ABI kernels (no MindSpore headers)
+// and by the Function<T> translation units alike, so one kernel body serves both paths.
+//
+// Shipped with opgen (not generated). Shapes are row-major and contiguous.
+#ifndef OPGEN_KERNEL_H_
+#define OPGEN_KERNEL_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace opgen {
+
+using Shape = std::vector<int64_t>;
+
+/// A user-facing kernel error (bad shape, index out of range...). The aot entry points turn it
+/// into a non-zero return code; the Function<T> path into a Python ValueError.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A typed view of one contiguous, row-major tensor. `T` is `const E` for inputs.
+/// `data` is nullptr for a gradient that is not needed (test with `if (view)`).
+template <typename T>
+struct View {
+  T *data = nullptr;
+  const int64_t *shape = nullptr;
+  int ndim = 0;
+  int64_t numel = 0;
+
+  /// Size of dimension `i`; negative `i` counts from the end.
+  int64_t dim(int i) const { return shape[i < 0 ? i + ndim : i]; }
+  T &operator[](int64_t i) const { return data[i]; }
+  explicit operator bool() const { return data != nullptr; }
+  Shape shape_vector() const { return Shape(shape, shape + ndim); }
+};
+
+template <typename E>
+using In = View<const E>;
+template <typename E>
+using Out = View<E>;
+
+inline int64_t numel_of(const int64_t *shape, int ndim) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; ++i) n *= shape[i];
+  return n;
+}
+
+template <typename E>
+View<E> make_view(E *data, const int64_t *shape, int ndim) {
+  View<E> v;
+  v.data = data;
+  v.shape = shape;
+  v.ndim = ndim;
+  v.numel = numel_of(shape, ndim);
+  return v;
+}
+
+/// The type scalar expressions are evaluated in.
+template <typename E>
+struct compute_type {
+  using type = E;
+};
+template <typename E>
+using compute_t = typename compute_type<E>::type;
+
+// ------------------------------------------------------------------------------ shapes
+
+inline std::string shape_str(const Shape &s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) {
+    out += std::to_string(s[i]);
+    if (i + 1 < s.size() || s.size() == 1) out += ",";
+    if (i + 1 < s.size()) out += " ";
+  }
+  return out + ")";
+}
+
+/// NumPy broadcasting of several shapes. Throws opgen::Error when they are incompatible.
+inline Shape broadcast_shape(std::initializer_list<Shape> shapes) {
+  size_t nd = 0;
+  for (const auto &s : shapes) nd = std::max(nd, s.size());
+  Shape out(nd, 1);
+  for (const auto &s : shapes) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      int64_t &o = out[nd - s.size() + i];
+      int64_t d = s[i];
+      if (d == o || d == 1) continue;
+      if (o == 1) {
+        o = d;
+        continue;
+      }
+      std::string msg = "shapes cannot be broadcast together:";
+      for (const auto &t : shapes) msg += " " + shape_str(t);
+      throw Error(msg);
+    }
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------------- parallel loop
+
+/// Elements below which a loop runs on the calling thread alone.
+constexpr int64_t kParallelGrain = 1 << 15;
+
+/// Calls f(begin, end) over [0, n) split across the machine's cores for large n.
+template <typename F>
+void parallel_for(int64_t n, F &&f) {
+  if (n <= 0) return;
+  unsigned hw = std::thread::hardware_concurrency();
+  int64_t workers = std::min<int64_t>(hw == 0 ? 1 : hw, (n + kParallelGrain - 1) / kParallelGrain);
+  if (workers <= 1) {
+    f(int64_t{0}, n);
+    return;
+  }
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(workers - 1));
+  int64_t chunk = (n + workers - 1) / workers;
+  for (int64_t w = 1; w < workers; ++w) {
+    int64_t b = w * chunk, e = std::min(n, b + chunk);
+    if (b < e) threads.emplace_back([&f, b, e] { f(b, e); });
+  }
+  f(int64_t{0}, std::min(n, chunk));
+  for (auto &t : threads) t.join();
+}
+
+// ------------------------------------------------------------------------- broadcasting
+
+/// Strides (in elements) that map an index of `out_shape` onto a broadcast input `in`.
+inline Shape broadcast_strides(const Shape &out_shape, const int64_t *in_shape, int in_ndim) {
+  size_t nd = out_shape.size();
+  Shape strides(nd, 0);
+  int64_t stride = 1;
+  for (int i = in_ndim - 1; i >= 0; --i) {
+    size_t o = nd - static_cast<size_t>(in_ndim - i);
+    strides[o] = in_shape[i] == 1 ? 0 : stride;
+    stride *= in_shape[i];
+  }
+  return strides;
+}
+
+/// Walks the indices of `out_shape` in order, keeping each input's broadcast offset.
+template <size_t N>
+struct BroadcastCursor {
+  Shape shape;
+  std::vector<Shape> strides;
+  Shape index;
+  int64_t offset[N > 0 ? N : 1] = {};
+
+  BroadcastCursor(const Shape &out_shape, const std::vector<Shape> &in_strides)
+      : shape(out_shape), strides(in_strides), index(out_shape.size(), 0) {}
+
+  void seek(int64_t linear) {
+    for (size_t k = 0; k < N; ++k) offset[k] = 0;
+    for (size_t d = shape.size(); d-- > 0;) {
+      index[d] = shape[d] == 0 ? 0 : linear % shape[d];
+      linear = shape[d] == 0 ? 0 : linear / shape[d];
+      for (size_t k = 0; k < N; ++k) offset[k] += index[d] * strides[k][d];
+    }
+  }
+  void next() {
+    for (size_t d = shape.size(); d-- > 0;) {
+      ++index[d];
+      for (size_t k = 0; k < N; ++k) offset[k] += strides[k][d];
+      if (index[d] < shape[d]) return;
+      for (size_t k = 0; k < N; ++k) offset[k] -= strides[k][d] * index[d];
+      index[d] = 0;
+    }
+  }
+};
+
+template <typename A, typename B>
+bool same_shape(const View<A> &a, const View<B> &b) {
+  return a.ndim == b.ndim && std::equal(a.shape, a.shape + a.ndim, b.shape);
+}
+
+namespace detail {
+template <typename OutE, typename F, typename Tuple, size_t... K>
+void map_impl(Out<OutE> out, const Shape &iter_shape, F &f, const Tuple &ins, std::index_sequence<K...>) {
+  using C = compute_t<OutE>;
+  constexpr size_t N = sizeof...(K);
+  const bool flat = ((std::get<K>(ins).numel == out.numel && same_shape(std::get<K>(ins), out)) && ... && true);
+  if (flat) {
+    parallel_for(out.numel, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) out.data[i] = static_cast<OutE>(f(static_cast<C>(std::get<K>(ins).data[i])...));
+    });
+    return;
+  }
+  std::vector<Shape> strides{broadcast_strides(iter_shape, std::get<K>(ins).shape, std::get<K>(ins).ndim)...};
+  parallel_for(out.numel, [&](int64_t b, int64_t e) {
+    BroadcastCursor<N> cur(iter_shape, strides);
+    cur.seek(b);
+    for (int64_t i = b; i < e; ++i) {
+      out.data[i] = static_cast<OutE>(f(static_cast<C>(std::get<K>(ins).data[cur.offset[K]])...));
+      cur.next();
+    }
+  });
+}
+
+template <typename OutE, typename F, typename Tuple, size_t... K>
+void map_reduce_impl(Out<OutE> grad, const Shape &iter_shape, F &f, const Tuple &ins, std::index_sequence<K...>) {
+  using C = compute_t<OutE>;
+  constexpr size_t N = sizeof...(K);
+  int64_t total = numel_of(iter_shape.data(), static_cast<int>(iter_shape.size()));
+  const bool same = static_cast<size_t>(grad.ndim) == iter_shape.size() &&
+                    std::equal(grad.shape, grad.shape + grad.ndim, iter_shape.begin());
+  std::vector<Shape> strides{broadcast_strides(iter_shape, std::get<K>(ins).shape, std::get<K>(ins).ndim)...};
+  if (same) {
+    parallel_for(total, [&](int64_t b, int64_t e) {
+      BroadcastCursor<N> cur(iter_shape, strides);
+      cur.seek(b);
+      for (int64_t i = b; i < e; ++i) {
+        grad.data[i] = static_cast<OutE>(f(static_cast<C>(std::get<K>(ins).data[cur.offset[K]])...));
+        cur.next();
+      }
+    });
+    return;
+  }
+  // Reduce to the (broadcast) shape of the input: accumulate in the compute type.
+  Shape gstrides = broadcast_strides(iter_shape, grad.shape, grad.ndim);
+  std::vector<C> acc(static_cast<size_t>(grad.numel), C(0));
+  BroadcastCursor<N> cur(iter_shape, strides);
+  BroadcastCursor<1> gcur(iter_shape, {gstrides});
+  cur.seek(0);
+  gcur.seek(0);
+  for (int64_t i = 0; i < total; ++i) {
+    acc[static_cast<size_t>(gcur.offset[0])] += f(static_cast<C>(std::get<K>(ins).data[cur.offset[K]])...);
+    cur.next();
+    gcur.next();
+  }
+  for (int64_t i = 0; i < grad.numel; ++i) grad.data[i] = static_cast<OutE>(acc[static_cast<size_t>(i)]);
+}
+}  // namespace detail
+
+/// out[i] = f(ins[broadcast(i)]...) over out's shape (NumPy broadcasting of the inputs).
+template <typename OutE, typename F, typename... InE>
+void map(Out<OutE> out, F &&f, In<InE>... ins) {
+  detail::map_impl(out, out.shape_vector(), f, std::make_tuple(ins...), std::index_sequence_for<InE...>{});
+}
+
+/// Evaluates f over `iter_shape` (the broadcast output shape) and sums the result into
+/// `grad`, whose shape broadcasts to `iter_shape`: the gradient of a broadcast input.
+template <typename OutE, typename F, typename... InE>
+void map_reduce_to(Out<OutE> grad, const Shape &iter_shape, F &&f, In<InE>... ins) {
+  detail::map_reduce_impl(grad, iter_shape, f, std::make_tuple(ins...), std::index_sequence_for<InE...>{});
+}
+
+// ------------------------------------------------------------------------------- math
+namespace math {
+template <typename C>
+C exp(C x) { return std::exp(x); }
+template <typename C>
+C log(C x) { return std::log(x); }
+template <typename C>
+C sqrt(C x) { return std::sqrt(x); }
+template <typename C>
+C rsqrt(C x) { return C(1) / std::sqrt(x); }
+template <typename C>
+C tanh(C x) { return std::tanh(x); }
+template <typename C>
+C sigmoid(C x) { return C(1) / (C(1) + std::exp(-x)); }
+template <typename C>
+C abs(C x) { return x < C(0) ? -x : x; }
+template <typename C>
+C erf(C x) { return std::erf(x); }
+template <typename C>
+C log1p(C x) { return std::log1p(x); }
+template <typename C>
+C expm1(C x) { return std::expm1(x); }
+template <typename C>
+C sign(C x) { return C((C(0) < x) - (x < C(0))); }
+template <typename A, typename B>
+auto maximum(A a, B b) -> std::common_type_t<A, B> { return a > b ? a : b; }
+template <typename A, typename B>
+auto minimum(A a, B b) -> std::common_type_t<A, B> { return a < b ? a : b; }
+template <typename A, typename B>
+auto pow(A a, B b) -> std::common_type_t<A, B> {
+  return static_cast<std::common_type_t<A, B>>(std::pow(a, b));
+}
+}  // namespace math
+
+}  // namespace opgen
+
+#endif  // OPGEN_KERNEL_H_

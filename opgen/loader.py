@@ -1,0 +1,223 @@
+"""Stage 1 — load: YAML text to a plain tree that remembers ``file:line:col`` of every node.
+
+The tree is made of :class:`MarkedDict`, :class:`MarkedList` and plain scalars (str, int,
+float, bool, None).  Each container records the location of its own start and of each of its
+values (and, for mappings, of each key), so later stages can point at any node.
+
+Safety: only YAML's core schema tags are accepted (``!!python/object`` and friends are
+errors, nothing is ever constructed or executed); duplicate keys are errors; anchors/aliases
+are expanded with a budget (an alias bomb is an error, not a hang); nesting is bounded;
+input must be UTF-8 without NUL bytes and at most :data:`MAX_FILE_BYTES` long.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Union
+
+import yaml
+
+from .diagnostics import Diagnostic, Location, Note, SpecError, display_path
+
+MAX_FILE_BYTES = 1_000_000
+"""Specs larger than this are rejected (a real spec is a few KiB)."""
+MAX_NODES = 100_000
+"""Upper bound on nodes after alias expansion; guards against alias bombs."""
+MAX_DEPTH = 64
+"""Upper bound on nesting depth; a spec needs about 5."""
+
+Scalar = Union[str, int, float, bool, None]
+
+
+class MarkedDict(dict):  # type: ignore[type-arg]
+    """A mapping from the YAML file with the location of itself, each key and each value."""
+
+    location: Location
+    key_locations: dict[str, Location]
+    value_locations: dict[str, Location]
+
+    def loc(self, key: str) -> Location:
+        """Location of the value under ``key`` (of the mapping itself if absent)."""
+        return self.value_locations.get(key, self.location)
+
+    def key_loc(self, key: str) -> Location:
+        """Location of ``key`` itself (of the mapping if absent)."""
+        return self.key_locations.get(key, self.location)
+
+
+class MarkedList(list):  # type: ignore[type-arg]
+    """A sequence from the YAML file with the location of itself and of each item."""
+
+    location: Location
+    item_locations: list[Location]
+
+    def loc(self, index: int) -> Location:
+        """Location of item ``index`` (of the sequence itself if out of range)."""
+        if 0 <= index < len(self.item_locations):
+            return self.item_locations[index]
+        return self.location
+
+
+_CORE_TAGS = {
+    "tag:yaml.org,2002:str",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+    "tag:yaml.org,2002:bool",
+    "tag:yaml.org,2002:null",
+    "tag:yaml.org,2002:map",
+    "tag:yaml.org,2002:seq",
+}
+
+
+class _Converter:
+    """Turns a composed YAML node graph into Marked containers, collecting diagnostics."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.nodes = 0
+        self.diags: list[Diagnostic] = []
+        self._constructor = yaml.SafeLoader("")  # only used for its scalar constructors
+
+    def loc(self, node: yaml.Node) -> Location:
+        """Where ``node`` starts; for a block scalar (``|`` or ``>``), where its text starts."""
+        if isinstance(node, yaml.ScalarNode) and node.style in ("|", ">"):
+            return Location(self.file, node.start_mark.line + 2, 1)
+        return Location(self.file, node.start_mark.line + 1, node.start_mark.column + 1)
+
+    def convert(self, node: yaml.Node, depth: int = 0) -> Any:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise _Abort(
+                Diagnostic(
+                    self.loc(node),
+                    f"the document expands to more than {MAX_NODES} nodes (alias bomb?)",
+                    notes=(Note("a spec needs a few hundred nodes; avoid deeply repeated anchors/aliases"),),
+                )
+            )
+        if depth > MAX_DEPTH:
+            raise _Abort(Diagnostic(self.loc(node), f"nesting deeper than {MAX_DEPTH} levels"))
+        if node.tag not in _CORE_TAGS:
+            self.diags.append(
+                Diagnostic(
+                    self.loc(node),
+                    f"tag '{node.tag}' is not allowed; specs use plain YAML (strings, numbers, "
+                    "booleans, null, lists, mappings)",
+                )
+            )
+            return None
+        if isinstance(node, yaml.MappingNode):
+            out = MarkedDict()
+            out.location = self.loc(node)
+            out.key_locations = {}
+            out.value_locations = {}
+            for key_node, value_node in node.value:
+                key = self.convert(key_node, depth + 1)
+                if not isinstance(key, str):
+                    self.diags.append(
+                        Diagnostic(self.loc(key_node), f"mapping keys must be strings, got {key!r}")
+                    )
+                    continue
+                if key in out:
+                    self.diags.append(
+                        Diagnostic(
+                            self.loc(key_node),
+                            f"duplicate key '{key}'",
+                            notes=(Note("first defined here", out.key_locations[key]),),
+                        )
+                    )
+                    continue
+                out.key_locations[key] = self.loc(key_node)
+                out.value_locations[key] = self.loc(value_node)
+                out[key] = self.convert(value_node, depth + 1)
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            seq = MarkedList()
+            seq.location = self.loc(node)
+            seq.item_locations = []
+            for item in node.value:
+                seq.item_locations.append(self.loc(item))
+                seq.append(self.convert(item, depth + 1))
+            return seq
+        assert isinstance(node, yaml.ScalarNode)
+        return self._constructor.construct_object(node)
+
+
+class _Abort(Exception):
+    def __init__(self, diag: Diagnostic):
+        self.diag = diag
+
+
+def load_text(text: str, file: str) -> Any:
+    """Parse YAML ``text`` (named ``file`` in diagnostics) into a marked tree.
+
+    Raises:
+        SpecError: on YAML syntax errors, disallowed tags, duplicate keys, alias bombs,
+            excessive nesting or NUL bytes; each diagnostic carries ``file:line:col``.
+    """
+    if "\x00" in text:
+        idx = text.index("\x00")
+        line = text.count("\n", 0, idx) + 1
+        col = idx - (text.rfind("\n", 0, idx) + 1) + 1
+        raise SpecError([Diagnostic(Location(file, line, col), "NUL byte in spec file")])
+    try:
+        node = _compose(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = Location(file, mark.line + 1, mark.column + 1) if mark else Location(file)
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise SpecError([Diagnostic(where, f"invalid YAML: {problem}")]) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([Diagnostic(Location(file), f"invalid YAML: {exc}")]) from None
+    except RecursionError:
+        raise SpecError([Diagnostic(Location(file, 1, 1), f"nesting deeper than {MAX_DEPTH} levels")]) from None
+    if node is None:
+        raise SpecError([Diagnostic(Location(file, 1, 1), "empty spec file: expected a mapping with 'name'")])
+    conv = _Converter(file)
+    try:
+        tree = conv.convert(node)
+    except _Abort as abort:
+        raise SpecError([abort.diag]) from None
+    except RecursionError:
+        raise SpecError([Diagnostic(Location(file, 1, 1), f"nesting deeper than {MAX_DEPTH} levels")]) from None
+    if conv.diags:
+        raise SpecError(conv.diags)
+    return tree
+
+
+def _compose(text: str) -> yaml.Node | None:
+    # PyYAML composes recursively; absurd nesting ends in RecursionError, caught by the caller.
+    loader = yaml.SafeLoader(text)
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
+
+
+def load_file(path: str | Path) -> Any:
+    """Read and parse one spec file; see :func:`load_text`.
+
+    Raises:
+        SpecError: if the file is unreadable, over :data:`MAX_FILE_BYTES`, not UTF-8, or bad YAML.
+    """
+    file = display_path(path)
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise SpecError(
+                [Diagnostic(Location(file), f"spec file is {size} bytes; the limit is {MAX_FILE_BYTES}")]
+            )
+        data = p.read_bytes()
+    except OSError as exc:
+        raise SpecError([Diagnostic(Location(file), f"cannot read spec: {exc.strerror}")]) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SpecError(
+            [Diagnostic(Location(file, line, col), f"spec is not valid UTF-8 (byte 0x{data[exc.start]:02x})")]
+        ) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return load_text(text, file)

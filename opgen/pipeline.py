@@ -1,0 +1,99 @@
+"""The pipeline end to end: spec paths -> checked ops -> rendered files -> written package.
+
+``load_ops`` runs load, schema, model and check over every spec and returns all diagnostics
+together; ``generate`` renders and writes only when there are none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from . import check, loader, model, render, schema, writer
+from .diagnostics import Diagnostic, Location, SpecError, display_path, sort_diagnostics
+
+SPEC_SUFFIXES = (".yaml", ".yml")
+
+
+def find_specs(paths: Iterable[str | Path]) -> tuple[list[Path], list[Diagnostic]]:
+    """Expand files and directories (non-recursive, ``*.yaml``/``*.yml``) into sorted spec paths."""
+    specs: list[Path] = []
+    diags: list[Diagnostic] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir() if q.suffix in SPEC_SUFFIXES and q.is_file())
+            if not found:
+                diags.append(Diagnostic(Location(display_path(p)), "no *.yaml spec files in this directory"))
+            specs.extend(found)
+        elif p.is_file():
+            specs.append(p)
+        else:
+            diags.append(Diagnostic(Location(display_path(p)), "no such file or directory"))
+    unique = sorted(set(specs), key=lambda q: display_path(q))
+    return unique, diags
+
+
+def load_ops(paths: Iterable[str | Path]) -> tuple[list[model.Op], list[Diagnostic]]:
+    """Load, schema-check, model and semantically check every spec under ``paths``.
+
+    Returns:
+        (ops, diagnostics); ops holds only specs that passed every stage. Diagnostics are
+        sorted by file and line.
+    """
+    specs, diags = find_specs(paths)
+    ops: list[model.Op] = []
+    for spec in specs:
+        file = display_path(spec)
+        try:
+            tree = loader.load_file(spec)
+        except SpecError as exc:
+            diags.extend(exc.diagnostics)
+            continue
+        errors = schema.validate_tree(tree)
+        if errors:
+            diags.extend(errors)
+            continue
+        try:
+            op = model.build_op(tree, file)
+        except SpecError as exc:
+            diags.extend(exc.diagnostics)
+            continue
+        problems = check.check_op(op)
+        if problems:
+            diags.extend(problems)
+            continue
+        ops.append(op)
+    diags.extend(check.check_ops(ops))
+    return ops, sort_diagnostics(diags)
+
+
+@dataclass
+class GenerateResult:
+    """Outcome of :func:`generate`."""
+
+    ops: list[model.Op]
+    diagnostics: list[Diagnostic]
+    package_dir: Path
+    write: writer.WriteResult | None
+
+
+def generate(
+    paths: Sequence[str | Path], out_dir: Path, package: str, *, dry_run: bool = False, check_only: bool = False
+) -> GenerateResult:
+    """Validate every spec; when all are valid, render the package and write it.
+
+    With ``dry_run`` or ``check_only`` nothing is written; the result says what would change.
+    Any diagnostic means nothing is written at all.
+    """
+    ops, diags = load_ops(paths)
+    pkg_dir = out_dir / package
+    if diags or not ops:
+        return GenerateResult(ops, diags, pkg_dir, None)
+    files = render.render_package(ops, package, display_path(pkg_dir))
+    if dry_run or check_only:
+        return GenerateResult(ops, diags, pkg_dir, writer.plan(pkg_dir, files))
+    with writer.locked(pkg_dir):
+        result = writer.write_package(pkg_dir, files)
+    return GenerateResult(ops, diags, pkg_dir, result)

@@ -1,0 +1,177 @@
+"""Stage 2 — schema: check a loaded spec tree against ``schemas/op.schema.json`` (jsonschema).
+
+Errors are mapped back to the ``file:line:col`` of the offending node, and phrased for a
+person: unknown keys name the nearest valid key, enum errors list the allowed values.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, Iterable
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from .diagnostics import Diagnostic, Location, Note, did_you_mean
+from .loader import MarkedDict, MarkedList
+from .resources import schemas_dir
+
+SCHEMA_FILE = "op.schema.json"
+
+
+@functools.lru_cache(maxsize=1)
+def op_schema() -> dict[str, Any]:
+    """The op spec JSON Schema (draft 2020-12) as a dict."""
+    with open(schemas_dir() / SCHEMA_FILE, encoding="utf-8") as fh:
+        schema: dict[str, Any] = json.load(fh)
+    Draft202012Validator.check_schema(schema)
+    return schema
+
+
+@functools.lru_cache(maxsize=1)
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(op_schema())
+
+
+def _locate(tree: Any, path: Iterable[Any]) -> Location:
+    node = tree
+    loc: Location = tree.location
+    for part in path:
+        if isinstance(node, MarkedDict) and part in node:
+            loc = node.loc(part)
+            node = node[part]
+        elif isinstance(node, MarkedList) and isinstance(part, int) and part < len(node):
+            loc = node.loc(part)
+            node = node[part]
+        else:
+            break
+    return loc
+
+
+def _op_name(tree: Any) -> str | None:
+    if isinstance(tree, dict) and isinstance(tree.get("name"), str):
+        return str(tree["name"])
+    return None
+
+
+def _dotted(path: Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "spec"
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "mapping"
+    return type(value).__name__
+
+
+def _diagnose(tree: Any, err: ValidationError) -> list[Diagnostic]:
+    op = _op_name(tree)
+    path = list(err.absolute_path)
+    where = _dotted(path)
+    loc = _locate(tree, path)
+    v = err.validator
+    if v == "additionalProperties" and isinstance(err.instance, dict):
+        allowed = list((err.schema.get("properties") or {}).keys())
+        out = []
+        for key in sorted(set(err.instance) - set(allowed)):
+            node = err.instance
+            key_loc = node.key_loc(key) if isinstance(node, MarkedDict) else loc
+            out.append(
+                Diagnostic(
+                    key_loc,
+                    f"unknown key '{key}' in {where}; expected one of: {', '.join(allowed)}",
+                    op,
+                    notes=did_you_mean(key, allowed),
+                )
+            )
+        return out
+    if v == "required":
+        missing = err.message.split("'")[1] if "'" in err.message else str(err.validator_value)
+        return [Diagnostic(loc, f"{where} is missing required key '{missing}'", op)]
+    if v == "type":
+        expected = err.validator_value
+        exp = " or ".join(expected) if isinstance(expected, list) else str(expected)
+        exp = exp.replace("object", "mapping").replace("array", "list")
+        return [Diagnostic(loc, f"{where} must be a {exp}, got {_type_name(err.instance)}", op)]
+    if v == "enum":
+        allowed_vals = [str(a) for a in err.validator_value]
+        notes = did_you_mean(str(err.instance), allowed_vals)
+        return [
+            Diagnostic(
+                loc,
+                f"{where} is {err.instance!r}; expected one of: {', '.join(allowed_vals)}",
+                op,
+                notes=notes,
+            )
+        ]
+    if v == "pattern":
+        hint = {
+            "^[a-z][a-z0-9_]*$": "snake_case: lower-case letters, digits and '_', starting with a letter",
+            "^[A-Za-z_][A-Za-z0-9_]*$": "an identifier: letters, digits and '_', not starting with a digit",
+            "^[A-Za-z0-9]+_[A-Za-z0-9]+$": "a DataType name such as F32_Default",
+        }.get(str(err.validator_value), f"text matching {err.validator_value}")
+        return [Diagnostic(loc, f"{where} is {err.instance!r}; expected {hint}", op)]
+    if v in ("minItems", "minLength", "minProperties"):
+        return [Diagnostic(loc, f"{where} must not be empty", op)]
+    if v == "oneOf" and path == [] and isinstance(tree, dict):
+        has = [k for k in ("elementwise", "kernel") if k in tree]
+        if not has:
+            return [
+                Diagnostic(
+                    loc,
+                    "no body: the op needs 'elementwise' (scalar expressions) or 'kernel' (C++ bodies)",
+                    op,
+                )
+            ]
+        return [
+            Diagnostic(
+                tree.key_loc("kernel"),
+                "'elementwise' and 'kernel' are mutually exclusive; keep one",
+                op,
+                notes=(Note("'elementwise' is here", tree.key_loc("elementwise")),),
+            )
+        ]
+    if v == "uniqueItems":
+        return [Diagnostic(loc, f"{where} has duplicate items", op)]
+    if v == "oneOf" and err.context:
+        # Report the branch that got furthest (deepest path), phrased by the rules above.
+        best = max(err.context, key=lambda e: len(list(e.absolute_path)))
+        best_path = list(best.absolute_path)
+        if len(best_path) > len(path):
+            return _diagnose(tree, best)
+        return [Diagnostic(loc, f"{where} has the wrong form: {err.message}", op)]
+    return [Diagnostic(loc, f"{where}: {err.message}", op)]
+
+
+def validate_tree(tree: Any) -> list[Diagnostic]:
+    """All schema violations of one loaded spec, as diagnostics (empty when valid)."""
+    if not isinstance(tree, MarkedDict):
+        loc = getattr(tree, "location", None) or Location("<spec>", 1, 1)
+        return [Diagnostic(loc, f"a spec must be a mapping with 'name', got {_type_name(tree)}")]
+    errors = sorted(_validator().iter_errors(tree), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    diags: list[Diagnostic] = []
+    seen: set[str] = set()
+    for err in errors:
+        for d in _diagnose(tree, err):
+            text = d.format()
+            if text not in seen:
+                seen.add(text)
+                diags.append(d)
+    return diags
+
