@@ -1,0 +1,46 @@
+"""Shared fixtures: the repository root on sys.path (so ``generated.opgen_ops`` imports), the
+real MindSpore on CPU, and helpers to write small specs into temporary directories."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture(scope="session")
+def ms():  # type: ignore[no-untyped-def]
+    """The real MindSpore, on CPU."""
+    import mindspore
+
+    mindspore.set_device("CPU")
+    return mindspore
+
+
+@pytest.fixture(params=["GRAPH", "PYNATIVE"])
+def mode(request: pytest.FixtureRequest, ms):  # type: ignore[no-untyped-def]
+    """Run the test once in GRAPH_MODE and once in PYNATIVE_MODE."""
+    ms.set_context(mode=ms.GRAPH_MODE if request.param == "GRAPH" else ms.PYNATIVE_MODE)
+    yield request.param
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+
+
+@pytest.fixture
+def write_spec(tmp_path: Path) -> Callable[[str, str], Path]:
+    """Write ``text`` (dedented) as ``tmp_path/specs/<name>`` and return its path."""
+
+    def _write(name: str, text: str) -> Path:
+        d = tmp_path / "specs"
+        d.mkdir(exist_ok=True)
+        p = d / name
+        p.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        return p
+
+    return _write

@@ -1,0 +1,85 @@
+"""The Function<T> path (compiled pybind11 extension) on real MindSpore, PyNative.
+
+Numbers come from the pyboost tutorial in shared/seeds (op_custom_pyboost_en.md) and numpy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mindspore import Parameter, Tensor, nn
+
+
+@pytest.fixture(scope="module")
+def F(ms):  # type: ignore[no-untyped-def]
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    from generated.opgen_ops import function
+
+    return function
+
+
+def test_pyboost_seed(F, ms) -> None:  # type: ignore[no-untyped-def]
+    class MyNet(nn.Cell):
+        def __init__(self) -> None:
+            super().__init__()
+            self.p = Parameter(2.0, requires_grad=True)
+
+        def construct(self, x, y):  # type: ignore[no-untyped-def]
+            z = F.mul(x, y)
+            return F.mul(z, self.p)
+
+    x = Tensor(1.0, ms.float32) * 2
+    y = Tensor(1.0, ms.float32) * 3
+    net = MyNet()
+    out, grads = ms.value_and_grad(net, grad_position=(0, 1), weights=net.trainable_params())(x, y)
+    assert float(out.asnumpy()) == 12.0
+    (gx, gy), (gp,) = grads
+    assert (float(gx.asnumpy()), float(gy.asnumpy())) == (6.0, 4.0)
+    assert float(gp.asnumpy()) == 6.0
+    assert gx.shape == () and gp.shape == ()
+
+
+def test_mul_broadcast_forward_and_grads(F, ms) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    y = rng.standard_normal((3,)).astype(np.float32)
+    np.testing.assert_allclose(F.mul(Tensor(x), Tensor(y)).asnumpy(), x * y, rtol=1e-6)
+    gx, gy = ms.grad(F.mul, grad_position=(0, 1))(Tensor(x), Tensor(y))
+    assert gx.shape == (2, 3) and gy.shape == (3,)
+    np.testing.assert_allclose(gx.asnumpy(), np.broadcast_to(y, (2, 3)), rtol=1e-6)
+    np.testing.assert_allclose(gy.asnumpy(), x.sum(axis=0), rtol=1e-6)
+
+
+def test_square_grad_seed(F, ms) -> None:  # type: ignore[no-untyped-def]
+    x = Tensor(np.array([1.0, 4.0, 9.0], np.float32))
+    np.testing.assert_array_equal(F.square(x).asnumpy(), [1.0, 16.0, 81.0])
+    np.testing.assert_array_equal(ms.grad(F.square)(x).asnumpy(), [2.0, 8.0, 18.0])
+    twice = ms.grad(lambda t: F.square(F.square(t)))(x).asnumpy()
+    np.testing.assert_array_equal(twice, [4.0, 256.0, 2916.0])
+
+
+def test_add_rows_and_grad(F, ms) -> None:  # type: ignore[no-untyped-def]
+    a = np.arange(6, dtype=np.float64).reshape(2, 3)
+    b = np.ones((2, 1))
+    out = F.add(Tensor(a), Tensor(b)).asnumpy()
+    assert out.dtype == np.float64
+    np.testing.assert_array_equal(out, a + b)
+    ga, gb = ms.grad(F.add, grad_position=(0, 1))(Tensor(a), Tensor(b))
+    np.testing.assert_array_equal(ga.asnumpy(), np.ones((2, 3)))
+    np.testing.assert_array_equal(gb.asnumpy(), np.full((2, 1), 3.0))
+    ai = np.arange(4, dtype=np.int32)
+    np.testing.assert_array_equal(F.add(Tensor(ai), Tensor(ai)).asnumpy(), ai * 2)
+
+
+def test_unsupported_dtype_is_a_type_error(F, ms) -> None:  # type: ignore[no-untyped-def]
+    x = Tensor(np.ones(3, np.float16))
+    with pytest.raises(TypeError) as info:
+        F.mul(x, x)
+    msg = str(info.value)
+    assert "mul()" in msg and "x=float16" in msg and "(x=float32, y=float32, out=float32)" in msg
+
+
+def test_incompatible_broadcast_is_a_value_error(F) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError) as info:
+        F.mul(Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones((4,), np.float32)))
+    assert "mul()" in str(info.value) and "(2, 3) (4,)" in str(info.value)
