@@ -240,7 +240,6 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         assert op.kernel is not None
         k = op.kernel
         fw_lines = []
-        fw_body = k.forward
         if k.backward is not None:
             bw_blocks.append({"guard": "", "lines": [], "yaml": k.backward})
             single_body_uses = identifiers(k.backward.text)

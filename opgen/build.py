@@ -22,10 +22,10 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from .resources import include_dir
 
@@ -79,17 +79,17 @@ def _compiler_identity() -> str:
 
 def _ninja() -> str:
     try:
-        import ninja  # type: ignore[import-untyped]
+        import ninja
 
         exe = os.path.join(ninja.BIN_DIR, "ninja")
         if os.path.exists(exe):
             return exe
     except ImportError:
         pass
-    exe = shutil.which("ninja")
-    if exe is None:
+    found = shutil.which("ninja")
+    if found is None:
         raise BuildError("ninja not found: pip install ninja (it is in opgen's 'run' extra)")
-    return exe
+    return found
 
 
 def sanitize_flags() -> tuple[str, ...]:
@@ -176,7 +176,9 @@ def _build_lock(bdir: Path) -> Iterator[None]:
                     print(f"opgen: waiting for another build in {bdir}", file=sys.stderr)
                     announced = True
                 if time.monotonic() > deadline:
-                    raise BuildError(f"timed out after {LOCK_TIMEOUT_S:.0f}s waiting for the build lock in {bdir}")
+                    raise BuildError(
+                        f"timed out after {LOCK_TIMEOUT_S:.0f}s waiting for the build lock in {bdir}"
+                    ) from None
                 time.sleep(0.1)
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())

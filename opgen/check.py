@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import keyword
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from . import dtypes
 from .diagnostics import Diagnostic, Location, Note, did_you_mean
@@ -162,20 +162,20 @@ def check_op(op: Op) -> list[Diagnostic]:
         for n in o.shape.inputs:
             if n in attr_by_name:
                 err(o.location, f"output '{o.name}': shape rule refers to attr '{n}' where an input is expected")
-        col = len(op.inputs) + oi
+        out_col = len(op.inputs) + oi
         if o.dtype in input_names:
             src = input_names.index(o.dtype)
             for row in valid_rows:
-                if dtypes.split_datatype(row.columns[col])[0] != dtypes.split_datatype(row.columns[src])[0]:
+                if dtypes.split_datatype(row.columns[out_col])[0] != dtypes.split_datatype(row.columns[src])[0]:
                     err(row.location, f"output '{o.name}' has dtype rule '{o.dtype}' (same as input '{o.dtype}'), "
-                        f"but this row gives {row.columns[src]} for '{o.dtype}' and {row.columns[col]} for "
+                        f"but this row gives {row.columns[src]} for '{o.dtype}' and {row.columns[out_col]} for "
                         f"'{o.name}'")
         elif o.dtype in dtypes.BY_NAME:
             want = dtypes.BY_NAME[o.dtype].prefix
             for row in valid_rows:
-                if dtypes.split_datatype(row.columns[col])[0] != want:
+                if dtypes.split_datatype(row.columns[out_col])[0] != want:
                     err(row.location, f"output '{o.name}' has fixed dtype '{o.dtype}', but this row gives "
-                        f"{row.columns[col]}")
+                        f"{row.columns[out_col]}")
         else:
             err(o.location, f"output '{o.name}': dtype rule '{o.dtype}' is neither an input name nor a dtype",
                 did_you_mean(o.dtype, input_names + [d.name for d in dtypes.DTYPES]))
@@ -189,6 +189,9 @@ def check_op(op: Op) -> list[Diagnostic]:
 
     # --- attrs ----------------------------------------------------------------------------
     for a in op.attrs:
+        if a.type in ("list[bool]", "list[str]"):
+            err(a.location, f"attr '{a.name}': type {a.type} cannot be read by MindSpore's aot kernels "
+                "(AotExtra has no such getter); use list[int] or str")
         if a.has_default:
             problem = _attr_value_problem(a.type, a.default, a.range, a.choices)
             if problem:

@@ -10,8 +10,8 @@ import argparse
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from . import __version__
 from .diagnostics import Diagnostic, display_path

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 
 @dataclass(frozen=True, order=True)

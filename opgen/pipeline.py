@@ -6,9 +6,9 @@ together; ``generate`` renders and writes only when there are none.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from . import check, loader, model, render, schema, writer
 from .diagnostics import Diagnostic, Location, SpecError, display_path, sort_diagnostics

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
@@ -87,7 +88,8 @@ def _diagnose(tree: Any, err: ValidationError) -> list[Diagnostic]:
     loc = _locate(tree, path)
     v = err.validator
     if v == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = list((err.schema.get("properties") or {}).keys())
+        sch: Any = err.schema
+        allowed = list((sch.get("properties") or {}).keys())
         out = []
         for key in sorted(set(err.instance) - set(allowed)):
             node = err.instance
@@ -110,7 +112,8 @@ def _diagnose(tree: Any, err: ValidationError) -> list[Diagnostic]:
         exp = exp.replace("object", "mapping").replace("array", "list")
         return [Diagnostic(loc, f"{where} must be a {exp}, got {_type_name(err.instance)}", op)]
     if v == "enum":
-        allowed_vals = [str(a) for a in err.validator_value]
+        enum_vals: Any = err.validator_value
+        allowed_vals = [str(a) for a in enum_vals]
         notes = did_you_mean(str(err.instance), allowed_vals)
         return [
             Diagnostic(
@@ -129,7 +132,7 @@ def _diagnose(tree: Any, err: ValidationError) -> list[Diagnostic]:
         return [Diagnostic(loc, f"{where} is {err.instance!r}; expected {hint}", op)]
     if v in ("minItems", "minLength", "minProperties"):
         return [Diagnostic(loc, f"{where} must not be empty", op)]
-    if v == "oneOf" and path == [] and isinstance(tree, dict):
+    if v == "oneOf" and path == [] and isinstance(tree, MarkedDict):
         has = [k for k in ("elementwise", "kernel") if k in tree]
         if not has:
             return [

@@ -14,10 +14,10 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping
-from contextlib import contextmanager
 
 MANIFEST = ".opgen-manifest"
 

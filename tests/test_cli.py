@@ -47,7 +47,8 @@ def test_generated_matches_ops() -> None:
 
 
 def test_unknown_key_points_at_it_and_writes_nothing(tmp_path: Path, write_spec: Callable[[str, str], Path]) -> None:
-    write_spec("bad.yaml", GOOD.replace("  - {name: x, doc: any tensor}", "  - {name: x, doc: any tensor, kidn: optional}"))
+    typo = GOOD.replace("  - {name: x, doc: any tensor}", "  - {name: x, doc: any tensor, kidn: optional}")
+    write_spec("bad.yaml", typo)
     r = run_cli("generate", "specs", "-o", "out", cwd=tmp_path)
     assert r.returncode == 1
     assert "specs/bad.yaml:4:32: error: op 'twice': unknown key 'kidn' in inputs[0]" in r.stderr
