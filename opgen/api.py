@@ -111,12 +111,12 @@ class Saved:
     condition: str  # C++ boolean over need_<input> flags
 
 
-def shape_py(rule: ShapeRule, attrs: list[str]) -> str:
+def shape_py(rule: ShapeRule, op_name: str) -> str:
     """Python expression for an output shape; inputs are shapes (lists), attrs are values."""
     if rule.kind == "same":
         return f"list({rule.inputs[0]})"
     if rule.kind == "broadcast":
-        return f"_rt.broadcast_shape({', '.join(rule.inputs)})"
+        return f"_rt.broadcast_shape({', '.join(rule.inputs)}, op={op_name!r})"
     dims = []
     for d in rule.dims:
         if d.literal is not None:
@@ -279,7 +279,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
                 "index": i,
                 "grad_name": o.grad_name,
                 "differentiable": o.differentiable,
-                "shape_py": shape_py(o.shape, attr_names),
+                "shape_py": shape_py(o.shape, op.name),
                 "shape_cpp": shape_cpp(o.shape, host),
                 "shape_text": o.shape.text,
                 "dtype_rule": o.dtype,

@@ -61,11 +61,11 @@ def load_extension(module_file: str) -> ModuleType:
     return module
 
 
-def broadcast_shape(*shapes: Sequence[int]) -> list[int]:
-    """NumPy broadcast of several shapes (the ``broadcast(...)`` shape rule).
+def broadcast_shape(*shapes: Sequence[int], op: str = "") -> list[int]:
+    """NumPy broadcast of several shapes (the ``broadcast(...)`` shape rule of op ``op``).
 
     Raises:
-        ValueError: when the shapes cannot be broadcast together.
+        ValueError: when the shapes cannot be broadcast together (the message names the op).
     """
     nd = max((len(s) for s in shapes), default=0)
     out = [1] * nd
@@ -77,7 +77,10 @@ def broadcast_shape(*shapes: Sequence[int]) -> list[int]:
             if out[j] == 1:
                 out[j] = int(d)
                 continue
-            raise ValueError(f"shapes cannot be broadcast together: {' '.join(str(tuple(x)) for x in shapes)}")
+            prefix = f"{op}(): " if op else ""
+            raise ValueError(
+                f"{prefix}shapes cannot be broadcast together: {' '.join(str(tuple(x)) for x in shapes)}"
+            )
     return out
 
 

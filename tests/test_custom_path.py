@@ -77,3 +77,12 @@ def test_add_float64_and_int32_rows(mode: str) -> None:
     outi = _Add()(Tensor(ai), Tensor(ai)).asnumpy()
     assert outi.dtype == np.int32
     np.testing.assert_array_equal(outi, ai * 2)
+
+
+def test_incompatible_broadcast_names_the_op(ms) -> None:  # type: ignore[no-untyped-def]
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    import pytest
+
+    with pytest.raises(ValueError) as info:
+        G.mul(Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones((4,), np.float32)))
+    assert "mul(): shapes cannot be broadcast together: (2, 3) (4,)" in str(info.value)

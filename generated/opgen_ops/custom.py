@@ -67,7 +67,7 @@ def _add_backward_reg_info() -> Any:
 
 def _make_add() -> Any:
     def out_shape(x, y):  # type: ignore[no-untyped-def]
-        return _rt.broadcast_shape(x, y)
+        return _rt.broadcast_shape(x, y, op='add')
 
     def out_dtype(x, y):  # type: ignore[no-untyped-def]
         return x
@@ -175,7 +175,7 @@ def _mul_backward_reg_info() -> Any:
 
 def _make_mul() -> Any:
     def out_shape(x, y):  # type: ignore[no-untyped-def]
-        return _rt.broadcast_shape(x, y)
+        return _rt.broadcast_shape(x, y, op='mul')
 
     def out_dtype(x, y):  # type: ignore[no-untyped-def]
         return x
