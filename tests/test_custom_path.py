@@ -7,6 +7,7 @@ op_custom_adv_r2.2_en.md) and from numpy.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from mindspore import Tensor, nn
 
 from generated import opgen_ops as G
@@ -81,8 +82,6 @@ def test_add_float64_and_int32_rows(mode: str) -> None:
 
 def test_incompatible_broadcast_names_the_op(ms) -> None:  # type: ignore[no-untyped-def]
     ms.set_context(mode=ms.PYNATIVE_MODE)
-    import pytest
-
     with pytest.raises(ValueError) as info:
         G.mul(Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones((4,), np.float32)))
     assert "mul(): shapes cannot be broadcast together: (2, 3) (4,)" in str(info.value)
