@@ -9,12 +9,14 @@
 #ifndef OPGEN_MS_H_
 #define OPGEN_MS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ms_extension.h"
 #include "include/pynative/backward/function.h"
 #include "opgen/kernel.h"
+#include "opgen/rules.h"
 
 namespace opgen {
 namespace ms {
@@ -22,6 +24,7 @@ namespace ms {
 using mindspore::TypeId;
 using mindspore::tensor::TensorPtr;
 using TensorPtrList = std::vector<TensorPtr>;
+using mindspore::pynative::autograd::AutogradContext;
 
 /// Host-resident, contiguous version of `t` whose data_c() kernels may read.
 inline TensorPtr host(const TensorPtr &t) {
@@ -94,6 +97,152 @@ inline const char *dtype_name(TypeId t) {
 
 [[noreturn]] inline void kernel_error(const char *op, const std::exception &e) {
   throw pybind11::value_error(std::string(op) + "(): " + e.what());
+}
+
+
+// ------------------------------------------------------------ optional and dynamic inputs
+
+/// Stand-in passed to Function<T>::Apply for an absent optional input: Apply dereferences every
+/// TensorPtr argument, so None cannot travel as nullptr. Never written, never differentiated.
+inline const TensorPtr &none() {
+  static const TensorPtr sentinel = std::make_shared<mindspore::tensor::Tensor>(mindspore::kNumberTypeFloat32,
+                                                                                Shape{0});
+  return sentinel;
+}
+
+/// The Function<T> argument for an optional input given from Python (None -> none()).
+inline TensorPtr optional_arg(const std::optional<TensorPtr> &t) { return t.has_value() && *t ? *t : none(); }
+
+/// Host copy of an optional input, nullptr when absent.
+inline TensorPtr host_optional(const TensorPtr &t) { return (t == nullptr || t == none()) ? nullptr : host(t); }
+
+inline TensorPtrList host_list(const TensorPtrList &ts) {
+  TensorPtrList out;
+  out.reserve(ts.size());
+  for (const auto &t : ts) out.push_back(host(t));
+  return out;
+}
+
+template <typename E>
+InList<E> in_list(const TensorPtrList &ts) {
+  InList<E> l;
+  for (const auto &t : ts) l.items.push_back(in<E>(t));
+  return l;
+}
+
+template <typename E>
+InList<E> shape_only_list(const std::vector<Shape> &shapes) {
+  InList<E> l;
+  for (const auto &s : shapes) l.items.push_back(shape_only<E>(s));
+  return l;
+}
+
+template <typename E>
+OutList<E> out_list(const TensorPtrList &ts) {
+  OutList<E> l;
+  for (const auto &t : ts) l.items.push_back(out<E>(t));
+  return l;
+}
+
+/// Whether `t` has dtype `want`; an absent optional input (nullptr) matches any row.
+inline bool dtype_is(const TensorPtr &t, TypeId want) { return t == nullptr || t->data_type() == want; }
+inline bool dtype_is(const TensorPtrList &ts, TypeId want) {
+  for (const auto &t : ts) {
+    if (t->data_type() != want) return false;
+  }
+  return true;
+}
+
+/// Appends "name=dtype" entries describing an argument, for unsupported-dtype messages.
+inline void describe(std::vector<std::string> *names, std::vector<TypeId> *got, const std::string &name,
+                     const TensorPtr &t) {
+  if (t == nullptr) return;
+  names->push_back(name);
+  got->push_back(t->data_type());
+}
+inline void describe(std::vector<std::string> *names, std::vector<TypeId> *got, const std::string &name,
+                     const TensorPtrList &ts) {
+  for (size_t i = 0; i < ts.size(); ++i) describe(names, got, name + "[" + std::to_string(i) + "]", ts[i]);
+}
+
+inline std::vector<Shape> shapes_of(const TensorPtrList &ts) {
+  std::vector<Shape> out;
+  for (const auto &t : ts) out.push_back(t->shape());
+  return out;
+}
+
+inline bool need_any(AutogradContext *ctx, const TensorPtrList &ts) {
+  for (const auto &t : ts) {
+    if (ctx->NeedGrad(t)) return true;
+  }
+  return false;
+}
+
+// ------------------------------------------------ values kept in AutogradContext::saved_data
+
+inline mindspore::ValuePtr keep_shapes(const std::vector<Shape> &v) {
+  std::vector<int64_t> enc;
+  for (const auto &s : v) {
+    enc.push_back(static_cast<int64_t>(s.size()));
+    enc.insert(enc.end(), s.begin(), s.end());
+  }
+  return mindspore::MakeValue(enc);
+}
+
+/// Stores an attr or shape for Backward; strings, bool/str lists and lists of shapes are kept
+/// as int64 vectors (MakeValue has no overloads for them).
+inline mindspore::ValuePtr keep(int64_t v) { return mindspore::MakeValue(v); }
+inline mindspore::ValuePtr keep(float v) { return mindspore::MakeValue(v); }
+inline mindspore::ValuePtr keep(bool v) { return mindspore::MakeValue(v); }
+inline mindspore::ValuePtr keep(const std::vector<int64_t> &v) { return mindspore::MakeValue(v); }
+inline mindspore::ValuePtr keep(const std::vector<float> &v) { return mindspore::MakeValue(v); }
+inline mindspore::ValuePtr keep(const std::vector<bool> &v) {
+  return mindspore::MakeValue(std::vector<int64_t>(v.begin(), v.end()));
+}
+inline mindspore::ValuePtr keep(const std::string &v) {
+  return mindspore::MakeValue(std::vector<int64_t>(v.begin(), v.end()));
+}
+inline mindspore::ValuePtr keep(const std::vector<std::string> &v) {
+  std::vector<int64_t> enc;
+  for (const auto &s : v) {
+    enc.push_back(static_cast<int64_t>(s.size()));
+    enc.insert(enc.end(), s.begin(), s.end());
+  }
+  return mindspore::MakeValue(enc);
+}
+inline mindspore::ValuePtr keep(const std::vector<Shape> &v) { return keep_shapes(v); }
+
+template <typename A>
+A restore(const mindspore::ValuePtr &v) {
+  if constexpr (std::is_same_v<A, std::vector<bool>>) {
+    const auto enc = mindspore::GetValue<std::vector<int64_t>>(v);
+    return A(enc.begin(), enc.end());
+  } else if constexpr (std::is_same_v<A, std::string>) {
+    const auto enc = mindspore::GetValue<std::vector<int64_t>>(v);
+    return A(enc.begin(), enc.end());
+  } else if constexpr (std::is_same_v<A, std::vector<std::string>>) {
+    const auto enc = mindspore::GetValue<std::vector<int64_t>>(v);
+    A out;
+    for (size_t p = 0; p < enc.size();) {
+      const size_t len = static_cast<size_t>(enc[p]);
+      out.emplace_back(enc.begin() + static_cast<std::ptrdiff_t>(p + 1),
+                       enc.begin() + static_cast<std::ptrdiff_t>(p + 1 + len));
+      p += 1 + len;
+    }
+    return out;
+  } else if constexpr (std::is_same_v<A, std::vector<Shape>>) {
+    const auto enc = mindspore::GetValue<std::vector<int64_t>>(v);
+    A out;
+    for (size_t p = 0; p < enc.size();) {
+      const size_t rank = static_cast<size_t>(enc[p]);
+      out.emplace_back(enc.begin() + static_cast<std::ptrdiff_t>(p + 1),
+                       enc.begin() + static_cast<std::ptrdiff_t>(p + 1 + rank));
+      p += 1 + rank;
+    }
+    return out;
+  } else {
+    return mindspore::GetValue<A>(v);
+  }
 }
 
 }  // namespace ms
