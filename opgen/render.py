@@ -33,6 +33,7 @@ def environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["to_cpp_string"] = api.cpp_string
+    env.filters["tojson_py"] = lambda v: repr(tuple(v))
     return env
 
 
@@ -91,5 +92,6 @@ def render_package(ops: Sequence[Op], package: str, out_prefix: str) -> dict[str
     emit("custom.py.j2", "custom.py", all_header, ops=contexts)
     emit("function.py.j2", "function.py", all_header, ops=contexts)
     emit("reference.py.j2", "reference.py", all_header, ops=contexts)
+    emit("meta.py.j2", "meta.py", all_header, ops=contexts)
     emit("__init__.py.j2", "__init__.py", all_header, ops=contexts, sources=sources)
     return files
