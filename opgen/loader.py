@@ -185,10 +185,104 @@ def load_text(text: str, file: str) -> Any:
 
 
 def _compose(text: str) -> yaml.Node | None:
+    """The node graph of ``text``: libyaml's parser when it is there, PyYAML's otherwise.
+
+    The fast path builds exactly the nodes PyYAML's own composer builds; for anything it does
+    not handle plainly (a syntax error, deep nesting, an undefined or duplicate anchor) the
+    pure-Python composer runs instead, so every diagnostic is the one it gives.
+    """
+    if _CLoader is not None:
+        try:
+            return _compose_fast(text, _CLoader)
+        except _Unusual:
+            pass
+        except yaml.YAMLError:
+            pass
+    return _compose_python(text)
+
+
+def _compose_python(text: str) -> yaml.Node | None:
     # PyYAML composes recursively; absurd nesting ends in RecursionError, caught by the caller.
     loader = yaml.SafeLoader(text)
     try:
         return loader.get_single_node()
+    finally:
+        loader.dispose()
+
+
+_CLoader: Any = getattr(yaml, "CSafeLoader", None)
+
+
+class _Unusual(Exception):
+    """The fast composer leaves this document to PyYAML's composer."""
+
+
+def _compose_fast(text: str, loader_class: Any) -> yaml.Node | None:
+    """PyYAML's ``Composer.get_single_node`` over libyaml events, iteratively."""
+    ev = yaml.events
+    loader = loader_class(text)
+    try:
+        get = loader.get_event
+        resolve = loader.resolve
+        get()  # stream start
+        event = get()
+        if isinstance(event, ev.StreamEndEvent):
+            return None
+        anchors: dict[str, yaml.Node] = {}
+        # open collections: [node, pending mapping key or None]
+        stack: list[list[Any]] = []
+        root: yaml.Node | None = None
+        while True:
+            event = get()
+            cls = type(event)
+            node: yaml.Node
+            if cls is ev.ScalarEvent:
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = resolve(yaml.ScalarNode, event.value, event.implicit)
+                node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
+            elif cls is ev.SequenceStartEvent or cls is ev.MappingStartEvent:
+                tag = event.tag
+                node_class = yaml.SequenceNode if cls is ev.SequenceStartEvent else yaml.MappingNode
+                if tag is None or tag == "!":
+                    tag = resolve(node_class, None, event.implicit)
+                node = node_class(tag, [], event.start_mark, None, flow_style=event.flow_style)
+            elif cls is ev.AliasEvent:
+                if event.anchor not in anchors:
+                    raise _Unusual
+                node = anchors[event.anchor]
+            elif cls is ev.SequenceEndEvent or cls is ev.MappingEndEvent:
+                done = stack.pop()
+                done[0].end_mark = event.end_mark
+                continue
+            elif cls is ev.DocumentEndEvent:
+                break
+            else:
+                raise _Unusual
+            anchor = getattr(event, "anchor", None) if cls is not ev.AliasEvent else None
+            if anchor is not None:
+                if anchor in anchors:
+                    raise _Unusual
+                anchors[anchor] = node
+            if stack:
+                top = stack[-1]
+                if isinstance(top[0], yaml.MappingNode):
+                    if top[1] is None:
+                        top[1] = node
+                    else:
+                        top[0].value.append((top[1], node))
+                        top[1] = None
+                else:
+                    top[0].value.append(node)
+            else:
+                root = node
+            if cls is ev.SequenceStartEvent or cls is ev.MappingStartEvent:
+                stack.append([node, None])
+                if len(stack) > MAX_DEPTH + 1:
+                    raise _Unusual
+        if stack or not isinstance(get(), ev.StreamEndEvent):
+            raise _Unusual  # a second document: PyYAML's composer says so
+        return root
     finally:
         loader.dispose()
 
