@@ -30,9 +30,33 @@ def op_schema() -> dict[str, Any]:
     return schema
 
 
+def _inline_refs(node: Any, defs: dict[str, Any], depth: int = 0) -> Any:
+    """``node`` with every local ``{"$ref": "#/$defs/x"}`` replaced by (a copy of) the definition.
+
+    Validation then never resolves a reference (the ``referencing`` lookups were a third of its
+    time); the subschemas, hence the errors and their messages, are the same.  Only a schema
+    without recursive definitions can be inlined; see :func:`_validator`.
+    """
+    if depth > 32:
+        raise RecursionError("recursive $ref")
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and len(node) == 1:
+            return _inline_refs(defs[ref[len("#/$defs/"):]], defs, depth + 1)
+        return {k: (v if k == "$defs" else _inline_refs(v, defs, depth)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline_refs(v, defs, depth) for v in node]
+    return node
+
+
 @functools.lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
-    return Draft202012Validator(op_schema())
+    schema = op_schema()
+    try:
+        inlined = _inline_refs(schema, schema.get("$defs", {}))
+    except (RecursionError, KeyError):
+        inlined = schema
+    return Draft202012Validator(inlined)
 
 
 def _locate(tree: Any, path: Iterable[Any]) -> Location:
