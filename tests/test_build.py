@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import io
 import os
 import signal
 import subprocess
@@ -319,3 +320,42 @@ def test_unit_grouping() -> None:
     assert len(build.group_units("ext", srcs[:3], None, 16)) == 3
     assert len(build.group_units("ext", srcs, 8, 2)) == 6
     assert len(build.group_units("aot", srcs, None, 2)) == 41  # aot units stay one per op
+
+
+def test_build_on_import_says_so_once(package: Path, capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from opgen import runtime
+
+    monkeypatch.delenv("OPGEN_QUIET", raising=False)
+    lib = runtime.aot_library(str(package / "custom.py"))
+    err = capsys.readouterr().err
+    assert "opgen: building libtiny_aot (2 units" in err and "opgen: built libtiny_aot-" in err
+    assert runtime.aot_library(str(package / "custom.py")) == lib
+    assert capsys.readouterr().err == ""  # cached: silent
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_updates_one_line_on_a_terminal_and_prints_lines_otherwise(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TERM", "xterm")
+    term = FakeTerminal()
+    progress = build._Progress(term, quiet=False)
+    progress.step(1, 3, "compiling add (aot)")
+    progress.step(2, 3, "compiling mul (aot)")
+    progress.close()
+    assert term.getvalue() == ("\r\x1b[Kopgen: [1/3] compiling add (aot)"
+                               "\r\x1b[Kopgen: [2/3] compiling mul (aot)\n")
+    plain = io.StringIO()
+    progress = build._Progress(plain, quiet=False)
+    progress.step(1, 3, "compiling add (aot)")
+    progress.close()
+    assert plain.getvalue() == "opgen: [1/3] compiling add (aot)\n"
+    silent = FakeTerminal()
+    progress = build._Progress(silent, quiet=True)
+    progress.step(1, 3, "compiling add (aot)")
+    progress.close()
+    assert silent.getvalue() == ""
