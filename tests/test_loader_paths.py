@@ -1,5 +1,6 @@
-"""The libyaml fast path of the loader builds exactly what the pure-Python path builds: the same
-trees with the same locations, and the same diagnostics for every kind of bad input."""
+"""The libyaml fast paths of the loader (events straight to a tree; composing nodes) build exactly
+what the pure-Python path builds: the same trees with the same locations, and the same
+diagnostics for every kind of bad input."""
 
 from __future__ import annotations
 
@@ -46,6 +47,11 @@ CASES = {
     "anchored_sequence": "a: &s\n  - 1\n  - 2\nb: *s\n",
     "reserved_indicator": "a: @foo\n",
     "trailing_mapping": "a: 1\n  b: 2\n",
+    "explicit_tags_on_collections": "a: !!str [1]\nb: !!seq {x: 1}\nc: !!map foo\n",
+    "block_scalar_key": "? |\n  key\n: value\n",
+    "empty_document": "---\n",
+    "null_key": "~: 1\n",
+    "spec_like": "name: x\ndoc: |\n  text\ninputs:\n  - {name: x, doc: d}\n  - name: y\n    doc: >\n      folded\n",
     "alias_bomb": "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
     + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(6)),
 }
@@ -61,11 +67,18 @@ def dump(tree: Any) -> Any:
     return (type(tree).__name__, repr(tree))
 
 
+def no_plain(text: str, file: str, loader_class: Any) -> Any:
+    raise loader._Unusual
+
+
 def load_both(text: str, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Results of the three paths: libyaml events to tree, libyaml compose + convert, pure Python."""
     results = []
-    for fast in (True, False):
+    for path in ("plain", "compose", "python"):
         with monkeypatch.context() as m:
-            if not fast:
+            if path == "compose":
+                m.setattr(loader, "_load_plain", no_plain)
+            if path == "python":
                 m.setattr(loader, "_CLoader", None)
             try:
                 results.append(("ok", dump(loader.load_text(text, "spec.yaml"))))
@@ -80,13 +93,14 @@ def test_libyaml_is_available() -> None:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_fast_and_pure_python_paths_agree(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    fast, pure = load_both(CASES[name], monkeypatch)
-    assert fast == pure
+    plain, composed, pure = load_both(CASES[name], monkeypatch)
+    assert plain == pure
+    assert composed == pure
 
 
 def test_agree_on_the_repository_specs(monkeypatch: pytest.MonkeyPatch) -> None:
     specs = sorted((ROOT / "ops").glob("*.yaml"))
     assert specs
     for spec in specs:
-        fast, pure = load_both(spec.read_text(encoding="utf-8"), monkeypatch)
-        assert fast == pure and fast[0] == "ok", spec
+        plain, composed, pure = load_both(spec.read_text(encoding="utf-8"), monkeypatch)
+        assert plain == composed == pure and plain[0] == "ok", spec
