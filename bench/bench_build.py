@@ -14,11 +14,12 @@ Measured, each ``--repeat`` times (default 2), with the load average before each
 2. build of ``ops/`` (the repository's specs), or of ``--build-ops N`` synthetic specs, in a
    temporary build folder: the aot library and the extension cold (units, compiler processes,
    per-unit times from ninja's log, seconds per op), nothing changed (compiler processes: 0),
-   and after editing one op's body (units compiled).  Compiler processes are counted through a
-   ``CXX`` wrapper that logs each call, so the figures are what a user's build does.
+   and after editing one op's body (units compiled).  CPU seconds are those of the compilers
+   (load from other processes stretches wall times much more than CPU times).  Compiler
+   processes are counted through a ``CXX`` wrapper that logs each call.
    ``--skip-ext`` leaves out the extension (minutes on 2 cores).
-3. import: ``import mindspore`` alone, then ``from <pkg> import function`` with the extension
-   already built (the difference is opgen's share: the cache check and the dlopen).
+3. import: in a fresh process, ``import mindspore``, then ``from <pkg> import function`` with
+   the extension already built (opgen's share: the cache check and loading the library).
 4. ``--units``: one extension unit compiled alone with CustomOpBuilder's flags at -O2, with a
    precompiled ``opgen/ms.h`` (and the time to build it), at -O3, -O1, -O0, and a unit holding
    only the headers: where an extension unit's time goes.
@@ -208,6 +209,12 @@ def unit_times(bdir: Path, kind: str) -> list[tuple[str, float]]:
     return sorted(rows.items())
 
 
+def children_cpu() -> float:
+    """User + system CPU seconds of finished child processes (ninja and the compilers)."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
 def copy_specs(src: Path, dst: Path) -> None:
     dst.mkdir(parents=True, exist_ok=True)
     for spec in sorted(src.glob("*.yaml")):
@@ -246,8 +253,8 @@ def bench_build(work: Path, args: argparse.Namespace, kinds: list[str]) -> Path 
     if args.pch:
         extra.append("--pch")
     print(f"\n## build: {what}, {opgen_build.default_jobs()} jobs{' ' + ' '.join(extra) if extra else ''}")
-    print("| run | library | load | cold s | units | compiler processes | s per op | unit times s | "
-          "no change: s, processes | one body edited: s, processes, units compiled |")
+    print("| run | library | load | cold: wall / CPU s | units | compiler processes | per op: wall / CPU s | "
+          "unit wall times s | no change: s, processes | one body edited: wall / CPU s, processes, units |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     last_pkg = None
     for r in range(repeat_count(args)):
@@ -268,29 +275,33 @@ def bench_build(work: Path, args: argparse.Namespace, kinds: list[str]) -> Path 
             for kind in kinds:
                 counter.take()
                 ld = load()
+                cpu0 = children_cpu()
                 cold = opgen_build.build_library(pkg, kind, quiet=True)
+                cold_cpu = children_cpu() - cpu0
                 calls = counter.take()
                 bdir = opgen_build.package_build_dir(pkg)
                 times = unit_times(bdir, kind)
                 units = [t for name, t in times if name.endswith(".o")]
                 again = opgen_build.build_library(pkg, kind, quiet=True)
-                rows.append([kind, ld, cold, calls, units, again, len(counter.take())])
+                rows.append([kind, ld, cold, cold_cpu, calls, units, again, len(counter.take())])
             edited = edit_one_body(specs)
             res = generate(["specs"], Path("generated"), "bench_ops")
             assert not res.diagnostics
             for row in rows:
                 kind = row[0]
                 counter.take()
+                cpu0 = children_cpu()
                 after = opgen_build.build_library(pkg, kind, quiet=True)
-                row.append((after, len(counter.take()), edited))
+                row.append((after, children_cpu() - cpu0, len(counter.take()), edited))
         finally:
             os.chdir(cwd)
-        for kind, ld, cold, calls, units, again, again_calls, (after, after_calls, edited) in rows:
+        for kind, ld, cold, cold_cpu, calls, units, again, again_calls, edit in rows:
+            after, after_cpu, after_calls, edited = edit
             spread = ", ".join(f"{t:.1f}" for t in units)
-            print(f"| {r + 1} | {kind} | {ld} | {cold.seconds:.1f} | {len(cold.compiled)} | {len(calls)} | "
-                  f"{cold.seconds / n_specs:.1f} | {spread} | {again.seconds:.3f}, {again_calls} | "
-                  f"{after.seconds:.1f}, {after_calls}, {len(after.compiled)} "
-                  f"({edited}: {', '.join(after.compiled)}) |")
+            print(f"| {r + 1} | {kind} | {ld} | {cold.seconds:.1f} / {cold_cpu:.1f} | {len(cold.compiled)} | "
+                  f"{len(calls)} | {cold.seconds / n_specs:.1f} / {cold_cpu / n_specs:.1f} | {spread} | "
+                  f"{again.seconds:.3f}, {again_calls} | {after.seconds:.1f} / {after_cpu:.1f}, {after_calls}, "
+                  f"{len(after.compiled)} ({edited}: {', '.join(after.compiled)}) |")
         last_pkg = pkg
     return last_pkg
 
@@ -299,21 +310,28 @@ def repeat_count(args: argparse.Namespace) -> int:
     return int(args.repeat)
 
 
+IMPORT_PROBE = """\
+import time
+t0 = time.perf_counter()
+import mindspore
+t1 = time.perf_counter()
+from bench_ops import function
+t2 = time.perf_counter()
+print(f"{t1 - t0:.3f} {t2 - t1:.3f}")
+"""
+
+
 def bench_import(pkg: Path, repeat: int) -> None:
     """Figure 3: import time of the Function<T> path with the extension already built."""
     print("\n## import (extension already built)")
-    print("| run | load | `import mindspore` s | `from bench_ops import function` s |")
+    print("| run | load | `import mindspore` s | then `from bench_ops import function` s (cache check + dlopen) |")
     print("|---|---|---|---|")
     env = dict(os.environ, PYTHONPATH=f"{pkg.parent}{os.pathsep}{ROOT}")
     for r in range(repeat):
         ld = load()
-        cmds = ["import mindspore", "from bench_ops import function"]
-        secs = []
-        for code in cmds:
-            t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
-            secs.append(time.perf_counter() - t0)
-        print(f"| {r + 1} | {ld} | {secs[0]:.2f} | {secs[1]:.2f} |")
+        out = subprocess.run([sys.executable, "-c", IMPORT_PROBE], env=env, check=True, capture_output=True,
+                             text=True).stdout.split()
+        print(f"| {r + 1} | {ld} | {float(out[0]):.2f} | {float(out[1]):.3f} |")
 
 
 UNIT_VARIANTS = {
