@@ -9,8 +9,8 @@ Measured, each ``--repeat`` times (default 2), with the load average before each
 
 1. generate: a synthetic package of ``--ops`` (default 1000) specs (half elementwise, half
    kernel bodies with an attr) into an empty directory, then again unchanged (0 files written).
-   In-process ``opgen.pipeline.generate`` (wall and CPU seconds) and the ``opgen generate``
-   command end to end.
+   In-process ``opgen.pipeline.generate`` (wall, user and system CPU seconds: the system share
+   is the kernel writing the files) and the ``opgen generate`` command end to end.
 2. build of ``ops/`` (the repository's specs), or of ``--build-ops N`` synthetic specs, in a
    temporary build folder: the aot library and the extension cold (units, compiler processes,
    per-unit times from ninja's log, seconds per op), nothing changed (compiler processes: 0),
@@ -140,11 +140,12 @@ def machine() -> str:
             f"Python {platform.python_version()}; MindSpore {ms}")
 
 
-def timed(fn: Any) -> tuple[Any, float, float]:
-    """(result, wall seconds, CPU seconds of this process) of ``fn()``."""
-    w0, c0 = time.perf_counter(), time.process_time()
+def timed(fn: Any) -> tuple[Any, float, float, float]:
+    """(result, wall, user CPU, system CPU seconds of this process) of ``fn()``."""
+    w0, t0 = time.perf_counter(), os.times()
     res = fn()
-    return res, time.perf_counter() - w0, time.process_time() - c0
+    t1 = os.times()
+    return res, time.perf_counter() - w0, t1.user - t0.user, t1.system - t0.system
 
 
 def bench_generate(work: Path, count: int, repeat: int) -> None:
@@ -152,8 +153,8 @@ def bench_generate(work: Path, count: int, repeat: int) -> None:
     specs = work / "gen-specs"
     write_synthetic_specs(specs, count)
     print(f"\n## generate: {count} synthetic specs")
-    print("| run | load | cold: wall / CPU s | files written | unchanged: wall / CPU s | files written | "
-          "`opgen generate` unchanged, wall s |")
+    print("| run | load | cold: wall / user / system s | files written (MiB) | unchanged: wall / user / system s | "
+          "files written | `opgen generate` unchanged, wall s |")
     print("|---|---|---|---|---|---|---|")
     cwd = os.getcwd()
     os.chdir(work)
@@ -162,17 +163,18 @@ def bench_generate(work: Path, count: int, repeat: int) -> None:
             out = work / f"gen-out-{r}"
             ld = load()
             run = functools.partial(generate, [specs.name], Path(out.name), "synth")
-            cold, w1, c1 = timed(run)
+            cold, w1, u1, s1 = timed(run)
             assert not cold.diagnostics and cold.write is not None
-            again, w2, c2 = timed(run)
+            mib = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / 2**20
+            again, w2, u2, s2 = timed(run)
             assert again.write is not None
             t0 = time.perf_counter()
             proc = subprocess.run([sys.executable, "-m", "opgen", "generate", specs.name, "-o", out.name,
                                    "-p", "synth", "-q"], env=dict(os.environ, PYTHONPATH=str(ROOT)))
             w3 = time.perf_counter() - t0
             assert proc.returncode == 0
-            print(f"| {r + 1} | {ld} | {w1:.2f} / {c1:.2f} | {len(cold.write.written)} | {w2:.2f} / {c2:.2f} | "
-                  f"{len(again.write.written)} | {w3:.2f} |")
+            print(f"| {r + 1} | {ld} | {w1:.2f} / {u1:.2f} / {s1:.2f} | {len(cold.write.written)} ({mib:.0f}) | "
+                  f"{w2:.2f} / {u2:.2f} / {s2:.2f} | {len(again.write.written)} | {w3:.2f} |")
     finally:
         os.chdir(cwd)
 
