@@ -13,8 +13,10 @@ a toolchain stamp) recompiles only the units whose inputs changed.
 Units.  An aot unit is one op (about 2 s).  An ext unit pays about 40 s of MindSpore header
 cost (parsing, and code for the headers' own static objects and inline functions) whatever it
 holds, against about 1 s per op inside it, so the ext sources are grouped into a few
-"unity" units (``#include`` of several ``*_function.cc``), as many as there are parallel jobs
-and at most :data:`MAX_OPS_PER_UNIT` ops each; ``ops_per_unit=1`` gives one unit per op.
+"unity" units (``#include`` of several ``*_function.cc``): :data:`MIN_UNITS` of them, more
+when that would put over :data:`MAX_OPS_PER_UNIT` ops in one; ``ops_per_unit=1`` gives one
+unit per op.  The layout depends only on the sources, never on ``-j``: a library built with
+any job count is the one an import finds.
 Optionally (``pch=True``) the ext units share a precompiled ``opgen/ms.h``.
 
 Safety.  Objects, the precompiled header and the linked library are written to a temporary
@@ -51,6 +53,8 @@ LOCK_TIMEOUT_S = 900.0
 """Default wait for another build of the same package (``$OPGEN_LOCK_TIMEOUT`` overrides)."""
 MAX_OPS_PER_UNIT = 16
 """Upper bound on the ops one ext unit holds when grouping automatically."""
+MIN_UNITS = 2
+"""Ext units when grouping automatically, for up to 2 x :data:`MAX_OPS_PER_UNIT` sources (two cores' worth)."""
 BUILD_FORMAT = "opgen-build-v2"
 """Changes whenever the build layout changes, so old objects and libraries are not reused."""
 KINDS = ("aot", "ext")
@@ -207,13 +211,14 @@ def _label(names: Sequence[str]) -> str:
     return f"{names[0]} ... {names[-1]} ({len(names)} units)"
 
 
-def group_units(kind: str, sources: Sequence[Path], ops_per_unit: int | None, jobs: int) -> tuple[Unit, ...]:
+def group_units(kind: str, sources: Sequence[Path], ops_per_unit: int | None) -> tuple[Unit, ...]:
     """Split ``sources`` into translation units.
 
     ``ops_per_unit=1`` (and every aot build) gives one unit per source.  ``None`` (automatic)
-    makes a multiple of ``jobs`` units of at most :data:`MAX_OPS_PER_UNIT` sources; any other
-    number makes units of at most that many.  Units hold consecutive sources (sorted by name)
-    and differ in size by at most one, so the layout depends only on the list of sources.
+    makes :data:`MIN_UNITS` units, or more so that none holds over :data:`MAX_OPS_PER_UNIT`
+    sources; any other number makes units of at most that many.  Units hold consecutive sources
+    (sorted by name) and differ in size by at most one, so the layout depends only on the list
+    of sources.
     """
     suffix = " (aot)" if kind == "aot" else " (Function<T>)"
     srcs = sorted(sources, key=lambda p: p.name)
@@ -221,8 +226,7 @@ def group_units(kind: str, sources: Sequence[Path], ops_per_unit: int | None, jo
     if kind == "aot" or ops_per_unit == 1 or n <= 1:
         return tuple(Unit(f"{kind}/{s.stem}.o", (s,), _op_of(s) + suffix) for s in srcs)
     if ops_per_unit is None:
-        rounds = math.ceil(n / (max(1, jobs) * MAX_OPS_PER_UNIT))
-        count = min(n, max(1, jobs) * rounds)
+        count = min(n, max(MIN_UNITS, math.ceil(n / MAX_OPS_PER_UNIT)))
     else:
         count = math.ceil(n / ops_per_unit)
     units = []
@@ -249,16 +253,14 @@ def aot_target(pkg_dir: Path, *, pch: bool = False) -> Target:
     ) + sanitize_flags()
     ldflags = ("-shared", "-pthread") + sanitize_flags()
     return Target("aot", f"lib{pkg_dir.name}_aot", sources, cflags, ldflags,
-                  group_units("aot", sources, 1, 1), "opgen/aot.h" if pch else None)
+                  group_units("aot", sources, 1), "opgen/aot.h" if pch else None)
 
 
-def ext_target(pkg_dir: Path, *, ops_per_unit: int | None = None, jobs: int | None = None,
-               pch: bool = False) -> Target:
+def ext_target(pkg_dir: Path, *, ops_per_unit: int | None = None, pch: bool = False) -> Target:
     """The pybind11 extension of a generated package, with CustomOpBuilder's CPU flags.
 
     Args:
         ops_per_unit: sources per translation unit (``None``: automatic, see :func:`group_units`).
-        jobs: parallel jobs the grouping plans for (default :func:`default_jobs`).
         pch: precompile ``opgen/ms.h`` (MindSpore's headers) once and use it in every unit.
     """
     from mindspore.ops import CustomOpBuilder  # the real MindSpore; imported only to build
@@ -274,7 +276,7 @@ def ext_target(pkg_dir: Path, *, ops_per_unit: int | None = None, jobs: int | No
     cflags = tuple(includes) + (f"-isystem{py_inc}", f"-I{include_dir()}", f"-I{csrc}")
     cflags += tuple(builder.get_cflags()) + sanitize_flags()
     ldflags = tuple(builder.get_ldflags()) + ("-pthread",) + sanitize_flags()
-    units = group_units("ext", sources, ops_per_unit, jobs or default_jobs())
+    units = group_units("ext", sources, ops_per_unit)
     return Target("ext", name, sources, cflags, ldflags, units, "opgen/ms.h" if pch else None)
 
 
@@ -750,7 +752,7 @@ def build_library(pkg_dir: Path, kind: str, quiet: bool = False, *,
         target = aot_target(pkg_dir, pch=use_pch)
     else:
         per_unit = ops_per_unit if ops_per_unit is not None else _env_ops_per_unit()
-        target = ext_target(pkg_dir, ops_per_unit=per_unit, jobs=njobs, pch=use_pch)
+        target = ext_target(pkg_dir, ops_per_unit=per_unit, pch=use_pch)
     if not target.sources:
         raise BuildError(f"{pkg_dir}/csrc has no sources for the {kind} library; run 'opgen generate' first")
     key = target_key(target)
