@@ -159,6 +159,11 @@ def load_text(text: str, file: str) -> Any:
         line = text.count("\n", 0, idx) + 1
         col = idx - (text.rfind("\n", 0, idx) + 1) + 1
         raise SpecError([Diagnostic(Location(file, line, col), "NUL byte in spec file")])
+    if _CLoader is not None:
+        try:
+            return _load_plain(text, file, _CLoader)
+        except (_Unusual, yaml.YAMLError):
+            pass  # the general path below says what is wrong, exactly as it always did
     try:
         node = _compose(text)
     except yaml.MarkedYAMLError as exc:
@@ -185,10 +190,205 @@ def load_text(text: str, file: str) -> Any:
 
 
 def _compose(text: str) -> yaml.Node | None:
+    """The node graph of ``text``: libyaml's parser when it is there, PyYAML's otherwise.
+
+    The fast path builds exactly the nodes PyYAML's own composer builds; for anything it does
+    not handle plainly (a syntax error, deep nesting, an undefined or duplicate anchor) the
+    pure-Python composer runs instead, so every diagnostic is the one it gives.
+    """
+    if _CLoader is not None:
+        try:
+            return _compose_fast(text, _CLoader)
+        except _Unusual:
+            pass
+        except yaml.YAMLError:
+            pass
+    return _compose_python(text)
+
+
+def _compose_python(text: str) -> yaml.Node | None:
     # PyYAML composes recursively; absurd nesting ends in RecursionError, caught by the caller.
     loader = yaml.SafeLoader(text)
     try:
         return loader.get_single_node()
+    finally:
+        loader.dispose()
+
+
+_CLoader: Any = getattr(yaml, "CSafeLoader", None)
+
+
+class _Unusual(Exception):
+    """The fast composer leaves this document to PyYAML's composer."""
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_SCALAR_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+
+
+def _load_plain(text: str, file: str, loader_class: Any) -> Any:
+    """The marked tree of a plain document, built straight from libyaml's events.
+
+    Plain: one non-empty document of mappings with unique string keys, sequences and scalars
+    of the core tags, no anchors or aliases, at most :data:`MAX_DEPTH` levels and
+    :data:`MAX_NODES` nodes -- what a spec is.  It gives the tree (and locations) that
+    composing and converting would; anything else raises :class:`_Unusual` and takes the
+    general path, which phrases every diagnostic.
+    """
+    ev = yaml.events
+    loader = loader_class(text)
+    try:
+        get = loader.get_event
+        resolve = loader.resolve
+        get()  # stream start
+        if not isinstance(get(), ev.DocumentStartEvent):
+            raise _Unusual
+        # open containers: [container, pending mapping key or None]
+        stack: list[list[Any]] = []
+        root: Any = None
+        nodes = 0
+        while True:
+            event = get()
+            cls = type(event)
+            if cls is ev.SequenceEndEvent or cls is ev.MappingEndEvent:
+                stack.pop()
+                continue
+            if cls is ev.DocumentEndEvent:
+                break
+            if event.anchor is not None or cls is ev.AliasEvent:
+                raise _Unusual
+            nodes += 1
+            if nodes > MAX_NODES:
+                raise _Unusual
+            mark = event.start_mark
+            value: Any
+            if cls is ev.ScalarEvent:
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = resolve(yaml.ScalarNode, event.value, event.implicit)
+                if tag == _STR_TAG:
+                    value = event.value
+                elif tag in _CORE_TAGS:
+                    node = yaml.ScalarNode(tag, event.value, mark, event.end_mark, style=event.style)
+                    value = _SCALAR_CONSTRUCTOR.construct_object(node)
+                else:
+                    raise _Unusual
+                if event.style in ("|", ">"):
+                    where = Location(file, mark.line + 2, 1)
+                else:
+                    where = Location(file, mark.line + 1, mark.column + 1)
+            elif cls is ev.MappingStartEvent or cls is ev.SequenceStartEvent:
+                tag = event.tag
+                if tag is not None and tag != "!" and tag not in _CORE_TAGS:
+                    raise _Unusual
+                where = Location(file, mark.line + 1, mark.column + 1)
+                if cls is ev.MappingStartEvent:
+                    value = MarkedDict()
+                    value.location = where
+                    value.key_locations = {}
+                    value.value_locations = {}
+                else:
+                    value = MarkedList()
+                    value.location = where
+                    value.item_locations = []
+            else:
+                raise _Unusual
+            if stack:
+                top = stack[-1]
+                parent = top[0]
+                if isinstance(parent, MarkedDict):
+                    if top[1] is None:
+                        if not isinstance(value, str) or value in parent:
+                            raise _Unusual  # a non-string or duplicate key
+                        top[1] = (value, where)
+                    else:
+                        key, key_where = top[1]
+                        parent.key_locations[key] = key_where
+                        parent.value_locations[key] = where
+                        parent[key] = value
+                        top[1] = None
+                else:
+                    parent.item_locations.append(where)
+                    parent.append(value)
+            else:
+                root = value
+            if cls is ev.MappingStartEvent or cls is ev.SequenceStartEvent:
+                stack.append([value, None])
+                if len(stack) > MAX_DEPTH:
+                    raise _Unusual
+        if root is None or not isinstance(get(), ev.StreamEndEvent):
+            raise _Unusual
+        return root
+    finally:
+        loader.dispose()
+
+
+def _compose_fast(text: str, loader_class: Any) -> yaml.Node | None:
+    """PyYAML's ``Composer.get_single_node`` over libyaml events, iteratively."""
+    ev = yaml.events
+    loader = loader_class(text)
+    try:
+        get = loader.get_event
+        resolve = loader.resolve
+        get()  # stream start
+        event = get()
+        if isinstance(event, ev.StreamEndEvent):
+            return None
+        anchors: dict[str, yaml.Node] = {}
+        # open collections: [node, pending mapping key or None]
+        stack: list[list[Any]] = []
+        root: yaml.Node | None = None
+        while True:
+            event = get()
+            cls = type(event)
+            node: yaml.Node
+            if cls is ev.ScalarEvent:
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = resolve(yaml.ScalarNode, event.value, event.implicit)
+                node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
+            elif cls is ev.SequenceStartEvent or cls is ev.MappingStartEvent:
+                tag = event.tag
+                node_class = yaml.SequenceNode if cls is ev.SequenceStartEvent else yaml.MappingNode
+                if tag is None or tag == "!":
+                    tag = resolve(node_class, None, event.implicit)
+                node = node_class(tag, [], event.start_mark, None, flow_style=event.flow_style)
+            elif cls is ev.AliasEvent:
+                if event.anchor not in anchors:
+                    raise _Unusual
+                node = anchors[event.anchor]
+            elif cls is ev.SequenceEndEvent or cls is ev.MappingEndEvent:
+                done = stack.pop()
+                done[0].end_mark = event.end_mark
+                continue
+            elif cls is ev.DocumentEndEvent:
+                break
+            else:
+                raise _Unusual
+            anchor = getattr(event, "anchor", None) if cls is not ev.AliasEvent else None
+            if anchor is not None:
+                if anchor in anchors:
+                    raise _Unusual
+                anchors[anchor] = node
+            if stack:
+                top = stack[-1]
+                if isinstance(top[0], yaml.MappingNode):
+                    if top[1] is None:
+                        top[1] = node
+                    else:
+                        top[0].value.append((top[1], node))
+                        top[1] = None
+                else:
+                    top[0].value.append(node)
+            else:
+                root = node
+            if cls is ev.SequenceStartEvent or cls is ev.MappingStartEvent:
+                stack.append([node, None])
+                if len(stack) > MAX_DEPTH + 1:
+                    raise _Unusual
+        if stack or not isinstance(get(), ev.StreamEndEvent):
+            raise _Unusual  # a second document: PyYAML's composer says so
+        return root
     finally:
         loader.dispose()
 

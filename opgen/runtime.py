@@ -39,9 +39,9 @@ def aot_library(module_file: str) -> str:
 def load_extension(module_file: str) -> ModuleType:
     """Import the pybind11 extension of the package containing ``module_file``.
 
-    Builds it first when missing or stale (about 25-50 s per op unit on 2 cores; says so on
-    stderr). A process keeps the first extension it loaded (a shared library cannot be
-    reloaded), like ``CustomOpBuilder.load()``.
+    Builds it first when missing or stale (MindSpore's headers make this about a minute on 2
+    cores for a few ops; says so on stderr, see docs/build.md). A process keeps the first
+    extension it loaded (a shared library cannot be reloaded), like ``CustomOpBuilder.load()``.
 
     Raises:
         opgen.build.BuildError: when the Function<T> sources do not compile.

@@ -86,7 +86,7 @@ def plan(pkg: Path, files: Mapping[str, str]) -> WriteResult:
         if rel not in files and (pkg / rel).exists():
             result.removed.append(rel)
     try:
-        if (pkg / MANIFEST).read_text(encoding="utf-8") != manifest_now and not result.changed:
+        if (pkg / MANIFEST).read_text(encoding="utf-8") != manifest_now:
             result.written.append(MANIFEST)
     except OSError:
         result.written.append(MANIFEST)
@@ -97,7 +97,9 @@ def write_package(pkg: Path, files: Mapping[str, str]) -> WriteResult:
     """Publish ``files`` (relative path -> text) under ``pkg``.
 
     Every new or changed file is staged in full first; only then are files moved into place,
-    so an interrupted run leaves each file either old or new, never truncated.
+    so an interrupted (killed) run leaves each file either old or new, never truncated, and a
+    reader never sees a partial file.  Files are not fsync'ed one by one (that made writing a
+    large package take seconds): generated files can always be generated again.
     """
     result = plan(pkg, files)
     if not result.changed:
@@ -106,17 +108,22 @@ def write_package(pkg: Path, files: Mapping[str, str]) -> WriteResult:
     staging = Path(tempfile.mkdtemp(prefix=".opgen-staging-", dir=pkg.parent))
     try:
         to_write = {rel: files[rel] for rel in result.written if rel != MANIFEST}
-        to_write[MANIFEST] = "\n".join(sorted(files)) + "\n"
+        if MANIFEST in result.written:
+            to_write[MANIFEST] = "\n".join(sorted(files)) + "\n"
+        made: set[Path] = set()
+
+        def ensure_dir(d: Path) -> None:
+            if d not in made:
+                d.mkdir(parents=True, exist_ok=True)
+                made.add(d)
+
         for rel, text in to_write.items():
             staged = staging / rel
-            staged.parent.mkdir(parents=True, exist_ok=True)
-            with open(staged, "wb") as fh:
-                fh.write(text.encode("utf-8"))
-                fh.flush()
-                os.fsync(fh.fileno())
+            ensure_dir(staged.parent)
+            staged.write_bytes(text.encode("utf-8"))
         for rel in sorted(to_write):
             target = pkg / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
+            ensure_dir(target.parent)
             os.replace(staging / rel, target)
         for rel in result.removed:
             try:
