@@ -333,6 +333,17 @@ def test_parallel_for_single_thread(run: Runner) -> None:
     assert "ok threads used 1" in out
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux CPU affinity")
+def test_parallel_for_respects_cpu_affinity(opt: str, drivers: Path) -> None:
+    """A process restricted to one CPU (taskset, cgroups) gets no pool; loops stay correct."""
+    exe = compile_driver("parallel_test", opt, drivers)
+    one_cpu = min(os.sched_getaffinity(0))
+    proc = subprocess.run([str(exe), "parallel"], capture_output=True, text=True, timeout=300,
+                          preexec_fn=lambda: os.sched_setaffinity(0, {one_cpu}))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("threads 1\n") and "FAIL" not in proc.stdout
+
+
 def test_library_with_pool_survives_dlclose(run: Runner, tmp_path: Path) -> None:
     """MindSpore may dlclose an aot library; one whose pool threads exist stays mapped."""
     lib = tmp_path / "libparallel.so"

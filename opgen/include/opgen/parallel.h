@@ -16,8 +16,8 @@
 //  - the library holding the pool is pinned in memory (RTLD_NODELETE) so that a dlclose() of
 //    an aot kernel library cannot unmap code that sleeping workers will return into.
 //
-// OPGEN_NUM_THREADS=<n> caps the number of threads (1 disables the pool); by default it is the
-// number of CPUs this process may run on (sched_getaffinity).
+// OPGEN_NUM_THREADS=<n> sets the number of threads (1 disables the pool); by default it is the
+// number of CPUs this process may run on (sched_getaffinity of the process).
 //
 // Shipped with opgen (not generated). Framework-free: used by the aot and Function<T> paths.
 #ifndef OPGEN_PARALLEL_H_
@@ -66,8 +66,10 @@ OPGEN_HIDDEN inline int configured_threads() {
       if (v >= 1) return static_cast<int>(std::min<long>(v, 256));
     }
 #if defined(__linux__)
+    // The process's CPUs (its main thread's mask), not the calling thread's: the first loop may
+    // run on a runtime thread that MindSpore pinned to one core.
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    if (sched_getaffinity(getpid(), sizeof(set), &set) == 0) {
       int c = CPU_COUNT(&set);
       if (c >= 1) return c;
     }
