@@ -28,10 +28,11 @@ How a call is timed (the ``--mode``):
   output's ``.asnumpy()`` (a no-copy view of a CPU tensor; it waits for everything queued before
   it) ends the measurement; the time is the total over N (throughput per call).
 
-Each implementation is warmed up, then timed ``--calls`` times per round; rounds interleave the
-implementations (so a burst of load from other processes hits all of them) and the table shows
-the median over all calls, with the spread (10th-90th percentile) after it. Results are checked
-against numpy before timing. This script prints numbers; it asserts nothing about speed.
+Each implementation is warmed up, then timed ``--calls`` times in small blocks, the
+implementations taking turns in a new random order each time (so a burst of load from other
+processes hits all of them alike, and no row always follows the same other row); the table
+shows the median over all calls, with the spread (10th-90th percentile) after it. Results are
+checked against numpy before timing. This script prints numbers; it asserts nothing about speed.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -197,9 +199,10 @@ def main(argv: list[str] | None = None) -> int:
     """Build what is missing, check every implementation against numpy, time them, print a table."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="16,1048576,16777216", help="comma-separated element counts")
-    p.add_argument("--calls", type=int, default=0, help="timed calls per round (default: by size)")
-    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    p.add_argument("--calls", type=int, default=0, help="timed calls per implementation and size (default: by size)")
+    p.add_argument("--rounds", type=int, default=20, help="at least this many turns per implementation")
     p.add_argument("--mode", choices=("blocking", "async"), default="blocking")
+    p.add_argument("--only", default="", help="comma-separated row labels to run (default: all)")
     args = p.parse_args(argv)
 
     import mindspore as ms
@@ -216,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"MindSpore {ms.__version__}, OPGEN_NUM_THREADS={os.environ.get('OPGEN_NUM_THREADS', '(all CPUs)')}")
     rows: dict[tuple[str, int], list[float]] = {}
     rng = np.random.default_rng(0)
+    shuffle = random.Random(0)
     for n in sizes:
         a = rng.standard_normal(n).astype(np.float32)
         b = rng.standard_normal(n).astype(np.float32)
@@ -223,19 +227,29 @@ def main(argv: list[str] | None = None) -> int:
         want = a * b
         cases: dict[str, tuple[Impl, Any, Any]] = {k: (f, x, y) for k, f in impls.items()}
         cases["numpy"] = (np.multiply, a, b)
+        if args.only:
+            keep = {label.strip() for label in args.only.split(",")}
+            cases = {k: c for k, c in cases.items() if k in keep}
         for label, (f, u, v) in cases.items():
             got = f(u, v)
             got = got.asnumpy() if hasattr(got, "asnumpy") else got
             if not np.array_equal(got, want):
                 raise SystemExit(f"{label} gives wrong results at n={n}")
-        calls = args.calls or (2000 if n <= 4096 else 200 if n <= 1 << 20 else 20)
+        calls = args.calls or (2000 if n <= 4096 else 300 if n <= 1 << 20 else 40)
+        block = max(1, min(calls // args.rounds, 20 if n <= 4096 else 5 if n <= 1 << 20 else 2))
         for f, u, v in cases.values():  # warm-up
-            timer(f, u, v, max(3, calls // 10))
-        for _ in range(args.rounds):
-            for label, (f, u, v) in cases.items():
-                rows.setdefault((label, n), []).extend(timer(f, u, v, calls))
+            timer(f, u, v, max(3, block))
+        order = list(cases)
+        for _ in range(-(-calls // block)):
+            # Small blocks, implementations taking turns in a fresh random order each time: a
+            # burst of load from other processes falls on all of them alike, and none always runs
+            # right after the same other one (whose cache and allocator footprint it would inherit).
+            shuffle.shuffle(order)
+            for label in order:
+                f, u, v = cases[label]
+                rows.setdefault((label, n), []).extend(timer(f, u, v, block))
 
-    labels = list(impls) + ["numpy"]
+    labels = [label for label in list(impls) + ["numpy"] if any(key[0] == label for key in rows)]
     width = 26
     print()
     print("| implementation | " + " | ".join(f"n = {n:,}" for n in sizes) + " |")
@@ -256,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     for n in sizes:
         pairs = [("opgen Function", "seed Function"), ("opgen aot", "seed aot + bprop"), ("opgen aot", "seed aot"),
                  ("opgen Function", "ops.mul"), ("opgen aot", "ops.mul")]
-        print(f"n = {n:,}: " + ", ".join(ratio(a, b, n) for a, b in pairs))
+        shown = [ratio(a, b, n) for a, b in pairs if (a, n) in med and (b, n) in med]
+        print(f"n = {n:,}: " + ", ".join(shown))
     print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     return 0
 
