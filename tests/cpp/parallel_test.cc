@@ -144,43 +144,6 @@ void parallel_checks() {
     for (int64_t i = 0; i < n; ++i) good = good && o[static_cast<size_t>(i)] == a[static_cast<size_t>(i)] * b[static_cast<size_t>(i)];
     check(good, "map float flat");
   }
-
-  // Outputs of kStreamMinBytes and more take the streaming-store path: an output pointer off the
-  // 16-byte grid (scalar prologue), whole blocks, and a tail; float, double and 1-byte outputs.
-  {
-    const int64_t n = opgen::kStreamMinBytes / 4 + 29;
-    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n)), o(static_cast<size_t>(n) + 1, -1.0f);
-    for (int64_t i = 0; i < n; ++i) {
-      a[static_cast<size_t>(i)] = static_cast<float>(i % 1013) * 0.25f;
-      b[static_cast<size_t>(i)] = static_cast<float>(i % 11) - 5.0f;
-    }
-    const int64_t s[] = {n};
-    float *out = o.data() + 1;  // 4 bytes past a 16-byte boundary (vector data is 16-aligned)
-    opgen::map(opgen::make_view<float>(out, s, 1), [](float x, float y) { return x * y; },
-               opgen::make_view<const float>(a.data(), s, 1), opgen::make_view<const float>(b.data(), s, 1));
-    bool good = o[0] == -1.0f;
-    for (int64_t i = 0; i < n; ++i) good = good && out[i] == a[static_cast<size_t>(i)] * b[static_cast<size_t>(i)];
-    check(good, "map float streaming");
-
-    const int64_t nd = opgen::kStreamMinBytes / 8 + 3;
-    std::vector<double> d(static_cast<size_t>(nd));
-    const int64_t sd[] = {nd};
-    opgen::map(opgen::make_view<double>(d.data(), sd, 1), [](float x) { return static_cast<double>(x) * 0.5; },
-               opgen::make_view<const float>(a.data(), sd, 1));
-    good = true;
-    for (int64_t i = 0; i < nd; ++i) good = good && d[static_cast<size_t>(i)] == static_cast<double>(a[static_cast<size_t>(i)]) * 0.5;
-    check(good, "map double streaming");
-
-    const int64_t nb = opgen::kStreamMinBytes + 7;
-    std::vector<uint8_t> u(static_cast<size_t>(nb)), v(static_cast<size_t>(nb) + 3);
-    for (int64_t i = 0; i < nb; ++i) u[static_cast<size_t>(i)] = static_cast<uint8_t>(i * 7);
-    const int64_t sb[] = {nb};
-    opgen::map(opgen::make_view<uint8_t>(v.data() + 3, sb, 1), [](uint8_t x) { return static_cast<uint8_t>(x + 1); },
-               opgen::make_view<const uint8_t>(u.data(), sb, 1));
-    good = true;
-    for (int64_t i = 0; i < nb; ++i) good = good && v[static_cast<size_t>(i) + 3] == static_cast<uint8_t>(u[static_cast<size_t>(i)] + 1);
-    check(good, "map uint8 streaming");
-  }
 }
 
 // A shared library that ran a parallel loop stays loaded after dlclose (its pool threads sleep

@@ -36,10 +36,6 @@
 #include <utility>
 #include <vector>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "opgen/half.h"
 #include "opgen/parallel.h"
 
@@ -199,13 +195,6 @@ bool same_shape(const View<A> &a, const View<B> &b) {
 #define OPGEN_VECTORIZE_LOOP
 #endif
 
-/// Outputs of at least this many bytes are written with non-temporal (streaming) stores where
-/// available (x86 SSE2): they would not stay in cache anyway, and streaming skips reading each
-/// output cache line before overwriting it -- a third of a binary element-wise op's memory
-/// traffic. Measured here (AMD EPYC, 32 MB L3): float mul 13-21% faster from 8 MB of output
-/// on, 12% slower at 4 MB (which still fits in cache).
-constexpr int64_t kStreamMinBytes = int64_t{8} << 20;
-
 namespace detail {
 /// Elements per block of the flat loop: a fixed trip count the compiler vectorises even at -O2
 /// (CustomOpBuilder's level, whose cheap cost model skips loops that need a scalar epilogue).
@@ -223,29 +212,6 @@ inline void flat_range(OutE *o, F &f, const Ptrs &p, int64_t b, int64_t e, std::
   for (; i < e; ++i) o[i] = static_cast<OutE>(f(static_cast<C>(std::get<K>(p)[i])...));
 }
 
-#if defined(__SSE2__)
-/// flat_range writing whole 16-byte-aligned blocks with streaming stores (a scalar prologue
-/// until the output is aligned, a scalar tail); ends with a store fence.
-template <typename OutE, typename C, typename F, typename Ptrs, size_t... K>
-inline void flat_range_stream(OutE *o, F &f, const Ptrs &p, int64_t b, int64_t e, std::index_sequence<K...>) {
-  static_assert((kVectorBlock * sizeof(OutE)) % 16 == 0, "a block must be whole 16-byte stores");
-  int64_t i = b;
-  for (; i < e && (reinterpret_cast<uintptr_t>(o + i) & 15u) != 0; ++i) {
-    o[i] = static_cast<OutE>(f(static_cast<C>(std::get<K>(p)[i])...));
-  }
-  for (; i + kVectorBlock <= e; i += kVectorBlock) {
-    alignas(16) OutE t[kVectorBlock];
-    OPGEN_VECTORIZE_LOOP
-    for (int64_t k = 0; k < kVectorBlock; ++k) t[k] = static_cast<OutE>(f(static_cast<C>(std::get<K>(p)[i + k])...));
-    const __m128i *src = reinterpret_cast<const __m128i *>(t);
-    __m128i *dst = reinterpret_cast<__m128i *>(o + i);
-    for (size_t q = 0; q < sizeof(t) / 16; ++q) _mm_stream_si128(dst + q, _mm_load_si128(src + q));
-  }
-  for (; i < e; ++i) o[i] = static_cast<OutE>(f(static_cast<C>(std::get<K>(p)[i])...));
-  _mm_sfence();
-}
-#endif
-
 template <typename OutE, typename F, typename Tuple, size_t... K>
 void map_impl(Out<OutE> out, const Shape &iter_shape, F &f, const Tuple &ins, std::index_sequence<K...>) {
   using C = compute_t<OutE>;
@@ -254,16 +220,6 @@ void map_impl(Out<OutE> out, const Shape &iter_shape, F &f, const Tuple &ins, st
   if (flat) {
     OutE *const o = out.data;
     const auto ptrs = std::make_tuple(std::get<K>(ins).data...);
-#if defined(__SSE2__)
-    if constexpr (16 % sizeof(OutE) == 0 && std::is_trivially_copyable<OutE>::value) {
-      if (out.numel * static_cast<int64_t>(sizeof(OutE)) >= kStreamMinBytes) {
-        parallel_for(out.numel, [&](int64_t b, int64_t e) {
-          flat_range_stream<OutE, C>(o, f, ptrs, b, e, std::index_sequence<K...>{});
-        });
-        return;
-      }
-    }
-#endif
     parallel_for(out.numel, [&](int64_t b, int64_t e) { flat_range<OutE, C>(o, f, ptrs, b, e, std::index_sequence<K...>{}); });
     return;
   }
