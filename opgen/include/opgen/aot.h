@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "opgen/kernel.h"
@@ -171,6 +172,32 @@ struct Cursor {
     return l;
   }
 };
+
+/// The `dtypes[i]` string MindSpore passes to an aot kernel for element type E (see the dtype
+/// table in opgen/kernel.h); verified on MindSpore 2.10 CPU for float16 and bfloat16 too.
+template <typename E>
+struct dtype_name;
+#define OPGEN_AOT_DTYPE_NAME(T, NAME)               \
+  template <>                                       \
+  struct dtype_name<T> {                            \
+    static constexpr const char *value = NAME;      \
+  };
+OPGEN_AOT_DTYPE_NAME(half, "float16")
+OPGEN_AOT_DTYPE_NAME(bfloat16, "bfloat16")
+OPGEN_AOT_DTYPE_NAME(float, "float32")
+OPGEN_AOT_DTYPE_NAME(double, "float64")
+OPGEN_AOT_DTYPE_NAME(int8_t, "int8")
+OPGEN_AOT_DTYPE_NAME(int16_t, "int16")
+OPGEN_AOT_DTYPE_NAME(int32_t, "int32")
+OPGEN_AOT_DTYPE_NAME(int64_t, "int64")
+OPGEN_AOT_DTYPE_NAME(uint8_t, "uint8")
+OPGEN_AOT_DTYPE_NAME(uint16_t, "uint16")
+OPGEN_AOT_DTYPE_NAME(uint32_t, "uint32")
+OPGEN_AOT_DTYPE_NAME(uint64_t, "uint64")
+OPGEN_AOT_DTYPE_NAME(bool, "bool")
+#undef OPGEN_AOT_DTYPE_NAME
+template <typename E>
+constexpr const char *dtype_name_v = dtype_name<std::remove_cv_t<E>>::value;
 
 /// True when every dtypes[i] equals expected[i] (both nparam long).
 inline bool dtypes_match(int nparam, const char **dtypes, const char *const *expected) {
