@@ -244,7 +244,7 @@ def check_op(op: Op) -> list[Diagnostic]:
         if a.has_default:
             problem = _attr_value_problem(a.type, a.default, a.range, a.choices)
             if problem:
-                err(a.location, f"attr '{a.name}': default {a.default!r} {problem}")
+                err(a.location, f"attr '{a.name}': default {_show(a.default)} {problem}")
         if a.range is not None and a.type not in ("int", "float", "list[int]", "list[float]"):
             err(a.location, f"attr '{a.name}': 'range' applies to int and float attrs, not {a.type}")
         if a.range is not None and a.range[0] > a.range[1]:
@@ -322,9 +322,9 @@ def _attr_value_problem(
         if not isinstance(value, (list, tuple)):
             return f"is not a {typ}"
         items: Iterable[object] = value
-        for v in items:
+        for i, v in enumerate(items):
             if not scalar_ok(inner, v):
-                return f"is not a {typ} (item {v!r})"
+                return f"is not a {typ}: item {i} is {v!r}, not a {inner}"
         vals = list(value)
     else:
         if not scalar_ok(typ, value):
@@ -352,3 +352,10 @@ def check_ops(ops: Iterable[Op]) -> list[Diagnostic]:
         else:
             first[op.name] = op
     return diags
+
+
+def _show(value: object) -> str:
+    """A spec value as the user wrote it in YAML terms (lists as ``[...]``, not tuples)."""
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    return repr(value)

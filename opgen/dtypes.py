@@ -30,6 +30,8 @@ class DType:
 DTYPES: tuple[DType, ...] = (
     DType("F32", "float32", "float", "kNumberTypeFloat32", True),
     DType("F64", "float64", "double", "kNumberTypeFloat64", True),
+    DType("F16", "float16", "opgen::half", "kNumberTypeFloat16", True),
+    DType("BF16", "bfloat16", "opgen::bfloat16", "kNumberTypeBFloat16", True),
     DType("I8", "int8", "int8_t", "kNumberTypeInt8", False),
     DType("I16", "int16", "int16_t", "kNumberTypeInt16", False),
     DType("I32", "int32", "int32_t", "kNumberTypeInt32", False),
@@ -43,8 +45,6 @@ BY_NAME = {d.name: d for d in DTYPES}
 
 # DataType prefixes MindSpore knows but opgen kernels do not implement yet, with their dtype names.
 UNSUPPORTED_NAMES = {
-    "F16": "float16",
-    "BF16": "bfloat16",
     "U16": "uint16",
     "U32": "uint32",
     "U64": "uint64",
