@@ -21,8 +21,10 @@ from .diagnostics import Diagnostic, Location, Note, SpecError, display_path
 
 MAX_FILE_BYTES = 1_000_000
 """Specs larger than this are rejected (a real spec is a few KiB)."""
-MAX_NODES = 100_000
-"""Upper bound on nodes after alias expansion; guards against alias bombs."""
+MAX_NODES = 20_000
+"""Upper bound on nodes, counted while parsing and again after alias expansion; guards against
+alias bombs and against huge documents (a spec has a few hundred nodes; parsing stops here, so a
+1 MB list of numbers is rejected in well under a second instead of being parsed whole)."""
 MAX_DEPTH = 64
 """Upper bound on nesting depth; a spec needs about 5."""
 
@@ -90,7 +92,7 @@ class _Converter:
             raise _Abort(
                 Diagnostic(
                     self.loc(node),
-                    f"the document expands to more than {MAX_NODES} nodes (alias bomb?)",
+                    f"the document expands to more than {MAX_NODES} nodes once aliases are expanded (alias bomb?)",
                     notes=(Note("a spec needs a few hundred nodes; avoid deeply repeated anchors/aliases"),),
                 )
             )
@@ -111,7 +113,10 @@ class _Converter:
             out.key_locations = {}
             out.value_locations = {}
             for key_node, value_node in node.value:
+                before = len(self.diags)
                 key = self.convert(key_node, depth + 1)
+                if not isinstance(key, str) and len(self.diags) > before:
+                    continue  # already reported (a bad tag, an unpaired surrogate...)
                 if not isinstance(key, str):
                     self.diags.append(
                         Diagnostic(self.loc(key_node), f"mapping keys must be strings, got {key!r}")
@@ -139,7 +144,25 @@ class _Converter:
                 seq.append(self.convert(item, depth + 1))
             return seq
         assert isinstance(node, yaml.ScalarNode)
-        return self._constructor.construct_object(node)
+        try:
+            value = self._constructor.construct_object(node)
+        except (ValueError, OverflowError):  # e.g. an int of more than 4300 digits
+            self.diags.append(Diagnostic(self.loc(node), f"number {_shorten(node.value)} is too long "
+                                         f"({len(node.value)} characters)"))
+            return None
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                self.diags.append(Diagnostic(
+                    self.loc(node), f"string holds U+{ord(value[exc.start]):04X}, an unpaired surrogate, which "
+                    "is not a Unicode character (from a \\u escape?)"))
+                return None
+        return value
+
+
+def _shorten(text: str, keep: int = 12) -> str:
+    return text if len(text) <= 2 * keep else f"{text[:keep]}...{text[-keep:]}"
 
 
 class _Abort(Exception):
@@ -161,6 +184,17 @@ def load_text(text: str, file: str) -> Any:
         raise SpecError([Diagnostic(Location(file, line, col), "NUL byte in spec file")])
     try:
         node = _compose(text)
+    except _TooBig as big:
+        raise SpecError([Diagnostic(
+            Location(file, big.mark.line + 1, big.mark.column + 1),
+            f"the document has more than {MAX_NODES} nodes; a spec needs a few hundred")]) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (control characters...)
+        pos = min(max(exc.position, 0), len(text))
+        line = text.count("\n", 0, pos) + 1
+        col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+        char = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
+        raise SpecError([Diagnostic(Location(file, line, col),
+                                    f"invalid YAML: character U+{char:04X} is not allowed ({exc.reason})")]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = Location(file, mark.line + 1, mark.column + 1) if mark else Location(file)
@@ -184,9 +218,28 @@ def load_text(text: str, file: str) -> Any:
     return tree
 
 
+class _TooBig(Exception):
+    def __init__(self, mark: yaml.Mark):
+        self.mark = mark
+
+
+class _CountingLoader(yaml.SafeLoader):
+    """PyYAML's safe composer, stopping after :data:`MAX_NODES` nodes (aliases count once)."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.composed = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self.composed += 1
+        if self.composed > MAX_NODES:
+            raise _TooBig(self.peek_event().start_mark)  # type: ignore[no-untyped-call]
+        return super().compose_node(parent, index)
+
+
 def _compose(text: str) -> yaml.Node | None:
     # PyYAML composes recursively; absurd nesting ends in RecursionError, caught by the caller.
-    loader = yaml.SafeLoader(text)
+    loader = _CountingLoader(text)
     try:
         return loader.get_single_node()
     finally:
