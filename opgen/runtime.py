@@ -25,6 +25,24 @@ def _quiet() -> bool:
     return os.environ.get("OPGEN_QUIET") in ("1", "true", "yes")
 
 
+def _require_sanitizer_runtime() -> None:
+    """With ``OPGEN_SANITIZE=1`` the libraries are ASan/UBSan builds, which abort the process when
+    loaded unless the ASan runtime was loaded first; say what to do instead."""
+    if not _build.sanitize_flags():
+        return
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            if "libasan" in fh.read():
+                return
+    except OSError:  # not Linux: let the loader speak
+        return
+    raise ImportError(
+        "OPGEN_SANITIZE=1 loads address/undefined-sanitizer builds, which need the ASan runtime loaded first: "
+        "run python with LD_PRELOAD=$(g++ -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 "
+        "(scripts/sanitize.sh does), or unset OPGEN_SANITIZE"
+    )
+
+
 def aot_library(module_file: str) -> str:
     """Absolute path of the aot library of the package containing ``module_file``.
 
@@ -32,7 +50,9 @@ def aot_library(module_file: str) -> str:
 
     Raises:
         opgen.build.BuildError: when the kernels do not compile.
+        ImportError: for an ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded.
     """
+    _require_sanitizer_runtime()
     return str(_build.build(Path(module_file).parent, "aot", quiet=_quiet()))
 
 
@@ -45,7 +65,9 @@ def load_extension(module_file: str) -> ModuleType:
 
     Raises:
         opgen.build.BuildError: when the Function<T> sources do not compile.
+        ImportError: for an ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded.
     """
+    _require_sanitizer_runtime()
     pkg_dir = Path(module_file).parent.resolve()
     name = f"{pkg_dir.name}_ext"
     if name in _loaded:
