@@ -537,3 +537,30 @@ SHOULD_BE_DIAGNOSTICS: dict[str, tuple[dict[str, Any], str]] = {
 def test_should_be_a_diagnostic(case: str, tmp_path: Path) -> None:
     diags, _ = _render(tmp_path, [SHOULD_BE_DIAGNOSTICS[case][0]])
     assert diags and all("s0.yaml:" in d for d in diags)
+
+
+# ------------------------------------------------------------------------------- CLI misuse
+
+
+@pytest.mark.parametrize("args,code,expected", [
+    (["-o", "afile"], 1, "opgen: cannot write afile: File exists"),
+    (["-o", "afile/sub"], 1, "opgen: cannot write afile/sub: Not a directory"),
+    (["-p", "../escape"], 2, "'../escape' is not a package name"),
+    (["-p", ""], 2, "'' is not a package name"),
+    (["-p", "Bad-Name"], 2, "'Bad-Name' is not a package name"),
+    (["-p", "class"], 2, "'class' is a Python or C++ keyword"),
+    (["-p", "opgen"], 2, "'opgen' would shadow a module the generated code imports"),
+])
+def test_cli_misuse_is_a_clear_error(args: list[str], code: int, expected: str, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("ops").mkdir()
+    Path("ops/mul.yaml").write_bytes((ROOT / "ops/mul.yaml").read_bytes())
+    Path("afile").write_text("")
+    try:
+        rc = main(["generate", "ops", *args])
+    except SystemExit as exc:  # argparse's usage errors
+        rc = int(exc.code or 0)
+    err = capsys.readouterr().err
+    assert rc == code and expected in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "ops"]  # nothing written anywhere
