@@ -17,7 +17,10 @@ import os
 import sys
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PATHS = ("custom", "function")
 
@@ -215,8 +218,29 @@ def _cases() -> list[Case]:
 CASES = {c.name: c for c in _cases()}
 
 
-def _modules(attr_pkg: str) -> dict[str, Any]:
-    """Both paths of the repository's ops and of the attr package, as one namespace per path."""
+def prepare(home: Path, kinds: tuple[str, ...] = ("aot", "ext")) -> Path:
+    """Generate the attr package under ``home`` and build it and the repository's package
+    (cached by content hash: a no-op when nothing changed).  Returns the output directory."""
+    from opgen import build
+    from opgen.cli import main as opgen_main
+
+    (home / "specs").mkdir(parents=True, exist_ok=True)
+    (home / "specs" / "scaled.yaml").write_text(ATTR_SPEC, encoding="utf-8")
+    assert opgen_main(["generate", str(home / "specs"), "-o", str(home / "out"), "-p", "misuse_ops", "-q"]) == 0
+    for pkg in (home / "out" / "misuse_ops", ROOT / "generated" / "opgen_ops"):
+        for kind in kinds:
+            build.build(pkg, kind, quiet=True)
+    return home / "out"
+
+
+def selected_paths() -> tuple[str, ...]:
+    """The paths to exercise: ``$OPGEN_MISUSE_PATHS`` (comma-separated) or both."""
+    env = os.environ.get("OPGEN_MISUSE_PATHS")
+    return tuple(p for p in env.split(",") if p in PATHS) if env else PATHS
+
+
+def _modules(attr_pkg: str, paths: set[str]) -> dict[str, Any]:
+    """The repository's ops and the attr package, one namespace per path (imported once, here)."""
     import importlib
     import types
 
@@ -224,17 +248,12 @@ def _modules(attr_pkg: str) -> dict[str, Any]:
 
     ms.set_device("CPU")
     ms.set_context(mode=ms.PYNATIVE_MODE)
-    from generated import opgen_ops
-    from generated.opgen_ops import function
-
-    attr_custom = importlib.import_module(f"{attr_pkg}.custom")
-    attr_function = importlib.import_module(f"{attr_pkg}.function")
-    return {
-        "custom": types.SimpleNamespace(add=opgen_ops.add, mul=opgen_ops.mul, square=opgen_ops.square,
-                                        scaled=attr_custom.scaled),
-        "function": types.SimpleNamespace(add=function.add, mul=function.mul, square=function.square,
-                                          scaled=attr_function.scaled),
-    }
+    spaces = {}
+    for path in paths:
+        mod = importlib.import_module("generated.opgen_ops" + ("" if path == "custom" else ".function"))
+        attr = importlib.import_module(f"{attr_pkg}.{path}")
+        spaces[path] = types.SimpleNamespace(add=mod.add, mul=mod.mul, square=mod.square, scaled=attr.scaled)
+    return spaces
 
 
 def _child(case: Case, ns: Any, result_path: str, log_path: str) -> None:
@@ -257,8 +276,12 @@ def _child(case: Case, ns: Any, result_path: str, log_path: str) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--prepare"]:  # used by scripts/sanitize.sh to build before preloading ASan
+        sys.path.insert(0, str(ROOT))
+        prepare(Path(argv[1]), tuple(argv[2:]) or ("aot", "ext"))
+        return 0
     out_file, attr_pkg, names = argv[0], argv[1], argv[2:]
-    spaces = _modules(attr_pkg)
+    spaces = _modules(attr_pkg, {CASES[n].path for n in names})
     work = os.path.dirname(os.path.abspath(out_file))
     records = {}
     for name in names:
