@@ -54,7 +54,7 @@ def _staging(out: Path) -> list[Path]:
 def test_generate_killed_while_writing_keeps_old_package(tmp_path: Path) -> None:
     """SIGKILL at random instants of the write phase: the package is the old one or the new one."""
     work = tmp_path / "w"
-    n = 60
+    n = 40
     _write_specs(work / "ops", n, "OLD")
     assert _generate(work, "ops").returncode == 0
     pkg = work / "generated" / "opgen_ops"
@@ -65,7 +65,7 @@ def test_generate_killed_while_writing_keeps_old_package(tmp_path: Path) -> None
     outcomes: list[str] = []
     leftovers = 0
     # Kill later and later into the write phase until a run gets through the swap.
-    for delay in (0.0, 0.01, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3, 0.45, 0.7, 1.0, 2.0):
+    for delay in (0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2):
         before = set(_staging(work / "generated"))  # a killed run's leftovers
         proc = subprocess.Popen([sys.executable, "-m", "opgen", "generate", "ops", "-q"], cwd=work, env=_env(),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -110,12 +110,12 @@ def test_concurrent_generates_never_interleave(tmp_path: Path) -> None:
     expected = {}
     for tag in ("A", "B"):
         solo = tmp_path / f"solo{tag}"
-        _write_specs(solo / f"ops{tag}", 30 if tag == "A" else 25, tag)
+        _write_specs(solo / f"ops{tag}", 20 if tag == "A" else 15, tag)
         assert _generate(solo, f"ops{tag}").returncode == 0
         expected[tag] = _snapshot(solo / "generated" / "opgen_ops")
     work = tmp_path / "shared"
     for tag in ("A", "B"):
-        _write_specs(work / f"ops{tag}", 30 if tag == "A" else 25, tag)
+        _write_specs(work / f"ops{tag}", 20 if tag == "A" else 15, tag)
     seen = set()
     for round_ in range(2):
         procs = [subprocess.Popen([sys.executable, "-m", "opgen", "generate", f"ops{tag}", "-q"], cwd=work,
@@ -202,7 +202,7 @@ def test_build_killed_mid_compile_keeps_last_good_library(tmp_path: Path) -> Non
     specs = work / "ops"
     specs.mkdir(parents=True)
     env = _env(OPGEN_BUILD_DIR=str(tmp_path / "build"))
-    names = [f"scale{i}" for i in range(2)]
+    names = ["scale0"]
 
     def generate_and_build(factor: float, kill: bool) -> Path | None:
         for name in names:
@@ -235,10 +235,10 @@ def test_build_killed_mid_compile_keeps_last_good_library(tmp_path: Path) -> Non
     np.testing.assert_array_equal(_call_aot(good, "opgen_ops_scale0_forward", x), x * 2)
     generate_and_build(3.0, kill=True)
     assert good.read_bytes() == good_bytes
-    np.testing.assert_array_equal(_call_aot(good, "opgen_ops_scale1_forward", x), x * 2)
+    np.testing.assert_array_equal(_call_aot(good, "opgen_ops_scale0_forward", x), x * 2)
     fresh = generate_and_build(3.0, kill=False)  # no cleanup in between
     assert fresh is not None and fresh != good
-    np.testing.assert_array_equal(_call_aot(fresh, "opgen_ops_scale1_forward", x), x * 3)
+    np.testing.assert_array_equal(_call_aot(fresh, "opgen_ops_scale0_forward", x), x * 3)
 
 
 @pytest.mark.xfail(strict=True, reason="build.py: ninja does not hold the build lock, so after `opgen build` is killed "
@@ -249,8 +249,7 @@ def test_next_build_waits_for_a_killed_builds_ninja(tmp_path: Path) -> None:
     must wait for them instead of running a second ninja over the same objects."""
     work = tmp_path / "w"
     (work / "ops").mkdir(parents=True)
-    for i in range(2):
-        (work / "ops" / f"s{i}.yaml").write_text(HALVE.format(name=f"s{i}", factor=2.0), encoding="utf-8")
+    (work / "ops" / "s0.yaml").write_text(HALVE.format(name="s0", factor=2.0), encoding="utf-8")
     assert _generate(work, "ops").returncode == 0
     env = _env(OPGEN_BUILD_DIR=str(tmp_path / "build"))
     cmd = [sys.executable, "-m", "opgen", "build", "generated/opgen_ops", "--only", "aot"]
