@@ -42,7 +42,7 @@ def _bomb() -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-FILES = {
+FILES: dict[str, tuple[bytes, str | tuple[str, ...]]] = {
     "alias_bomb": (_bomb(), "alias bomb"),
     "recursive_alias": (b"a: &a [*a]\n", ":1:4: error: nesting deeper than 64 levels"),
     "deep_flow": (b"name: " + b"[" * 10000 + b"]" * 10000 + b"\n", "nesting deeper than 64 levels"),
@@ -54,7 +54,10 @@ FILES = {
     "bad_utf8": (b'name: add\ndoc: "\xff\xfe"\n', ":2:7: error: spec is not valid UTF-8 (byte 0xff)"),
     "nul_byte": (b"name: add\x00\n", ":1:10: error: NUL byte in spec file"),
     "control_char": (b"name: add\ndoc: a\x07b\n", ":2:7: error: invalid YAML: character U+0007 is not allowed"),
-    "surrogate": (b'name: add\ndoc: "x\\ud800"\n', ":2:6: error: string holds U+D800, an unpaired surrogate"),
+    # libyaml refuses the escape itself; PyYAML's Python parser builds the string, which opgen refuses
+    "surrogate": (b'name: add\ndoc: "x\\ud800"\n', (":2:10: error: invalid YAML: found invalid Unicode character "
+                                                      "escape code", ":2:6: error: string holds U+D800, an unpaired "
+                                                      "surrogate")),
     "huge_int": (b"name: add\ndoc: " + b"9" * 5000 + b"\n", ":2:6: error: number 999999999999...999999999999 is "
                  "too long (5000 characters)"),
     "ten_mb": (b'doc: "' + b"a" * 10_000_000 + b'"\n', "the limit is 1000000"),
@@ -66,6 +69,10 @@ FILES = {
 }
 
 
+def _found(expected: str | tuple[str, ...], text: str) -> bool:
+    return any(e in text for e in ((expected,) if isinstance(expected, str) else expected))
+
+
 @pytest.mark.parametrize("case", sorted(FILES))
 def test_hostile_file_ends_quickly_in_a_diagnostic(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data, expected = FILES[case]
@@ -75,7 +82,7 @@ def test_hostile_file_ends_quickly_in_a_diagnostic(case: str, tmp_path: Path, mo
     ops, diags = load_ops([f"{case}.yaml"])
     elapsed = time.perf_counter() - started
     text = "\n".join(d.format() for d in diags)
-    assert not ops and f"{case}.yaml" in text and expected in text, text
+    assert not ops and f"{case}.yaml" in text and _found(expected, text), text
     assert elapsed < 8, f"{case} took {elapsed:.1f}s"
 
 
@@ -93,7 +100,7 @@ def test_hostile_files_through_the_cli(tmp_path: Path) -> None:
     assert r.returncode == 1, r.stderr
     assert time.perf_counter() - started < 60
     for case, (_, expected) in cases.items():
-        assert f"specs/{case}.yaml" in r.stderr and expected in r.stderr, case
+        assert f"specs/{case}.yaml" in r.stderr and _found(expected, r.stderr), case
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "pwned.txt").exists()
 
