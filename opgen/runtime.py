@@ -8,6 +8,7 @@ shape and attr helpers below so the rules they implement live in one place.
 from __future__ import annotations
 
 import importlib.util
+import numbers
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -106,7 +107,13 @@ def broadcast_shape(*shapes: Sequence[int], op: str = "") -> list[int]:
     return out
 
 
-_SCALAR = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+_SCALAR: dict[str, tuple[type, ...]] = {
+    "int": (numbers.Integral,),  # numpy integers too (shapes computed with numpy are np.int64)
+    "float": (numbers.Real,),  # numpy floats too (np.float32 is no Python float)
+    "bool": (bool,),
+    "str": (str,),
+}
+_PY = {"int": int, "float": float, "bool": bool, "str": str}
 
 
 def check_attrs(op: str, values: Mapping[str, Any], spec: Mapping[str, Mapping[str, Any]]) -> tuple[Any, ...]:
@@ -144,8 +151,14 @@ def check_attrs(op: str, values: Mapping[str, Any], spec: Mapping[str, Mapping[s
     return tuple(out)
 
 
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool) or type(value).__name__ == "bool_"  # numpy.bool_
+
+
 def _scalar(op: str, name: str, typ: str, value: Any, full: str) -> Any:
-    ok = isinstance(value, _SCALAR[typ]) and (typ == "bool" or not isinstance(value, bool))
+    """``value`` as the plain Python scalar of attr type ``typ`` (what CustomRegOp and caches take)."""
+    ok = _is_bool(value) if typ == "bool" else isinstance(value, _SCALAR[typ]) and not _is_bool(value)
     if not ok:
-        raise TypeError(f"{op}(): attr '{name}' must be a {full}, got {type(value).__name__} {value!r}")
-    return float(value) if typ == "float" else value
+        article = "an" if full[0] in "aeiou" else "a"
+        raise TypeError(f"{op}(): attr '{name}' must be {article} {full}, got {type(value).__name__} {value!r}")
+    return _PY[typ](value)

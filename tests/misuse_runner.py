@@ -197,7 +197,7 @@ def _cases() -> list[Case]:
     add("scaled_n_not_a_choice", lambda P: P.scaled(_t(x23), 3),
         ("ValueError", ["scaled()", "attr 'n' = 3 is not one of [0, 1, 2]"]), {"function": ATTR_CHECK})
     add("scaled_n_float", lambda P: P.scaled(_t(x23), 1.5),
-        lambda p: ("TypeError", ["scaled()", "attr 'n' must be a int"] if p == "custom" else
+        lambda p: ("TypeError", ["scaled()", "attr 'n' must be an int"] if p == "custom" else
                    ["scaled(): incompatible function arguments", "n: int"]))
     add("scaled_alpha_none", lambda P: P.scaled(_t(x23), 0, alpha=None),
         lambda p: ("TypeError", ["scaled()", "attr 'alpha' must be a float"] if p == "custom" else
@@ -212,6 +212,8 @@ def _cases() -> list[Case]:
     add("scaled_alpha_bool", lambda P: P.scaled(_t(x23), 0, alpha=True),
         ("TypeError", ["scaled()", "attr 'alpha' must be a float"]), paths=("custom",))
     add("scaled_alpha_int", lambda P: _eq(P.scaled(_t(x23), 0, alpha=2), x23 * 2), "answer")
+    add("scaled_numpy_scalars", lambda P: _eq(P.scaled(_t(x23), np.int64(1), alpha=np.float32(0.5),
+                                                       flip=np.bool_(True)), -(x23 * 0.5 + 1)), "answer")
     return cases
 
 
