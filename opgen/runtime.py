@@ -39,7 +39,8 @@ def _require_sanitizer_runtime() -> None:
         return
     raise ImportError(
         "OPGEN_SANITIZE=1 loads address/undefined-sanitizer builds, which need the ASan runtime loaded first: "
-        "run python with LD_PRELOAD=$(g++ -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 "
+        "run python with LD_PRELOAD=\"$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libstdc++.so)\" "
+        "ASAN_OPTIONS=detect_leaks=0 "
         "(scripts/sanitize.sh does), or unset OPGEN_SANITIZE"
     )
 

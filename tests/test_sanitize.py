@@ -56,9 +56,11 @@ print(getattr(C, sys.argv[1])(ms.Tensor(np.arange(1, 7, dtype=dtype))).asnumpy()
 """
 
 
-def _asan() -> str:
-    return subprocess.run([os.environ.get("CXX", "g++"), "-print-file-name=libasan.so"], capture_output=True,
-                          text=True, check=True).stdout.strip()
+def _preload() -> str:
+    """libasan first, and libstdc++ (so that ASan finds the real ``__cxa_throw`` when it starts)."""
+    cxx = os.environ.get("CXX", "g++")
+    return " ".join(subprocess.run([cxx, f"-print-file-name={lib}"], capture_output=True, text=True,
+                                   check=True).stdout.strip() for lib in ("libasan.so", "libstdc++.so"))
 
 
 def test_sanitizers_catch_planted_bugs_and_pass_a_correct_kernel(tmp_path: Path,
@@ -84,7 +86,7 @@ def test_sanitizers_catch_planted_bugs_and_pass_a_correct_kernel(tmp_path: Path,
     for name in SPECS:
         logs = tmp_path / f"logs-{name}"
         logs.mkdir()
-        env = dict(os.environ, LD_PRELOAD=_asan(), OPGEN_QUIET="1",
+        env = dict(os.environ, LD_PRELOAD=_preload(), OPGEN_QUIET="1",
                    PYTHONPATH=os.pathsep.join([str(tmp_path / "out"), str(ROOT)]),
                    ASAN_OPTIONS=f"detect_leaks=0:log_path={logs}/asan",
                    UBSAN_OPTIONS=f"print_stacktrace=1:log_path={logs}/ubsan")
