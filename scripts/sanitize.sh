@@ -20,7 +20,7 @@ mkdir -p "$OPGEN_BUILD_DIR"
 
 # 1. Build first, without the ASan runtime (the compilers are not instrumented).
 for kind in $kinds; do
-  .venv/bin/opgen build generated/opgen_ops --only "$kind" -q
+  .venv/bin/python -m opgen build generated/opgen_ops --only "$kind" -q  # this checkout's opgen
 done
 # shellcheck disable=SC2086
 .venv/bin/python tests/misuse_runner.py --prepare .pytest_cache/d/opgen-misuse $kinds

@@ -272,3 +272,23 @@ def test_next_build_waits_for_a_killed_builds_ninja(tmp_path: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_writer_fallback_swap_and_recovery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where renameat2(RENAME_EXCHANGE) is refused (EINVAL: an unknown flag here, a file system
+    without it elsewhere) the writer swaps with two renames; a run killed between them leaves the
+    old package parked, and the next run puts it back before writing."""
+    from opgen import writer
+
+    pkg = tmp_path / "out" / "p"
+    writer.write_package(pkg, {"a.txt": "old a\n", "b.txt": "b\n"})
+    monkeypatch.setattr(writer, "_RENAME_EXCHANGE", 1 << 30)  # the kernel answers EINVAL
+    result = writer.write_package(pkg, {"a.txt": "new a\n", "b.txt": "b\n"})
+    assert result.written == ["a.txt"] and (pkg / "a.txt").read_text() == "new a\n"
+    assert sorted(p.name for p in pkg.parent.iterdir()) == ["p"]
+    # a run killed between the two renames: the package is parked at .p.opgen-previous
+    os.rename(pkg, pkg.parent / ".p.opgen-previous")
+    writer.write_package(pkg, {"a.txt": "new a\n", "b.txt": "b\n", "c.txt": "c\n"})
+    assert {p.name: p.read_text() for p in pkg.iterdir() if not p.name.startswith(".")} == {
+        "a.txt": "new a\n", "b.txt": "b\n", "c.txt": "c\n"}
+    assert sorted(p.name for p in pkg.parent.iterdir()) == ["p"]

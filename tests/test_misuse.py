@@ -29,7 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def records(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     paths = selected_paths()
-    out = prepare(Path(request.config.cache.mkdir("opgen-misuse")), ("aot", "ext") if "function" in paths else ("aot",))
+    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider: build in a tmp dir
+    home = Path(cache.mkdir("opgen-misuse")) if cache is not None else tmp_path_factory.mktemp("misuse-home")
+    out = prepare(home, ("aot", "ext") if "function" in paths else ("aot",))
     work = tmp_path_factory.mktemp("misuse")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(out), str(ROOT / "tests")]), OPGEN_QUIET="1")
     names = [n for n in CASES if CASES[n].path in paths]
