@@ -44,7 +44,13 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from .pipeline import generate
 
     started = time.perf_counter()
-    res = generate(args.paths, Path(args.out), args.package, dry_run=args.dry_run, check_only=args.check)
+    try:
+        res = generate(args.paths, Path(args.out), args.package, dry_run=args.dry_run, check_only=args.check)
+    except OSError as exc:  # the output directory cannot be written (a file, no space, a held lock...)
+        where = display_path(exc.filename) if isinstance(exc.filename, str) else display_path(args.out)
+        print(f"opgen: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
+        print("opgen: nothing written.", file=sys.stderr)
+        return EXIT_ERRORS
     _print_diags(res.diagnostics)
     if res.diagnostics:
         print("opgen: nothing written.", file=sys.stderr)
@@ -129,6 +135,26 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
                    help="precompile MindSpore's headers once for the extension units (also $OPGEN_PCH=1)")
 
 
+_NOT_PACKAGE_NAMES = frozenset({"opgen", "mindspore", "numpy", "np", "ms", "std", "generated"})
+
+
+def package_name(text: str) -> str:
+    """Check ``--package``: it names a Python package, a C++ namespace and a symbol prefix."""
+    import keyword
+    import re
+
+    from .check import CPP_KEYWORDS
+
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a package name: use snake_case (lower-case letters, digits, '_'), e.g. my_ops")
+    if keyword.iskeyword(text) or keyword.issoftkeyword(text) or text in CPP_KEYWORDS:
+        raise argparse.ArgumentTypeError(f"{text!r} is a Python or C++ keyword; pick another package name")
+    if text in _NOT_PACKAGE_NAMES:
+        raise argparse.ArgumentTypeError(f"{text!r} would shadow a module the generated code imports")
+    return text
+
+
 def make_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``opgen`` command."""
     parser = argparse.ArgumentParser(
@@ -150,7 +176,7 @@ def make_parser() -> argparse.ArgumentParser:
                        description="Validate specs and write generated/<package>; example: opgen generate ops/")
     p.add_argument("paths", nargs="+", help="spec files or directories of *.yaml")
     p.add_argument("-o", "--out", default="generated", help="output directory (default: generated)")
-    p.add_argument("-p", "--package", default=DEFAULT_PACKAGE,
+    p.add_argument("-p", "--package", default=DEFAULT_PACKAGE, type=package_name,
                    help=f"Python package name (default: {DEFAULT_PACKAGE})")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the output differs")
     p.add_argument("--dry-run", action="store_true", help="write nothing; list what would change")

@@ -8,6 +8,7 @@ shape and attr helpers below so the rules they implement live in one place.
 from __future__ import annotations
 
 import importlib.util
+import numbers
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,6 +26,25 @@ def _quiet() -> bool:
     return os.environ.get("OPGEN_QUIET") in ("1", "true", "yes")
 
 
+def _require_sanitizer_runtime() -> None:
+    """With ``OPGEN_SANITIZE=1`` the libraries are ASan/UBSan builds, which abort the process when
+    loaded unless the ASan runtime was loaded first; say what to do instead."""
+    if not _build.sanitize_flags():
+        return
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            if "libasan" in fh.read():
+                return
+    except OSError:  # not Linux: let the loader speak
+        return
+    raise ImportError(
+        "OPGEN_SANITIZE=1 loads address/undefined-sanitizer builds, which need the ASan runtime loaded first: "
+        "run python with LD_PRELOAD=\"$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libstdc++.so)\" "
+        "ASAN_OPTIONS=detect_leaks=0 "
+        "(scripts/sanitize.sh does), or unset OPGEN_SANITIZE"
+    )
+
+
 def aot_library(module_file: str) -> str:
     """Absolute path of the aot library of the package containing ``module_file``.
 
@@ -32,7 +52,9 @@ def aot_library(module_file: str) -> str:
 
     Raises:
         opgen.build.BuildError: when the kernels do not compile.
+        ImportError: for an ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded.
     """
+    _require_sanitizer_runtime()
     return str(_build.build(Path(module_file).parent, "aot", quiet=_quiet()))
 
 
@@ -45,7 +67,9 @@ def load_extension(module_file: str) -> ModuleType:
 
     Raises:
         opgen.build.BuildError: when the Function<T> sources do not compile.
+        ImportError: for an ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded.
     """
+    _require_sanitizer_runtime()
     pkg_dir = Path(module_file).parent.resolve()
     name = f"{pkg_dir.name}_ext"
     if name in _loaded:
@@ -181,7 +205,13 @@ def concat_shape(xs: Sequence[Sequence[int]], axis: int, op: str = "") -> list[i
     return out
 
 
-_SCALAR = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+_SCALAR: dict[str, tuple[type, ...]] = {
+    "int": (numbers.Integral,),  # numpy integers too (shapes computed with numpy are np.int64)
+    "float": (numbers.Real,),  # numpy floats too (np.float32 is no Python float)
+    "bool": (bool,),
+    "str": (str,),
+}
+_PY = {"int": int, "float": float, "bool": bool, "str": str}
 
 
 def check_attrs(op: str, values: Mapping[str, Any], spec: Mapping[str, Mapping[str, Any]]) -> tuple[Any, ...]:
@@ -219,11 +249,17 @@ def check_attrs(op: str, values: Mapping[str, Any], spec: Mapping[str, Mapping[s
     return tuple(out)
 
 
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool) or type(value).__name__ == "bool_"  # numpy.bool_
+
+
 def _scalar(op: str, name: str, typ: str, value: Any, full: str) -> Any:
-    ok = isinstance(value, _SCALAR[typ]) and (typ == "bool" or not isinstance(value, bool))
+    """``value`` as the plain Python scalar of attr type ``typ`` (what CustomRegOp and caches take)."""
+    ok = _is_bool(value) if typ == "bool" else isinstance(value, _SCALAR[typ]) and not _is_bool(value)
     if not ok:
-        raise TypeError(f"{op}(): attr '{name}' must be a {full}, got {type(value).__name__} {value!r}")
-    return float(value) if typ == "float" else value
+        article = "an" if full[0] in "aeiou" else "a"
+        raise TypeError(f"{op}(): attr '{name}' must be {article} {full}, got {type(value).__name__} {value!r}")
+    return _PY[typ](value)
 
 
 # ----------------------------------------------------------------------------- Custom (aot) path
