@@ -439,7 +439,11 @@ def _reference(op: Op) -> dict[str, Any] | None:
         body = "\n".join("    " + ln if ln.strip() else "" for ln in op.reference.text.rstrip().splitlines())
         return {"params": params, "body": body}
     if op.elementwise is not None:
-        return {"params": params, "body": f"    return np.asarray({op.elementwise.forward.numpy})"}
+        # an expression may use fewer inputs than the shape rule broadcasts (forward: x with
+        # shape broadcast(x, y)): the result takes the output's shape, like the kernel's.
+        shape_of = ", ".join(f"np.shape({n})" for n in op.outputs[0].shape.inputs)
+        return {"params": params,
+                "body": f"    return np.broadcast_to({op.elementwise.forward.numpy}, np.broadcast_shapes({shape_of})).copy()"}
     return None
 
 

@@ -179,8 +179,6 @@ def _cases() -> list[Case]:
     add("mul_grad_0d", grad_0d, "answer")
 
     # --- attrs: wrong type, out of range, missing -------------------------------------------------
-    ATTR_CHECK = "function.py.j2: the Function<T> path does not call _rt.check_attrs (found here)"
-
     def scaled_ok(P: Any) -> None:
         out = P.scaled(_t(x23), 2, alpha=2.5, flip=True)
         _eq(out, -(x23 * 2.5 + 2))
@@ -188,29 +186,24 @@ def _cases() -> list[Case]:
         _eq(P.scaled(_t(x23.astype(np.float64)), 1), x23.astype(np.float64) + 1)
     add("scaled_valid_attrs", scaled_ok, "answer")
     add("scaled_alpha_str", lambda P: P.scaled(_t(x23), 0, alpha="2"),
-        lambda p: ("TypeError", ["scaled()", "attr 'alpha' must be a float"] if p == "custom" else
-                   ["scaled(): incompatible function arguments", "alpha: float = 1.0"]))
+        ("TypeError", ["scaled()", "attr 'alpha' must be a float"]))
     add("scaled_alpha_above_range", lambda P: P.scaled(_t(x23), 0, alpha=11.0),
-        ("ValueError", ["scaled()", "attr 'alpha' = 11.0 is outside [0, 10]"]), {"function": ATTR_CHECK})
+        ("ValueError", ["scaled()", "attr 'alpha' = 11.0 is outside [0, 10]"]))
     add("scaled_alpha_below_range", lambda P: P.scaled(_t(x23), 0, alpha=-0.5),
-        ("ValueError", ["scaled()", "attr 'alpha' = -0.5 is outside [0, 10]"]), {"function": ATTR_CHECK})
+        ("ValueError", ["scaled()", "attr 'alpha' = -0.5 is outside [0, 10]"]))
     add("scaled_n_not_a_choice", lambda P: P.scaled(_t(x23), 3),
-        ("ValueError", ["scaled()", "attr 'n' = 3 is not one of [0, 1, 2]"]), {"function": ATTR_CHECK})
+        ("ValueError", ["scaled()", "attr 'n' = 3 is not one of [0, 1, 2]"]))
     add("scaled_n_float", lambda P: P.scaled(_t(x23), 1.5),
-        lambda p: ("TypeError", ["scaled()", "attr 'n' must be an int"] if p == "custom" else
-                   ["scaled(): incompatible function arguments", "n: int"]))
+        ("TypeError", ["scaled()", "attr 'n' must be an int"]))
     add("scaled_alpha_none", lambda P: P.scaled(_t(x23), 0, alpha=None),
-        lambda p: ("TypeError", ["scaled()", "attr 'alpha' must be a float"] if p == "custom" else
-                   ["scaled(): incompatible function arguments"]))
+        ("TypeError", ["scaled()", "attr 'alpha' must be a float"]))
     add("scaled_n_missing", lambda P: P.scaled(_t(x23)),
         ("TypeError", ["scaled() missing 1 required positional argument: 'n'"]))
-    # pybind11 converts 1 -> True and True -> 1.0 (right answers); the Custom path refuses them
-    add("scaled_flip_int", lambda P: _eq(P.scaled(_t(x23), 0, flip=1), -x23), "answer", paths=("function",))
+    # both paths check attrs in Python (opgen.runtime.check_attrs) before pybind11 could coerce them
     add("scaled_flip_int", lambda P: P.scaled(_t(x23), 0, flip=1),
-        ("TypeError", ["scaled()", "attr 'flip' must be a bool"]), paths=("custom",))
-    add("scaled_alpha_bool", lambda P: _eq(P.scaled(_t(x23), 0, alpha=True), x23), "answer", paths=("function",))
+        ("TypeError", ["scaled()", "attr 'flip' must be a bool"]))
     add("scaled_alpha_bool", lambda P: P.scaled(_t(x23), 0, alpha=True),
-        ("TypeError", ["scaled()", "attr 'alpha' must be a float"]), paths=("custom",))
+        ("TypeError", ["scaled()", "attr 'alpha' must be a float"]))
     add("scaled_alpha_int", lambda P: _eq(P.scaled(_t(x23), 0, alpha=2), x23 * 2), "answer")
     add("scaled_numpy_scalars", lambda P: _eq(P.scaled(_t(x23), np.int64(1), alpha=np.float32(0.5),
                                                        flip=np.bool_(True)), -(x23 * 0.5 + 1)), "answer")

@@ -74,5 +74,5 @@ def test_file_names_that_sort_unlike_op_names(tmp_path: Path) -> None:
 
 def test_render_ignores_op_order() -> None:
     ops, diags = load_ops([ROOT / "ops"])
-    assert not diags and len(ops) == 3
+    assert not diags and len(ops) >= 3
     assert render_package(ops, "p", "out/p") == render_package(ops[::-1], "p", "out/p")

@@ -30,7 +30,7 @@ def _sum_to_shape(grad: Any, shape: Any) -> Any:
 
 def add(x, y):  # type: ignore[no-untyped-def]
     """Reference forward of ``add`` (ops/add.yaml)."""
-    return np.asarray((x + y))
+    return np.broadcast_to((x + y), np.broadcast_shapes(np.shape(x), np.shape(y))).copy()
 
 
 def add_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
@@ -71,7 +71,7 @@ def matmul(a, b, transpose_a, transpose_b):  # type: ignore[no-untyped-def]
 
 def mul(x, y):  # type: ignore[no-untyped-def]
     """Reference forward of ``mul`` (ops/mul.yaml)."""
-    return np.asarray((x * y))
+    return np.broadcast_to((x * y), np.broadcast_shapes(np.shape(x), np.shape(y))).copy()
 
 
 def mul_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
@@ -93,7 +93,7 @@ def scale_add(x, y, scale, paddings):  # type: ignore[no-untyped-def]
 
 def where(cond, x, y):  # type: ignore[no-untyped-def]
     """Reference forward of ``where`` (ops/where.yaml)."""
-    return np.asarray(np.where(cond, x, y))
+    return np.broadcast_to(np.where(cond, x, y), np.broadcast_shapes(np.shape(cond), np.shape(x), np.shape(y))).copy()
 
 
 def where_grad(cond, x, y, out, dout):  # type: ignore[no-untyped-def]
