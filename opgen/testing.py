@@ -943,8 +943,12 @@ def _check_dtypes(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], set
         text = ", ".join(f"{x.name}={d}" for x, d in zip(op.inputs, combo))
         tally.context = f"({text}){_attrs_text(attrs)}"
         tally.comparisons += 1
-        arrays = [draw_values(rng, cases[0].shapes[x.name], d, settings.domain(x.name))
-                  for x, d in zip(op.inputs, combo)]
+        arrays = []
+        for x, d in zip(op.inputs, combo):
+            try:
+                arrays.append(draw_values(rng, cases[0].shapes[x.name], d, settings.domain(x.name)))
+            except CheckError:  # e.g. no integer in a float domain: any value will do here
+                arrays.append(draw_values(rng, cases[0].shapes[x.name], d, DEFAULT_DOMAIN))
         try:
             outs = runner.forward(arrays)
         except TypeError as exc:
