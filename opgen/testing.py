@@ -905,6 +905,8 @@ def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], setti
                 tally.fail(f"ms.grad ({', '.join(row[:n_in])}) raised {_first_line(exc)}")
                 continue
             for j, i in enumerate(runner.diff_in):
+                if got_r[j].dtype != np.dtype(row[i]):
+                    tally.fail(f"d{op.inputs[i].name}: dtype {got_r[j].dtype}, expected {row[i]}")
                 tally.compare(f"d{op.inputs[i].name} ({row[i]}) vs {main[i]}", got_r[j], got[j],
                               tolerance(row[i]).grad)
 
