@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .check import identifiers
-from .exprs import ShapeRule
+from .exprs import RuleArg, ShapeRule
 from .model import Attr, Body, Op
 
 LINE_RESET = "//@@opgen-line-reset@@"
@@ -111,12 +111,43 @@ class Saved:
     condition: str  # C++ boolean over need_<input> flags
 
 
+def _rule_arg_py(arg: RuleArg) -> str:
+    if arg.attr is not None:
+        return arg.attr
+    if isinstance(arg.literal, tuple):
+        return repr(list(arg.literal))
+    return repr(arg.literal)
+
+
+def _rule_arg_cpp(arg: RuleArg) -> str:
+    if arg.attr is not None:
+        return f"attrs.{arg.attr}"
+    v = arg.literal
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, tuple):
+        return "std::vector<int64_t>{" + ", ".join(f"int64_t{{{int(x)}}}" for x in v) + "}"
+    return f"int64_t{{{v}}}"
+
+
 def shape_py(rule: ShapeRule, op_name: str) -> str:
-    """Python expression for an output shape; inputs are shapes (lists), attrs are values."""
+    """Python expression for an output shape (``out_shape`` of the Custom path).
+
+    Inputs are bound to their shapes (a list of shapes for a dynamic input), attrs to their values.
+    """
+    op = f"op={op_name!r}"
     if rule.kind == "same":
         return f"list({rule.inputs[0]})"
     if rule.kind == "broadcast":
-        return f"_rt.broadcast_shape({', '.join(rule.inputs)}, op={op_name!r})"
+        return f"_rt.broadcast_shape({', '.join(rule.inputs)}, {op})"
+    if rule.kind == "reduce":
+        return f"_rt.reduce_shape({rule.inputs[0]}, {_rule_arg_py(rule.arg('axis'))}, " \
+               f"{_rule_arg_py(rule.arg('keep_dims'))}, {op})"
+    if rule.kind == "matmul":
+        return f"_rt.matmul_shape({rule.inputs[0]}, {rule.inputs[1]}, {_rule_arg_py(rule.arg('transpose_a'))}, " \
+               f"{_rule_arg_py(rule.arg('transpose_b'))}, {op})"
+    if rule.kind == "concat":
+        return f"_rt.concat_shape({rule.inputs[0]}, {_rule_arg_py(rule.arg('axis'))}, {op})"
     dims = []
     for d in rule.dims:
         if d.literal is not None:
@@ -124,26 +155,36 @@ def shape_py(rule: ShapeRule, op_name: str) -> str:
         elif d.attr is not None:
             dims.append(f"int({d.attr})")
         else:
-            dims.append(f"{d.input}[{d.axis}]")
+            dims.append(f"_rt.dim_of({d.input}, {d.axis}, {d.input!r}, {op})")
     return "[" + ", ".join(dims) + "]"
 
 
-def shape_cpp(rule: ShapeRule, host: dict[str, str]) -> str:
-    """C++ expression (an opgen::Shape) for an output shape over host tensors ``host[name]``."""
+def shape_cpp(rule: ShapeRule, shapes: dict[str, str]) -> str:
+    """C++ expression (an ``opgen::Shape``) for an output shape (the Function<T> path's inference).
+
+    ``shapes[name]`` is the C++ expression of an input's shape (a ``std::vector<opgen::Shape>``
+    for a dynamic input); attrs are read from the ``attrs`` struct.
+    """
     if rule.kind == "same":
-        return f"opgen::Shape({host[rule.inputs[0]]}->shape())"
+        return f"opgen::Shape({shapes[rule.inputs[0]]})"
     if rule.kind == "broadcast":
-        return "opgen::broadcast_shape({" + ", ".join(f"{host[n]}->shape()" for n in rule.inputs) + "})"
+        return "opgen::broadcast_shape({" + ", ".join(shapes[n] for n in rule.inputs) + "})"
+    if rule.kind == "reduce":
+        return f"opgen::reduce_shape({shapes[rule.inputs[0]]}, {_rule_arg_cpp(rule.arg('axis'))}, " \
+               f"{_rule_arg_cpp(rule.arg('keep_dims'))})"
+    if rule.kind == "matmul":
+        return f"opgen::matmul_shape({shapes[rule.inputs[0]]}, {shapes[rule.inputs[1]]}, " \
+               f"{_rule_arg_cpp(rule.arg('transpose_a'))}, {_rule_arg_cpp(rule.arg('transpose_b'))})"
+    if rule.kind == "concat":
+        return f"opgen::concat_shape({shapes[rule.inputs[0]]}, {_rule_arg_cpp(rule.arg('axis'))})"
     dims = []
     for d in rule.dims:
         if d.literal is not None:
             dims.append(f"int64_t{{{d.literal}}}")
         elif d.attr is not None:
-            dims.append(f"int64_t({d.attr})")
+            dims.append(f"int64_t(attrs.{d.attr})")
         else:
-            ax = d.axis
-            t = host[d.input or ""]
-            dims.append(f"{t}->shape()[{ax}]" if ax >= 0 else f"{t}->shape()[{t}->shape().size() - {-ax}]")
+            dims.append(f"opgen::dim_of({shapes[d.input or '']}, {d.axis}, {cpp_string(d.input or '')})")
     return "opgen::Shape{" + ", ".join(dims) + "}"
 
 
@@ -154,6 +195,9 @@ def _rows_text(op: Op) -> str:
     for r in rows:
         parts.append("(" + ", ".join(f"{n}={r.dtype(i).name}" for i, n in enumerate(names)) + ")")
     return ", ".join(parts)
+
+
+PY_TENSOR_TYPE = {"required": "Tensor", "optional": "Tensor or None", "dynamic": "list of Tensor"}
 
 
 def op_context(op: Op, package: str) -> dict[str, Any]:
@@ -167,6 +211,12 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
     diff = [x.name for x in op.differentiable_inputs]
     tparams = [f"{n}_t" for n in in_names + out_names]
     cpu_rows = op.rows_for("CPU")
+    kind = {x.name: x.kind for x in inputs}
+    flexible = any(x.kind != "required" for x in inputs)
+    # Function<T>::Forward takes the fixed tensors, then the attrs, then a dynamic input's
+    # tensors as a parameter pack; NeedsInputGrad counts tensors only, in that order.
+    fixed = [x.name for x in inputs if x.kind != "dynamic"]
+    dynamic = next((x.name for x in inputs if x.kind == "dynamic"), None)
 
     rows = []
     for ri, r in enumerate(cpu_rows):
@@ -178,19 +228,15 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
                 "dtype_names": [c.name for c in cols],
                 "in_enums": [c.ms_enum for c in cols[: len(inputs)]],
                 "out_enums": [c.ms_enum for c in cols[len(inputs):]],
-                "reg": ", ".join(f"DataType.{c}" for c in r.columns),
-                "py_dtypes": [c.name for c in cols],
-                # backward aot row: inputs, outputs, d<outputs>, d<diff inputs>
-                "bw_reg": ", ".join(
-                    f"DataType.{c}"
-                    for c in list(r.columns)
-                    + list(r.columns[len(inputs):])
-                    + [r.columns[in_names.index(n)] for n in diff]
-                ),
+                "columns": list(r.columns),
+                "in_dtype_names": [c.name for c in cols[: len(inputs)]],
+                # backward aot groups: inputs, outputs, d<outputs>, d<diff inputs>
                 "bw_dtype_names": [c.name for c in cols]
                 + [c.name for c in cols[len(inputs):]]
                 + [cols[in_names.index(n)].name for n in diff],
-                "bw_cpp_types": [c.cpp for c in cols],
+                "bw_columns": list(r.columns)
+                + list(r.columns[len(inputs):])
+                + [r.columns[in_names.index(n)] for n in diff],
             }
         )
 
@@ -244,11 +290,14 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
             bw_blocks.append({"guard": "", "lines": [], "yaml": k.backward})
             single_body_uses = identifiers(k.backward.text)
         for name, body in k.backward_per_input:
-            bw_blocks.append({"guard": "d" + name, "lines": [], "yaml": body})
+            guard = f"!d{name}.empty()" if kind[name] == "dynamic" else f"d{name}"
+            bw_blocks.append({"guard": guard, "lines": [], "yaml": body})
             used_by_grad[name] = identifiers(body.text)
+        if k.save is not None:
+            single_body_uses, used_by_grad = set(k.save), {}
 
     # ---- what Backward needs: saved tensors and their conditions -------------------------
-    saveable = in_names + out_names
+    saveable = [n for n in fixed] + out_names + ([dynamic] if dynamic else [])
     saved: list[Saved] = []
     for name in saveable:
         if single_body_uses:
@@ -260,16 +309,50 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
             saved.append(Saved(name, len(saved), " || ".join(f"need_{g}" for g in needers)))
     saved_names = {s.name for s in saved}
 
-    host = {n: f"{n}_h" for n in in_names}
+    # C++ shape expressions of the inputs, in Forward (host tensors) and in Backward (kept shapes)
+    fw_shapes = {
+        n: (f"opgen::ms::shapes_of({n}_h)" if kind[n] == "dynamic" else f"{n}_h->shape()") for n in in_names
+    }
+
+    def view_type(name: str, direction: str) -> str:
+        base = {"dynamic": "List"}.get(kind.get(name, "required"), "")
+        return f"opgen::{direction}{base}<{name}_t>"
+
+    def py_default(x_name: str) -> str:
+        return " = None" if kind[x_name] == "optional" else ""
+
+    py_params = [x.name + py_default(x.name) for x in inputs] + [
+        f"{a.name}: {PY_ATTR_TYPE[a.type]}" + (f" = {py_literal(a, a.default)}"
+                                                                           if a.has_default else "")
+        for a in attrs
+    ]
+    run_params = [
+        {"dynamic": "const opgen::ms::TensorPtrList &", "optional": "const std::optional<opgen::ms::TensorPtr> &"}.get(
+            x.kind, "const opgen::ms::TensorPtr &") + x.name
+        for x in inputs
+    ] + [f"{a.cpp_type} {a.name}" for a in attrs]
     return {
         "name": op.name,
         "class_name": op.class_name,
+        "run_params": ", ".join(run_params),
         "file": op.file,
         "doc": op.doc.strip(),
         "doc_py": doc_block(op.doc),
         "doc_cpp": cpp_string(op.doc.strip()),
         "inputs": [
-            {"name": x.name, "doc": " ".join(x.doc.split()), "index": i, "differentiable": x.differentiable}
+            {
+                "name": x.name,
+                "doc": " ".join(x.doc.split()),
+                "index": i,
+                "differentiable": x.differentiable,
+                "kind": x.kind,
+                "optional": x.kind == "optional",
+                "dynamic": x.kind == "dynamic",
+                "py_type": PY_TENSOR_TYPE[x.kind],
+                "in_view": view_type(x.name, "In"),
+                "out_view": view_type(x.name, "Out"),
+                "tensor_index": fixed.index(x.name) if x.kind != "dynamic" else len(fixed),
+            }
             for i, x in enumerate(inputs)
         ],
         "outputs": [
@@ -280,11 +363,12 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
                 "grad_name": o.grad_name,
                 "differentiable": o.differentiable,
                 "shape_py": shape_py(o.shape, op.name),
-                "shape_cpp": shape_cpp(o.shape, host),
+                "shape_cpp": shape_cpp(o.shape, fw_shapes),
                 "shape_text": o.shape.text,
                 "dtype_rule": o.dtype,
                 "dtype_is_input": o.dtype in in_names,
-                "dtype_py": o.dtype if o.dtype in in_names else f"ms.{'bool_' if o.dtype == 'bool' else o.dtype}",
+                "dtype_py": (f"{o.dtype}[0]" if kind.get(o.dtype) == "dynamic" else o.dtype) if o.dtype in in_names
+                else f"ms.{'bool_' if o.dtype == 'bool' else o.dtype}",
             }
             for i, o in enumerate(outputs)
         ],
@@ -292,7 +376,6 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
             {
                 "name": a.name,
                 "cpp_type": a.cpp_type,
-                "reg_type": a.reg_type,
                 "py_type": PY_ATTR_TYPE[a.type],
                 "type": a.type,
                 "has_default": a.has_default,
@@ -300,16 +383,22 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
                 "cpp_default": cpp_literal(a, a.default) if a.has_default else "",
                 "doc": " ".join(a.doc.split()),
                 "range": list(a.range) if a.range else None,
-                "choices": json.dumps(list(a.choices)) if a.choices else None,
                 "choices_py": repr(tuple(a.choices)) if a.choices else None,
                 "is_list": a.type.startswith("list["),
+                "scalar": a.type in ("int", "float", "bool"),
             }
             for a in attrs
         ],
+        "py_params": ", ".join(py_params),
         "attr_names": attr_names,
         "in_names": in_names,
         "out_names": out_names,
+        "kinds": tuple(x.kind for x in inputs),
+        "flexible": flexible,
+        "fixed_names": fixed,
+        "dynamic": dynamic,
         "diff_names": diff,
+        "diff_indices": [in_names.index(n) for n in diff],
         "nondiff_names": [n for n in in_names if n not in diff],
         "tparams": tparams,
         "rows": rows,
@@ -333,12 +422,11 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
             for b in bw_blocks
         ],
         "has_backward": op.has_backward,
-        "saved": [{"name": s.name, "slot": s.slot, "condition": s.condition} for s in saved],
+        "saved": [{"name": s.name, "slot": s.slot, "condition": s.condition,
+                   "dynamic": s.name == dynamic} for s in saved],
         "saved_names": sorted(saved_names),
         "symbol_forward": f"{package}_{op.name}_forward",
         "symbol_backward": f"{package}_{op.name}_backward",
-        "n_params_forward": len(inputs) + len(outputs),
-        "n_params_backward": len(inputs) + 2 * len(outputs) + len(diff),
         "reference": _reference(op),
         "grad_reference": _grad_reference(op),
         "single_output": len(outputs) == 1,

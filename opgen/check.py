@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from . import dtypes
 from .diagnostics import Diagnostic, Location, Note, did_you_mean
+from .exprs import RULE_ARG_TYPES
 from .model import Op
 
 CPP_KEYWORDS = frozenset(
@@ -34,7 +35,7 @@ RESERVED = frozenset(
         "ctx", "attrs", "grad_outputs", "saved", "row", "C", "T", "np", "ms", "ops", "opgen",
         "std", "mindspore", "self", "cls", "out_shape", "out_dtype", "bprop", "extra", "params",
         "ndims", "shapes", "dtypes", "nparam", "stream", "numel", "main", "Tensor", "TensorPtr",
-        "TensorPtrList", "py", "pybind11",
+        "TensorPtrList", "py", "pybind11", "cur", "grads", "layout", "flat", "impl", "backward", "forward",
     }
 )
 """Names a spec may not use for tensors or attrs: they are taken by generated code."""
@@ -49,6 +50,8 @@ def _bad_name(name: str) -> str | None:
         return "reserved for generated code"
     if name.startswith("_") or "__" in name:
         return "reserved (leading or double underscore)"
+    if name.startswith("opgen"):
+        return "reserved (names starting with 'opgen' belong to generated code)"
     if name.endswith("_t"):
         return "reserved (names ending in '_t' are the element types of tensors)"
     return None
@@ -99,11 +102,32 @@ def check_op(op: Op) -> list[Diagnostic]:
     input_names = [x.name for x in op.inputs]
     attr_by_name = {a.name: a for a in op.attrs}
 
-    for x in op.inputs:
-        if x.kind != "required":
-            err(x.location, f"input '{x.name}': kind '{x.kind}' is not supported by the generators yet; use 'required'")
+    # --- input kinds ----------------------------------------------------------------------
+    dynamic = [x for x in op.inputs if x.kind == "dynamic"]
+    for x in dynamic[1:]:
+        err(x.location, f"input '{x.name}' is a second dynamic input; an op takes at most one",
+            [Note(f"'{dynamic[0].name}' is dynamic", dynamic[0].location)])
+    for i, x in enumerate(op.inputs):
+        if x.kind != "optional":
+            continue
+        later = [y.name for y in op.inputs[i + 1:] if y.kind != "optional"]
+        later += [a.name for a in op.attrs if not a.has_default]
+        if later:
+            err(x.location, f"optional input '{x.name}' is followed by '{later[0]}', which has no default; "
+                "optional inputs default to None, so everything after them needs a default",
+                [Note("move the optional input after it, or give the attr a default")])
+    if op.elementwise is not None:
+        for x in op.inputs:
+            if x.kind != "required":
+                err(x.location, f"input '{x.name}' is {x.kind}; elementwise ops take required inputs only "
+                    "(use 'kernel' bodies)")
+    kinds = {x.name: x.kind for x in op.inputs}
 
     # --- targets and dtype_format -------------------------------------------------------
+    used_vars = {c for r in op.rows if r.template for c in r.template}
+    for tv in op.type_vars:
+        if tv.name not in used_vars:
+            err(tv.location, f"type variable '{tv.name}' is declared but no dtype_format row uses it")
     n_cols = len(op.inputs) + len(op.outputs)
     row_targets = {r.target for r in op.rows}
     for t in op.targets:
@@ -140,7 +164,10 @@ def check_op(op: Op) -> list[Diagnostic]:
                     f"taken by target {row.target}; use '{prefix}_Default'")
         key = (row.target, row.columns)
         if key in seen_rows:
-            err(row.location, "duplicate dtype_format row", [Note("first given here", seen_rows[key])])
+            what = "duplicate dtype_format row"
+            if row.template:
+                what = f"dtype_format row {list(row.template)} expands to {list(row.columns)}, a duplicate row"
+            err(row.location, what, [Note("first given here", seen_rows[key])])
             ok = False
         else:
             seen_rows[key] = row.location
@@ -162,6 +189,31 @@ def check_op(op: Op) -> list[Diagnostic]:
         for n in o.shape.inputs:
             if n in attr_by_name:
                 err(o.location, f"output '{o.name}': shape rule refers to attr '{n}' where an input is expected")
+            elif n in kinds:
+                want_dynamic = o.shape.kind == "concat"
+                if kinds[n] == "optional":
+                    err(o.location, f"output '{o.name}': shape rule '{o.shape.text}' uses optional input '{n}', "
+                        "which may be None")
+                elif want_dynamic and kinds[n] != "dynamic":
+                    err(o.location, f"output '{o.name}': concat() takes a dynamic (list) input; '{n}' is {kinds[n]}")
+                elif not want_dynamic and kinds[n] == "dynamic":
+                    err(o.location, f"output '{o.name}': shape rule '{o.shape.text}' uses dynamic input '{n}' "
+                        "where a single tensor is expected; use concat(" + n + ", axis)")
+        for d in o.shape.dims:
+            if d.input and kinds.get(d.input, "required") != "required":
+                err(o.location, f"output '{o.name}': shape dim '{d.input}.shape[{d.axis}]' uses {kinds[d.input]} "
+                    f"input '{d.input}'; dims may only use required inputs")
+        for arg_name, arg in o.shape.args:
+            if arg.attr is None:
+                continue
+            want = RULE_ARG_TYPES[(o.shape.kind, arg_name)]
+            if arg.attr in kinds:
+                err(o.location, f"output '{o.name}': {o.shape.kind}() argument '{arg_name}' is input '{arg.attr}'; "
+                    f"it must be an attr of type {' or '.join(want)}")
+            elif arg.attr in attr_by_name and attr_by_name[arg.attr].type not in want:
+                err(o.location, f"output '{o.name}': {o.shape.kind}() argument '{arg_name}' is attr '{arg.attr}' "
+                    f"of type {attr_by_name[arg.attr].type}; expected {' or '.join(want)}",
+                    [Note(f"attr '{arg.attr}' is declared here", attr_by_name[arg.attr].location)])
         out_col = len(op.inputs) + oi
         if o.dtype in input_names:
             src = input_names.index(o.dtype)
@@ -170,8 +222,8 @@ def check_op(op: Op) -> list[Diagnostic]:
                     err(row.location, f"output '{o.name}' has dtype rule '{o.dtype}' (same as input '{o.dtype}'), "
                         f"but this row gives {row.columns[src]} for '{o.dtype}' and {row.columns[out_col]} for "
                         f"'{o.name}'")
-        elif o.dtype in dtypes.BY_NAME:
-            want = dtypes.BY_NAME[o.dtype].prefix
+        elif o.dtype in dtypes.BY_NAME or o.dtype in dtypes.UNSUPPORTED_NAMES.values():
+            want = dtypes.BY_NAME[o.dtype].prefix if o.dtype in dtypes.BY_NAME else dtypes.prefix_of(o.dtype)
             for row in valid_rows:
                 if dtypes.split_datatype(row.columns[out_col])[0] != want:
                     err(row.location, f"output '{o.name}' has fixed dtype '{o.dtype}', but this row gives "
@@ -189,13 +241,10 @@ def check_op(op: Op) -> list[Diagnostic]:
 
     # --- attrs ----------------------------------------------------------------------------
     for a in op.attrs:
-        if a.type in ("list[bool]", "list[str]"):
-            err(a.location, f"attr '{a.name}': type {a.type} cannot be read by MindSpore's aot kernels "
-                "(AotExtra has no such getter); use list[int] or str")
         if a.has_default:
             problem = _attr_value_problem(a.type, a.default, a.range, a.choices)
             if problem:
-                err(a.location, f"attr '{a.name}': default {a.default!r} {problem}")
+                err(a.location, f"attr '{a.name}': default {_show(a.default)} {problem}")
         if a.range is not None and a.type not in ("int", "float", "list[int]", "list[float]"):
             err(a.location, f"attr '{a.name}': 'range' applies to int and float attrs, not {a.type}")
         if a.range is not None and a.range[0] > a.range[1]:
@@ -245,7 +294,12 @@ def check_op(op: Op) -> list[Diagnostic]:
                 if not x.differentiable and "d" + x.name in used and "d" + x.name not in known:
                     err(k.backward.location, f"kernel.backward uses 'd{x.name}', but input '{x.name}' is not "
                         "differentiable")
-        elif op.differentiable_inputs:
+        if k.save is not None and k.save_location is not None:
+            for n in k.save:
+                if n not in input_names and n not in {o.name for o in op.outputs}:
+                    err(k.save_location, f"kernel.save names '{n}', which is not an input or output",
+                        did_you_mean(n, input_names + [o.name for o in op.outputs]))
+        if k.backward is None and not k.backward_per_input and op.differentiable_inputs:
             err(op.location, f"differentiable input(s) {', '.join(diff_names)} but no kernel.backward",
                 [Note("add kernel.backward or mark the inputs 'differentiable: false'")])
     return diags
@@ -268,9 +322,9 @@ def _attr_value_problem(
         if not isinstance(value, (list, tuple)):
             return f"is not a {typ}"
         items: Iterable[object] = value
-        for v in items:
+        for i, v in enumerate(items):
             if not scalar_ok(inner, v):
-                return f"is not a {typ} (item {v!r})"
+                return f"is not a {typ}: item {i} is {v!r}, not a {inner}"
         vals = list(value)
     else:
         if not scalar_ok(typ, value):
@@ -298,3 +352,10 @@ def check_ops(ops: Iterable[Op]) -> list[Diagnostic]:
         else:
             first[op.name] = op
     return diags
+
+
+def _show(value: object) -> str:
+    """A spec value as the user wrote it in YAML terms (lists as ``[...]``, not tuples)."""
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    return repr(value)

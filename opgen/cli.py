@@ -44,7 +44,13 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from .pipeline import generate
 
     started = time.perf_counter()
-    res = generate(args.paths, Path(args.out), args.package, dry_run=args.dry_run, check_only=args.check)
+    try:
+        res = generate(args.paths, Path(args.out), args.package, dry_run=args.dry_run, check_only=args.check)
+    except OSError as exc:  # the output directory cannot be written (a file, no space, a held lock...)
+        where = display_path(exc.filename) if isinstance(exc.filename, str) else display_path(args.out)
+        print(f"opgen: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
+        print("opgen: nothing written.", file=sys.stderr)
+        return EXIT_ERRORS
     _print_diags(res.diagnostics)
     if res.diagnostics:
         print("opgen: nothing written.", file=sys.stderr)
@@ -75,22 +81,23 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             f"{len(w.removed)} removed ({time.perf_counter() - started:.2f}s)"
         )
     if args.build and not args.dry_run:
-        return _build(res.package_dir, args.quiet, ("aot", "ext"))
+        return _build(res.package_dir, args, ("aot", "ext"))
     return EXIT_OK
 
 
-def _build(pkg_dir: Path, quiet: bool, kinds: Sequence[str]) -> int:
+def _build(pkg_dir: Path, args: argparse.Namespace, kinds: Sequence[str]) -> int:
     from .build import BuildError, build
 
     for kind in kinds:
         try:
-            path = build(pkg_dir, kind, quiet=quiet)
+            path = build(pkg_dir, kind, quiet=args.quiet, build_dir=args.build_dir, jobs=args.jobs,
+                         ops_per_unit=args.ops_per_unit, pch=True if args.pch else None)
         except BuildError as exc:
             print(str(exc), file=sys.stderr)
             print(f"opgen: build of {display_path(pkg_dir)} ({kind}) failed; the previous library is kept.",
                   file=sys.stderr)
             return EXIT_ERRORS
-        if not quiet:
+        if not args.quiet:
             print(f"opgen: {kind}: {path}")
     return EXIT_OK
 
@@ -102,7 +109,50 @@ def _cmd_build(args: argparse.Namespace) -> int:
               "run 'opgen generate' first", file=sys.stderr)
         return EXIT_ERRORS
     kinds = ("aot", "ext") if args.only is None else (args.only,)
-    return _build(pkg_dir, args.quiet, kinds)
+    return _build(pkg_dir, args, kinds)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _add_build_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("build options")
+    g.add_argument("--build-dir", metavar="DIR",
+                   help="root of the build folders (default: $OPGEN_BUILD_DIR, else ~/.cache/opgen)")
+    g.add_argument("-j", "--jobs", type=_positive, metavar="N",
+                   help="parallel compile jobs (default: $OPGEN_JOBS, else the available CPUs)")
+    g.add_argument("--ops-per-unit", type=_positive, metavar="N",
+                   help="ops per extension translation unit; 1 = one unit per op "
+                   "(default: $OPGEN_OPS_PER_UNIT, else 2 units, more past 16 ops each)")
+    g.add_argument("--pch", action="store_true",
+                   help="precompile MindSpore's headers once for the extension units (also $OPGEN_PCH=1)")
+
+
+_NOT_PACKAGE_NAMES = frozenset({"opgen", "mindspore", "numpy", "np", "ms", "std", "generated"})
+
+
+def package_name(text: str) -> str:
+    """Check ``--package``: it names a Python package, a C++ namespace and a symbol prefix."""
+    import keyword
+    import re
+
+    from .check import CPP_KEYWORDS
+
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a package name: use snake_case (lower-case letters, digits, '_'), e.g. my_ops")
+    if keyword.iskeyword(text) or keyword.issoftkeyword(text) or text in CPP_KEYWORDS:
+        raise argparse.ArgumentTypeError(f"{text!r} is a Python or C++ keyword; pick another package name")
+    if text in _NOT_PACKAGE_NAMES:
+        raise argparse.ArgumentTypeError(f"{text!r} would shadow a module the generated code imports")
+    return text
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
@@ -194,12 +244,13 @@ def make_parser() -> argparse.ArgumentParser:
                        description="Validate specs and write generated/<package>; example: opgen generate ops/")
     p.add_argument("paths", nargs="+", help="spec files or directories of *.yaml")
     p.add_argument("-o", "--out", default="generated", help="output directory (default: generated)")
-    p.add_argument("-p", "--package", default=DEFAULT_PACKAGE,
+    p.add_argument("-p", "--package", default=DEFAULT_PACKAGE, type=package_name,
                    help=f"Python package name (default: {DEFAULT_PACKAGE})")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the output differs")
     p.add_argument("--dry-run", action="store_true", help="write nothing; list what would change")
     p.add_argument("--build", action="store_true", help="also build the aot library and the extension")
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+    _add_build_options(p)
     p.set_defaults(func=_cmd_generate)
 
     p = sub.add_parser("build", help="compile a generated package's aot library and extension",
@@ -208,6 +259,7 @@ def make_parser() -> argparse.ArgumentParser:
                    help=f"generated package directory (default: generated/{DEFAULT_PACKAGE})")
     p.add_argument("--only", choices=("aot", "ext"), help="build only one of the two libraries")
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+    _add_build_options(p)
     p.set_defaults(func=_cmd_build)
 
     p = sub.add_parser(

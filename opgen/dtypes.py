@@ -30,6 +30,8 @@ class DType:
 DTYPES: tuple[DType, ...] = (
     DType("F32", "float32", "float", "kNumberTypeFloat32", True),
     DType("F64", "float64", "double", "kNumberTypeFloat64", True),
+    DType("F16", "float16", "opgen::half", "kNumberTypeFloat16", True),
+    DType("BF16", "bfloat16", "opgen::bfloat16", "kNumberTypeBFloat16", True),
     DType("I8", "int8", "int8_t", "kNumberTypeInt8", False),
     DType("I16", "int16", "int16_t", "kNumberTypeInt16", False),
     DType("I32", "int32", "int32_t", "kNumberTypeInt32", False),
@@ -41,8 +43,15 @@ DTYPES: tuple[DType, ...] = (
 BY_PREFIX = {d.prefix: d for d in DTYPES}
 BY_NAME = {d.name: d for d in DTYPES}
 
-# DataType prefixes MindSpore knows but opgen kernels do not implement yet.
-KNOWN_UNSUPPORTED = ("F16", "BF16", "U16", "U32", "U64", "C64", "C128")
+# DataType prefixes MindSpore knows but opgen kernels do not implement yet, with their dtype names.
+UNSUPPORTED_NAMES = {
+    "U16": "uint16",
+    "U32": "uint32",
+    "U64": "uint64",
+    "C64": "complex64",
+    "C128": "complex128",
+}
+KNOWN_UNSUPPORTED = tuple(UNSUPPORTED_NAMES)
 FORMATS = ("Default",)
 """Formats a CPU kernel can take (CPU kernels see plain row-major memory)."""
 
@@ -56,3 +65,28 @@ def split_datatype(text: str) -> tuple[str, str]:
 def all_datatype_names() -> list[str]:
     """Every DataType name opgen accepts in dtype_format rows (for suggestions)."""
     return [f"{d.prefix}_{f}" for d in DTYPES for f in FORMATS]
+
+
+def datatype_of(value: str) -> str | None:
+    """A type variable's value as a DataType name: ``'float32'`` -> ``'F32_Default'``.
+
+    DataType names pass through unchanged; unknown dtype names give ``None``.
+    """
+    if "_" in value and value.split("_", 1)[0].upper() == value.split("_", 1)[0]:
+        return value
+    for prefix, name in [(d.prefix, d.name) for d in DTYPES] + list(UNSUPPORTED_NAMES.items()):
+        if name == value:
+            return f"{prefix}_Default"
+    return None
+
+
+def all_dtype_names() -> list[str]:
+    """Every dtype name MindSpore knows (supported by opgen or not), for suggestions."""
+    return [d.name for d in DTYPES] + list(UNSUPPORTED_NAMES.values())
+
+
+def prefix_of(name: str) -> str:
+    """DataType prefix of a dtype name, supported or not: ``'float16'`` -> ``'F16'``."""
+    if name in BY_NAME:
+        return BY_NAME[name].prefix
+    return {v: k for k, v in UNSUPPORTED_NAMES.items()}[name]

@@ -171,17 +171,54 @@ class Dim:
 
 
 @dataclass(frozen=True)
+class RuleArg:
+    """A non-tensor argument of a shape rule: an attr name, or a literal (int, bool, list of ints)."""
+
+    attr: str | None = None
+    literal: object = None
+
+    @property
+    def text(self) -> str:
+        """The argument as written."""
+        return self.attr if self.attr is not None else repr(self.literal)
+
+
+# rule name -> (tensor argument count, names of its non-tensor arguments, their defaults)
+RULES: dict[str, tuple[int, tuple[str, ...], tuple[object, ...]]] = {
+    "reduce": (1, ("axis", "keep_dims"), ((), False)),
+    "matmul": (2, ("transpose_a", "transpose_b"), (False, False)),
+    "concat": (1, ("axis",), (0,)),
+}
+"""Shape rules written as calls besides ``broadcast``: what each takes."""
+
+RULE_ARG_TYPES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("reduce", "axis"): ("int", "list[int]"),
+    ("reduce", "keep_dims"): ("bool",),
+    ("matmul", "transpose_a"): ("bool",),
+    ("matmul", "transpose_b"): ("bool",),
+    ("concat", "axis"): ("int",),
+}
+"""Attr types each rule argument accepts (checked against the op's attrs)."""
+
+
+@dataclass(frozen=True)
 class ShapeRule:
     """An output shape rule.
 
     ``kind`` is ``"same"`` (``inputs[0]``'s shape), ``"broadcast"`` (NumPy broadcast of
-    ``inputs``) or ``"dims"`` (the explicit ``dims``).
+    ``inputs``), ``"dims"`` (the explicit ``dims``), or one of :data:`RULES` (``reduce``,
+    ``matmul``, ``concat``) with its tensor ``inputs`` and non-tensor ``args`` (by name).
     """
 
     kind: str
     inputs: tuple[str, ...] = ()
     dims: tuple[Dim, ...] = ()
     text: str = ""
+    args: tuple[tuple[str, RuleArg], ...] = ()
+
+    def arg(self, name: str) -> RuleArg:
+        """The rule argument ``name`` (reduce: axis, keep_dims; matmul: transpose_a/b; concat: axis)."""
+        return dict(self.args)[name]
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -191,7 +228,17 @@ class ShapeRule:
             for n in (d.attr, d.input):
                 if n and n not in out:
                     out.append(n)
+        for _, a in self.args:
+            if a.attr and a.attr not in out:
+                out.append(a.attr)
         return tuple(out)
+
+
+_RULE_HELP = (
+    "a shape rule is an input name, 'broadcast(a, b, ...)', 'reduce(x, axis, keep_dims)', "
+    "'matmul(a, b, transpose_a, transpose_b)', 'concat(xs, axis)' or a list of dims "
+    "(ints, int attr names, '<input>.shape[i]')"
+)
 
 
 def parse_shape_rule(rule: str | list[object]) -> ShapeRule:
@@ -203,8 +250,9 @@ def parse_shape_rule(rule: str | list[object]) -> ShapeRule:
     if isinstance(rule, list):
         return ShapeRule("dims", dims=tuple(_parse_dim(d) for d in rule), text=repr(rule))
     body = _parse(rule)
+    text = rule.strip()
     if isinstance(body, ast.Name):
-        return ShapeRule("same", (body.id,), text=rule.strip())
+        return ShapeRule("same", (body.id,), text=text)
     if isinstance(body, ast.Call) and isinstance(body.func, ast.Name) and body.func.id == "broadcast":
         args = []
         for a in body.args:
@@ -213,14 +261,53 @@ def parse_shape_rule(rule: str | list[object]) -> ShapeRule:
             args.append(a.id)
         if len(args) < 2:
             raise ExprError("broadcast() needs at least two inputs", body.col_offset + 1)
-        return ShapeRule("broadcast", tuple(args), text=rule.strip())
+        return ShapeRule("broadcast", tuple(args), text=text)
+    if isinstance(body, ast.Call) and isinstance(body.func, ast.Name) and body.func.id in RULES:
+        return _parse_rule_call(body, text)
     if isinstance(body, ast.List):
-        return ShapeRule("dims", dims=tuple(_parse_dim_node(e) for e in body.elts), text=rule.strip())
-    raise ExprError(
-        "a shape rule is an input name, 'broadcast(a, b, ...)' or a list of dims "
-        "(ints, int attr names, '<input>.shape[i]')",
-        1,
-    )
+        return ShapeRule("dims", dims=tuple(_parse_dim_node(e) for e in body.elts), text=text)
+    raise ExprError(_RULE_HELP, 1)
+
+
+def _parse_rule_call(call: ast.Call, text: str) -> ShapeRule:
+    kind = call.func.id  # type: ignore[attr-defined]
+    n_tensors, arg_names, defaults = RULES[kind]
+    signature = f"{kind}({', '.join(['x', 'y'][:n_tensors] if kind != 'concat' else ['xs'])}, {', '.join(arg_names)})"
+    if call.keywords:
+        raise ExprError(f"{kind}() takes positional arguments: {signature}", call.keywords[0].value.col_offset + 1)
+    if not n_tensors <= len(call.args) <= n_tensors + len(arg_names):
+        raise ExprError(f"{kind}() takes {n_tensors} input(s) and up to {len(arg_names)} attr(s): {signature}",
+                        call.col_offset + 1)
+    inputs = []
+    for a in call.args[:n_tensors]:
+        if not isinstance(a, ast.Name):
+            raise ExprError(f"{kind}() takes input names first: {signature}", a.col_offset + 1)
+        inputs.append(a.id)
+    args: list[tuple[str, RuleArg]] = []
+    for i, name in enumerate(arg_names):
+        node = call.args[n_tensors + i] if n_tensors + i < len(call.args) else None
+        if node is None:
+            args.append((name, RuleArg(literal=defaults[i])))
+        elif isinstance(node, ast.Name) and node.id not in ("True", "False"):
+            args.append((name, RuleArg(attr=node.id)))
+        else:
+            try:
+                value = ast.literal_eval(node)
+            except ValueError:
+                raise ExprError(f"{kind}(): argument '{name}' must be an attr name or a literal",
+                                node.col_offset + 1) from None
+            want = RULE_ARG_TYPES[(kind, name)]
+            ok = (
+                ("bool" in want and isinstance(value, bool))
+                or ("int" in want and isinstance(value, int) and not isinstance(value, bool))
+                or ("list[int]" in want and isinstance(value, (list, tuple))
+                    and all(isinstance(v, int) and not isinstance(v, bool) for v in value))
+            )
+            if not ok:
+                raise ExprError(f"{kind}(): argument '{name}' must be an attr name or a literal of type "
+                                f"{' or '.join(want)}, got {ast.unparse(node)}", node.col_offset + 1)
+            args.append((name, RuleArg(literal=tuple(value) if isinstance(value, (list, tuple)) else value)))
+    return ShapeRule(kind, tuple(inputs), text=text, args=tuple(args))
 
 
 def _parse_dim(item: object) -> Dim:

@@ -21,8 +21,10 @@ from .diagnostics import Diagnostic, Location, Note, SpecError, display_path
 
 MAX_FILE_BYTES = 1_000_000
 """Specs larger than this are rejected (a real spec is a few KiB)."""
-MAX_NODES = 100_000
-"""Upper bound on nodes after alias expansion; guards against alias bombs."""
+MAX_NODES = 20_000
+"""Upper bound on nodes, counted while parsing and again after alias expansion; guards against
+alias bombs and against huge documents (a spec has a few hundred nodes; parsing stops here, so a
+1 MB list of numbers is rejected in well under a second instead of being parsed whole)."""
 MAX_DEPTH = 64
 """Upper bound on nesting depth; a spec needs about 5."""
 
@@ -90,7 +92,7 @@ class _Converter:
             raise _Abort(
                 Diagnostic(
                     self.loc(node),
-                    f"the document expands to more than {MAX_NODES} nodes (alias bomb?)",
+                    f"the document expands to more than {MAX_NODES} nodes once aliases are expanded (alias bomb?)",
                     notes=(Note("a spec needs a few hundred nodes; avoid deeply repeated anchors/aliases"),),
                 )
             )
@@ -111,7 +113,10 @@ class _Converter:
             out.key_locations = {}
             out.value_locations = {}
             for key_node, value_node in node.value:
+                before = len(self.diags)
                 key = self.convert(key_node, depth + 1)
+                if not isinstance(key, str) and len(self.diags) > before:
+                    continue  # already reported (a bad tag, an unpaired surrogate...)
                 if not isinstance(key, str):
                     self.diags.append(
                         Diagnostic(self.loc(key_node), f"mapping keys must be strings, got {key!r}")
@@ -139,7 +144,25 @@ class _Converter:
                 seq.append(self.convert(item, depth + 1))
             return seq
         assert isinstance(node, yaml.ScalarNode)
-        return self._constructor.construct_object(node)
+        try:
+            value = self._constructor.construct_object(node)
+        except (ValueError, OverflowError):  # e.g. an int of more than 4300 digits
+            self.diags.append(Diagnostic(self.loc(node), f"number {_shorten(node.value)} is too long "
+                                         f"({len(node.value)} characters)"))
+            return None
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                self.diags.append(Diagnostic(
+                    self.loc(node), f"string holds U+{ord(value[exc.start]):04X}, an unpaired surrogate, which "
+                    "is not a Unicode character (from a \\u escape?)"))
+                return None
+        return value
+
+
+def _shorten(text: str, keep: int = 12) -> str:
+    return text if len(text) <= 2 * keep else f"{text[:keep]}...{text[-keep:]}"
 
 
 class _Abort(Exception):
@@ -159,8 +182,24 @@ def load_text(text: str, file: str) -> Any:
         line = text.count("\n", 0, idx) + 1
         col = idx - (text.rfind("\n", 0, idx) + 1) + 1
         raise SpecError([Diagnostic(Location(file, line, col), "NUL byte in spec file")])
+    if _CLoader is not None:
+        try:
+            return _load_plain(text, file, _CLoader)
+        except (_Unusual, yaml.YAMLError, ValueError, OverflowError):
+            pass  # the general path below says what is wrong, exactly as it always did
     try:
         node = _compose(text)
+    except _TooBig as big:
+        raise SpecError([Diagnostic(
+            Location(file, big.mark.line + 1, big.mark.column + 1),
+            f"the document has more than {MAX_NODES} nodes; a spec needs a few hundred")]) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (control characters...)
+        pos = min(max(exc.position, 0), len(text))
+        line = text.count("\n", 0, pos) + 1
+        col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+        char = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
+        raise SpecError([Diagnostic(Location(file, line, col),
+                                    f"invalid YAML: character U+{char:04X} is not allowed ({exc.reason})")]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = Location(file, mark.line + 1, mark.column + 1) if mark else Location(file)
@@ -184,11 +223,173 @@ def load_text(text: str, file: str) -> Any:
     return tree
 
 
+class _TooBig(Exception):
+    def __init__(self, mark: yaml.Mark):
+        self.mark = mark
+
+
+class _Composer(yaml.composer.Composer):
+    """PyYAML's composer (Python, recursive: absurd nesting ends in a RecursionError, never in a
+    C stack overflow), stopping after :data:`MAX_NODES` nodes (aliases count once)."""
+
+    composed = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self.composed += 1
+        if self.composed > MAX_NODES:
+            raise _TooBig(self.peek_event().start_mark)  # type: ignore[attr-defined]
+        return super().compose_node(parent, index)
+
+
+class _PyLoader(_Composer, yaml.SafeLoader):
+    """Pure-Python reader, scanner and parser (used where PyYAML was built without libyaml)."""
+
+
+_CParser: Any = getattr(getattr(yaml, "_yaml", None), "CParser", None) if yaml.__with_libyaml__ else None
+
+if _CParser is not None:
+
+    class _CNodeLoader(_Composer, _CParser, yaml.resolver.Resolver):  # type: ignore[misc]
+        """Our composer over libyaml's reader, scanner and parser: about 8x faster than PyYAML's
+        Python ones, and libyaml's parser keeps its own stack, so only the Python composer
+        recurses.  The resolver supplies implicit tags exactly as ``SafeLoader`` does."""
+
+        def __init__(self, stream: str):
+            _CParser.__init__(self, stream)
+            yaml.composer.Composer.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+
+
+def _make_loader(text: str) -> Any:
+    """The general path's loader: libyaml's parser with our composer, or pure Python where
+    PyYAML has no libyaml (or :data:`_CLoader` is switched off, as the path tests do)."""
+    return _PyLoader(text) if _CParser is None or _CLoader is None else _CNodeLoader(text)
+
+
 def _compose(text: str) -> yaml.Node | None:
-    # PyYAML composes recursively; absurd nesting ends in RecursionError, caught by the caller.
-    loader = yaml.SafeLoader(text)
+    """The node graph of ``text``.  A syntax error found by libyaml is found again by PyYAML's
+    own parser, so every diagnostic reads the same whichever parser PyYAML was built with."""
     try:
-        return loader.get_single_node()
+        return _compose_with(_make_loader(text))
+    except yaml.MarkedYAMLError:
+        if _CParser is None or _CLoader is None:
+            raise
+    return _compose_with(_PyLoader(text))
+
+
+def _compose_with(loader: Any) -> yaml.Node | None:
+    try:
+        return loader.get_single_node()  # type: ignore[no-any-return]
+    finally:
+        dispose = getattr(loader, "dispose", None)
+        if dispose is not None:
+            dispose()
+
+
+_CLoader: Any = getattr(yaml, "CSafeLoader", None)
+
+
+class _Unusual(Exception):
+    """The fast composer leaves this document to PyYAML's composer."""
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_SCALAR_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+
+
+def _load_plain(text: str, file: str, loader_class: Any) -> Any:
+    """The marked tree of a plain document, built straight from libyaml's events.
+
+    Plain: one non-empty document of mappings with unique string keys, sequences and scalars
+    of the core tags, no anchors or aliases, at most :data:`MAX_DEPTH` levels and
+    :data:`MAX_NODES` nodes -- what a spec is.  It gives the tree (and locations) that
+    composing and converting would; anything else raises :class:`_Unusual` and takes the
+    general path, which phrases every diagnostic.
+    """
+    ev = yaml.events
+    loader = loader_class(text)
+    try:
+        get = loader.get_event
+        resolve = loader.resolve
+        get()  # stream start
+        if not isinstance(get(), ev.DocumentStartEvent):
+            raise _Unusual
+        # open containers: [container, pending mapping key or None]
+        stack: list[list[Any]] = []
+        root: Any = None
+        nodes = 0
+        while True:
+            event = get()
+            cls = type(event)
+            if cls is ev.SequenceEndEvent or cls is ev.MappingEndEvent:
+                stack.pop()
+                continue
+            if cls is ev.DocumentEndEvent:
+                break
+            if event.anchor is not None or cls is ev.AliasEvent:
+                raise _Unusual
+            nodes += 1
+            if nodes > MAX_NODES:
+                raise _Unusual
+            mark = event.start_mark
+            value: Any
+            if cls is ev.ScalarEvent:
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = resolve(yaml.ScalarNode, event.value, event.implicit)
+                if tag == _STR_TAG:
+                    value = event.value
+                elif tag in _CORE_TAGS:
+                    node = yaml.ScalarNode(tag, event.value, mark, event.end_mark, style=event.style)
+                    value = _SCALAR_CONSTRUCTOR.construct_object(node)
+                else:
+                    raise _Unusual
+                if event.style in ("|", ">"):
+                    where = Location(file, mark.line + 2, 1)
+                else:
+                    where = Location(file, mark.line + 1, mark.column + 1)
+            elif cls is ev.MappingStartEvent or cls is ev.SequenceStartEvent:
+                tag = event.tag
+                if tag is not None and tag != "!" and tag not in _CORE_TAGS:
+                    raise _Unusual
+                where = Location(file, mark.line + 1, mark.column + 1)
+                if cls is ev.MappingStartEvent:
+                    value = MarkedDict()
+                    value.location = where
+                    value.key_locations = {}
+                    value.value_locations = {}
+                else:
+                    value = MarkedList()
+                    value.location = where
+                    value.item_locations = []
+            else:
+                raise _Unusual
+            if stack:
+                top = stack[-1]
+                parent = top[0]
+                if isinstance(parent, MarkedDict):
+                    if top[1] is None:
+                        if not isinstance(value, str) or value in parent:
+                            raise _Unusual  # a non-string or duplicate key
+                        top[1] = (value, where)
+                    else:
+                        key, key_where = top[1]
+                        parent.key_locations[key] = key_where
+                        parent.value_locations[key] = where
+                        parent[key] = value
+                        top[1] = None
+                else:
+                    parent.item_locations.append(where)
+                    parent.append(value)
+            else:
+                root = value
+            if cls is ev.MappingStartEvent or cls is ev.SequenceStartEvent:
+                stack.append([value, None])
+                if len(stack) > MAX_DEPTH:
+                    raise _Unusual
+        if root is None or not isinstance(get(), ev.StreamEndEvent):
+            raise _Unusual
+        return root
     finally:
         loader.dispose()
 

@@ -8,11 +8,13 @@ at the ``file:line:col`` of the string that holds them.
 
 from __future__ import annotations
 
+import itertools
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import dtypes
-from .diagnostics import Diagnostic, Location, SpecError
+from .diagnostics import Diagnostic, Location, Note, SpecError, did_you_mean
 from .exprs import Expr, ExprError, ShapeRule, parse_expr, parse_shape_rule
 from .loader import MarkedDict, MarkedList
 
@@ -95,12 +97,29 @@ class Attr:
 
 
 @dataclass(frozen=True)
+class TypeVar:
+    """A type variable of the dtype_format short form and the DataType names it ranges over."""
+
+    name: str
+    datatypes: tuple[str, ...]
+    location: Location
+
+
+TYPE_VAR = re.compile(r"[A-Z][A-Z0-9]*")
+"""A type variable name (DataType names always hold an underscore, so the two never clash)."""
+
+
+@dataclass(frozen=True)
 class DTypeRow:
-    """One dtype_format row: a DataType name per input then per output."""
+    """One dtype_format row: a DataType name per input then per output.
+
+    ``template`` is the row as written when it used type variables (``None`` otherwise).
+    """
 
     target: str
     columns: tuple[str, ...]
     location: Location
+    template: tuple[str, ...] | None = None
 
     def dtype(self, index: int) -> dtypes.DType:
         """The element type of column ``index``."""
@@ -131,6 +150,8 @@ class Kernel:
     forward: Body
     backward: Body | None
     backward_per_input: tuple[tuple[str, Body], ...]
+    save: tuple[str, ...] | None = None
+    save_location: Location | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +171,7 @@ class Op:
     kernel: Kernel | None
     reference: Body | None
     targets_location: Location
+    type_vars: tuple[TypeVar, ...] = ()
 
     @property
     def class_name(self) -> str:
@@ -188,8 +210,8 @@ def build_op(tree: MarkedDict, file: str) -> Op:
     diags: list[Diagnostic] = []
     name = _str(tree, "name")
 
-    def err(loc: Location, msg: str) -> None:
-        diags.append(Diagnostic(loc, msg, name))
+    def err(loc: Location, msg: str, notes: tuple[Note, ...] = ()) -> None:
+        diags.append(Diagnostic(loc, msg, name, notes=notes))
 
     def expr_loc(base: Location, exc: ExprError) -> Location:
         return Location(base.file, base.line, base.col + exc.col - 1) if base.line else base
@@ -239,11 +261,39 @@ def build_op(tree: MarkedDict, file: str) -> Op:
                 tree["outputs"].loc(i),
             )
         )
+    type_vars = []
+    tv_values: dict[str, tuple[str, ...]] = {}
+    tv_tree = tree.get("type_vars") or {}
+    for tv_name, values in tv_tree.items():
+        resolved = []
+        for j, value in enumerate(values):
+            dt = dtypes.datatype_of(value)
+            if dt is None:
+                err(values.loc(j), f"type variable '{tv_name}': unknown dtype '{value}'",
+                    did_you_mean(value, dtypes.all_dtype_names()))
+            else:
+                resolved.append(dt)
+        tv_values[tv_name] = tuple(resolved)
+        type_vars.append(TypeVar(tv_name, tuple(resolved), tv_tree.loc(tv_name)))
     rows = []
     fmt = tree["dtype_format"]
     for target in fmt:
         for j, row in enumerate(fmt[target]):
-            rows.append(DTypeRow(target, tuple(row), fmt[target].loc(j)))
+            loc = fmt[target].loc(j)
+            used = [c for c in dict.fromkeys(row) if TYPE_VAR.fullmatch(c)]
+            unknown = [u for u in used if u not in tv_values]
+            for u in unknown:
+                err(loc, f"dtype_format row uses type variable '{u}', which is not declared in type_vars",
+                    did_you_mean(u, list(tv_values)) or (Note("declare it, e.g. 'type_vars: {" + u + ": [float32]}'"),))
+            if unknown:
+                continue
+            if not used:
+                rows.append(DTypeRow(target, tuple(row), loc))
+                continue
+            order = [v for v in tv_values if v in used]  # declaration order: deterministic expansion
+            for combo in itertools.product(*(tv_values[v] for v in order)):
+                sub = dict(zip(order, combo))
+                rows.append(DTypeRow(target, tuple(sub.get(c, c) for c in row), loc, tuple(row)))
     targets = tuple(tree["targets"]) if "targets" in tree else tuple(fmt.keys())
 
     tensor_names = [x.name for x in inputs]
@@ -280,7 +330,8 @@ def build_op(tree: MarkedDict, file: str) -> Op:
         elif isinstance(k.get("backward"), dict):
             bw = k["backward"]
             per_input = [(n, Body(t, bw.loc(n))) for n, t in bw.items()]
-        kernel = Kernel(forward, backward, tuple(per_input))
+        save = tuple(k["save"]) if "save" in k else None
+        kernel = Kernel(forward, backward, tuple(per_input), save, k.loc("save") if "save" in k else None)
     reference = Body(tree["reference"], tree.loc("reference")) if "reference" in tree else None
     if diags:
         raise SpecError(diags)
@@ -298,6 +349,7 @@ def build_op(tree: MarkedDict, file: str) -> Op:
         kernel=kernel,
         reference=reference,
         targets_location=tree.loc("targets") if "targets" in tree else tree.key_loc("dtype_format"),
+        type_vars=tuple(type_vars),
     )
 
 

@@ -8,6 +8,7 @@ shape and attr helpers below so the rules they implement live in one place.
 from __future__ import annotations
 
 import importlib.util
+import numbers
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,6 +26,25 @@ def _quiet() -> bool:
     return os.environ.get("OPGEN_QUIET") in ("1", "true", "yes")
 
 
+def _require_sanitizer_runtime() -> None:
+    """With ``OPGEN_SANITIZE=1`` the libraries are ASan/UBSan builds, which abort the process when
+    loaded unless the ASan runtime was loaded first; say what to do instead."""
+    if not _build.sanitize_flags():
+        return
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            if "libasan" in fh.read():
+                return
+    except OSError:  # not Linux: let the loader speak
+        return
+    raise ImportError(
+        "OPGEN_SANITIZE=1 loads address/undefined-sanitizer builds, which need the ASan runtime loaded first: "
+        "run python with LD_PRELOAD=\"$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libstdc++.so)\" "
+        "ASAN_OPTIONS=detect_leaks=0 "
+        "(scripts/sanitize.sh does), or unset OPGEN_SANITIZE"
+    )
+
+
 def aot_library(module_file: str) -> str:
     """Absolute path of the aot library of the package containing ``module_file``.
 
@@ -32,20 +52,24 @@ def aot_library(module_file: str) -> str:
 
     Raises:
         opgen.build.BuildError: when the kernels do not compile.
+        ImportError: for an ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded.
     """
+    _require_sanitizer_runtime()
     return str(_build.build(Path(module_file).parent, "aot", quiet=_quiet()))
 
 
 def load_extension(module_file: str) -> ModuleType:
     """Import the pybind11 extension of the package containing ``module_file``.
 
-    Builds it first when missing or stale (about 25-50 s per op unit on 2 cores; says so on
-    stderr). A process keeps the first extension it loaded (a shared library cannot be
-    reloaded), like ``CustomOpBuilder.load()``.
+    Builds it first when missing or stale (MindSpore's headers make this about a minute on 2
+    cores for a few ops; says so on stderr, see docs/build.md). A process keeps the first
+    extension it loaded (a shared library cannot be reloaded), like ``CustomOpBuilder.load()``.
 
     Raises:
         opgen.build.BuildError: when the Function<T> sources do not compile.
+        ImportError: for an ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded.
     """
+    _require_sanitizer_runtime()
     pkg_dir = Path(module_file).parent.resolve()
     name = f"{pkg_dir.name}_ext"
     if name in _loaded:
@@ -84,7 +108,110 @@ def broadcast_shape(*shapes: Sequence[int], op: str = "") -> list[int]:
     return out
 
 
-_SCALAR = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+def _fail(op: str, message: str) -> ValueError:
+    return ValueError(f"{op}(): {message}" if op else message)
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    return "(" + ", ".join(str(int(d)) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def normalize_axes(axis: int | Sequence[int], rank: int, op: str = "") -> list[int]:
+    """Axes of a tensor of ``rank`` as sorted non-negative ints; ``[]`` means every axis.
+
+    Same rules and messages as ``opgen::normalize_axes`` in C++ (``kernel.h``).
+
+    Raises:
+        ValueError: an axis outside ``[-rank, rank)`` (``[-1, 0]`` for rank 0), or repeated.
+    """
+    axes = [int(axis)] if isinstance(axis, int) else [int(a) for a in axis]
+    if not axes:
+        return list(range(rank))
+    out: list[int] = []
+    bound = max(rank, 1)
+    for a in axes:
+        if not -bound <= a < bound:
+            raise _fail(op, f"axis {a} is out of range for a tensor of rank {rank}")
+        a = a + bound if a < 0 else a
+        if a in out:
+            raise _fail(op, f"axis {a} is repeated")
+        out.append(a)
+    return sorted(a for a in out if a < rank)
+
+
+def dim_of(shape: Sequence[int], axis: int, name: str, op: str = "") -> int:
+    """Dimension ``axis`` (negative counts from the end) of input ``name``'s shape (explicit dim lists).
+
+    Raises:
+        ValueError: when the input has too few dimensions (same message as ``opgen::dim_of``).
+    """
+    rank = len(shape)
+    if not -rank <= axis < rank:
+        raise _fail(op, f"input '{name}' has shape {_shape_text(shape)}, which has no dimension {axis}")
+    return int(shape[axis])
+
+
+def reduce_shape(x: Sequence[int], axis: int | Sequence[int], keep_dims: bool, op: str = "") -> list[int]:
+    """Shape of ``x`` reduced over ``axis`` (the ``reduce(x, axis, keep_dims)`` shape rule).
+
+    Raises:
+        ValueError: a bad axis (see :func:`normalize_axes`).
+    """
+    axes = normalize_axes(axis, len(x), op)
+    if keep_dims:
+        return [1 if i in axes else int(d) for i, d in enumerate(x)]
+    return [int(d) for i, d in enumerate(x) if i not in axes]
+
+
+def matmul_shape(
+    a: Sequence[int], b: Sequence[int], transpose_a: bool = False, transpose_b: bool = False, op: str = ""
+) -> list[int]:
+    """Shape of ``op(a) @ op(b)`` for 2-D ``a`` and ``b`` (the ``matmul(...)`` shape rule).
+
+    Raises:
+        ValueError: an input that is not 2-D, or inner dimensions that differ.
+    """
+    if len(a) != 2 or len(b) != 2:
+        raise _fail(op, f"matmul needs 2-D inputs, got shapes {_shape_text(a)} and {_shape_text(b)}")
+    m, k = (a[1], a[0]) if transpose_a else (a[0], a[1])
+    k2, n = (b[1], b[0]) if transpose_b else (b[0], b[1])
+    if k != k2:
+        raise _fail(op, f"matmul inner dimensions differ: {_shape_text(a)}{'^T' if transpose_a else ''} x "
+                        f"{_shape_text(b)}{'^T' if transpose_b else ''} ({int(k)} != {int(k2)})")
+    return [int(m), int(n)]
+
+
+def concat_shape(xs: Sequence[Sequence[int]], axis: int, op: str = "") -> list[int]:
+    """Shape of the tensors ``xs`` joined along ``axis`` (the ``concat(xs, axis)`` shape rule).
+
+    Raises:
+        ValueError: no tensors, 0-d tensors, ranks that differ, a bad axis, or other dims that differ.
+    """
+    if not xs:
+        raise _fail(op, "concat needs at least one tensor")
+    rank = len(xs[0])
+    if rank == 0:
+        raise _fail(op, "concat cannot join 0-d tensors")
+    (ax,) = normalize_axes(axis, rank, op)
+    out = [int(d) for d in xs[0]]
+    for i, s in enumerate(xs[1:], start=1):
+        if len(s) != rank:
+            raise _fail(op, f"concat: tensor {i} has rank {len(s)}, tensor 0 has rank {rank}")
+        for d in range(rank):
+            if d != ax and int(s[d]) != out[d]:
+                raise _fail(op, f"concat: tensor {i} has shape {_shape_text(s)}, which differs from "
+                                f"{_shape_text(xs[0])} outside axis {ax}")
+        out[ax] += int(s[ax])
+    return out
+
+
+_SCALAR: dict[str, tuple[type, ...]] = {
+    "int": (numbers.Integral,),  # numpy integers too (shapes computed with numpy are np.int64)
+    "float": (numbers.Real,),  # numpy floats too (np.float32 is no Python float)
+    "bool": (bool,),
+    "str": (str,),
+}
+_PY = {"int": int, "float": float, "bool": bool, "str": str}
 
 
 def check_attrs(op: str, values: Mapping[str, Any], spec: Mapping[str, Mapping[str, Any]]) -> tuple[Any, ...]:
@@ -122,8 +249,157 @@ def check_attrs(op: str, values: Mapping[str, Any], spec: Mapping[str, Mapping[s
     return tuple(out)
 
 
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool) or type(value).__name__ == "bool_"  # numpy.bool_
+
+
 def _scalar(op: str, name: str, typ: str, value: Any, full: str) -> Any:
-    ok = isinstance(value, _SCALAR[typ]) and (typ == "bool" or not isinstance(value, bool))
+    """``value`` as the plain Python scalar of attr type ``typ`` (what CustomRegOp and caches take)."""
+    ok = _is_bool(value) if typ == "bool" else isinstance(value, _SCALAR[typ]) and not _is_bool(value)
     if not ok:
-        raise TypeError(f"{op}(): attr '{name}' must be a {full}, got {type(value).__name__} {value!r}")
-    return float(value) if typ == "float" else value
+        article = "an" if full[0] in "aeiou" else "a"
+        raise TypeError(f"{op}(): attr '{name}' must be {article} {full}, got {type(value).__name__} {value!r}")
+    return _PY[typ](value)
+
+
+# ----------------------------------------------------------------------------- Custom (aot) path
+#
+# Optional and dynamic inputs reach an aot kernel flattened: one Custom primitive per *layout*
+# (how many tensors each input contributes: 1 for required, 0/1 for optional, N for dynamic),
+# with the layout passed to the kernel as the attr ``opgen_layout``. MindSpore 2.10's CPU aot
+# kernels take neither None nor native "dynamic" inputs (verified: kernel select fails).
+
+_LIST_PREFIXED = ("list[int]", "list[float]", "list[bool]", "list[str]", "str")
+
+
+def encode_attr(typ: str, value: Any) -> tuple[str, Any]:
+    """An attr value as (CustomRegOp value_type, value) for AotExtra, which reads only int,
+    float, bool and vectors of int/float.
+
+    Lists are length-prefixed (so an empty list is never an empty attr); ``str`` and
+    ``list[str]`` become UTF-8 bytes, ``list[bool]`` 0/1 ints. ``opgen::aot::get_attr`` in
+    ``aot.h`` decodes the same format.
+    """
+    if typ == "int":
+        return "int", int(value)
+    if typ == "float":
+        return "float", float(value)
+    if typ == "bool":
+        return "bool", bool(value)
+    if typ == "list[float]":
+        return "listFloat", [float(len(value))] + [float(v) for v in value]
+    if typ == "list[int]":
+        return "listInt", [len(value)] + [int(v) for v in value]
+    if typ == "list[bool]":
+        return "listInt", [len(value)] + [1 if v else 0 for v in value]
+    if typ == "str":
+        data = value.encode("utf-8")
+        return "listInt", [len(data)] + list(data)
+    if typ == "list[str]":
+        out = [len(value)]
+        for s in value:
+            data = s.encode("utf-8")
+            out += [len(data)] + list(data)
+        return "listInt", out
+    raise ValueError(f"unknown attr type {typ!r}")
+
+
+def regroup(flat: Sequence[Any], kinds: Sequence[str], layout: Sequence[int]) -> list[Any]:
+    """Flattened per-tensor values back to one value per input (None / a list for optional / dynamic)."""
+    out: list[Any] = []
+    p = 0
+    for kind, n in zip(kinds, layout):
+        if kind == "dynamic":
+            out.append(list(flat[p:p + n]))
+        elif kind == "optional":
+            out.append(flat[p] if n else None)
+        else:
+            out.append(flat[p])
+        p += n
+    return out
+
+
+def layout_suffix(kinds: Sequence[str], layout: Sequence[int]) -> str:
+    """Suffix that makes a CustomRegOp name unique per layout (empty when every input is required).
+
+    MindSpore keys registered op info by name: two layouts under one name would share the first.
+    """
+    if all(k == "required" for k in kinds):
+        return ""
+    return "_" + "_".join(str(n) for n in layout)
+
+
+def flat_positions(layout: Sequence[int], inputs: Sequence[int]) -> tuple[int, ...]:
+    """Positions, in the flattened tensor list, of the tensors of the inputs with indices ``inputs``."""
+    starts = [sum(layout[:i]) for i in range(len(layout))]
+    return tuple(p for i in inputs for p in range(starts[i], starts[i] + layout[i]))
+
+
+def reg_info(
+    name: str,
+    inputs: Sequence[tuple[str, str, int]],
+    outputs: Sequence[tuple[str, str, int]],
+    attrs: Sequence[tuple[str, str, Any]],
+    rows: Sequence[Sequence[str]],
+    target: str = "CPU",
+) -> Any:
+    """``CustomRegOp(name).input(...).output(...).attr(...).dtype_format(...).target(...).get_op_info()``.
+
+    ``inputs``/``outputs`` are ``(name, kind, count)`` groups: a group appears ``count`` times
+    (named ``xs0``, ``xs1``... for a dynamic one), and each row's column for it is repeated
+    likewise. ``rows`` hold DataType names, one per group, as the spec states them.
+    """
+    from mindspore.ops import CustomRegOp, DataType
+
+    reg = CustomRegOp(name)
+    index = 0
+    for gname, kind, n in inputs:
+        for j in range(n):
+            reg = reg.input(index, f"{gname}{j}" if kind == "dynamic" else gname, "required")
+            index += 1
+    index = 0
+    for gname, kind, n in outputs:
+        for j in range(n):
+            reg = reg.output(index, f"{gname}{j}" if kind == "dynamic" else gname, "required")
+            index += 1
+    for aname, value_type, value in attrs:
+        reg = reg.attr(aname, "required", value_type, value=value)
+    counts = [n for _, _, n in inputs] + [n for _, _, n in outputs]
+    for row in rows:
+        reg = reg.dtype_format(*[getattr(DataType, c) for c, n in zip(row, counts) for _ in range(n)])
+    return reg.target(target).get_op_info()
+
+
+def check_dtypes(
+    op: str,
+    dtypes: Sequence[Any],
+    inputs: Sequence[str],
+    kinds: Sequence[str],
+    layout: Sequence[int],
+    rows: Sequence[Sequence[str]],
+) -> bool:
+    """Raise TypeError unless the flattened input dtypes match one dtype_format row.
+
+    Called on the Custom path before the primitive, in PyNative and (through ``ops.constexpr``)
+    while a GRAPH_MODE network compiles: MindSpore itself would silently cast to some row.
+    ``rows`` give per-input dtype names (outputs may follow and are ignored).
+
+    Raises:
+        TypeError: naming the op, the dtypes given and the supported rows.
+    """
+    got = [_dtype_name(d) for d in dtypes]
+    for row in rows:
+        expanded = [row[i] for i, n in enumerate(layout) for _ in range(n)]
+        if got == expanded:
+            return True
+    names = []
+    for name, kind, n in zip(inputs, kinds, layout):
+        names += [f"{name}[{j}]" for j in range(n)] if kind == "dynamic" else [name] * n
+    given = ", ".join(f"{n}={g}" for n, g in zip(names, got))
+    supported = ", ".join("(" + ", ".join(f"{n}={r}" for n, r in zip(inputs, row)) + ")" for row in rows)
+    raise TypeError(f"{op}(): unsupported dtypes ({given}); supported dtype_format rows (inputs): {supported}")
+
+
+def _dtype_name(dtype: Any) -> str:
+    text = str(dtype).replace("mindspore.", "").lower()
+    return {"bool_": "bool"}.get(text, text)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -30,9 +31,37 @@ def op_schema() -> dict[str, Any]:
     return schema
 
 
+def _inline_refs(node: Any, defs: dict[str, Any], depth: int = 0) -> Any:
+    """``node`` with every local ``{"$ref": "#/$defs/x"}`` replaced by (a copy of) the definition.
+
+    Validation then never resolves a reference (the ``referencing`` lookups were a third of its
+    time); the subschemas, hence the errors and their messages, are the same.  Only a schema
+    without recursive definitions can be inlined; see :func:`_validator`.
+    """
+    if depth > 32:
+        raise RecursionError("recursive $ref")
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            target = _inline_refs(defs[ref[len("#/$defs/"):]], defs, depth + 1)
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            # beside a $ref, only annotations (description...) are merged; anything else stays a $ref
+            if isinstance(target, dict) and all(k in _ANNOTATIONS and k not in target for k in rest):
+                return {**target, **rest}
+        return {k: (v if k == "$defs" else _inline_refs(v, defs, depth)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline_refs(v, defs, depth) for v in node]
+    return node
+
+
 @functools.lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
-    return Draft202012Validator(op_schema())
+    schema = op_schema()
+    try:
+        inlined = _inline_refs(schema, schema.get("$defs", {}))
+    except (RecursionError, KeyError):
+        inlined = schema
+    return Draft202012Validator(inlined)
 
 
 def _locate(tree: Any, path: Iterable[Any]) -> Location:
@@ -128,6 +157,8 @@ def _diagnose(tree: Any, err: ValidationError) -> list[Diagnostic]:
             "^[a-z][a-z0-9_]*$": "snake_case: lower-case letters, digits and '_', starting with a letter",
             "^[A-Za-z_][A-Za-z0-9_]*$": "an identifier: letters, digits and '_', not starting with a digit",
             "^[A-Za-z0-9]+_[A-Za-z0-9]+$": "a DataType name such as F32_Default",
+            "^([A-Za-z0-9]+_[A-Za-z0-9]+|[A-Z][A-Z0-9]*)$": "a DataType name such as F32_Default or a type variable such as T",
+            "^[A-Z][A-Z0-9]*$": "an upper-case type variable name such as T",
         }.get(str(err.validator_value), f"text matching {err.validator_value}")
         return [Diagnostic(loc, f"{where} is {err.instance!r}; expected {hint}", op)]
     if v in ("minItems", "minLength", "minProperties"):
@@ -162,11 +193,121 @@ def _diagnose(tree: Any, err: ValidationError) -> list[Diagnostic]:
     return [Diagnostic(loc, f"{where}: {err.message}", op)]
 
 
+_Check = Callable[[Any], bool]
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$id", "$schema", "$defs", "$comment"})
+
+
+def compile_check(schema: Any) -> _Check | None:
+    """A yes/no validity test for ``schema`` that agrees exactly with jsonschema's (draft 2020-12).
+
+    It implements the keywords the op schema uses, with jsonschema's own type checker and
+    equality, and answers ``None`` (no test) for a schema with any other keyword.  Validating
+    with it skips jsonschema's per-node machinery; jsonschema still runs for invalid specs,
+    to phrase the errors.
+    """
+    if schema is True or schema is False:
+        return _const(bool(schema))
+    if not isinstance(schema, dict):
+        return None
+    checks: list[_Check] = []
+    for key, value in schema.items():
+        if key in _ANNOTATIONS:
+            continue
+        check = _keyword(key, value, schema)
+        if check is None:
+            return None
+        checks.append(check)
+    return _all_of(checks)
+
+
+def _const(ok: bool) -> _Check:
+    return lambda instance: ok
+
+
+def _all_of(checks: list[_Check]) -> _Check:
+    return lambda instance: all(c(instance) for c in checks)
+
+
+def _keyword(key: str, value: Any, schema: dict[str, Any]) -> _Check | None:
+    """The test for one keyword of ``schema`` (None: not a keyword this implements)."""
+    from jsonschema._utils import equal, uniq  # the exact equality and uniqueness jsonschema uses
+
+    is_type = _validator().TYPE_CHECKER.is_type
+    if key == "type":
+        types = tuple(value) if isinstance(value, list) else (value,)
+        return lambda i: any(is_type(i, t) for t in types)
+    if key == "properties":
+        props: dict[str, _Check] = {}
+        for name, sub in value.items():
+            sub_check = compile_check(sub)
+            if sub_check is None:
+                return None
+            props[name] = sub_check
+        return lambda i: not isinstance(i, dict) or all(c(i[k]) for k, c in props.items() if k in i)
+    if key == "additionalProperties":
+        known = frozenset(schema.get("properties", {}))
+        if value is False:
+            return lambda i: not isinstance(i, dict) or all(k in known for k in i)
+        extra = compile_check(value)
+        if extra is None:
+            return None
+        return lambda i: not isinstance(i, dict) or all(extra(v) for k, v in i.items() if k not in known)
+    if key == "required":
+        required = tuple(value)
+        return lambda i: not isinstance(i, dict) or all(k in i for k in required)
+    if key == "items" and "prefixItems" not in schema:
+        item = compile_check(value)
+        if item is None:
+            return None
+        return lambda i: not isinstance(i, list) or all(item(v) for v in i)
+    if key in ("minItems", "maxItems", "minLength", "minProperties"):
+        kind = str if key == "minLength" else dict if key == "minProperties" else list
+        bound = int(value)
+        if key == "maxItems":
+            return lambda i: not isinstance(i, kind) or len(i) <= bound
+        return lambda i: not isinstance(i, kind) or len(i) >= bound
+    if key == "uniqueItems":
+        if not value:
+            return _const(True)
+        return lambda i: not isinstance(i, list) or bool(uniq(i))
+    if key == "enum":
+        options = tuple(value)
+        return lambda i: any(equal(e, i) for e in options)
+    if key == "pattern":
+        rx = re.compile(value)
+        return lambda i: not isinstance(i, str) or rx.search(i) is not None
+    if key == "propertyNames":
+        names = compile_check(value)
+        if names is None:
+            return None
+        return lambda i: not isinstance(i, dict) or all(names(k) for k in i)
+    if key == "oneOf":
+        branches: list[_Check] = []
+        for sub in value:
+            branch = compile_check(sub)
+            if branch is None:
+                return None
+            branches.append(branch)
+        return lambda i: sum(1 for b in branches if b(i)) == 1
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _fast_check() -> _Check | None:
+    try:
+        return compile_check(_validator().schema)
+    except (ImportError, re.error, TypeError):
+        return None
+
+
 def validate_tree(tree: Any) -> list[Diagnostic]:
     """All schema violations of one loaded spec, as diagnostics (empty when valid)."""
     if not isinstance(tree, MarkedDict):
         loc = getattr(tree, "location", None) or Location("<spec>", 1, 1)
         return [Diagnostic(loc, f"a spec must be a mapping with 'name', got {_type_name(tree)}")]
+    fast = _fast_check()
+    if fast is not None and fast(tree):
+        return []
     errors = sorted(_validator().iter_errors(tree), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     diags: list[Diagnostic] = []
     seen: set[str] = set()

@@ -1,14 +1,17 @@
 """Stage 6 — write: publish a rendered package atomically, rewriting only files that change.
 
-All files are first written to a staging directory beside the target; then each changed file
-is moved into place with ``os.replace`` (atomic per file), and stale files that opgen wrote
-before (listed in the package's ``.opgen-manifest``) are removed.  Unchanged files keep their
-bytes and timestamps, so builds stay incremental.  A lock file serialises concurrent runs on
-one output directory.
+The new package is assembled in a staging directory beside the target (changed files written,
+everything else hard-linked from the current package) and swapped in with one atomic directory
+exchange, so readers and killed runs only ever see the old or the new package whole.  Stale
+files that opgen wrote before (listed in the package's ``.opgen-manifest``) are left out.
+Unchanged files keep their bytes, inodes and timestamps, so builds stay incremental.  A lock
+file serialises concurrent runs on one output directory.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import fcntl
 import os
 import shutil
@@ -86,7 +89,7 @@ def plan(pkg: Path, files: Mapping[str, str]) -> WriteResult:
         if rel not in files and (pkg / rel).exists():
             result.removed.append(rel)
     try:
-        if (pkg / MANIFEST).read_text(encoding="utf-8") != manifest_now and not result.changed:
+        if (pkg / MANIFEST).read_text(encoding="utf-8") != manifest_now:
             result.written.append(MANIFEST)
     except OSError:
         result.written.append(MANIFEST)
@@ -94,35 +97,146 @@ def plan(pkg: Path, files: Mapping[str, str]) -> WriteResult:
 
 
 def write_package(pkg: Path, files: Mapping[str, str]) -> WriteResult:
-    """Publish ``files`` (relative path -> text) under ``pkg``.
+    """Publish ``files`` (relative path -> text) under ``pkg``, all at once.
 
-    Every new or changed file is staged in full first; only then are files moved into place,
-    so an interrupted run leaves each file either old or new, never truncated.
+    The new package is assembled beside ``pkg`` in a staging directory: changed files are
+    written there (not fsync'ed one by one: that made writing a large package take seconds,
+    and generated files can always be generated again), every other file of the current package (unchanged outputs,
+    ``__pycache__``, anything that is not opgen's) is hard-linked in, so it keeps its bytes,
+    inode and timestamps.  Then one ``renameat2(RENAME_EXCHANGE)`` swaps the two directories:
+    a reader, or a run killed at any instant, sees either the whole old package or the whole
+    new one, never a mix.  Leftovers of a killed run are removed by the next one.
+
+    Call it under :func:`locked` (``opgen.pipeline.generate`` does).
     """
+    remove_leftovers(pkg)
     result = plan(pkg, files)
     if not result.changed:
         return result
-    pkg.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".opgen-staging-", dir=pkg.parent))
+    pkg.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(pkg), dir=pkg.parent))
     try:
         to_write = {rel: files[rel] for rel in result.written if rel != MANIFEST}
-        to_write[MANIFEST] = "\n".join(sorted(files)) + "\n"
-        for rel, text in to_write.items():
+        if MANIFEST in result.written or not pkg.is_dir():
+            to_write[MANIFEST] = "\n".join(sorted(files)) + "\n"
+        if pkg.is_dir():
+            _link_tree(pkg, staging, skip=set(to_write) | set(result.removed))
+            shutil.copymode(pkg, staging)
+        else:
+            os.chmod(staging, 0o777 & ~_umask())
+        for rel in sorted(to_write):
             staged = staging / rel
             staged.parent.mkdir(parents=True, exist_ok=True)
-            with open(staged, "wb") as fh:
-                fh.write(text.encode("utf-8"))
-                fh.flush()
-                os.fsync(fh.fileno())
-        for rel in sorted(to_write):
-            target = pkg / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staging / rel, target)
-        for rel in result.removed:
-            try:
-                (pkg / rel).unlink()
-            except FileNotFoundError:
-                pass
+            staged.write_bytes(to_write[rel].encode("utf-8"))
+        if pkg.is_dir():
+            _exchange(staging, pkg)  # staging now holds the old package
+        else:
+            os.rename(staging, pkg)
+        _fsync_dir(pkg.parent)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return result
+
+
+def _staging_prefix(pkg: Path) -> str:
+    return f".{pkg.name}.opgen-staging-"
+
+
+def remove_leftovers(pkg: Path) -> list[Path]:
+    """Remove staging directories that killed runs left beside ``pkg``; call under :func:`locked`.
+
+    When the fallback two-step swap was interrupted between its renames (``pkg`` missing), the
+    old package is first put back.
+    """
+    removed = []
+    prefix = _staging_prefix(pkg)
+    backup = pkg.parent / f".{pkg.name}.opgen-previous"
+    if backup.is_dir():
+        if not pkg.exists():
+            os.rename(backup, pkg)
+        else:
+            shutil.rmtree(backup, ignore_errors=True)
+            removed.append(backup)
+    try:
+        entries = sorted(pkg.parent.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        if entry.name.startswith(prefix) and entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+def _link_tree(src: Path, dst: Path, skip: set[str]) -> None:
+    """Recreate ``src`` under ``dst`` with hard links (copies where links are refused), minus ``skip``."""
+    for root, dirs, names in os.walk(src):
+        rel_root = Path(root).relative_to(src)
+        for d in list(dirs):
+            s, t = Path(root) / d, dst / rel_root / d
+            if s.is_symlink():  # os.walk does not descend into it: keep the link itself
+                os.symlink(os.readlink(s), t)
+                dirs.remove(d)
+                continue
+            t.mkdir(exist_ok=True)
+            shutil.copymode(s, t)
+        for name in names:
+            rel = (rel_root / name).as_posix()
+            if rel in skip:
+                continue
+            s, t = Path(root) / name, dst / rel_root / name
+            if s.is_symlink():
+                os.symlink(os.readlink(s), t)
+                continue
+            try:
+                os.link(s, t)
+            except OSError:
+                shutil.copy2(s, t)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> None:
+    """Atomically swap two directories (Linux ``renameat2(RENAME_EXCHANGE)``).
+
+    Where the kernel, libc or file system cannot, falls back to two renames with the old
+    package parked at ``.<pkg>.opgen-previous`` (put back by :func:`remove_leftovers` if a run
+    dies between them).
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        renameat2 = None
+    if renameat2 is not None:
+        rc = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+        if rc == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise OSError(err, f"cannot swap {a} and {b}: {os.strerror(err)}")
+    backup = b.parent / f".{b.name}.opgen-previous"
+    os.rename(b, backup)
+    os.rename(a, b)
+    os.rename(backup, a)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -6,6 +6,6 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/opgen validate ops/
 .venv/bin/opgen generate ops/ --check
-.venv/bin/ruff check opgen tests examples
+.venv/bin/ruff check opgen tests examples bench
 .venv/bin/mypy
 .venv/bin/python -m pytest -q "$@"

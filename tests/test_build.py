@@ -1,18 +1,35 @@
-"""Building generated C++: content-hash cache (no process when nothing changed) and compile
-errors in kernel bodies reported at the YAML line (``#line`` directives)."""
+"""Building generated C++ on the real compiler (aot target: about 2 s per unit): the content-hash
+cache (no process when nothing changed), incremental rebuilds, compile errors in kernel bodies
+reported at the YAML line, the build lock, killed builds, the precompiled header.
+
+Every compiler process is counted through a ``CXX`` wrapper script that logs its arguments
+(and whether it inherited the build lock) before running g++.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
+import io
+import os
+import signal
 import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pytest
 
 from opgen import build
+from opgen.cli import main
 from opgen.pipeline import generate
 
-SPEC = """
+ROOT = Path(__file__).resolve().parents[1]
+
+HALVE = """
 name: halve
 doc: Halves x.
 inputs:
@@ -31,37 +48,323 @@ kernel:
     for (int64_t i = 0; i < dx.numel; ++i) dx[i] = dout[i] / 2;
 """
 
+TWICE = """
+name: twice
+doc: Doubles x.
+inputs:
+  - {name: x, doc: any tensor}
+outputs:
+  - {name: out, doc: 2 * x, shape: x, dtype: x}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default]
+elementwise:
+  forward: 2 * x
+  grad:
+    x: 2 * dout
+"""
+
+WRAPPER = """\
+#!/bin/sh
+# Test compiler: log the call, note an inherited build lock, optionally stall, then run g++.
+log="$OPGEN_TEST_CXX_LOG"
+for fd in /proc/$$/fd/*; do
+  case "$(readlink "$fd" 2>/dev/null)" in *build.lock) echo "INHERITED-LOCK $fd" >> "$log";; esac
+done
+echo "cxx $*" >> "$log"
+if [ -n "$OPGEN_TEST_CXX_STALL" ]; then
+  for a in "$@"; do case "$a" in *.tmp) echo "partial object" > "$a";; esac; done
+  echo $$ > "$OPGEN_TEST_CXX_STALL"
+  sleep 120
+fi
+exec g++ "$@"
+"""
+
+
+class Compilers:
+    """The wrapper's log: one entry per compiler process."""
+
+    def __init__(self, log: Path):
+        self.log = log
+
+    def calls(self) -> list[str]:
+        if not self.log.exists():
+            return []
+        return [ln for ln in self.log.read_text().splitlines() if ln.startswith("cxx ")]
+
+    def inherited(self) -> list[str]:
+        if not self.log.exists():
+            return []
+        return [ln for ln in self.log.read_text().splitlines() if ln.startswith("INHERITED-LOCK")]
+
+    def reset(self) -> None:
+        self.log.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def cxx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Compilers:
+    wrapper = tmp_path / "bin" / "cxx-wrapper"
+    wrapper.parent.mkdir()
+    wrapper.write_text(WRAPPER)
+    wrapper.chmod(0o755)
+    log = tmp_path / "cxx.log"
+    monkeypatch.setenv("CXX", str(wrapper))
+    monkeypatch.setenv("OPGEN_TEST_CXX_LOG", str(log))
+    monkeypatch.delenv("OPGEN_TEST_CXX_STALL", raising=False)
+    return Compilers(log)
+
 
 @pytest.fixture
 def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_spec: Callable[[str, str], Path]) -> Path:
     monkeypatch.setenv("OPGEN_BUILD_DIR", str(tmp_path / "build"))
+    monkeypatch.delenv("OPGEN_PCH", raising=False)
     monkeypatch.chdir(tmp_path)
-    write_spec("halve.yaml", SPEC)
-    res = generate(["specs"], Path("out"), "halve_pkg")
+    write_spec("halve.yaml", HALVE)
+    write_spec("twice.yaml", TWICE)
+    res = generate(["specs"], Path("out"), "tiny")
     assert not res.diagnostics
     return res.package_dir
 
 
-def test_no_change_build_runs_no_process(package: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = build.build(package, "aot", quiet=True)
-    assert first.is_file() and first.parent == build.package_build_dir(package)
+def regenerate() -> None:
+    res = generate(["specs"], Path("out"), "tiny")
+    assert not res.diagnostics
+
+
+def call_halve(lib_path: Path, values: list[float]) -> list[float]:
+    """Run the aot forward entry point of 'halve' from ``lib_path`` through its C ABI."""
+    lib = ctypes.CDLL(str(lib_path))
+    fn = lib.tiny_halve_forward
+    x = np.array(values, dtype=np.float32)
+    out = np.zeros_like(x)
+    params = (ctypes.c_void_p * 2)(x.ctypes.data, out.ctypes.data)
+    ndims = (ctypes.c_int * 2)(1, 1)
+    shape = (ctypes.c_int64 * 1)(len(values))
+    shapes = (ctypes.POINTER(ctypes.c_int64) * 2)(shape, shape)
+    dtypes = (ctypes.c_char_p * 2)(b"float32", b"float32")
+    rc = fn(2, params, ndims, shapes, dtypes, None, None)
+    assert rc == 0
+    return [float(v) for v in out]
+
+
+def test_no_change_build_runs_no_compiler(package: Path, cxx: Compilers, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = build.build_library(package, "aot", quiet=True)
+    assert not first.cached and first.path.is_file()
+    assert first.path.parent == build.package_build_dir(package)
+    assert len(cxx.calls()) == 3  # two units and the link
+    assert cxx.inherited() == []  # the compilers never held the build lock
+    assert sorted(first.compiled) == ["halve (aot)", "twice (aot)"]
 
     def forbidden(*args: object, **kwargs: object) -> None:
         raise AssertionError(f"a process was started on a no-change build: {args}")
 
     monkeypatch.setattr(subprocess, "Popen", forbidden)
-    monkeypatch.setattr(subprocess, "run", forbidden)
-    assert build.build(package, "aot", quiet=True) == first
+    again = build.build_library(package, "aot", quiet=True)
+    assert again.cached and again.path == first.path
+    assert len(cxx.calls()) == 3
+    assert call_halve(again.path, [2.0, -3.0]) == [1.0, -1.5]
 
 
-def test_kernel_compile_error_points_at_yaml(package: Path, write_spec: Callable[[str, str], Path]) -> None:
+def test_editing_one_op_recompiles_only_its_unit(package: Path, cxx: Compilers,
+                                                  write_spec: Callable[[str, str], Path]) -> None:
+    first = build.build_library(package, "aot", quiet=True)
+    cxx.reset()
+    write_spec("halve.yaml", HALVE.replace("out[i] = x[i] / 2;", "out[i] = x[i] * 0.5f;"))
+    regenerate()
+    second = build.build_library(package, "aot", quiet=True)
+    assert second.path != first.path
+    calls = cxx.calls()
+    assert len(calls) == 2, calls  # halve's unit, then the link
+    assert "halve_aot.cc" in calls[0] and "-shared" in calls[1]
+    assert second.compiled == ("halve (aot)",)
+    assert call_halve(second.path, [4.0]) == [2.0]
+
+
+def test_kernel_error_names_yaml_line_and_op_and_keeps_last_good_library(
+        package: Path, write_spec: Callable[[str, str], Path]) -> None:
     good = build.build(package, "aot", quiet=True)
-    write_spec("halve.yaml", SPEC.replace("out[i] = x[i] / 2;", "out[i] = x[i] / undefined_name;"))
-    res = generate(["specs"], Path("out"), "halve_pkg")
-    assert not res.diagnostics
+    write_spec("halve.yaml", HALVE.replace("out[i] = x[i] / 2;", "out[i] = x[i] / undefined_name;"))
+    regenerate()
     with pytest.raises(build.BuildError) as info:
         build.build(package, "aot", quiet=True)
-    # line 13 of specs/halve.yaml is the body line holding the mistake
-    assert "specs/halve.yaml:13:" in str(info.value)
-    assert "undefined_name" in str(info.value)
-    assert good.is_file()  # the last good library is still there
+    msg = str(info.value)
+    # line 13 of specs/halve.yaml, column 23 of that line is where `undefined_name` starts
+    assert "specs/halve.yaml:13:23: error: op 'halve': 'undefined_name' was not declared in this scope" in msg
+    assert "   13 |       out[i] = x[i] / undefined_name;" in msg
+    assert msg.count("error:") == 1  # one diagnostic, not one per dtype row or included-from chain
+    # the last good library is still there and still runs
+    assert good.is_file()
+    assert call_halve(good, [3.0]) == [1.5]
+
+
+def test_cli_build_failure_exits_1_without_traceback(package: Path, write_spec: Callable[[str, str], Path],
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    write_spec("twice.yaml", TWICE.replace("forward: 2 * x", "forward: 2 * x").replace(
+        "elementwise:\n  forward: 2 * x\n  grad:\n    x: 2 * dout\n",
+        "kernel:\n  forward: |\n    out[0] = x[0] +;\n  backward: |\n    dx[0] = dout[0];\n"))
+    regenerate()
+    rc = main(["build", str(package), "--only", "aot", "--build-dir", str(Path("elsewhere").resolve())])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert "specs/twice.yaml:12:" in err and "error: op 'twice': expected primary-expression" in err
+    assert "the previous library is kept" in err
+    assert "Traceback" not in err
+    assert (Path("elsewhere") / build.package_build_dir(package).name).is_dir()  # --build-dir was used
+
+
+def test_killed_build_does_not_block_or_poison_the_next(package: Path, cxx: Compilers, tmp_path: Path) -> None:
+    stall = tmp_path / "stalled.pid"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OPGEN_TEST_CXX_STALL=str(stall))
+    child = subprocess.Popen(
+        [sys.executable, "-c", f"from pathlib import Path; from opgen import build; "
+                               f"build.build(Path({str(package)!r}), 'aot', quiet=True)"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while not (stall.exists() and stall.read_text().strip()):
+        assert child.poll() is None and time.monotonic() < deadline, "the build never reached the compiler"
+        time.sleep(0.05)
+    stalled_pid = int(stall.read_text())
+    child.send_signal(signal.SIGKILL)  # mid-compile: the lock file keeps the dead PID
+    child.wait()
+    bdir = build.package_build_dir(package)
+    assert (bdir / "build.lock").read_text().strip() == str(child.pid)
+    assert list(bdir.glob("aot/*.tmp")), "the stalled compiler should have left a partial object"
+
+    started = time.monotonic()
+    result = build.build_library(package, "aot", quiet=True, build_dir=None)
+    assert time.monotonic() - started < 60
+    assert not result.cached and len(result.compiled) == 2  # nothing from the killed build was reused
+    assert call_halve(result.path, [8.0]) == [4.0]
+    assert not list(bdir.glob("aot/*.tmp"))
+    # ninja was told its parent died and stopped the stalled compiler
+    for _ in range(200):
+        if not Path(f"/proc/{stalled_pid}").exists():
+            break
+        time.sleep(0.05)
+    assert not Path(f"/proc/{stalled_pid}").exists(), "an orphaned compiler outlived the killed build"
+
+
+def test_lock_timeout_names_the_holder(package: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bdir = build.package_build_dir(package)
+    bdir.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import fcntl, os, sys, time
+            fd = os.open({str(bdir / 'build.lock')!r}, os.O_RDWR | os.O_CREAT)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, f"{{os.getpid()}}\\n".encode())
+            print("locked", flush=True)
+            time.sleep(60)
+        """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        monkeypatch.setenv("OPGEN_LOCK_TIMEOUT", "0.3")
+        with pytest.raises(build.BuildError) as info:
+            build.build(package, "aot", quiet=True)
+        assert f"held by PID {holder.pid} (running)" in str(info.value)
+        assert "timed out after 0.3s" in str(info.value)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_stale_lock_file_from_dead_pid_is_no_obstacle(package: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    bdir = build.package_build_dir(package)
+    bdir.mkdir(parents=True)
+    (bdir / "build.lock").write_text(f"{dead.pid}\n")
+    monkeypatch.setenv("OPGEN_LOCK_TIMEOUT", "0")
+    assert build.build(package, "aot", quiet=True).is_file()
+    fd = os.open(bdir / "build.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released after the build
+    finally:
+        os.close(fd)
+
+
+def test_precompiled_header_is_built_once_and_rebuilt_with_the_toolchain(
+        package: Path, cxx: Compilers, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    first = build.build_library(package, "aot", pch=True)
+    calls = cxx.calls()
+    pch = [c for c in calls if "c++-header" in c]
+    units = [c for c in calls if " -c " in c]
+    assert len(pch) == 1 and len(units) == 2
+    assert all("-include aot/pch/opgen_pch.h -Winvalid-pch" in c for c in units)
+    err = capsys.readouterr().err
+    assert "not used because" not in err and "precompiled header was not used" not in err
+    assert "[1/4] precompiling opgen/aot.h" in err  # progress lines (not a terminal: plain lines)
+    assert call_halve(first.path, [1.0]) == [0.5]
+    # PCH on or off is part of the key
+    assert build.target_key(build.aot_target(package, pch=True)) != build.target_key(build.aot_target(package))
+    # a different compiler (same name, new binary) rebuilds the PCH and every unit
+    cxx.reset()
+    wrapper = Path(os.environ["CXX"])
+    wrapper.write_text(wrapper.read_text() + "# changed\n")
+    again = build.build_library(package, "aot", quiet=True, pch=True)
+    assert again.path != first.path
+    assert sum("c++-header" in c for c in cxx.calls()) == 1
+    assert sum(" -c " in c for c in cxx.calls()) == 2
+
+
+def test_unit_grouping() -> None:
+    srcs = [Path(f"csrc/op{i:02d}_function.cc") for i in range(40)] + [Path("csrc/bindings.cc")]
+    one_each = build.group_units("ext", srcs, 1)
+    assert len(one_each) == 41 and all(len(u.sources) == 1 and u.wrapper is None for u in one_each)
+    auto = build.group_units("ext", srcs, None)
+    assert len(auto) == 3  # at most MAX_OPS_PER_UNIT each
+    assert sorted(len(u.sources) for u in auto) == [13, 14, 14]
+    assert [s for u in auto for s in u.sources] == sorted(srcs, key=lambda p: p.name)
+    assert auto[0].obj == "ext/bindings--op11.o" and auto[0].wrapper == "ext/bindings--op11.cc"
+    assert auto[0].label == "bindings ... op11 (13 units) (Function<T>)"
+    assert [len(u.sources) for u in build.group_units("ext", srcs[:3] + srcs[-1:], None)] == [2, 2]
+    assert len(build.group_units("ext", srcs[:25], None)) == 2
+    assert len(build.group_units("ext", srcs[:1], None)) == 1
+    assert len(build.group_units("ext", srcs, 8)) == 6
+    assert len(build.group_units("aot", srcs, None)) == 41  # aot units stay one per op
+    # the layout does not depend on how many jobs compile it
+    monkey = pytest.MonkeyPatch()
+    try:
+        monkey.setenv("OPGEN_JOBS", "7")
+        assert build.group_units("ext", srcs, None) == auto
+    finally:
+        monkey.undo()
+
+
+def test_build_on_import_says_so_once(package: Path, capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from opgen import runtime
+
+    monkeypatch.delenv("OPGEN_QUIET", raising=False)
+    lib = runtime.aot_library(str(package / "custom.py"))
+    err = capsys.readouterr().err
+    assert "opgen: building libtiny_aot (2 units" in err and "opgen: built libtiny_aot-" in err
+    assert runtime.aot_library(str(package / "custom.py")) == lib
+    assert capsys.readouterr().err == ""  # cached: silent
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_updates_one_line_on_a_terminal_and_prints_lines_otherwise(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TERM", "xterm")
+    term = FakeTerminal()
+    progress = build._Progress(term, quiet=False)
+    progress.step(1, 3, "compiling add (aot)")
+    progress.step(2, 3, "compiling mul (aot)")
+    progress.close()
+    assert term.getvalue() == ("\r\x1b[Kopgen: [1/3] compiling add (aot)"
+                               "\r\x1b[Kopgen: [2/3] compiling mul (aot)\n")
+    plain = io.StringIO()
+    progress = build._Progress(plain, quiet=False)
+    progress.step(1, 3, "compiling add (aot)")
+    progress.close()
+    assert plain.getvalue() == "opgen: [1/3] compiling add (aot)\n"
+    silent = FakeTerminal()
+    progress = build._Progress(silent, quiet=True)
+    progress.step(1, 3, "compiling add (aot)")
+    progress.close()
+    assert silent.getvalue() == ""

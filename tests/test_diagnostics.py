@@ -36,7 +36,7 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
     ("typo_top_key", [("dtype_format:", "dtype_fromat:")],
      "s.yaml:1:1: error: op 'twice': spec is missing required key 'dtype_format'\n"
      "s.yaml:9:1: error: op 'twice': unknown key 'dtype_fromat' in spec; expected one of: $schema, name, doc, "
-     "targets, inputs, outputs, attrs, dtype_format, elementwise, kernel, reference, test\n"
+     "targets, inputs, outputs, attrs, type_vars, dtype_format, elementwise, kernel, reference, test\n"
      "s.yaml:9:1: note: did you mean 'dtype_format'?"),
     ("keyword_input", [("name: x,", "name: class,"), ("2 * x * alpha", "2 * alpha"), ("    x: 2", "    class: 2")],
      "s.yaml:4:5: error: op 'twice': input name 'class' is a Python keyword\n"
@@ -50,11 +50,11 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
     ("format_not_default", [("[F32_Default, F32_Default]", "[F32_NCHW, F32_Default]")],
      "s.yaml:11:7: error: op 'twice': DataType 'F32_NCHW' (column 'x'): format 'NCHW' cannot be taken by target "
      "CPU; use 'F32_Default'"),
-    ("float16_unsupported", [("[F32_Default, F32_Default]", "[F16_Default, F16_Default]")],
-     "s.yaml:11:7: error: op 'twice': DataType 'F16_Default' (column 'out'): F16 kernels are not supported by "
-     "opgen yet; supported: F32, F64, I8, I16, I32, I64, U8, BOOL\n"
-     "s.yaml:11:7: error: op 'twice': DataType 'F16_Default' (column 'x'): F16 kernels are not supported by "
-     "opgen yet; supported: F32, F64, I8, I16, I32, I64, U8, BOOL"),
+    ("complex64_unsupported", [("[F32_Default, F32_Default]", "[C64_Default, C64_Default]")],
+     "s.yaml:11:7: error: op 'twice': DataType 'C64_Default' (column 'out'): C64 kernels are not supported by "
+     "opgen yet; supported: F32, F64, F16, BF16, I8, I16, I32, I64, U8, BOOL\n"
+     "s.yaml:11:7: error: op 'twice': DataType 'C64_Default' (column 'x'): C64 kernels are not supported by "
+     "opgen yet; supported: F32, F64, F16, BF16, I8, I16, I32, I64, U8, BOOL"),
     ("dtype_rule_disagrees", [("[F32_Default, F32_Default]", "[F32_Default, F64_Default]")],
      "s.yaml:11:7: error: op 'twice': output 'out' has dtype rule 'x' (same as input 'x'), but this row gives "
      "F32_Default for 'x' and F64_Default for 'out'"),
@@ -80,9 +80,8 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
     ("body_both_forms", [("elementwise:", "kernel: {forward: 'x;'}\nelementwise:")],
      "s.yaml:12:1: error: op 'twice': 'elementwise' and 'kernel' are mutually exclusive; keep one\n"
      "s.yaml:13:1: note: 'elementwise' is here"),
-    ("attr_list_bool", [("type: float, doc: scale, default: 1.0, range: [0, 10]", "type: 'list[bool]', doc: flags")],
-     "s.yaml:8:5: error: op 'twice': attr 'alpha': type list[bool] cannot be read by MindSpore's aot kernels "
-     "(AotExtra has no such getter); use list[int] or str"),
+    ("attr_list_bool", [("type: float, doc: scale, default: 1.0, range: [0, 10]", "type: 'list[bool]', doc: flags, default: [1, 2]")],
+     "s.yaml:8:5: error: op 'twice': attr 'alpha': default [1, 2] is not a list[bool]: item 0 is 1, not a bool"),
 ]
 
 

@@ -5,6 +5,7 @@
 // what the backward body uses, only when a gradient is needed (NeedGrad / SaveForBackward /
 // NeedsInputGrad, as in MindSpore's custom-op tutorial op_custom_pyboost).
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "opgen/ms.h"
@@ -13,7 +14,7 @@
 namespace opgen_ops {
 namespace clip {
 
-using mindspore::pynative::autograd::AutogradContext;
+using opgen::ms::AutogradContext;
 using mindspore::pynative::autograd::Function;
 using opgen::ms::TensorPtr;
 using opgen::ms::TensorPtrList;
@@ -21,16 +22,22 @@ using opgen::ms::TensorPtrList;
 class Clip : public Function<Clip> {
  public:
   static TensorPtr Forward(AutogradContext *ctx, const TensorPtr &x, float min, float max) {
+    return ForwardImpl(ctx, x, min, max);
+  }
+
+  static TensorPtr ForwardImpl(AutogradContext *ctx, const TensorPtr &x, float min, float max) {
     const TensorPtr x_h = opgen::ms::host(x);
     Attrs attrs;
     attrs.min = min;
     attrs.max = max;
     int64_t row = -1;
-    if (row < 0 && x_h->data_type() == mindspore::kNumberTypeFloat32) row = 0;
-    if (row < 0 && x_h->data_type() == mindspore::kNumberTypeFloat64) row = 1;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat32)) row = 0;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat64)) row = 1;
     if (row < 0) {
-      opgen::ms::unsupported_dtypes("clip", {"x"},
-                                    {x_h->data_type()}, "(x=float32, out=float32), (x=float64, out=float64)");
+      std::vector<std::string> names;
+      std::vector<mindspore::TypeId> got;
+      opgen::ms::describe(&names, &got, "x", x_h);
+      opgen::ms::unsupported_dtypes("clip", names, got, "(x=float32, out=float32), (x=float64, out=float64)");
     }
     TensorPtrList outputs;
     try {
@@ -54,11 +61,13 @@ class Clip : public Function<Clip> {
     }
     const bool need_x = ctx->NeedGrad(x);
     if (need_x) {
-      ctx->SaveForBackward({(need_x) ? x : nullptr});
+      TensorPtrList to_save;
+      to_save.push_back((need_x) && x_h != nullptr ? x : nullptr);
+      ctx->SaveForBackward(to_save);
       ctx->saved_data["row"] = mindspore::MakeValue(row);
-      ctx->saved_data["x.shape"] = mindspore::MakeValue(x_h->shape());
-      ctx->saved_data["min"] = mindspore::MakeValue(min);
-      ctx->saved_data["max"] = mindspore::MakeValue(max);
+      ctx->saved_data["x.shape"] = mindspore::MakeValue(x_h ? x_h->shape() : opgen::Shape{});
+      ctx->saved_data["min"] = opgen::ms::keep(min);
+      ctx->saved_data["max"] = opgen::ms::keep(max);
     }
     return outputs[0];
   }
@@ -67,8 +76,8 @@ class Clip : public Function<Clip> {
     const TensorPtrList saved = ctx->GetSavedTensors();
     const int64_t row = mindspore::GetValue<int64_t>(ctx->saved_data["row"]);
     Attrs attrs;
-    attrs.min = mindspore::GetValue<float>(ctx->saved_data["min"]);
-    attrs.max = mindspore::GetValue<float>(ctx->saved_data["max"]);
+    attrs.min = opgen::ms::restore<float>(ctx->saved_data["min"]);
+    attrs.max = opgen::ms::restore<float>(ctx->saved_data["max"]);
     const opgen::Shape x_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["x.shape"]);
     const TensorPtr x_h = opgen::ms::host(saved[0]);
     const TensorPtr dout_h = opgen::ms::host(grad_outputs[0]);
@@ -90,13 +99,18 @@ class Clip : public Function<Clip> {
     } catch (const opgen::Error &e) {
       opgen::ms::kernel_error("clip", e);
     }
-    // One entry per Forward argument: tensors in order, then nullptr for each attr.
-    return {dx, nullptr, nullptr};
+    // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
+    // tensors of the dynamic input.
+    TensorPtrList grads;
+    grads.push_back(dx);
+    grads.push_back(nullptr);
+    grads.push_back(nullptr);
+    return grads;
   }
 };
 
 /// Entry point bound by bindings.cc: Element-wise clipping to [min, max]: min(max(x, min), max) (numpy.clip,...
-TensorPtr run_clip(const TensorPtr &x, float min, float max) {
+TensorPtr run_clip(const opgen::ms::TensorPtr &x, float min, float max) {
   return Clip::Apply(x, min, max);
 }
 

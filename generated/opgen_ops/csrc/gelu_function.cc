@@ -5,6 +5,7 @@
 // what the backward body uses, only when a gradient is needed (NeedGrad / SaveForBackward /
 // NeedsInputGrad, as in MindSpore's custom-op tutorial op_custom_pyboost).
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "opgen/ms.h"
@@ -13,23 +14,29 @@
 namespace opgen_ops {
 namespace gelu {
 
-using mindspore::pynative::autograd::AutogradContext;
+using opgen::ms::AutogradContext;
 using mindspore::pynative::autograd::Function;
 using opgen::ms::TensorPtr;
 using opgen::ms::TensorPtrList;
 
 class Gelu : public Function<Gelu> {
  public:
-  static TensorPtr Forward(AutogradContext *ctx, const TensorPtr &x, bool approximate) {
+  static TensorPtr Forward(AutogradContext *ctx, const TensorPtr &x, std::string approximate) {
+    return ForwardImpl(ctx, x, approximate);
+  }
+
+  static TensorPtr ForwardImpl(AutogradContext *ctx, const TensorPtr &x, std::string approximate) {
     const TensorPtr x_h = opgen::ms::host(x);
     Attrs attrs;
     attrs.approximate = approximate;
     int64_t row = -1;
-    if (row < 0 && x_h->data_type() == mindspore::kNumberTypeFloat32) row = 0;
-    if (row < 0 && x_h->data_type() == mindspore::kNumberTypeFloat64) row = 1;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat32)) row = 0;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat64)) row = 1;
     if (row < 0) {
-      opgen::ms::unsupported_dtypes("gelu", {"x"},
-                                    {x_h->data_type()}, "(x=float32, out=float32), (x=float64, out=float64)");
+      std::vector<std::string> names;
+      std::vector<mindspore::TypeId> got;
+      opgen::ms::describe(&names, &got, "x", x_h);
+      opgen::ms::unsupported_dtypes("gelu", names, got, "(x=float32, out=float32), (x=float64, out=float64)");
     }
     TensorPtrList outputs;
     try {
@@ -53,10 +60,12 @@ class Gelu : public Function<Gelu> {
     }
     const bool need_x = ctx->NeedGrad(x);
     if (need_x) {
-      ctx->SaveForBackward({(need_x) ? x : nullptr});
+      TensorPtrList to_save;
+      to_save.push_back((need_x) && x_h != nullptr ? x : nullptr);
+      ctx->SaveForBackward(to_save);
       ctx->saved_data["row"] = mindspore::MakeValue(row);
-      ctx->saved_data["x.shape"] = mindspore::MakeValue(x_h->shape());
-      ctx->saved_data["approximate"] = mindspore::MakeValue(approximate);
+      ctx->saved_data["x.shape"] = mindspore::MakeValue(x_h ? x_h->shape() : opgen::Shape{});
+      ctx->saved_data["approximate"] = opgen::ms::keep(approximate);
     }
     return outputs[0];
   }
@@ -65,7 +74,7 @@ class Gelu : public Function<Gelu> {
     const TensorPtrList saved = ctx->GetSavedTensors();
     const int64_t row = mindspore::GetValue<int64_t>(ctx->saved_data["row"]);
     Attrs attrs;
-    attrs.approximate = mindspore::GetValue<bool>(ctx->saved_data["approximate"]);
+    attrs.approximate = opgen::ms::restore<std::string>(ctx->saved_data["approximate"]);
     const opgen::Shape x_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["x.shape"]);
     const TensorPtr x_h = opgen::ms::host(saved[0]);
     const TensorPtr dout_h = opgen::ms::host(grad_outputs[0]);
@@ -87,13 +96,17 @@ class Gelu : public Function<Gelu> {
     } catch (const opgen::Error &e) {
       opgen::ms::kernel_error("gelu", e);
     }
-    // One entry per Forward argument: tensors in order, then nullptr for each attr.
-    return {dx, nullptr};
+    // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
+    // tensors of the dynamic input.
+    TensorPtrList grads;
+    grads.push_back(dx);
+    grads.push_back(nullptr);
+    return grads;
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise Gaussian error linear unit x * Phi(x), Phi the standard normal CDF...
-TensorPtr run_gelu(const TensorPtr &x, bool approximate) {
+/// Entry point bound by bindings.cc: Gaussian error linear unit (Hendrycks & Gimpel 2016; torch.nn.functional.gelu): exact...
+TensorPtr run_gelu(const opgen::ms::TensorPtr &x, std::string approximate) {
   return Gelu::Apply(x, approximate);
 }
 

@@ -11,38 +11,55 @@
 #include <vector>
 
 #include "opgen/kernel.h"
+#include "opgen/rules.h"
 
 namespace opgen_ops {
 namespace gelu {
 
 /// Attrs of 'gelu'.
 struct Attrs {
-  bool approximate = false;  // Use the tanh approximation (mindspore.ops.gelu approximate='tanh') instead of erf ('none').
+  std::string approximate = std::string("none");  // 'none' for the exact erf form, 'tanh' for the tanh approximation.
 };
 
 /// Forward: fills out from x.
 template <typename x_t, typename out_t>
-void forward(const Attrs &attrs, opgen::In<x_t> x, opgen::Out<out_t> out) {
+void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
-  const bool &approximate = attrs.approximate;
-  using C = opgen::compute_t<out_t>;
-  // out = 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) if approximate else 0.5 * x * (1 + erf(0.7071067811865476 * x))
-  opgen::map(out, [&](C x) -> C { return (approximate ? C(((C(0.5) * x) * (C(1.0) + opgen::math::tanh((C(0.7978845608028654) * (x + (((C(0.044715) * x) * x) * x))))))) : C(((C(0.5) * x) * (C(1.0) + opgen::math::erf((C(0.7071067811865476) * x)))))); }, x);
+  const std::string &approximate = attrs.approximate;
+#line 28 "ops/gelu.yaml"
+  using C = opgen::compute_t<x_t>;
+  const C k = C(0.7978845608028654), c = C(0.044715);  // sqrt(2 / pi)
+  if (approximate == "tanh") {
+    opgen::map(out, [&](C v) -> C { return C(0.5) * v * (C(1) + std::tanh(k * (v + c * v * v * v))); }, x);
+  } else {
+    opgen::map(out, [&](C v) -> C { return C(0.5) * v * (C(1) + std::erf(v * C(0.7071067811865476))); }, x);
+  }
+#line 38 "generated/opgen_ops/csrc/gelu_kernel.h"
 }
 
-/// Backward: fills d<input> for each differentiable input whose view is non-null.
+/// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
+/// input: whose list is non-empty).
 template <typename x_t, typename out_t>
-void backward(const Attrs &attrs, opgen::In<x_t> x, opgen::In<out_t> out, opgen::In<out_t> dout, opgen::Out<x_t> dx) {
+void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
   (void)x;
   (void)out;
-  const bool &approximate = attrs.approximate;
-  using C = opgen::compute_t<out_t>;
-  const opgen::Shape iter_shape = dout.shape_vector();
-  if (dx) {
-    // dx = dout * (0.5 * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) + 0.5 * x * (1 - tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)) ** 2) * 0.7978845608028654 * (1 + 0.134145 * x * x) if approximate else 0.5 * (1 + erf(0.7071067811865476 * x)) + 0.3989422804014327 * x * exp(-0.5 * x * x))
-    opgen::map_reduce_to(dx, iter_shape, [&](C dout, C x) -> C { return (dout * (approximate ? C(((C(0.5) * (C(1.0) + opgen::math::tanh((C(0.7978845608028654) * (x + (((C(0.044715) * x) * x) * x)))))) + ((((C(0.5) * x) * (C(1.0) - opgen::math::pow(opgen::math::tanh((C(0.7978845608028654) * (x + (((C(0.044715) * x) * x) * x)))), C(2.0)))) * C(0.7978845608028654)) * (C(1.0) + ((C(0.134145) * x) * x))))) : C(((C(0.5) * (C(1.0) + opgen::math::erf((C(0.7071067811865476) * x)))) + ((C(0.3989422804014327) * x) * opgen::math::exp((((-C(0.5)) * x) * x))))))); }, dout, x);
+  const std::string &approximate = attrs.approximate;
+#line 36 "ops/gelu.yaml"
+  using C = opgen::compute_t<x_t>;
+  const C k = C(0.7978845608028654), c = C(0.044715);
+  if (approximate == "tanh") {
+    opgen::map(dx, [&](C v, C g) -> C {
+      const C t = std::tanh(k * (v + c * v * v * v));
+      return g * (C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * k * (C(1) + C(3) * c * v * v));
+    }, x, dout);
+  } else {
+    opgen::map(dx, [&](C v, C g) -> C {
+      return g * (C(0.5) * (C(1) + std::erf(v * C(0.7071067811865476))) +
+                  v * std::exp(C(-0.5) * v * v) * C(0.3989422804014327));  // 1 / sqrt(2 pi)
+    }, x, dout);
   }
+#line 63 "generated/opgen_ops/csrc/gelu_kernel.h"
 }
 
 }  // namespace gelu

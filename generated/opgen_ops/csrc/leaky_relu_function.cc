@@ -5,6 +5,7 @@
 // what the backward body uses, only when a gradient is needed (NeedGrad / SaveForBackward /
 // NeedsInputGrad, as in MindSpore's custom-op tutorial op_custom_pyboost).
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "opgen/ms.h"
@@ -13,7 +14,7 @@
 namespace opgen_ops {
 namespace leaky_relu {
 
-using mindspore::pynative::autograd::AutogradContext;
+using opgen::ms::AutogradContext;
 using mindspore::pynative::autograd::Function;
 using opgen::ms::TensorPtr;
 using opgen::ms::TensorPtrList;
@@ -21,15 +22,21 @@ using opgen::ms::TensorPtrList;
 class LeakyRelu : public Function<LeakyRelu> {
  public:
   static TensorPtr Forward(AutogradContext *ctx, const TensorPtr &x, float alpha) {
+    return ForwardImpl(ctx, x, alpha);
+  }
+
+  static TensorPtr ForwardImpl(AutogradContext *ctx, const TensorPtr &x, float alpha) {
     const TensorPtr x_h = opgen::ms::host(x);
     Attrs attrs;
     attrs.alpha = alpha;
     int64_t row = -1;
-    if (row < 0 && x_h->data_type() == mindspore::kNumberTypeFloat32) row = 0;
-    if (row < 0 && x_h->data_type() == mindspore::kNumberTypeFloat64) row = 1;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat32)) row = 0;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat64)) row = 1;
     if (row < 0) {
-      opgen::ms::unsupported_dtypes("leaky_relu", {"x"},
-                                    {x_h->data_type()}, "(x=float32, out=float32), (x=float64, out=float64)");
+      std::vector<std::string> names;
+      std::vector<mindspore::TypeId> got;
+      opgen::ms::describe(&names, &got, "x", x_h);
+      opgen::ms::unsupported_dtypes("leaky_relu", names, got, "(x=float32, out=float32), (x=float64, out=float64)");
     }
     TensorPtrList outputs;
     try {
@@ -53,10 +60,12 @@ class LeakyRelu : public Function<LeakyRelu> {
     }
     const bool need_x = ctx->NeedGrad(x);
     if (need_x) {
-      ctx->SaveForBackward({(need_x) ? x : nullptr});
+      TensorPtrList to_save;
+      to_save.push_back((need_x) && x_h != nullptr ? x : nullptr);
+      ctx->SaveForBackward(to_save);
       ctx->saved_data["row"] = mindspore::MakeValue(row);
-      ctx->saved_data["x.shape"] = mindspore::MakeValue(x_h->shape());
-      ctx->saved_data["alpha"] = mindspore::MakeValue(alpha);
+      ctx->saved_data["x.shape"] = mindspore::MakeValue(x_h ? x_h->shape() : opgen::Shape{});
+      ctx->saved_data["alpha"] = opgen::ms::keep(alpha);
     }
     return outputs[0];
   }
@@ -65,7 +74,7 @@ class LeakyRelu : public Function<LeakyRelu> {
     const TensorPtrList saved = ctx->GetSavedTensors();
     const int64_t row = mindspore::GetValue<int64_t>(ctx->saved_data["row"]);
     Attrs attrs;
-    attrs.alpha = mindspore::GetValue<float>(ctx->saved_data["alpha"]);
+    attrs.alpha = opgen::ms::restore<float>(ctx->saved_data["alpha"]);
     const opgen::Shape x_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["x.shape"]);
     const TensorPtr x_h = opgen::ms::host(saved[0]);
     const TensorPtr dout_h = opgen::ms::host(grad_outputs[0]);
@@ -87,13 +96,17 @@ class LeakyRelu : public Function<LeakyRelu> {
     } catch (const opgen::Error &e) {
       opgen::ms::kernel_error("leaky_relu", e);
     }
-    // One entry per Forward argument: tensors in order, then nullptr for each attr.
-    return {dx, nullptr};
+    // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
+    // tensors of the dynamic input.
+    TensorPtrList grads;
+    grads.push_back(dx);
+    grads.push_back(nullptr);
+    return grads;
   }
 };
 
 /// Entry point bound by bindings.cc: Element-wise leaky rectified linear unit: x where x > 0, alpha * x elsewhere (Maas,...
-TensorPtr run_leaky_relu(const TensorPtr &x, float alpha) {
+TensorPtr run_leaky_relu(const opgen::ms::TensorPtr &x, float alpha) {
   return LeakyRelu::Apply(x, alpha);
 }
 

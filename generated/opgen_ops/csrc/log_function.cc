@@ -5,6 +5,7 @@
 // what the backward body uses, only when a gradient is needed (NeedGrad / SaveForBackward /
 // NeedsInputGrad, as in MindSpore's custom-op tutorial op_custom_pyboost).
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "opgen/ms.h"
@@ -13,7 +14,7 @@
 namespace opgen_ops {
 namespace log {
 
-using mindspore::pynative::autograd::AutogradContext;
+using opgen::ms::AutogradContext;
 using mindspore::pynative::autograd::Function;
 using opgen::ms::TensorPtr;
 using opgen::ms::TensorPtrList;
@@ -21,14 +22,20 @@ using opgen::ms::TensorPtrList;
 class Log : public Function<Log> {
  public:
   static TensorPtr Forward(AutogradContext *ctx, const TensorPtr &x) {
+    return ForwardImpl(ctx, x);
+  }
+
+  static TensorPtr ForwardImpl(AutogradContext *ctx, const TensorPtr &x) {
     const TensorPtr x_h = opgen::ms::host(x);
     Attrs attrs;
     int64_t row = -1;
-    if (row < 0 && x_h->data_type() == mindspore::kNumberTypeFloat32) row = 0;
-    if (row < 0 && x_h->data_type() == mindspore::kNumberTypeFloat64) row = 1;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat32)) row = 0;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat64)) row = 1;
     if (row < 0) {
-      opgen::ms::unsupported_dtypes("log", {"x"},
-                                    {x_h->data_type()}, "(x=float32, out=float32), (x=float64, out=float64)");
+      std::vector<std::string> names;
+      std::vector<mindspore::TypeId> got;
+      opgen::ms::describe(&names, &got, "x", x_h);
+      opgen::ms::unsupported_dtypes("log", names, got, "(x=float32, out=float32), (x=float64, out=float64)");
     }
     TensorPtrList outputs;
     try {
@@ -52,9 +59,11 @@ class Log : public Function<Log> {
     }
     const bool need_x = ctx->NeedGrad(x);
     if (need_x) {
-      ctx->SaveForBackward({(need_x) ? x : nullptr});
+      TensorPtrList to_save;
+      to_save.push_back((need_x) && x_h != nullptr ? x : nullptr);
+      ctx->SaveForBackward(to_save);
       ctx->saved_data["row"] = mindspore::MakeValue(row);
-      ctx->saved_data["x.shape"] = mindspore::MakeValue(x_h->shape());
+      ctx->saved_data["x.shape"] = mindspore::MakeValue(x_h ? x_h->shape() : opgen::Shape{});
     }
     return outputs[0];
   }
@@ -84,13 +93,16 @@ class Log : public Function<Log> {
     } catch (const opgen::Error &e) {
       opgen::ms::kernel_error("log", e);
     }
-    // One entry per Forward argument: tensors in order, then nullptr for each attr.
-    return {dx};
+    // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
+    // tensors of the dynamic input.
+    TensorPtrList grads;
+    grads.push_back(dx);
+    return grads;
   }
 };
 
 /// Entry point bound by bindings.cc: Element-wise natural logarithm ln(x); its gradient is dout / x (numpy.log,...
-TensorPtr run_log(const TensorPtr &x) {
+TensorPtr run_log(const opgen::ms::TensorPtr &x) {
   return Log::Apply(x);
 }
 

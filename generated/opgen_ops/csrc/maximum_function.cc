@@ -5,6 +5,7 @@
 // what the backward body uses, only when a gradient is needed (NeedGrad / SaveForBackward /
 // NeedsInputGrad, as in MindSpore's custom-op tutorial op_custom_pyboost).
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "opgen/ms.h"
@@ -13,7 +14,7 @@
 namespace opgen_ops {
 namespace maximum {
 
-using mindspore::pynative::autograd::AutogradContext;
+using opgen::ms::AutogradContext;
 using mindspore::pynative::autograd::Function;
 using opgen::ms::TensorPtr;
 using opgen::ms::TensorPtrList;
@@ -21,15 +22,22 @@ using opgen::ms::TensorPtrList;
 class Maximum : public Function<Maximum> {
  public:
   static TensorPtr Forward(AutogradContext *ctx, const TensorPtr &x, const TensorPtr &y) {
+    return ForwardImpl(ctx, x, y);
+  }
+
+  static TensorPtr ForwardImpl(AutogradContext *ctx, const TensorPtr &x, const TensorPtr &y) {
     const TensorPtr x_h = opgen::ms::host(x);
     const TensorPtr y_h = opgen::ms::host(y);
     Attrs attrs;
     int64_t row = -1;
-    if (row < 0 && x_h->data_type() == mindspore::kNumberTypeFloat32 && y_h->data_type() == mindspore::kNumberTypeFloat32) row = 0;
-    if (row < 0 && x_h->data_type() == mindspore::kNumberTypeFloat64 && y_h->data_type() == mindspore::kNumberTypeFloat64) row = 1;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat32) && opgen::ms::dtype_is(y_h, mindspore::kNumberTypeFloat32)) row = 0;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat64) && opgen::ms::dtype_is(y_h, mindspore::kNumberTypeFloat64)) row = 1;
     if (row < 0) {
-      opgen::ms::unsupported_dtypes("maximum", {"x", "y"},
-                                    {x_h->data_type(), y_h->data_type()}, "(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)");
+      std::vector<std::string> names;
+      std::vector<mindspore::TypeId> got;
+      opgen::ms::describe(&names, &got, "x", x_h);
+      opgen::ms::describe(&names, &got, "y", y_h);
+      opgen::ms::unsupported_dtypes("maximum", names, got, "(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)");
     }
     TensorPtrList outputs;
     try {
@@ -54,10 +62,13 @@ class Maximum : public Function<Maximum> {
     const bool need_x = ctx->NeedGrad(x);
     const bool need_y = ctx->NeedGrad(y);
     if (need_x || need_y) {
-      ctx->SaveForBackward({(need_x || need_y) ? x : nullptr, (need_x || need_y) ? y : nullptr});
+      TensorPtrList to_save;
+      to_save.push_back((need_x || need_y) && x_h != nullptr ? x : nullptr);
+      to_save.push_back((need_x || need_y) && y_h != nullptr ? y : nullptr);
+      ctx->SaveForBackward(to_save);
       ctx->saved_data["row"] = mindspore::MakeValue(row);
-      ctx->saved_data["x.shape"] = mindspore::MakeValue(x_h->shape());
-      ctx->saved_data["y.shape"] = mindspore::MakeValue(y_h->shape());
+      ctx->saved_data["x.shape"] = mindspore::MakeValue(x_h ? x_h->shape() : opgen::Shape{});
+      ctx->saved_data["y.shape"] = mindspore::MakeValue(y_h ? y_h->shape() : opgen::Shape{});
     }
     return outputs[0];
   }
@@ -69,7 +80,7 @@ class Maximum : public Function<Maximum> {
     const opgen::Shape x_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["x.shape"]);
     const opgen::Shape y_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["y.shape"]);
     const TensorPtr x_h = opgen::ms::host(saved[0]);
-    const TensorPtr y_h = opgen::ms::host(saved[1]);
+    const TensorPtr y_h = opgen::ms::host(saved[0 + 1]);
     const TensorPtr dout_h = opgen::ms::host(grad_outputs[0]);
     const opgen::Shape out_shape = opgen::Shape(dout_h->shape());
     TensorPtr dx = nullptr;
@@ -92,13 +103,17 @@ class Maximum : public Function<Maximum> {
     } catch (const opgen::Error &e) {
       opgen::ms::kernel_error("maximum", e);
     }
-    // One entry per Forward argument: tensors in order, then nullptr for each attr.
-    return {dx, dy};
+    // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
+    // tensors of the dynamic input.
+    TensorPtrList grads;
+    grads.push_back(dx);
+    grads.push_back(dy);
+    return grads;
   }
 };
 
 /// Entry point bound by bindings.cc: Element-wise maximum of x and y with NumPy broadcasting (numpy.maximum,...
-TensorPtr run_maximum(const TensorPtr &x, const TensorPtr &y) {
+TensorPtr run_maximum(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y) {
   return Maximum::Apply(x, y);
 }
 

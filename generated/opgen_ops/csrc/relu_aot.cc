@@ -12,19 +12,18 @@
 
 namespace {
 using opgen::aot::AotExtra;
-using opgen::aot::view;
-namespace k = opgen_ops::relu;
+namespace opgen_op = opgen_ops::relu;
 
 /// Reads the attrs of 'relu' from AotExtra; false if one is missing.
-bool load_attrs(AotExtra *extra, k::Attrs *attrs) {
+bool load_attrs(AotExtra *extra, opgen_op::Attrs *attrs) {
   (void)extra;
   (void)attrs;
   return true;
 }
 
-using KernelAttrs = opgen::aot::KernelAttrs<k::Attrs>;
+using KernelAttrs = opgen::aot::KernelAttrs<opgen_op::Attrs>;
 
-int attrs_of(void *extra_ptr, k::Attrs *attrs) {
+int attrs_of(void *extra_ptr, opgen_op::Attrs *attrs) {
   (void)extra_ptr;
   (void)attrs;
   return opgen::aot::kOk;
@@ -34,18 +33,27 @@ int attrs_of(void *extra_ptr, k::Attrs *attrs) {
 extern "C" int opgen_ops_relu_forward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
                                    void *stream, void *extra) {
   (void)stream;
-  if (nparam != 2) return opgen::aot::kBadParamCount;
   try {
-    k::Attrs attrs;
+    opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
+    const int64_t opgen_counts[] = {1, 1};
+    int64_t opgen_total = 0;
+    for (int64_t n : opgen_counts) opgen_total += n;
+    if (nparam != opgen_total) return opgen::aot::kBadParamCount;
     static const char *const kRow0[] = {"float32", "float32"};
-    if (opgen::aot::dtypes_match(nparam, dtypes, kRow0)) {
-      k::forward<float, float>(attrs, view<const float>(params, ndims, shapes, 0), view<float>(params, ndims, shapes, 1));
+    if (opgen::aot::match_groups(nparam, dtypes, kRow0, opgen_counts, 2)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const float>();
+      const auto out = cur.one<float>();
+      opgen_op::forward<float, float>(attrs, x, out);
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64"};
-    if (opgen::aot::dtypes_match(nparam, dtypes, kRow1)) {
-      k::forward<double, double>(attrs, view<const double>(params, ndims, shapes, 0), view<double>(params, ndims, shapes, 1));
+    if (opgen::aot::match_groups(nparam, dtypes, kRow1, opgen_counts, 2)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const double>();
+      const auto out = cur.one<double>();
+      opgen_op::forward<double, double>(attrs, x, out);
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
@@ -59,18 +67,31 @@ extern "C" int opgen_ops_relu_forward(int nparam, void **params, int *ndims, int
 extern "C" int opgen_ops_relu_backward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
                                     void *stream, void *extra) {
   (void)stream;
-  if (nparam != 4) return opgen::aot::kBadParamCount;
   try {
-    k::Attrs attrs;
+    opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
+    const int64_t opgen_counts[] = {1, 1, 1, 1};
+    int64_t opgen_total = 0;
+    for (int64_t n : opgen_counts) opgen_total += n;
+    if (nparam != opgen_total) return opgen::aot::kBadParamCount;
     static const char *const kRow0[] = {"float32", "float32", "float32", "float32"};
-    if (opgen::aot::dtypes_match(nparam, dtypes, kRow0)) {
-      k::backward<float, float>(attrs, view<const float>(params, ndims, shapes, 0), view<const float>(params, ndims, shapes, 1), view<const float>(params, ndims, shapes, 2), view<float>(params, ndims, shapes, 3));
+    if (opgen::aot::match_groups(nparam, dtypes, kRow0, opgen_counts, 4)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const float>();
+      const auto out = cur.one<const float>();
+      const auto dout = cur.one<const float>();
+      const auto dx = cur.one<float>();
+      opgen_op::backward<float, float>(attrs, x, out, dout, dx);
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64", "float64"};
-    if (opgen::aot::dtypes_match(nparam, dtypes, kRow1)) {
-      k::backward<double, double>(attrs, view<const double>(params, ndims, shapes, 0), view<const double>(params, ndims, shapes, 1), view<const double>(params, ndims, shapes, 2), view<double>(params, ndims, shapes, 3));
+    if (opgen::aot::match_groups(nparam, dtypes, kRow1, opgen_counts, 4)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const double>();
+      const auto out = cur.one<const double>();
+      const auto dout = cur.one<const double>();
+      const auto dx = cur.one<double>();
+      opgen_op::backward<double, double>(attrs, x, out, dout, dx);
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "opgen/kernel.h"
+#include "opgen/rules.h"
 
 namespace opgen_ops {
 namespace square {
@@ -21,19 +22,20 @@ struct Attrs {
 
 /// Forward: fills out from x.
 template <typename x_t, typename out_t>
-void forward(const Attrs &attrs, opgen::In<x_t> x, opgen::Out<out_t> out) {
+void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
 #line 20 "ops/square.yaml"
   // General C++ form: plain loops over contiguous views.
   for (int64_t i = 0; i < out.numel; ++i) {
     out[i] = x[i] * x[i];
   }
-#line 32 "generated/opgen_ops/csrc/square_kernel.h"
+#line 33 "generated/opgen_ops/csrc/square_kernel.h"
 }
 
-/// Backward: fills d<input> for each differentiable input whose view is non-null.
+/// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
+/// input: whose list is non-empty).
 template <typename x_t, typename out_t>
-void backward(const Attrs &attrs, opgen::In<x_t> x, opgen::In<out_t> out, opgen::In<out_t> dout, opgen::Out<x_t> dx) {
+void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
   (void)x;
   (void)out;
@@ -41,7 +43,7 @@ void backward(const Attrs &attrs, opgen::In<x_t> x, opgen::In<out_t> out, opgen:
   for (int64_t i = 0; i < dx.numel; ++i) {
     dx[i] = x_t(2) * x[i] * dout[i];
   }
-#line 45 "generated/opgen_ops/csrc/square_kernel.h"
+#line 47 "generated/opgen_ops/csrc/square_kernel.h"
 }
 
 }  // namespace square

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "opgen/kernel.h"
+#include "opgen/rules.h"
 
 namespace opgen_ops {
 namespace tanh {
@@ -21,16 +22,17 @@ struct Attrs {
 
 /// Forward: fills out from x.
 template <typename x_t, typename out_t>
-void forward(const Attrs &attrs, opgen::In<x_t> x, opgen::Out<out_t> out) {
+void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
   using C = opgen::compute_t<out_t>;
   // out = tanh(x)
   opgen::map(out, [&](C x) -> C { return opgen::math::tanh(x); }, x);
 }
 
-/// Backward: fills d<input> for each differentiable input whose view is non-null.
+/// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
+/// input: whose list is non-empty).
 template <typename x_t, typename out_t>
-void backward(const Attrs &attrs, opgen::In<x_t> x, opgen::In<out_t> out, opgen::In<out_t> dout, opgen::Out<x_t> dx) {
+void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
   (void)x;
   (void)out;

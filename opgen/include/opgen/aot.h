@@ -16,9 +16,11 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "opgen/kernel.h"
+#include "opgen/rules.h"
 
 namespace opgen {
 namespace aot {
@@ -64,7 +66,10 @@ enum Status : int {
   kMissingAttr = 5,
 };
 
-/// Reads attr `name` of C++ type `A` from AotExtra.
+/// Reads attr `name` of C++ type `A` from AotExtra. Lists, strings and lists of strings arrive
+/// length-prefixed as int (or float) vectors -- AotExtra has no getter for them, and an empty
+/// list attr is never sent -- in the format of opgen.runtime.encode_attr; decoding throws
+/// opgen::Error on a malformed value.
 template <typename A>
 A get_attr(AotExtra *extra, const char *name);
 template <>
@@ -73,16 +78,126 @@ template <>
 inline float get_attr<float>(AotExtra *e, const char *n) { return e->GetAttrFloat(n); }
 template <>
 inline bool get_attr<bool>(AotExtra *e, const char *n) { return e->GetAttrBool(n); }
-template <>
-inline std::string get_attr<std::string>(AotExtra *e, const char *n) { return e->GetAttrStr(n); }
+
+namespace detail {
+template <typename V>
+size_t prefixed_size(const std::vector<V> &v, const char *name) {
+  if (v.empty() || v[0] < 0 || static_cast<size_t>(v[0]) + 1 > v.size()) {
+    throw Error(std::string("malformed attr '") + name + "'");
+  }
+  return static_cast<size_t>(v[0]);
+}
+inline std::string take_string(const std::vector<int64_t> &v, size_t *pos, const char *name) {
+  if (*pos >= v.size() || v[*pos] < 0 || *pos + 1 + static_cast<size_t>(v[*pos]) > v.size()) {
+    throw Error(std::string("malformed attr '") + name + "'");
+  }
+  const size_t len = static_cast<size_t>(v[*pos]);
+  std::string s;
+  for (size_t i = 0; i < len; ++i) s.push_back(static_cast<char>(v[*pos + 1 + i]));
+  *pos += 1 + len;
+  return s;
+}
+}  // namespace detail
+
 template <>
 inline std::vector<int64_t> get_attr<std::vector<int64_t>>(AotExtra *e, const char *n) {
-  return e->GetAttrIntVec(n);
+  const std::vector<int64_t> v = e->GetAttrIntVec(n);
+  const size_t len = detail::prefixed_size(v, n);
+  return std::vector<int64_t>(v.begin() + 1, v.begin() + 1 + static_cast<std::ptrdiff_t>(len));
 }
 template <>
 inline std::vector<float> get_attr<std::vector<float>>(AotExtra *e, const char *n) {
-  return e->GetAttrFloatVec(n);
+  const std::vector<float> v = e->GetAttrFloatVec(n);
+  const size_t len = detail::prefixed_size(v, n);
+  return std::vector<float>(v.begin() + 1, v.begin() + 1 + static_cast<std::ptrdiff_t>(len));
 }
+template <>
+inline std::vector<bool> get_attr<std::vector<bool>>(AotExtra *e, const char *n) {
+  const std::vector<int64_t> v = get_attr<std::vector<int64_t>>(e, n);
+  return std::vector<bool>(v.begin(), v.end());
+}
+template <>
+inline std::string get_attr<std::string>(AotExtra *e, const char *n) {
+  const std::vector<int64_t> v = e->GetAttrIntVec(n);
+  size_t pos = 0;
+  return detail::take_string(v, &pos, n);
+}
+template <>
+inline std::vector<std::string> get_attr<std::vector<std::string>>(AotExtra *e, const char *n) {
+  const std::vector<int64_t> v = e->GetAttrIntVec(n);
+  const size_t count = detail::prefixed_size(v, n);
+  std::vector<std::string> out;
+  size_t pos = 1;
+  for (size_t i = 0; i < count; ++i) out.push_back(detail::take_string(v, &pos, n));
+  return out;
+}
+
+/// True when the dtypes of the flattened params equal `row`, where group g (an input, output or
+/// gradient) contributes `counts[g]` params of dtype row[g] (0 for an absent optional input,
+/// N for a dynamic one), and the counts add up to nparam.
+inline bool match_groups(int nparam, const char **dtypes, const char *const *row, const int64_t *counts,
+                         int ngroups) {
+  int p = 0;
+  for (int g = 0; g < ngroups; ++g) {
+    for (int64_t c = 0; c < counts[g]; ++c, ++p) {
+      if (p >= nparam || dtypes[p] == nullptr || std::strcmp(dtypes[p], row[g]) != 0) return false;
+    }
+  }
+  return p == nparam;
+}
+
+/// Walks the flattened params in order, handing out typed views.
+struct Cursor {
+  void **params;
+  int *ndims;
+  int64_t **shapes;
+  int next = 0;
+
+  template <typename E>
+  View<E> one() {
+    View<E> v = make_view<E>(static_cast<E *>(params[next]), shapes[next], ndims[next]);
+    ++next;
+    return v;
+  }
+  /// An optional input: a view when present (count 1), an empty view when absent (count 0).
+  template <typename E>
+  View<E> maybe(int64_t count) {
+    return count ? one<E>() : View<E>{};
+  }
+  /// A dynamic input of `count` tensors.
+  template <typename E>
+  ViewList<E> list(int64_t count) {
+    ViewList<E> l;
+    for (int64_t i = 0; i < count; ++i) l.items.push_back(one<E>());
+    return l;
+  }
+};
+
+/// The `dtypes[i]` string MindSpore passes to an aot kernel for element type E (see the dtype
+/// table in opgen/kernel.h); verified on MindSpore 2.10 CPU for float16 and bfloat16 too.
+template <typename E>
+struct dtype_name;
+#define OPGEN_AOT_DTYPE_NAME(T, NAME)               \
+  template <>                                       \
+  struct dtype_name<T> {                            \
+    static constexpr const char *value = NAME;      \
+  };
+OPGEN_AOT_DTYPE_NAME(half, "float16")
+OPGEN_AOT_DTYPE_NAME(bfloat16, "bfloat16")
+OPGEN_AOT_DTYPE_NAME(float, "float32")
+OPGEN_AOT_DTYPE_NAME(double, "float64")
+OPGEN_AOT_DTYPE_NAME(int8_t, "int8")
+OPGEN_AOT_DTYPE_NAME(int16_t, "int16")
+OPGEN_AOT_DTYPE_NAME(int32_t, "int32")
+OPGEN_AOT_DTYPE_NAME(int64_t, "int64")
+OPGEN_AOT_DTYPE_NAME(uint8_t, "uint8")
+OPGEN_AOT_DTYPE_NAME(uint16_t, "uint16")
+OPGEN_AOT_DTYPE_NAME(uint32_t, "uint32")
+OPGEN_AOT_DTYPE_NAME(uint64_t, "uint64")
+OPGEN_AOT_DTYPE_NAME(bool, "bool")
+#undef OPGEN_AOT_DTYPE_NAME
+template <typename E>
+constexpr const char *dtype_name_v = dtype_name<std::remove_cv_t<E>>::value;
 
 /// True when every dtypes[i] equals expected[i] (both nparam long).
 inline bool dtypes_match(int nparam, const char **dtypes, const char *const *expected) {

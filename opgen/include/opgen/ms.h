@@ -5,16 +5,29 @@
 // by ms_extension.h on CPU); tensor data must be read through ->cpu() (data_c() of an incoming
 // gradient read directly gave zeros).
 //
+// Output allocation (empty): `std::make_shared<Tensor>(dtype, shape)` allocates lazily on the
+// first data_c() with `std::make_unique<T[]>(n)`, i.e. fresh, zero-filled memory: at 16M float32
+// elements that is a 64 MB mmap whose 16384 pages all fault (~40 ms here, more than the whole
+// builtin ops.mul). empty() instead takes the output from MindSpore's CPU memory pool, the way
+// MindSpore's own pyboost CPU kernels allocate theirs (PyBoostUtils::CreateOutputTensor /
+// PrepareOpOutputs / MallocOpOutputs with the CPU DeviceContext): memory the pool already holds
+// is handed out again without a fill or a page fault (~40 us at 16M), and returns to the pool
+// when the tensor dies. See docs/performance.md.
+//
 // Shipped with opgen (not generated).
 #ifndef OPGEN_MS_H_
 #define OPGEN_MS_H_
 
+#include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ms_extension.h"
 #include "include/pynative/backward/function.h"
 #include "opgen/kernel.h"
+#include "opgen/rules.h"
 
 namespace opgen {
 namespace ms {
@@ -22,6 +35,7 @@ namespace ms {
 using mindspore::TypeId;
 using mindspore::tensor::TensorPtr;
 using TensorPtrList = std::vector<TensorPtr>;
+using mindspore::pynative::autograd::AutogradContext;
 
 /// Host-resident, contiguous version of `t` whose data_c() kernels may read.
 inline TensorPtr host(const TensorPtr &t) {
@@ -30,9 +44,98 @@ inline TensorPtr host(const TensorPtr &t) {
   return c->cpu();
 }
 
-/// Fresh output tensor of `dtype` and `shape` (data uninitialised until a kernel writes it).
+namespace detail {
+/// MindSpore's CPU DeviceContext (owner of the CPU memory pool), or nullptr if unavailable.
+inline const mindspore::device::DeviceContext *cpu_device_context() {
+  static const mindspore::device::DeviceContext *const ctx = []() -> const mindspore::device::DeviceContext * {
+    try {
+      return mindspore::runtime::OpRunner::GetDeviceContext(mindspore::device::DeviceType::kCPU);
+    } catch (...) {
+      return nullptr;
+    }
+  }();
+  return ctx;
+}
+
+/// An output tensor whose memory comes from MindSpore's CPU memory pool; nullptr on failure.
+inline TensorPtr pool_tensor(TypeId dtype, const Shape &shape) {
+  const mindspore::device::DeviceContext *ctx = cpu_device_context();
+  if (ctx == nullptr) return nullptr;
+  try {
+    std::vector<TensorPtr> outs;
+    mindspore::kernel::pyboost::PyBoostUtils::CreateOutputTensor(dtype, shape, &outs);
+    mindspore::kernel::pyboost::PyBoostUtils::PrepareOpOutputs(ctx, mindspore::kDefaultStreamIndex, outs);
+    mindspore::kernel::pyboost::PyBoostUtils::MallocOpOutputs(ctx, outs);
+    if (outs.size() != 1 || outs[0] == nullptr || outs[0]->device_address() == nullptr ||
+        outs[0]->device_address()->GetMutablePtr() == nullptr) {
+      return nullptr;
+    }
+    return outs[0];
+  } catch (...) {
+    return nullptr;
+  }
+}
+}  // namespace detail
+
+/// Outputs smaller than this many bytes are plain host tensors: for them malloc + a zero fill
+/// (0.2 us at 64 bytes) beats the pool's bookkeeping (0.6 us); from ~4 KB on the pool wins
+/// (at 4 KB 0.6 us vs 2.4 us, at 4 MB 3 us vs 600 us, at 64 MB 40 us vs 40 ms).
+constexpr size_t kPoolMinBytes = 4096;
+
+/// Output tensor of `dtype` and `shape` for a kernel to fill: its data is NOT initialised.
+///
+/// Taken from MindSpore's CPU memory pool (no zero fill, no page faults once the pool holds the
+/// memory); a plain host tensor (zero-filled on first access) below kPoolMinBytes, for empty
+/// shapes, or if the pool is unavailable.
 inline TensorPtr empty(TypeId dtype, const Shape &shape) {
+  const int64_t n = numel_of(shape.data(), static_cast<int>(shape.size()));
+  if (n > 0 && static_cast<size_t>(n) * mindspore::abstract::TypeIdSize(dtype) >= kPoolMinBytes) {
+    if (TensorPtr t = detail::pool_tensor(dtype, shape)) return t;
+  }
   return std::make_shared<mindspore::tensor::Tensor>(dtype, shape);
+}
+
+/// mindspore::TypeId of kernel element type E (see the dtype table in opgen/kernel.h).
+template <typename E>
+struct type_id;
+template <>
+struct type_id<half> : std::integral_constant<TypeId, mindspore::kNumberTypeFloat16> {};
+template <>
+struct type_id<bfloat16> : std::integral_constant<TypeId, mindspore::kNumberTypeBFloat16> {};
+template <>
+struct type_id<float> : std::integral_constant<TypeId, mindspore::kNumberTypeFloat32> {};
+template <>
+struct type_id<double> : std::integral_constant<TypeId, mindspore::kNumberTypeFloat64> {};
+template <>
+struct type_id<int8_t> : std::integral_constant<TypeId, mindspore::kNumberTypeInt8> {};
+template <>
+struct type_id<int16_t> : std::integral_constant<TypeId, mindspore::kNumberTypeInt16> {};
+template <>
+struct type_id<int32_t> : std::integral_constant<TypeId, mindspore::kNumberTypeInt32> {};
+template <>
+struct type_id<int64_t> : std::integral_constant<TypeId, mindspore::kNumberTypeInt64> {};
+template <>
+struct type_id<uint8_t> : std::integral_constant<TypeId, mindspore::kNumberTypeUInt8> {};
+template <>
+struct type_id<uint16_t> : std::integral_constant<TypeId, mindspore::kNumberTypeUInt16> {};
+template <>
+struct type_id<uint32_t> : std::integral_constant<TypeId, mindspore::kNumberTypeUInt32> {};
+template <>
+struct type_id<uint64_t> : std::integral_constant<TypeId, mindspore::kNumberTypeUInt64> {};
+template <>
+struct type_id<bool> : std::integral_constant<TypeId, mindspore::kNumberTypeBool> {};
+template <typename E>
+constexpr TypeId type_id_v = type_id<std::remove_cv_t<E>>::value;
+
+// MindSpore stores float16 / bfloat16 elements as 2-byte bit patterns, as opgen::half and
+// opgen::bfloat16 do: a tensor's data pointer is viewed as `half *` directly.
+static_assert(sizeof(mindspore::Float16) == sizeof(half), "MindSpore float16 layout differs from opgen::half");
+static_assert(sizeof(mindspore::BFloat16) == sizeof(bfloat16), "MindSpore bfloat16 layout differs");
+
+/// A fresh output tensor for element type E (see empty()).
+template <typename E>
+TensorPtr empty_for(const Shape &shape) {
+  return empty(type_id_v<E>, shape);
 }
 
 template <typename E>
@@ -94,6 +197,152 @@ inline const char *dtype_name(TypeId t) {
 
 [[noreturn]] inline void kernel_error(const char *op, const std::exception &e) {
   throw pybind11::value_error(std::string(op) + "(): " + e.what());
+}
+
+
+// ------------------------------------------------------------ optional and dynamic inputs
+
+/// Stand-in passed to Function<T>::Apply for an absent optional input: Apply dereferences every
+/// TensorPtr argument, so None cannot travel as nullptr. Never written, never differentiated.
+inline const TensorPtr &none() {
+  static const TensorPtr sentinel = std::make_shared<mindspore::tensor::Tensor>(mindspore::kNumberTypeFloat32,
+                                                                                Shape{0});
+  return sentinel;
+}
+
+/// The Function<T> argument for an optional input given from Python (None -> none()).
+inline TensorPtr optional_arg(const std::optional<TensorPtr> &t) { return t.has_value() && *t ? *t : none(); }
+
+/// Host copy of an optional input, nullptr when absent.
+inline TensorPtr host_optional(const TensorPtr &t) { return (t == nullptr || t == none()) ? nullptr : host(t); }
+
+inline TensorPtrList host_list(const TensorPtrList &ts) {
+  TensorPtrList out;
+  out.reserve(ts.size());
+  for (const auto &t : ts) out.push_back(host(t));
+  return out;
+}
+
+template <typename E>
+InList<E> in_list(const TensorPtrList &ts) {
+  InList<E> l;
+  for (const auto &t : ts) l.items.push_back(in<E>(t));
+  return l;
+}
+
+template <typename E>
+InList<E> shape_only_list(const std::vector<Shape> &shapes) {
+  InList<E> l;
+  for (const auto &s : shapes) l.items.push_back(shape_only<E>(s));
+  return l;
+}
+
+template <typename E>
+OutList<E> out_list(const TensorPtrList &ts) {
+  OutList<E> l;
+  for (const auto &t : ts) l.items.push_back(out<E>(t));
+  return l;
+}
+
+/// Whether `t` has dtype `want`; an absent optional input (nullptr) matches any row.
+inline bool dtype_is(const TensorPtr &t, TypeId want) { return t == nullptr || t->data_type() == want; }
+inline bool dtype_is(const TensorPtrList &ts, TypeId want) {
+  for (const auto &t : ts) {
+    if (t->data_type() != want) return false;
+  }
+  return true;
+}
+
+/// Appends "name=dtype" entries describing an argument, for unsupported-dtype messages.
+inline void describe(std::vector<std::string> *names, std::vector<TypeId> *got, const std::string &name,
+                     const TensorPtr &t) {
+  if (t == nullptr) return;
+  names->push_back(name);
+  got->push_back(t->data_type());
+}
+inline void describe(std::vector<std::string> *names, std::vector<TypeId> *got, const std::string &name,
+                     const TensorPtrList &ts) {
+  for (size_t i = 0; i < ts.size(); ++i) describe(names, got, name + "[" + std::to_string(i) + "]", ts[i]);
+}
+
+inline std::vector<Shape> shapes_of(const TensorPtrList &ts) {
+  std::vector<Shape> out;
+  for (const auto &t : ts) out.push_back(t->shape());
+  return out;
+}
+
+inline bool need_any(AutogradContext *ctx, const TensorPtrList &ts) {
+  for (const auto &t : ts) {
+    if (ctx->NeedGrad(t)) return true;
+  }
+  return false;
+}
+
+// ------------------------------------------------ values kept in AutogradContext::saved_data
+
+inline mindspore::ValuePtr keep_shapes(const std::vector<Shape> &v) {
+  std::vector<int64_t> enc;
+  for (const auto &s : v) {
+    enc.push_back(static_cast<int64_t>(s.size()));
+    enc.insert(enc.end(), s.begin(), s.end());
+  }
+  return mindspore::MakeValue(enc);
+}
+
+/// Stores an attr or shape for Backward; strings, bool/str lists and lists of shapes are kept
+/// as int64 vectors (MakeValue has no overloads for them).
+inline mindspore::ValuePtr keep(int64_t v) { return mindspore::MakeValue(v); }
+inline mindspore::ValuePtr keep(float v) { return mindspore::MakeValue(v); }
+inline mindspore::ValuePtr keep(bool v) { return mindspore::MakeValue(v); }
+inline mindspore::ValuePtr keep(const std::vector<int64_t> &v) { return mindspore::MakeValue(v); }
+inline mindspore::ValuePtr keep(const std::vector<float> &v) { return mindspore::MakeValue(v); }
+inline mindspore::ValuePtr keep(const std::vector<bool> &v) {
+  return mindspore::MakeValue(std::vector<int64_t>(v.begin(), v.end()));
+}
+inline mindspore::ValuePtr keep(const std::string &v) {
+  return mindspore::MakeValue(std::vector<int64_t>(v.begin(), v.end()));
+}
+inline mindspore::ValuePtr keep(const std::vector<std::string> &v) {
+  std::vector<int64_t> enc;
+  for (const auto &s : v) {
+    enc.push_back(static_cast<int64_t>(s.size()));
+    enc.insert(enc.end(), s.begin(), s.end());
+  }
+  return mindspore::MakeValue(enc);
+}
+inline mindspore::ValuePtr keep(const std::vector<Shape> &v) { return keep_shapes(v); }
+
+template <typename A>
+A restore(const mindspore::ValuePtr &v) {
+  if constexpr (std::is_same_v<A, std::vector<bool>>) {
+    const auto enc = mindspore::GetValue<std::vector<int64_t>>(v);
+    return A(enc.begin(), enc.end());
+  } else if constexpr (std::is_same_v<A, std::string>) {
+    const auto enc = mindspore::GetValue<std::vector<int64_t>>(v);
+    return A(enc.begin(), enc.end());
+  } else if constexpr (std::is_same_v<A, std::vector<std::string>>) {
+    const auto enc = mindspore::GetValue<std::vector<int64_t>>(v);
+    A out;
+    for (size_t p = 0; p < enc.size();) {
+      const size_t len = static_cast<size_t>(enc[p]);
+      out.emplace_back(enc.begin() + static_cast<std::ptrdiff_t>(p + 1),
+                       enc.begin() + static_cast<std::ptrdiff_t>(p + 1 + len));
+      p += 1 + len;
+    }
+    return out;
+  } else if constexpr (std::is_same_v<A, std::vector<Shape>>) {
+    const auto enc = mindspore::GetValue<std::vector<int64_t>>(v);
+    A out;
+    for (size_t p = 0; p < enc.size();) {
+      const size_t rank = static_cast<size_t>(enc[p]);
+      out.emplace_back(enc.begin() + static_cast<std::ptrdiff_t>(p + 1),
+                       enc.begin() + static_cast<std::ptrdiff_t>(p + 1 + rank));
+      p += 1 + rank;
+    }
+    return out;
+  } else {
+    return mindspore::GetValue<A>(v);
+  }
 }
 
 }  // namespace ms

@@ -1,0 +1,348 @@
+// opgen 16-bit floating-point element types: opgen::half (IEEE 754 binary16, MindSpore
+// float16, numpy float16) and opgen::bfloat16 (MindSpore bfloat16: the top 16 bits of a
+// float32). Both are 2-byte, trivially copyable wrappers of their bit pattern, so a tensor's
+// data pointer can be viewed as `half *` / `bfloat16 *` directly.
+//
+// Arithmetic is computed in float (opgen::compute_t<half> == float): `a * b` on two halves
+// gives the exact float product, rounded only when stored back into a half. Mixed operands
+// follow the usual promotions of the compute type (half + double is a double). Conversions
+// into half / bfloat16 round to nearest, ties to even, from float, double and integers alike
+// (doubles are rounded once, not via float); overflow gives +-inf, NaN stays NaN (quiet), and
+// half's subnormals are kept. std::numeric_limits, std::common_type and std::isnan/isinf work.
+//
+// Shipped with opgen (not generated). Framework-free.
+#ifndef OPGEN_HALF_H_
+#define OPGEN_HALF_H_
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace opgen {
+
+namespace detail {
+
+inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+inline float f32_from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/// float -> binary16 bits, round to nearest even; inf/NaN kept (NaN made quiet).
+inline uint16_t f32_to_f16_bits(float f) {
+  const uint32_t x = f32_bits(f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t ax = x & 0x7FFFFFFFu;
+  if (ax >= 0x7F800000u) {  // inf or NaN
+    if (ax == 0x7F800000u) return static_cast<uint16_t>(sign | 0x7C00u);
+    return static_cast<uint16_t>(sign | 0x7E00u | ((ax >> 13) & 0x3FFu));
+  }
+  if (ax >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 65520: rounds to inf
+  if (ax < 0x38800000u) {                                             // below 2^-14: subnormal half
+    if (ax <= 0x33000000u) return sign;                                // <= 2^-25: rounds to 0
+    const uint32_t e = ax >> 23;                                       // 102..112
+    const uint32_t mant = (ax & 0x7FFFFFu) | 0x800000u;
+    const uint32_t shift = 126u - e;  // 14..24
+    uint32_t m = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1u);
+    const uint32_t halfway = 1u << (shift - 1u);
+    if (rem > halfway || (rem == halfway && (m & 1u))) ++m;  // may carry into the min normal
+    return static_cast<uint16_t>(sign | m);
+  }
+  const uint32_t r = ax - 0x38000000u;  // rebias the exponent from 127 to 15
+  uint32_t h = r >> 13;
+  const uint32_t rem = r & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // carries into the exponent correctly
+  return static_cast<uint16_t>(sign | h);
+}
+
+/// binary16 bits -> float (exact).
+inline float f16_bits_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1Fu;
+  const uint32_t m = h & 0x3FFu;
+  if (e == 0x1Fu) return f32_from_bits(sign | 0x7F800000u | (m << 13));
+  if (e == 0) {
+    const float v = static_cast<float>(m) * 5.9604644775390625e-8f;  // m * 2^-24, exact
+    return sign ? -v : v;
+  }
+  return f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+/// float -> bfloat16 bits, round to nearest even; NaN kept (made quiet).
+inline uint16_t f32_to_bf16_bits(float f) {
+  const uint32_t x = f32_bits(f);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+}
+
+/// bfloat16 bits -> float (exact).
+inline float bf16_bits_to_f32(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }
+
+/// double -> float rounded to odd: the nearest float toward zero, with its last bit set when
+/// inexact. Rounding that float to a type with at most 22 significand bits (half, bfloat16)
+/// gives the correctly rounded result of the double (no double rounding).
+inline float f64_to_f32_round_odd(double d) {
+  const float f = static_cast<float>(d);
+  if (std::isnan(d) || static_cast<double>(f) == d) return f;
+  uint32_t u = f32_bits(f);
+  if (std::fabs(static_cast<double>(f)) > std::fabs(d)) --u;  // rounded away from zero: step back
+  return f32_from_bits(u | 1u);
+}
+
+/// The float a value goes through on its way to a 16-bit float.
+template <typename T>
+inline float to_f32_for_narrowing(T v) {
+  if constexpr (std::is_same<T, float>::value) {
+    return v;
+  } else if constexpr (std::is_integral<T>::value && sizeof(T) <= 2) {
+    return static_cast<float>(v);  // exact
+  } else {
+    return f64_to_f32_round_odd(static_cast<double>(v));
+  }
+}
+
+struct from_bits_t {};
+
+}  // namespace detail
+
+/// IEEE 754 binary16 (MindSpore float16, numpy float16). Computes in float.
+struct half {
+  uint16_t bits;
+
+  half() = default;  // uninitialised, like float
+  /// Rounds `v` (any arithmetic type) to the nearest half, ties to even.
+  template <typename T, std::enable_if_t<std::is_arithmetic<T>::value, int> = 0>
+  half(T v) : bits(detail::f32_to_f16_bits(detail::to_f32_for_narrowing(v))) {}  // NOLINT: implicit
+  constexpr half(uint16_t b, detail::from_bits_t) : bits(b) {}
+
+  /// The half with bit pattern `b`.
+  static constexpr half from_bits(uint16_t b) { return half(b, detail::from_bits_t{}); }
+  /// Exact value as float.
+  operator float() const { return detail::f16_bits_to_f32(bits); }  // NOLINT: implicit
+};
+
+/// bfloat16: sign, 8 exponent bits, 7 significand bits (float32's top half). Computes in float.
+struct bfloat16 {
+  uint16_t bits;
+
+  bfloat16() = default;  // uninitialised, like float
+  /// Rounds `v` (any arithmetic type) to the nearest bfloat16, ties to even.
+  template <typename T, std::enable_if_t<std::is_arithmetic<T>::value, int> = 0>
+  bfloat16(T v) : bits(detail::f32_to_bf16_bits(detail::to_f32_for_narrowing(v))) {}  // NOLINT: implicit
+  constexpr bfloat16(uint16_t b, detail::from_bits_t) : bits(b) {}
+  /// half -> bfloat16 (through its exact float value).
+  explicit bfloat16(half h) : bfloat16(static_cast<float>(h)) {}
+
+  /// The bfloat16 with bit pattern `b`.
+  static constexpr bfloat16 from_bits(uint16_t b) { return bfloat16(b, detail::from_bits_t{}); }
+  /// Exact value as float.
+  operator float() const { return detail::bf16_bits_to_f32(bits); }  // NOLINT: implicit
+};
+
+static_assert(sizeof(half) == 2 && alignof(half) == 2, "half must be 2 bytes");
+static_assert(sizeof(bfloat16) == 2 && alignof(bfloat16) == 2, "bfloat16 must be 2 bytes");
+static_assert(std::is_trivially_copyable<half>::value && std::is_trivially_copyable<bfloat16>::value,
+              "16-bit floats must be trivially copyable");
+
+/// True for opgen::half and opgen::bfloat16.
+template <typename T>
+struct is_low_float : std::false_type {};
+template <>
+struct is_low_float<half> : std::true_type {};
+template <>
+struct is_low_float<bfloat16> : std::true_type {};
+
+namespace detail {
+template <typename T>
+struct promote_low {
+  using type = T;
+};
+template <>
+struct promote_low<half> {
+  using type = float;
+};
+template <>
+struct promote_low<bfloat16> {
+  using type = float;
+};
+template <typename T>
+using promote_low_t = typename promote_low<std::decay_t<T>>::type;
+
+template <typename T>
+constexpr bool is_operand_v = std::is_arithmetic<std::decay_t<T>>::value || is_low_float<std::decay_t<T>>::value;
+
+/// Enabled when one operand is a 16-bit float and the other one a 16-bit float or a number.
+template <typename A, typename B>
+using enable_low_op_t = std::enable_if_t<
+    (is_low_float<std::decay_t<A>>::value || is_low_float<std::decay_t<B>>::value) && is_operand_v<A> && is_operand_v<B>,
+    int>;
+}  // namespace detail
+
+// Binary arithmetic and comparisons: computed on the operands' compute types.
+#define OPGEN_LOW_FLOAT_BINARY_OP(op)                                                       \
+  template <typename A, typename B, detail::enable_low_op_t<A, B> = 0>                      \
+  inline auto operator op(A a, B b) {                                                       \
+    return static_cast<detail::promote_low_t<A>>(a) op static_cast<detail::promote_low_t<B>>(b); \
+  }
+OPGEN_LOW_FLOAT_BINARY_OP(+)
+OPGEN_LOW_FLOAT_BINARY_OP(-)
+OPGEN_LOW_FLOAT_BINARY_OP(*)
+OPGEN_LOW_FLOAT_BINARY_OP(/)
+OPGEN_LOW_FLOAT_BINARY_OP(==)
+OPGEN_LOW_FLOAT_BINARY_OP(!=)
+OPGEN_LOW_FLOAT_BINARY_OP(<)
+OPGEN_LOW_FLOAT_BINARY_OP(<=)
+OPGEN_LOW_FLOAT_BINARY_OP(>)
+OPGEN_LOW_FLOAT_BINARY_OP(>=)
+#undef OPGEN_LOW_FLOAT_BINARY_OP
+
+/// Negation flips the sign bit (exact).
+inline half operator-(half h) { return half::from_bits(static_cast<uint16_t>(h.bits ^ 0x8000u)); }
+inline bfloat16 operator-(bfloat16 h) { return bfloat16::from_bits(static_cast<uint16_t>(h.bits ^ 0x8000u)); }
+/// Unary plus gives the compute value.
+inline float operator+(half h) { return static_cast<float>(h); }
+inline float operator+(bfloat16 h) { return static_cast<float>(h); }
+
+// Compound assignment: computed in the compute type, rounded once into the left operand.
+#define OPGEN_LOW_FLOAT_COMPOUND_OP(T, op)                                          \
+  template <typename B, std::enable_if_t<detail::is_operand_v<B>, int> = 0>         \
+  inline T &operator op##=(T &a, B b) {                                             \
+    a = T(static_cast<float>(a) op static_cast<detail::promote_low_t<B>>(b));      \
+    return a;                                                                       \
+  }
+OPGEN_LOW_FLOAT_COMPOUND_OP(half, +)
+OPGEN_LOW_FLOAT_COMPOUND_OP(half, -)
+OPGEN_LOW_FLOAT_COMPOUND_OP(half, *)
+OPGEN_LOW_FLOAT_COMPOUND_OP(half, /)
+OPGEN_LOW_FLOAT_COMPOUND_OP(bfloat16, +)
+OPGEN_LOW_FLOAT_COMPOUND_OP(bfloat16, -)
+OPGEN_LOW_FLOAT_COMPOUND_OP(bfloat16, *)
+OPGEN_LOW_FLOAT_COMPOUND_OP(bfloat16, /)
+#undef OPGEN_LOW_FLOAT_COMPOUND_OP
+
+namespace detail {
+/// std::common_type of a 16-bit float and T (no `type` when T is not a number).
+template <typename Low, typename T, typename = void>
+struct common_with_low {};
+template <typename Low, typename T>
+struct common_with_low<Low, T, std::enable_if_t<is_operand_v<T>>> {
+  using type = std::conditional_t<std::is_same<std::decay_t<T>, Low>::value, Low,
+                                  std::common_type_t<float, promote_low_t<T>>>;
+};
+}  // namespace detail
+
+}  // namespace opgen
+
+namespace std {
+
+template <typename T>
+struct common_type<opgen::half, T> : opgen::detail::common_with_low<opgen::half, T> {};
+template <typename T>
+struct common_type<T, opgen::half> : opgen::detail::common_with_low<opgen::half, T> {};
+template <>
+struct common_type<opgen::half, opgen::half> {
+  using type = opgen::half;
+};
+template <typename T>
+struct common_type<opgen::bfloat16, T> : opgen::detail::common_with_low<opgen::bfloat16, T> {};
+template <typename T>
+struct common_type<T, opgen::bfloat16> : opgen::detail::common_with_low<opgen::bfloat16, T> {};
+template <>
+struct common_type<opgen::bfloat16, opgen::bfloat16> {
+  using type = opgen::bfloat16;
+};
+template <>
+struct common_type<opgen::half, opgen::bfloat16> {
+  using type = float;
+};
+template <>
+struct common_type<opgen::bfloat16, opgen::half> {
+  using type = float;
+};
+
+template <>
+class numeric_limits<opgen::half> {
+ public:
+  static constexpr bool is_specialized = true;
+  static constexpr bool is_signed = true;
+  static constexpr bool is_integer = false;
+  static constexpr bool is_exact = false;
+  static constexpr bool has_infinity = true;
+  static constexpr bool has_quiet_NaN = true;
+  static constexpr bool has_signaling_NaN = true;
+  static constexpr float_denorm_style has_denorm = denorm_present;
+  static constexpr bool has_denorm_loss = false;
+  static constexpr float_round_style round_style = round_to_nearest;
+  static constexpr bool is_iec559 = true;
+  static constexpr bool is_bounded = true;
+  static constexpr bool is_modulo = false;
+  static constexpr int digits = 11;
+  static constexpr int digits10 = 3;
+  static constexpr int max_digits10 = 5;
+  static constexpr int radix = 2;
+  static constexpr int min_exponent = -13;
+  static constexpr int min_exponent10 = -4;
+  static constexpr int max_exponent = 16;
+  static constexpr int max_exponent10 = 4;
+  static constexpr bool traps = false;
+  static constexpr bool tinyness_before = false;
+  static constexpr opgen::half min() noexcept { return opgen::half::from_bits(0x0400); }
+  static constexpr opgen::half lowest() noexcept { return opgen::half::from_bits(0xFBFF); }
+  static constexpr opgen::half max() noexcept { return opgen::half::from_bits(0x7BFF); }
+  static constexpr opgen::half epsilon() noexcept { return opgen::half::from_bits(0x1400); }
+  static constexpr opgen::half round_error() noexcept { return opgen::half::from_bits(0x3800); }
+  static constexpr opgen::half infinity() noexcept { return opgen::half::from_bits(0x7C00); }
+  static constexpr opgen::half quiet_NaN() noexcept { return opgen::half::from_bits(0x7E00); }
+  static constexpr opgen::half signaling_NaN() noexcept { return opgen::half::from_bits(0x7D00); }
+  static constexpr opgen::half denorm_min() noexcept { return opgen::half::from_bits(0x0001); }
+};
+
+template <>
+class numeric_limits<opgen::bfloat16> {
+ public:
+  static constexpr bool is_specialized = true;
+  static constexpr bool is_signed = true;
+  static constexpr bool is_integer = false;
+  static constexpr bool is_exact = false;
+  static constexpr bool has_infinity = true;
+  static constexpr bool has_quiet_NaN = true;
+  static constexpr bool has_signaling_NaN = true;
+  static constexpr float_denorm_style has_denorm = denorm_present;
+  static constexpr bool has_denorm_loss = false;
+  static constexpr float_round_style round_style = round_to_nearest;
+  static constexpr bool is_iec559 = false;
+  static constexpr bool is_bounded = true;
+  static constexpr bool is_modulo = false;
+  static constexpr int digits = 8;
+  static constexpr int digits10 = 2;
+  static constexpr int max_digits10 = 4;
+  static constexpr int radix = 2;
+  static constexpr int min_exponent = -125;
+  static constexpr int min_exponent10 = -37;
+  static constexpr int max_exponent = 128;
+  static constexpr int max_exponent10 = 38;
+  static constexpr bool traps = false;
+  static constexpr bool tinyness_before = false;
+  static constexpr opgen::bfloat16 min() noexcept { return opgen::bfloat16::from_bits(0x0080); }
+  static constexpr opgen::bfloat16 lowest() noexcept { return opgen::bfloat16::from_bits(0xFF7F); }
+  static constexpr opgen::bfloat16 max() noexcept { return opgen::bfloat16::from_bits(0x7F7F); }
+  static constexpr opgen::bfloat16 epsilon() noexcept { return opgen::bfloat16::from_bits(0x3C00); }
+  static constexpr opgen::bfloat16 round_error() noexcept { return opgen::bfloat16::from_bits(0x3F00); }
+  static constexpr opgen::bfloat16 infinity() noexcept { return opgen::bfloat16::from_bits(0x7F80); }
+  static constexpr opgen::bfloat16 quiet_NaN() noexcept { return opgen::bfloat16::from_bits(0x7FC0); }
+  static constexpr opgen::bfloat16 signaling_NaN() noexcept { return opgen::bfloat16::from_bits(0x7F81); }
+  static constexpr opgen::bfloat16 denorm_min() noexcept { return opgen::bfloat16::from_bits(0x0001); }
+};
+
+}  // namespace std
+
+#endif  // OPGEN_HALF_H_

@@ -1,0 +1,314 @@
+"""Runtime misuse cases for generated ops, each run in its own child process.
+
+``python tests/misuse_runner.py OUT.json CASE...`` imports MindSpore and the generated packages
+once, then forks one child per case (no op has run in the parent, so the children start clean).
+A child runs its case with stdout/stderr redirected to its own file and reports how it ended:
+the right answer (checked against numpy inside the child), a wrong answer, or an exception.
+The parent records each child's exit status (a signal means a crash) and its stderr.
+Importing MindSpore once instead of once per case is what keeps ~60 cases at a few seconds.
+
+Imported by tests/test_misuse.py for the case table only (no MindSpore import at module level).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PATHS = ("custom", "function")
+
+ATTR_SPEC = """\
+name: scaled
+doc: (x * alpha + n), negated when flip.
+inputs:
+  - {name: x, doc: any tensor}
+outputs:
+  - {name: out, doc: o, shape: x, dtype: x}
+attrs:
+  - {name: n, type: int, doc: offset, choices: [0, 1, 2]}
+  - {name: alpha, type: float, doc: scale, default: 1.0, range: [0, 10]}
+  - {name: flip, type: bool, doc: negate, default: false}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default]
+    - [F64_Default, F64_Default]
+elementwise:
+  forward: (x * alpha + n) * (-1 if flip else 1)
+  grad:
+    x: dout * alpha * (-1 if flip else 1)
+"""
+
+
+@dataclass(frozen=True)
+class Case:
+    """``expect`` is ``"answer"`` or ``(exception type name, substrings of its message)``."""
+
+    name: str
+    path: str
+    run: Callable[[Any], None]
+    expect: Any
+    xfail: str = ""
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _np() -> Any:
+    import numpy
+
+    return numpy
+
+
+def _t(a: Any) -> Any:
+    import mindspore
+
+    return mindspore.Tensor(a)
+
+
+def _f32(*shape: int) -> Any:
+    np = _np()
+    return (np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape) - 2.5) / 2
+
+
+def _eq(got: Any, want: Any) -> None:
+    np = _np()
+    got = got.asnumpy() if hasattr(got, "asnumpy") else np.asarray(got)
+    want = np.asarray(want)
+    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
+    assert got.dtype == want.dtype, f"dtype {got.dtype} != {want.dtype}"
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def _grad(fn: Any, *xs: Any) -> Any:
+    import mindspore
+
+    g = mindspore.grad(fn, grad_position=tuple(range(len(xs))))(*xs)
+    return g if isinstance(g, tuple) else (g,)
+
+
+ROWS_MUL = "(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)"
+ROWS_SQUARE = "(x=float32, out=float32), (x=float64, out=float64)"
+CUSTOM_DTYPE_GAP = ("Custom path: MindSpore auto-casts or rejects dtypes outside the rows before the op can "
+                    "check them (found here; same fix as the float16 case the lead is doing in custom.py.j2)")
+
+
+def _cases() -> list[Case]:
+    cases: list[Case] = []
+
+    def add(name: str, run: Callable[[Any], None], expect: Any, xfail: dict[str, str] | None = None,
+            paths: tuple[str, ...] = PATHS) -> None:
+        for p in paths:
+            cases.append(Case(f"{p}-{name}", p, run, expect(p) if callable(expect) else expect,
+                              (xfail or {}).get(p, "")))
+
+    np = _np()
+    x23, y3 = _f32(2, 3), _f32(3)
+
+    # --- dtypes outside the rows ------------------------------------------------------------
+    h = np.ones(3, np.float16)
+    add("mul_float16", lambda P: P.mul(_t(h), _t(h)), ("TypeError", ["mul()", "float16", ROWS_MUL]),
+        {"custom": "lead fixing in custom.py.j2"})
+    i64 = np.arange(3, dtype=np.int64)
+    add("mul_int64", lambda P: P.mul(_t(i64), _t(i64)), ("TypeError", ["mul()", "int64", ROWS_MUL]),
+        {"custom": CUSTOM_DTYPE_GAP})
+    add("mul_mixed_float32_float64", lambda P: P.mul(_t(y3), _t(y3.astype(np.float64))),
+        ("TypeError", ["mul()", "float64", ROWS_MUL]), {"custom": CUSTOM_DTYPE_GAP})
+    add("square_bool", lambda P: P.square(_t(np.array([True, False]))), ("TypeError", ["square()", "bool",
+                                                                                        ROWS_SQUARE]),
+        {"custom": CUSTOM_DTYPE_GAP})
+    ai = np.arange(6, dtype=np.int32).reshape(2, 3)
+    add("add_int32_row", lambda P: _eq(P.add(_t(ai), _t(ai[0])), ai + ai[0]), "answer")
+    add("add_float64_row", lambda P: _eq(P.add(_t(x23.astype(np.float64)), _t(y3.astype(np.float64))),
+                                         x23.astype(np.float64) + y3), "answer")
+
+    # --- shapes ----------------------------------------------------------------------------
+    add("add_bad_broadcast", lambda P: P.add(_t(x23), _t(np.ones(4, np.float32))),
+        ("ValueError", ["add()", "shapes cannot be broadcast together: (2, 3) (4,)"]))
+    add("mul_bad_broadcast_rank", lambda P: P.mul(_t(np.ones((2, 3, 4), np.float32)), _t(x23)),
+        ("ValueError", ["mul()", "(2, 3, 4) (2, 3)"]))
+    r8 = _f32(1, 2, 1, 2, 1, 2, 1, 2)
+    add("mul_rank8_broadcast", lambda P: _eq(P.mul(_t(r8), _t(np.float32([3.0, -1.0]))), r8 * np.float32([3.0, -1.0])),
+        "answer")
+
+    # --- None, wrong arguments -------------------------------------------------------------
+    add("square_none", lambda P: P.square(None), ("TypeError", ["square()", "Tensor"]),
+        {"custom": "custom.py.j2: None reaches MindSpore, which says \"'NoneType' object is not iterable\" "
+                   "without naming the op (found here)"})
+    add("mul_none_second", lambda P: P.mul(_t(y3), None), ("TypeError", ["mul()", "Tensor"]),
+        {"custom": "custom.py.j2: \"object of type 'NoneType' has no len()\" without the op (found here)"})
+    add("mul_one_argument", lambda P: P.mul(_t(y3)),
+        ("TypeError", ["mul() missing 1 required positional argument: 'y'"]))
+    add("square_two_arguments", lambda P: P.square(_t(y3), _t(y3)),
+        ("TypeError", ["square() takes 1 positional argument but 2 were given"]))
+    add("square_unknown_keyword", lambda P: P.square(x=_t(y3), z=_t(y3)),
+        ("TypeError", ["square() got an unexpected keyword argument 'z'"]))
+
+    # --- non-contiguous inputs ----------------------------------------------------------------
+    x46 = _f32(4, 6)
+    add("mul_transposed", lambda P: _eq(P.mul(_t(x23).transpose(), _t(x23.T.copy())), x23.T * x23.T), "answer")
+    add("square_sliced", lambda P: _eq(P.square(_t(x46)[:, ::2]), x46[:, ::2] ** 2), "answer")
+    add("add_transposed_broadcast", lambda P: _eq(P.add(_t(x23).transpose(), _t(np.float32([[1.0], [2.0],
+                                                                                            [3.0]]))),
+                                                  x23.T + np.float32([[1.0], [2.0], [3.0]])), "answer")
+
+    def grad_transposed(P: Any) -> None:
+        xt = _t(x23).transpose()
+        gx, gy = _grad(P.mul, xt, _t(y3[:2]))
+        _eq(gx, np.broadcast_to(y3[:2], (3, 2)))
+        _eq(gy, x23.T.sum(axis=0))
+    add("mul_grad_transposed", grad_transposed, "answer")
+
+    # --- empty and 0-d tensors ----------------------------------------------------------------
+    e0, e20 = np.zeros(0, np.float32), np.zeros((2, 0), np.float32)
+    add("add_empty", lambda P: _eq(P.add(_t(e0), _t(e0)), e0), "answer")
+    add("mul_empty_broadcast", lambda P: _eq(P.mul(_t(e20), _t(np.float32([2.0]))), e20), "answer")
+    add("square_empty_grad", lambda P: _eq(_grad(P.square, _t(e20))[0], e20), "answer")
+    s = np.float32(3.0)
+    add("square_0d", lambda P: _eq(P.square(_t(s)), np.float32(9.0)), "answer")
+    add("mul_0d_broadcast", lambda P: _eq(P.mul(_t(s), _t(x23)), s * x23), "answer")
+
+    def grad_0d(P: Any) -> None:
+        gx, gy = _grad(P.mul, _t(s), _t(x23))
+        _eq(gx, np.float32(x23.sum()))
+        _eq(gy, np.full((2, 3), s, np.float32))
+    add("mul_grad_0d", grad_0d, "answer")
+
+    # --- attrs: wrong type, out of range, missing -------------------------------------------------
+    ATTR_CHECK = "function.py.j2: the Function<T> path does not call _rt.check_attrs (found here)"
+
+    def scaled_ok(P: Any) -> None:
+        out = P.scaled(_t(x23), 2, alpha=2.5, flip=True)
+        _eq(out, -(x23 * 2.5 + 2))
+        _eq(_grad(lambda t: P.scaled(t, 2, alpha=2.5, flip=True), _t(x23))[0], np.full((2, 3), -2.5, np.float32))
+        _eq(P.scaled(_t(x23.astype(np.float64)), 1), x23.astype(np.float64) + 1)
+    add("scaled_valid_attrs", scaled_ok, "answer")
+    add("scaled_alpha_str", lambda P: P.scaled(_t(x23), 0, alpha="2"),
+        lambda p: ("TypeError", ["scaled()", "attr 'alpha' must be a float"] if p == "custom" else
+                   ["scaled(): incompatible function arguments", "alpha: float = 1.0"]))
+    add("scaled_alpha_above_range", lambda P: P.scaled(_t(x23), 0, alpha=11.0),
+        ("ValueError", ["scaled()", "attr 'alpha' = 11.0 is outside [0, 10]"]), {"function": ATTR_CHECK})
+    add("scaled_alpha_below_range", lambda P: P.scaled(_t(x23), 0, alpha=-0.5),
+        ("ValueError", ["scaled()", "attr 'alpha' = -0.5 is outside [0, 10]"]), {"function": ATTR_CHECK})
+    add("scaled_n_not_a_choice", lambda P: P.scaled(_t(x23), 3),
+        ("ValueError", ["scaled()", "attr 'n' = 3 is not one of [0, 1, 2]"]), {"function": ATTR_CHECK})
+    add("scaled_n_float", lambda P: P.scaled(_t(x23), 1.5),
+        lambda p: ("TypeError", ["scaled()", "attr 'n' must be an int"] if p == "custom" else
+                   ["scaled(): incompatible function arguments", "n: int"]))
+    add("scaled_alpha_none", lambda P: P.scaled(_t(x23), 0, alpha=None),
+        lambda p: ("TypeError", ["scaled()", "attr 'alpha' must be a float"] if p == "custom" else
+                   ["scaled(): incompatible function arguments"]))
+    add("scaled_n_missing", lambda P: P.scaled(_t(x23)),
+        ("TypeError", ["scaled() missing 1 required positional argument: 'n'"]))
+    # pybind11 converts 1 -> True and True -> 1.0 (right answers); the Custom path refuses them
+    add("scaled_flip_int", lambda P: _eq(P.scaled(_t(x23), 0, flip=1), -x23), "answer", paths=("function",))
+    add("scaled_flip_int", lambda P: P.scaled(_t(x23), 0, flip=1),
+        ("TypeError", ["scaled()", "attr 'flip' must be a bool"]), paths=("custom",))
+    add("scaled_alpha_bool", lambda P: _eq(P.scaled(_t(x23), 0, alpha=True), x23), "answer", paths=("function",))
+    add("scaled_alpha_bool", lambda P: P.scaled(_t(x23), 0, alpha=True),
+        ("TypeError", ["scaled()", "attr 'alpha' must be a float"]), paths=("custom",))
+    add("scaled_alpha_int", lambda P: _eq(P.scaled(_t(x23), 0, alpha=2), x23 * 2), "answer")
+    add("scaled_numpy_scalars", lambda P: _eq(P.scaled(_t(x23), np.int64(1), alpha=np.float32(0.5),
+                                                       flip=np.bool_(True)), -(x23 * 0.5 + 1)), "answer")
+    return cases
+
+
+CASES = {c.name: c for c in _cases()}
+
+
+def prepare(home: Path, kinds: tuple[str, ...] = ("aot", "ext")) -> Path:
+    """Generate the attr package under ``home`` and build it and the repository's package
+    (cached by content hash: a no-op when nothing changed).  Returns the output directory."""
+    from opgen import build
+    from opgen.cli import main as opgen_main
+
+    (home / "specs").mkdir(parents=True, exist_ok=True)
+    (home / "specs" / "scaled.yaml").write_text(ATTR_SPEC, encoding="utf-8")
+    assert opgen_main(["generate", str(home / "specs"), "-o", str(home / "out"), "-p", "misuse_ops", "-q"]) == 0
+    for pkg in (home / "out" / "misuse_ops", ROOT / "generated" / "opgen_ops"):
+        for kind in kinds:
+            build.build(pkg, kind, quiet=True)
+    return home / "out"
+
+
+def selected_paths() -> tuple[str, ...]:
+    """The paths to exercise: ``$OPGEN_MISUSE_PATHS`` (comma-separated) or both."""
+    env = os.environ.get("OPGEN_MISUSE_PATHS")
+    return tuple(p for p in env.split(",") if p in PATHS) if env else PATHS
+
+
+def _modules(attr_pkg: str, paths: set[str]) -> dict[str, Any]:
+    """The repository's ops and the attr package, one namespace per path (imported once, here)."""
+    import importlib
+    import types
+
+    import mindspore as ms
+
+    ms.set_device("CPU")
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    spaces = {}
+    for path in paths:
+        mod = importlib.import_module("generated.opgen_ops" + ("" if path == "custom" else ".function"))
+        attr = importlib.import_module(f"{attr_pkg}.{path}")
+        spaces[path] = types.SimpleNamespace(add=mod.add, mul=mod.mul, square=mod.square, scaled=attr.scaled)
+    return spaces
+
+
+def _child(case: Case, ns: Any, result_path: str, log_path: str) -> None:
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    try:
+        case.run(ns)
+        outcome: dict[str, Any] = {"outcome": "answer"}
+    except AssertionError as exc:
+        outcome = {"outcome": "wrong answer", "message": str(exc)}
+    except Exception as exc:  # the exception a user would see
+        outcome = {"outcome": "raised", "type": type(exc).__name__, "message": str(exc)}
+        traceback.print_exc()
+    with open(result_path, "w", encoding="utf-8") as fh:
+        json.dump(outcome, fh)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--prepare"]:  # used by scripts/sanitize.sh to build before preloading ASan
+        sys.path.insert(0, str(ROOT))
+        prepare(Path(argv[1]), tuple(argv[2:]) or ("aot", "ext"))
+        return 0
+    out_file, attr_pkg, names = argv[0], argv[1], argv[2:]
+    spaces = _modules(attr_pkg, {CASES[n].path for n in names})
+    work = os.path.dirname(os.path.abspath(out_file))
+    records = {}
+    for name in names:
+        case = CASES[name]
+        result_path = os.path.join(work, f"{name}.result.json")
+        log_path = os.path.join(work, f"{name}.log")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(case, spaces[case.path], result_path, log_path)
+        _, status = os.waitpid(pid, 0)
+        exit_code = os.waitstatus_to_exitcode(status)
+        with open(log_path, encoding="utf-8", errors="replace") as fh:
+            log = fh.read()
+        try:
+            with open(result_path, encoding="utf-8") as fh:
+                outcome = json.load(fh)
+        except (OSError, ValueError):
+            outcome = {"outcome": "no result"}
+        records[name] = {"exit": exit_code, "log": log[-4000:], **outcome}
+    with open(out_file, "w", encoding="utf-8") as fh:
+        json.dump(records, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
