@@ -1,4 +1,4 @@
-"""Stage 8 — cli: ``opgen validate | generate | build``.
+"""Stage 8 — cli: ``opgen validate | generate | build | test``.
 
 Exit codes: 0 success; 1 spec errors or build errors; 2 usage errors (argparse's own);
 3 an internal fault of opgen (reported as such, with the op and file when known).
@@ -155,6 +155,74 @@ def package_name(text: str) -> str:
     return text
 
 
+def _cmd_test(args: argparse.Namespace) -> int:
+    from .pipeline import load_ops
+
+    paths = [a for a in args.targets if Path(a).exists()]
+    names = [a for a in args.targets if not Path(a).exists()]
+    if not paths:
+        if not Path("ops").is_dir():
+            print("opgen test: no spec path given and no ops/ directory here", file=sys.stderr)
+            return EXIT_USAGE
+        paths = ["ops"]
+    ops, diags = load_ops(paths)
+    _print_diags(diags)
+    if diags:
+        return EXIT_ERRORS
+    known = {o.name for o in ops}
+    for name in names:
+        if name not in known:
+            from .diagnostics import nearest
+
+            hint = nearest(name, known)
+            print(f"opgen test: '{name}' is neither a spec path nor an op in {', '.join(paths)}"
+                  + (f"; did you mean '{hint}'?" if hint else ""), file=sys.stderr)
+            return EXIT_USAGE
+    if names:
+        ops = [o for o in ops if o.name in names]
+    from . import testing
+
+    checks = testing.select_checks(args.only or (), args.skip or ())
+    if not checks:
+        print(f"opgen test: no check matches; checks are: {', '.join(testing.CHECKS)}", file=sys.stderr)
+        return EXIT_USAGE
+    started = time.perf_counter()
+    try:
+        pkg_dir, note = testing.package_for(paths, Path(args.package_dir) if args.package_dir else None,
+                                            quiet=args.quiet)
+    except testing.StalePackage as exc:
+        print(f"opgen test: {exc}", file=sys.stderr)
+        return EXIT_ERRORS
+    if not args.quiet:
+        print(f"opgen test: {note}", file=sys.stderr)
+    from .build import BuildError
+
+    try:
+        pkg = testing.load_package(pkg_dir)
+    except BuildError as exc:
+        print(str(exc), file=sys.stderr)
+        print(f"opgen test: the aot library of {display_path(pkg_dir)} does not build", file=sys.stderr)
+        return EXIT_ERRORS
+
+    def progress(op: object, results: list[testing.Result]) -> None:
+        if not args.quiet:
+            bad = [r.check for r in results if r.status == "fail"]
+            took = sum(r.seconds for r in results)
+            print(f"opgen test: {getattr(op, 'name', op)}: {'FAIL ' + ', '.join(bad) if bad else 'ok'} "
+                  f"({took:.1f}s)", file=sys.stderr)
+
+    results = testing.run_all(pkg, ops, checks, seed=args.seed, progress=progress)
+    print(testing.format_table(results, checks))
+    failures = testing.format_failures(results)
+    if failures:
+        print()
+        print(failures)
+    counts = {s: sum(1 for r in results if r.status == s) for s in ("pass", "fail", "n/a")}
+    print(f"\nopgen test: {len(ops)} op(s), {len(results)} checks: {counts['pass']} passed, "
+          f"{counts['fail']} failed, {counts['n/a']} not applicable ({time.perf_counter() - started:.1f}s)")
+    return EXIT_ERRORS if counts["fail"] else EXIT_OK
+
+
 def make_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``opgen`` command."""
     parser = argparse.ArgumentParser(
@@ -193,6 +261,25 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     _add_build_options(p)
     p.set_defaults(func=_cmd_build)
+
+    p = sub.add_parser(
+        "test", help="check ops against their numpy reference, finite differences and dtype rows",
+        description="Check every op (forward vs numpy reference, gradients vs central differences, "
+        "rejection of dtypes outside its rows) on the Custom path in GRAPH_MODE and PyNative and on the "
+        "Function<T> path. Examples: opgen test; opgen test ops/ exp log; opgen test --skip '*function'",
+        epilog="exit codes: 0 every check passed, 1 a check failed or a spec/build error, 2 usage errors",
+    )
+    p.add_argument("targets", nargs="*", metavar="PATH|OP",
+                   help="spec files or directories (default: ops/), and op names to restrict the run to")
+    p.add_argument("--package-dir", metavar="DIR",
+                   help="test this generated package (it must be up to date with the specs); default: "
+                   "generated/opgen_ops when up to date, else a package generated into the build cache")
+    p.add_argument("--only", action="append", metavar="GLOB",
+                   help="run only checks matching GLOB (repeatable), e.g. 'forward/*', '*custom*', reference")
+    p.add_argument("--skip", action="append", metavar="GLOB", help="skip checks matching GLOB (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random shape and value (default 0)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the table and failures")
+    p.set_defaults(func=_cmd_test)
     return parser
 
 

@@ -77,6 +77,11 @@ def _parse(text: str) -> ast.expr:
 def parse_expr(text: str, known: Callable[[str], bool]) -> Expr:
     """Parse an elementwise expression; ``known(name)`` says whether a name may be used.
 
+    Semantics (the same in the C++ and the numpy translation): arithmetic is done in the compute
+    type ``C`` (the output's element type); a comparison used as a value is ``1`` or ``0`` of
+    that type (``dout * (x > 0)``); ``a if c else b`` picks per element, ``c`` being a comparison
+    or any value (true when non-zero).
+
     Raises:
         ExprError: on syntax outside the subset, unknown names or functions, wrong arity.
     """
@@ -112,16 +117,13 @@ def parse_expr(text: str, known: Callable[[str], bool]) -> Expr:
                 raise ExprError(f"operator '{type(node.op).__name__}' is not supported; use + - * / **", col)
             return f"({lc} {sym} {rc})", f"({ln} {sym} {rn})"
         if isinstance(node, ast.Compare):
-            if len(node.ops) != 1:
-                raise ExprError("chained comparisons are not supported; use one comparison", col)
-            sym = _CMPOPS.get(type(node.ops[0]))
-            if sym is None:
-                raise ExprError("only < <= > >= == != comparisons are supported", col)
-            lc, ln = go(node.left)
-            rc, rn = go(node.comparators[0])
-            return f"({lc} {sym} {rc})", f"({ln} {sym} {rn})"
+            # A comparison used as a value is 1 or 0 in the compute type, in both languages, so
+            # that `(x > 0) - (x < 0)` or `-(x > 0)` mean the same in C++ and numpy.
+            tc, tn = compare(node)
+            return f"C{tc}", f"np.where({tn}, 1.0, 0.0)"
         if isinstance(node, ast.IfExp):
-            tc, tn = go(node.test)
+            # The condition is a comparison (kept boolean) or any value (true when non-zero).
+            tc, tn = compare(node.test) if isinstance(node.test, ast.Compare) else go(node.test)
             ac, an = go(node.body)
             bc, bn = go(node.orelse)
             return f"({tc} ? C({ac}) : C({bc}))", f"np.where({tn}, {an}, {bn})"
@@ -139,6 +141,17 @@ def parse_expr(text: str, known: Callable[[str], bool]) -> Expr:
             parts = [go(a) for a in node.args]
             return ctpl.format(*[p[0] for p in parts]), ntpl.format(*[p[1] for p in parts])
         raise ExprError(f"unsupported syntax '{ast.unparse(node)}' in expression", col)
+
+    def compare(node: ast.Compare) -> tuple[str, str]:
+        col = node.col_offset + 1
+        if len(node.ops) != 1:
+            raise ExprError("chained comparisons are not supported; use one comparison", col)
+        sym = _CMPOPS.get(type(node.ops[0]))
+        if sym is None:
+            raise ExprError("only < <= > >= == != comparisons are supported", col)
+        lc, ln = go(node.left)
+        rc, rn = go(node.comparators[0])
+        return f"({lc} {sym} {rc})", f"({ln} {sym} {rn})"
 
     cpp, npy = go(body)
     return Expr(text.strip(), tuple(names), cpp, npy)

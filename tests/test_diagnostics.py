@@ -36,7 +36,7 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
     ("typo_top_key", [("dtype_format:", "dtype_fromat:")],
      "s.yaml:1:1: error: op 'twice': spec is missing required key 'dtype_format'\n"
      "s.yaml:9:1: error: op 'twice': unknown key 'dtype_fromat' in spec; expected one of: $schema, name, doc, "
-     "targets, inputs, outputs, attrs, type_vars, dtype_format, elementwise, kernel, reference\n"
+     "targets, inputs, outputs, attrs, type_vars, dtype_format, elementwise, kernel, reference, test\n"
      "s.yaml:9:1: note: did you mean 'dtype_format'?"),
     ("keyword_input", [("name: x,", "name: class,"), ("2 * x * alpha", "2 * alpha"), ("    x: 2", "    class: 2")],
      "s.yaml:4:5: error: op 'twice': input name 'class' is a Python keyword\n"

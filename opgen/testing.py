@@ -1,0 +1,1063 @@
+"""``opgen test``: check every op of a generated package against its numpy reference, by
+central finite differences and by its dtype claims, on every path it is generated for.
+
+Checks, per op and per attr set (the spec's optional ``test.attrs``; default: the defaults):
+
+- ``reference``: the package has a numpy reference for the op, giving the output shapes the
+  shape rules say; where it also has reference gradients (elementwise ops), they match central
+  differences of the reference forward.
+- ``forward/<path>``: every CPU dtype_format row, on random shapes of every *style* the
+  op's shape rules allow (plain, broadcasting, 0-d, empty): output count, dtype, shape, and
+  values against the numpy reference (computed in float64 from the same values).
+- ``grad/<path>``: for ``loss = sum_k sum(out_k * w_k)`` (random ``w``, every differentiable
+  output), the gradient of every differentiable input against central differences of the
+  same path's forward (float64 row, step 1e-6; the widest float row when there is no
+  float64 one), then every other float row against those float64 gradients.
+- ``dtypes/<path>``: inputs of a dtype combination outside the rows (one dtype for all
+  inputs; for ops with several inputs also a mix of two declared rows) raise ``TypeError``
+  naming the op.
+
+Paths (:data:`PATHS`): ``custom-graph`` (the ``ops.Custom`` aot path in GRAPH_MODE, through
+``<op>_primitive``), ``custom-pynative`` (the same in PyNative, through ``<op>(...)``) and
+``function`` (the ``Function<T>`` path, PyNative only; importing it builds the extension).
+
+Errors are measured as ``max |got - want| / max(1, |want|)`` over the elements (absolute for
+small values, relative for large ones; NaN where both are NaN and equal infinities count as
+equal); :data:`TOLERANCES` gives the bound per dtype. Everything random comes from
+``numpy.random.default_rng`` seeded from ``seed``, the op name, the check and the attr set,
+so a run is reproducible and one check's cases do not depend on which others ran.
+
+Extending: a new shape-rule kind needs a :class:`ShapeKind` in :data:`SHAPE_KINDS` (how to
+draw input shapes that satisfy it under each style, and the output shape it gives).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import functools
+import hashlib
+import importlib
+import importlib.util
+import math
+import sys
+import time
+import traceback
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import mindspore as ms
+import numpy as np
+from mindspore import nn
+
+from . import loader
+from .diagnostics import Diagnostic, Location, SpecError, did_you_mean
+from .exprs import ShapeRule
+from .model import Op
+
+Array = Any
+"""A numpy array (``numpy.ndarray``); kept loose for the type checker."""
+
+PATHS: tuple[str, ...] = ("custom-graph", "custom-pynative", "function")
+"""The paths an op is checked on (``function`` is PyNative only, as MindSpore allows)."""
+
+CHECKS: tuple[str, ...] = ("reference",) + tuple(
+    f"{kind}/{path}" for kind in ("forward", "grad", "dtypes") for path in PATHS
+)
+"""Every check, in table order: ``reference``, then ``<forward|grad|dtypes>/<path>``."""
+
+_SHORT = {
+    "reference": "ref",
+    "forward": "fwd",
+    "grad": "grad",
+    "dtypes": "dtype",
+    "custom-graph": "graph",
+    "custom-pynative": "pynat",
+    "function": "func",
+}
+
+
+# ----------------------------------------------------------------------------- tolerances
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Error bounds for one dtype (errors as in the module docstring).
+
+    Attributes:
+        forward: output against the float64 numpy reference.
+        grad: gradient in this dtype against the float64 gradient of the same path.
+        fd_step: central-difference step when this is the widest float row of an op.
+        fd: gradient against central differences taken in this dtype.
+    """
+
+    forward: float
+    grad: float = 0.0
+    fd_step: float = 0.0
+    fd: float = 0.0
+
+
+TOLERANCES: dict[str, Tolerance] = {
+    "float64": Tolerance(forward=1e-10, grad=1e-10, fd_step=1e-6, fd=1e-6),
+    "float32": Tolerance(forward=1e-5, grad=1e-4, fd_step=1e-3, fd=1e-2),
+    "float16": Tolerance(forward=2e-3, grad=1e-2, fd_step=1e-2, fd=1e-1),
+}
+"""Per float dtype; integer and bool outputs must match exactly."""
+
+_EXACT = Tolerance(forward=0.0)
+
+
+def tolerance(dtype: str) -> Tolerance:
+    """The :class:`Tolerance` of a dtype name (exact for integer and bool dtypes)."""
+    return TOLERANCES.get(dtype, _EXACT)
+
+
+# ----------------------------------------------------------------------------- test settings
+
+DEFAULT_DOMAIN: tuple[tuple[float, float], ...] = ((-2.0, 2.0),)
+"""Where input values are drawn when the spec's ``test.domain`` does not say."""
+
+
+@dataclass(frozen=True)
+class OpTestSettings:
+    """The spec's optional ``test`` section, checked and with defaults filled in.
+
+    Attributes:
+        domains: per input name, the intervals its random values are drawn from.
+        attr_sets: complete attr values (defaults merged) to run every check with.
+    """
+
+    domains: Mapping[str, tuple[tuple[float, float], ...]]
+    attr_sets: tuple[Mapping[str, Any], ...]
+
+    def domain(self, name: str) -> tuple[tuple[float, float], ...]:
+        """Intervals for input ``name`` (:data:`DEFAULT_DOMAIN` unless the spec says)."""
+        return self.domains.get(name, DEFAULT_DOMAIN)
+
+
+@functools.lru_cache(maxsize=256)
+def _raw_test_section(file: str, mtime_ns: int) -> Any:
+    del mtime_ns  # part of the cache key only
+    tree = loader.load_file(file)
+    return tree.get("test")
+
+
+def read_settings(op: Op) -> OpTestSettings:
+    """Read and check the ``test`` section of ``op``'s spec file (``op.file``).
+
+    The schema has checked its form; this checks the names and values against the op.
+
+    Raises:
+        SpecError: an unknown input or attr name, an empty interval (lo >= hi), or an attr
+            set that leaves out an attr without a default (each at its ``file:line:col``).
+        CheckError: the spec file cannot be found any more.
+    """
+    path = Path(op.file)
+    if not path.is_file():
+        raise CheckError(f"cannot read {op.file} for its 'test' section (run from the directory the "
+                         "specs were loaded from)")
+    section = _raw_test_section(str(path), path.stat().st_mtime_ns)
+    diags: list[Diagnostic] = []
+    domains: dict[str, tuple[tuple[float, float], ...]] = {}
+    input_names = [x.name for x in op.inputs]
+    attr_names = [a.name for a in op.attrs]
+    defaults = {a.name: a.default for a in op.attrs if a.has_default}
+    raw_sets: list[tuple[Mapping[str, Any], Location]] = [({}, op.location)]
+    if section is not None:
+        domain: Any = section.get("domain") or loader.MarkedDict()
+        for name, value in domain.items():
+            loc = domain.key_loc(name)
+            if name not in input_names:
+                diags.append(Diagnostic(loc, f"test.domain names unknown input '{name}'", op.name,
+                                        notes=did_you_mean(name, input_names)))
+                continue
+            intervals = [value] if value and not isinstance(value[0], list) else list(value)
+            parsed = []
+            for lo, hi in intervals:
+                if not float(lo) < float(hi):
+                    diags.append(Diagnostic(domain.loc(name), f"test.domain.{name}: empty interval "
+                                            f"[{lo}, {hi}]; write [lo, hi] with lo < hi", op.name))
+                parsed.append((float(lo), float(hi)))
+            domains[name] = tuple(parsed)
+        if "attrs" in section:
+            sets = section["attrs"]
+            raw_sets = [(s, sets.loc(i)) for i, s in enumerate(sets)]
+    attr_sets = []
+    for values, loc in raw_sets:
+        for name in values:
+            if name not in attr_names:
+                diags.append(Diagnostic(loc, f"test.attrs names unknown attr '{name}'", op.name,
+                                        notes=did_you_mean(name, attr_names)))
+        missing = [n for n in attr_names if n not in values and n not in defaults]
+        if missing:
+            diags.append(Diagnostic(loc, f"attr(s) {', '.join(repr(n) for n in missing)} have no default; "
+                                    "give their values in every entry of test.attrs", op.name))
+        attr_sets.append({n: values.get(n, defaults.get(n)) for n in attr_names})
+    if diags:
+        raise SpecError(diags)
+    return OpTestSettings(domains, tuple(attr_sets))
+
+
+# ----------------------------------------------------------------------------- shapes
+
+STYLES: tuple[str, ...] = ("plain", "broadcast", "scalar", "scalar-broadcast", "empty")
+"""Shape styles: ``plain`` (1-3 dims of size 1-3), ``broadcast`` (inputs of different ranks
+and size-1 dims), ``scalar`` (every input 0-d), ``scalar-broadcast`` (one input 0-d, the
+others not), ``empty`` (a dimension of size 0)."""
+
+REPEATS: dict[str, int] = {"plain": 2, "broadcast": 2, "scalar": 1, "scalar-broadcast": 1, "empty": 1}
+"""Cases drawn per style (each with fresh random shapes)."""
+
+
+class NotApplicable(Exception):
+    """A shape style that a shape rule cannot realise (e.g. 0-d for ``[x.shape[0]]``)."""
+
+
+@dataclass
+class ShapeContext:
+    """What a :class:`ShapeKind` sampler sees: the style, attr values, the random generator and
+    the input shapes fixed so far (by earlier outputs' rules), which it extends."""
+
+    rng: np.random.Generator
+    style: str
+    attrs: Mapping[str, Any]
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def free(self, names: Sequence[str]) -> list[str]:
+        """The names among ``names`` that have no shape yet (in order, without repeats)."""
+        out: list[str] = []
+        for n in names:
+            if n not in self.shapes and n not in out:
+                out.append(n)
+        return out
+
+    def random_shape(self, min_ndim: int = 0, low: int = 1) -> tuple[int, ...]:
+        """A random shape for this style: ``()`` for ``scalar`` (:class:`NotApplicable` if
+        ``min_ndim > 0``), one zero dimension for ``empty``, else 1-3 dims (at least
+        ``min_ndim``) of sizes ``low``..3."""
+        if self.style == "scalar":
+            if min_ndim > 0:
+                raise NotApplicable(f"needs at least {min_ndim} dimension(s)")
+            return ()
+        ndim = int(self.rng.integers(max(1, min_ndim), max(3, min_ndim) + 1))
+        dims = [int(d) for d in self.rng.integers(low, 4, ndim)]
+        if self.style == "empty":
+            dims[int(self.rng.integers(ndim))] = 0
+        return tuple(dims)
+
+
+@dataclass(frozen=True)
+class ShapeKind:
+    """How ``opgen test`` draws input shapes for one kind of shape rule.
+
+    Attributes:
+        styles: the styles this kind makes meaningful (a case of another style is drawn only
+            when some other output's rule makes it meaningful; this kind then draws plain
+            shapes).
+        sample: ``sample(rule, ctx)`` gives a shape to every input of the rule that has none
+            yet (``ctx.shapes``), consistent with those that have; raises
+            :class:`NotApplicable` when the style cannot be realised.
+        expect: ``expect(rule, ctx)`` is the output shape the rule gives for ``ctx.shapes``
+            and ``ctx.attrs``.
+    """
+
+    styles: frozenset[str]
+    sample: Callable[[ShapeRule, ShapeContext], None]
+    expect: Callable[[ShapeRule, ShapeContext], tuple[int, ...]]
+
+
+def _same_sample(rule: ShapeRule, ctx: ShapeContext) -> None:
+    for name in ctx.free(rule.inputs):
+        ctx.shapes[name] = ctx.random_shape()
+
+
+def _broadcast_sample(rule: ShapeRule, ctx: ShapeContext) -> None:
+    free = ctx.free(rule.inputs)
+    if not free:
+        return
+    taken = [ctx.shapes[n] for n in rule.inputs if n in ctx.shapes]
+    rng, style = ctx.rng, ctx.style
+    if style == "scalar":
+        for name in free:
+            ctx.shapes[name] = ()
+        return
+    if taken:
+        base = tuple(np.broadcast_shapes(*taken))
+    elif style == "broadcast":
+        base = ctx.random_shape(min_ndim=2, low=2)
+    else:
+        base = ctx.random_shape()
+    if style == "plain":
+        for name in free:
+            ctx.shapes[name] = base
+        return
+    full = int(rng.integers(len(free)))  # this one keeps the whole base shape
+    for i, name in enumerate(free):
+        if i == full and not taken:
+            ctx.shapes[name] = base
+        elif style == "scalar-broadcast":
+            ctx.shapes[name] = ()
+        else:  # broadcast, empty: drop leading dims, turn some dims into 1
+            drop = int(rng.integers(0, len(base))) if style == "broadcast" and len(base) > 1 else 0
+            dims = [1 if rng.random() < 0.5 else d for d in base[drop:]]
+            if tuple(dims) == base and dims:
+                dims[int(rng.integers(len(dims)))] = 1
+            ctx.shapes[name] = tuple(dims)
+    if style == "scalar-broadcast" and all(ctx.shapes[n] == () for n in rule.inputs):
+        raise NotApplicable("every input is already 0-d")
+
+
+def _broadcast_expect(rule: ShapeRule, ctx: ShapeContext) -> tuple[int, ...]:
+    return tuple(np.broadcast_shapes(*[ctx.shapes[n] for n in rule.inputs]))
+
+
+def _dims_sample(rule: ShapeRule, ctx: ShapeContext) -> None:
+    need: dict[str, int] = {}
+    for d in rule.dims:
+        if d.input is not None:
+            need[d.input] = max(need.get(d.input, 0), d.axis + 1 if d.axis >= 0 else -d.axis)
+    for name, ndim in need.items():
+        if name in ctx.shapes:
+            if len(ctx.shapes[name]) < ndim:
+                raise NotApplicable(f"'{name}' needs {ndim} dimension(s)")
+        else:
+            ctx.shapes[name] = ctx.random_shape(min_ndim=ndim)
+
+
+def _dims_expect(rule: ShapeRule, ctx: ShapeContext) -> tuple[int, ...]:
+    out = []
+    for d in rule.dims:
+        if d.literal is not None:
+            out.append(d.literal)
+        elif d.attr is not None:
+            out.append(int(ctx.attrs[d.attr]))
+        else:
+            out.append(ctx.shapes[d.input or ""][d.axis])
+    return tuple(out)
+
+
+SHAPE_KINDS: dict[str, ShapeKind] = {
+    "same": ShapeKind(frozenset({"plain", "scalar", "empty"}), _same_sample,
+                      lambda rule, ctx: ctx.shapes[rule.inputs[0]]),
+    "broadcast": ShapeKind(frozenset(STYLES), _broadcast_sample, _broadcast_expect),
+    "dims": ShapeKind(frozenset({"plain", "empty"}), _dims_sample, _dims_expect),
+}
+"""Shape-rule kind (:attr:`opgen.exprs.ShapeRule.kind`) -> how to draw inputs for it."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One set of input shapes (``shapes``, by input name) and the output shapes they give."""
+
+    style: str
+    shapes: Mapping[str, tuple[int, ...]]
+    out_shapes: tuple[tuple[int, ...], ...]
+
+    def describe(self) -> str:
+        """``style x=(2, 3) y=(3,)`` for messages."""
+        return f"{self.style} " + " ".join(f"{n}={s}" for n, s in self.shapes.items())
+
+
+class CheckError(Exception):
+    """A check that cannot run at all (unsupported spec feature, missing package part)."""
+
+
+def shape_cases(op: Op, attrs: Mapping[str, Any], rng: np.random.Generator) -> list[Case]:
+    """Random input shapes for ``op``: :data:`REPEATS` cases per style its rules allow.
+
+    Raises:
+        CheckError: an output's shape rule has a kind without an entry in :data:`SHAPE_KINDS`,
+            or an input is not a plain tensor (optional and dynamic inputs are not drawn yet).
+    """
+    for x in op.inputs:
+        if x.kind != "required":
+            raise CheckError(f"opgen test cannot draw '{x.kind}' inputs yet (input '{x.name}')")
+    kinds = []
+    for o in op.outputs:
+        kind = SHAPE_KINDS.get(o.shape.kind)
+        if kind is None:
+            raise CheckError(f"opgen test has no shape sampler for shape rule kind '{o.shape.kind}' "
+                             f"(output '{o.name}'); add one to SHAPE_KINDS in opgen/testing.py")
+        kinds.append(kind)
+    cases = []
+    for style in STYLES:
+        if style != "plain" and not any(style in k.styles for k in kinds):
+            continue
+        for _ in range(REPEATS[style]):
+            ctx = ShapeContext(rng, style, attrs)
+            try:
+                for o, kind in zip(op.outputs, kinds):
+                    if style in kind.styles:
+                        kind.sample(o.shape, ctx)
+                    else:
+                        kind.sample(o.shape, ShapeContext(rng, "plain", attrs, ctx.shapes))
+                for x in op.inputs:
+                    if x.name not in ctx.shapes:
+                        ctx.shapes[x.name] = ctx.random_shape() if style in ("scalar", "empty") else \
+                            ShapeContext(rng, "plain", attrs).random_shape()
+            except NotApplicable:
+                continue
+            out_shapes = tuple(kind.expect(o.shape, ctx) for o, kind in zip(op.outputs, kinds))
+            cases.append(Case(style, {x.name: ctx.shapes[x.name] for x in op.inputs}, out_shapes))
+    return cases
+
+
+# ----------------------------------------------------------------------------- values
+
+
+def draw_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str,
+                domain: Sequence[tuple[float, float]]) -> Array:
+    """Random values of ``dtype`` in the union of the ``domain`` intervals (each picked in
+    proportion to its length; integers inside them for integer dtypes; both values for bool).
+
+    Raises:
+        CheckError: an integer dtype and intervals that hold no integer.
+    """
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(np.bool_)
+    if np.dtype(dtype).kind in "iu":
+        ints = sorted({v for lo, hi in domain for v in range(math.ceil(lo), math.floor(hi) + 1)})
+        info = np.iinfo(dtype)
+        ints = [v for v in ints if info.min <= v <= info.max]
+        if not ints:
+            raise CheckError(f"test.domain {list(domain)} holds no {dtype} value")
+        return np.asarray(rng.choice(ints, size=shape)).astype(dtype)
+    lengths = np.array([hi - lo for lo, hi in domain], dtype=np.float64)
+    pick = rng.choice(len(domain), size=shape, p=lengths / lengths.sum())
+    lo = np.array([d[0] for d in domain])[pick]
+    hi = np.array([d[1] for d in domain])[pick]
+    return np.asarray(lo + (hi - lo) * rng.random(shape)).astype(dtype)
+
+
+# ----------------------------------------------------------------------------- packages
+
+
+class Package:
+    """A generated package under test: its ``custom`` and ``reference`` modules, and its
+    ``function`` module imported on first use (that builds the extension)."""
+
+    def __init__(self, module: str, directory: Path):
+        self.module = module
+        self.directory = directory
+        self.custom: ModuleType = importlib.import_module(f"{module}.custom")
+        self.reference: ModuleType = importlib.import_module(f"{module}.reference")
+        self._function: ModuleType | None = None
+        self._function_error: str | None = None
+
+    def function(self) -> ModuleType:
+        """The ``function`` module (imported, and the extension built, on first call).
+
+        Raises:
+            CheckError: the extension does not build or import (the same message every call).
+        """
+        if self._function is None and self._function_error is None:
+            try:
+                self._function = importlib.import_module(f"{self.module}.function")
+            except Exception as exc:  # a build or import failure fails the function checks only
+                self._function_error = f"cannot import {self.module}.function: {type(exc).__name__}: {exc}"
+        if self._function is None:
+            raise CheckError(self._function_error or "function path unavailable")
+        return self._function
+
+
+def load_package(pkg_dir: Path) -> Package:
+    """Import the generated package in ``pkg_dir`` (reusing it when already imported under any
+    name, e.g. ``generated.opgen_ops``); importing builds its aot library when stale.
+
+    Raises:
+        opgen.build.BuildError: the aot kernels do not compile.
+        FileNotFoundError: ``pkg_dir`` holds no generated package.
+    """
+    pkg_dir = pkg_dir.resolve()
+    init = pkg_dir / "__init__.py"
+    if not (pkg_dir / "custom.py").is_file() or not init.is_file():
+        raise FileNotFoundError(f"{pkg_dir} is not a generated package (no __init__.py/custom.py)")
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None)
+        if f and Path(f).resolve() == init:
+            return Package(name, pkg_dir)
+    name = pkg_dir.name
+    if name in sys.modules:
+        name = f"_opgen_test_{hashlib.sha256(str(pkg_dir).encode()).hexdigest()[:10]}"
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(pkg_dir)])
+    if spec is None or spec.loader is None:  # pragma: no cover - importlib contract
+        raise ImportError(f"cannot import {init}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return Package(name, pkg_dir)
+
+
+class StalePackage(Exception):
+    """An explicitly named package that is not what its specs generate today."""
+
+
+DEFAULT_PACKAGE_DIR = Path("generated") / "opgen_ops"
+
+
+def package_for(paths: Sequence[str | Path], package_dir: Path | None = None, *,
+                quiet: bool = False) -> tuple[Path, str]:
+    """The generated package to test the specs under ``paths`` with, and a note saying which.
+
+    - ``package_dir`` given: it, when it holds exactly what the specs generate today.
+    - else ``generated/opgen_ops`` (relative to the cwd) when it does;
+    - else a package generated now into ``<build root>/test/opgen_test_<hash>`` (the hash is
+      of the spec paths, so a later run reuses it and its build incrementally).
+
+    Raises:
+        StalePackage: ``package_dir`` differs from what the specs generate.
+        SpecError: a spec has errors (callers validate first; this is a safety net).
+    """
+    from . import build, pipeline
+
+    def up_to_date(d: Path) -> bool:
+        res = pipeline.generate(list(paths), d.parent, d.name, check_only=True)
+        if res.diagnostics:
+            raise SpecError(res.diagnostics)
+        return res.write is not None and not res.write.changed
+
+    if package_dir is not None:
+        if not up_to_date(package_dir):
+            raise StalePackage(f"{package_dir} is not what {', '.join(map(str, paths))} generate today; "
+                               f"run 'opgen generate {' '.join(map(str, paths))} -o {package_dir.parent} "
+                               f"-p {package_dir.name}' first")
+        return package_dir, f"testing {package_dir}"
+    if DEFAULT_PACKAGE_DIR.is_dir() and up_to_date(DEFAULT_PACKAGE_DIR):
+        return DEFAULT_PACKAGE_DIR, f"testing {DEFAULT_PACKAGE_DIR} (up to date with the specs)"
+    specs = sorted(str(Path(p).resolve()) for p in paths)
+    tag = hashlib.sha256("\0".join(specs).encode()).hexdigest()[:10]
+    name = f"opgen_test_{tag}"
+    out = build.build_root() / "test"
+    res = pipeline.generate(list(paths), out, name)
+    if res.diagnostics:
+        raise SpecError(res.diagnostics)
+    return out / name, f"testing a package generated into {out / name}"
+
+
+# ----------------------------------------------------------------------------- running ops
+
+
+class _Apply(nn.Cell):  # type: ignore[misc]
+    """GRAPH_MODE forward: the op's primitive applied to the inputs."""
+
+    def __init__(self, fn: Any):
+        super().__init__()
+        self.fn = fn
+
+    def construct(self, *xs):  # type: ignore[no-untyped-def]
+        return self.fn(*xs)
+
+
+class _Loss(nn.Cell):  # type: ignore[misc]
+    """``sum_k sum(out_k * w_k)`` over the differentiable outputs; the ``w_k`` follow the inputs."""
+
+    def __init__(self, fn: Any, n_in: int, pairs: tuple[tuple[int, int], ...], single: bool):
+        super().__init__()
+        self.fn = fn
+        self.n_in = n_in
+        self.pairs = pairs
+        self.single = single
+
+    def construct(self, *args):  # type: ignore[no-untyped-def]
+        outs = self.fn(*args[: self.n_in])
+        if self.single:
+            outs = (outs,)
+        loss = 0.0
+        for i, j in self.pairs:
+            loss = loss + (outs[i] * args[j]).sum()
+        return loss
+
+
+@contextlib.contextmanager
+def _mode(graph: bool) -> Iterator[None]:
+    old = ms.get_context("mode")
+    ms.set_context(mode=ms.GRAPH_MODE if graph else ms.PYNATIVE_MODE)
+    try:
+        yield
+    finally:
+        ms.set_context(mode=old)
+
+
+class _Runner:
+    """Runs one op on one path with fixed attr values: forward and gradients, numpy in and out."""
+
+    def __init__(self, pkg: Package, op: Op, path: str, attrs: Mapping[str, Any]):
+        self.op = op
+        self.path = path
+        self.graph = path == "custom-graph"
+        if path == "custom-graph":
+            self.fn: Any = getattr(pkg.custom, f"{op.name}_primitive")(**attrs)
+        elif path == "custom-pynative":
+            self.fn = functools.partial(getattr(pkg.custom, op.name), **attrs)
+        elif path == "function":
+            self.fn = functools.partial(getattr(pkg.function(), op.name), **attrs)
+        else:
+            raise CheckError(f"unknown path '{path}'; expected one of {', '.join(PATHS)}")
+        self.diff_in = tuple(i for i, x in enumerate(op.inputs) if x.differentiable)
+        self.diff_out = tuple(k for k, o in enumerate(op.outputs) if o.differentiable)
+
+    def _outs(self, result: Any) -> list[Array]:
+        items = list(result) if isinstance(result, (tuple, list)) else [result]
+        return [t.asnumpy() for t in items]
+
+    def forward(self, arrays: Sequence[Array]) -> list[Array]:
+        """The op's outputs for ``arrays``."""
+        tensors = [ms.Tensor(a) for a in arrays]
+        with _mode(self.graph):
+            result = _Apply(self.fn)(*tensors) if self.graph else self.fn(*tensors)
+            return self._outs(result)
+
+    def grads(self, arrays: Sequence[Array], weights: Sequence[Array]) -> list[Array]:
+        """Gradients of ``sum_k sum(out_k * weights[k])`` for each differentiable input."""
+        n_in = len(self.op.inputs)
+        pairs = tuple((k, n_in + j) for j, k in enumerate(self.diff_out))
+        loss = _Loss(self.fn, n_in, pairs, len(self.op.outputs) == 1)
+        tensors = [ms.Tensor(a) for a in list(arrays) + list(weights)]
+        with _mode(self.graph):
+            result = ms.grad(loss, grad_position=self.diff_in)(*tensors)
+            return self._outs(result)
+
+
+def _central_differences(forward: Callable[[Sequence[Array]], list[Array]], arrays: Sequence[Array],
+                         weights: Sequence[Array], positions: Sequence[int], diff_out: Sequence[int],
+                         step: float) -> list[Array]:
+    """Central differences of ``sum_k sum(forward(arrays)[diff_out[k]] * weights[k])`` with
+    respect to each array in ``positions``, in the arrays' own dtype (float64 results)."""
+
+    def loss(arrs: Sequence[Array]) -> float:
+        outs = forward(arrs)
+        return math.fsum(float(np.sum(outs[k].astype(np.float64) * w.astype(np.float64)))
+                         for k, w in zip(diff_out, weights))
+
+    grads = []
+    for p in positions:
+        base = arrays[p]
+        g = np.zeros(base.shape, np.float64)
+        for j in range(base.size):
+            plus, minus = base.copy(), base.copy()
+            plus.flat[j] = base.flat[j] + step
+            minus.flat[j] = base.flat[j] - step
+            h = float(plus.flat[j]) - float(minus.flat[j])  # the step the dtype really took
+            arrs = list(arrays)
+            arrs[p] = plus
+            up = loss(arrs)
+            arrs[p] = minus
+            g.flat[j] = (up - loss(arrs)) / h
+        grads.append(g)
+    return grads
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass
+class Result:
+    """Outcome of one check of one op.
+
+    Attributes:
+        status: ``pass``, ``fail`` or ``n/a`` (nothing to check, e.g. no gradient).
+        worst: the worst error seen over every comparison (``None`` when none was numeric).
+        comparisons: how many arrays were compared (or calls checked).
+        messages: why it failed (the first few problems) or why it is ``n/a``.
+        seconds: wall time of the check.
+    """
+
+    op: str
+    check: str
+    status: str
+    worst: float | None = None
+    comparisons: int = 0
+    messages: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def cell(self) -> str:
+        """The table cell: ``ok 3e-07``, ``FAIL 2e-02``, ``FAIL`` or ``-``."""
+        if self.status == "n/a":
+            return "-"
+        word = "ok" if self.status == "pass" else "FAIL"
+        return f"{word} {self.worst:.0e}" if self.worst is not None else word
+
+
+MAX_MESSAGES = 5
+"""Problems kept per check (the count of the rest is reported)."""
+
+
+class _Tally:
+    def __init__(self) -> None:
+        self.worst: float | None = None
+        self.problems: list[str] = []
+        self.n_problems = 0
+        self.comparisons = 0
+        self.context = ""
+
+    def fail(self, message: str) -> None:
+        self.n_problems += 1
+        if len(self.problems) < MAX_MESSAGES:
+            self.problems.append(f"{self.context}: {message}" if self.context else message)
+
+    def compare(self, what: str, got: Array, want: Array, tol: float) -> None:
+        """Compare arrays; records the error, and a problem when shapes differ or it is > tol."""
+        self.comparisons += 1
+        got, want = np.asarray(got), np.asarray(want)
+        if got.shape != want.shape:
+            self.fail(f"{what}: shape {got.shape}, expected {want.shape}")
+            return
+        if got.size == 0:
+            self.worst = max(self.worst or 0.0, 0.0)
+            return
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        with np.errstate(all="ignore"):
+            same = (g == w) | (np.isnan(g) & np.isnan(w))
+            err = np.where(same, 0.0, np.abs(g - w) / np.maximum(1.0, np.abs(w)))
+        err = np.nan_to_num(err, nan=np.inf)
+        idx = int(np.argmax(err))
+        worst = float(err.flat[idx])
+        self.worst = max(self.worst or 0.0, worst)
+        if worst > tol:
+            where = np.unravel_index(idx, err.shape) if err.ndim else ()
+            self.fail(f"{what}: error {worst:.2e} > {tol:.0e} at {tuple(int(i) for i in where)}: "
+                      f"got {g.flat[idx]!r}, expected {w.flat[idx]!r}")
+
+    def result(self, op: str, check: str, seconds: float) -> Result:
+        msgs = list(self.problems)
+        if self.n_problems > len(msgs):
+            msgs.append(f"... and {self.n_problems - len(msgs)} more")
+        status = "fail" if self.n_problems else "pass"
+        return Result(op, check, status, self.worst, self.comparisons, msgs, seconds)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _row_dtypes(op: Op) -> list[list[str]]:
+    return [[r.dtype(i).name for i in range(len(r.columns))] for r in op.rows_for("CPU")]
+
+
+def _ref_attrs(op: Op, attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """Attr values as the kernels see them: float attrs are float32 in C++ (AotExtra)."""
+    out = dict(attrs)
+    for a in op.attrs:
+        if a.type == "float":
+            out[a.name] = float(np.float32(attrs[a.name]))
+        elif a.type == "list[float]":
+            out[a.name] = [float(np.float32(v)) for v in attrs[a.name]]
+    return out
+
+
+def _as_outputs(result: Any, n: int) -> list[Array]:
+    if n == 1:
+        return [np.asarray(result)]
+    return [np.asarray(r) for r in result]
+
+
+def _reference_forward(pkg: Package, op: Op, attrs: Mapping[str, Any]) -> Callable[[Sequence[Array]], list[Array]]:
+    ref = getattr(pkg.reference, op.name, None)
+    if ref is None:
+        raise CheckError(f"no numpy reference for '{op.name}' in {pkg.module}.reference; "
+                         "give the spec a 'reference' body")
+    kw = _ref_attrs(op, attrs)
+
+    def run(arrays: Sequence[Array]) -> list[Array]:
+        args = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
+        with np.errstate(all="ignore"):
+            return _as_outputs(ref(*args, **kw), len(op.outputs))
+
+    return run
+
+
+def _grad_rows(op: Op) -> tuple[list[str] | None, list[list[str]]]:
+    """The row gradients are checked by finite differences in (float64, else the widest float
+    row) and the other rows whose differentiable inputs are all float."""
+    diff = [i for i, x in enumerate(op.inputs) if x.differentiable]
+    rows = [r for r in _row_dtypes(op) if diff and all(np.dtype(r[i]).kind == "f" for i in diff)]
+    if not rows:
+        return None, []
+    main = max(rows, key=lambda r: max(np.dtype(r[i]).itemsize for i in diff))
+    return main, [r for r in rows if r != main]
+
+
+def _check_reference(pkg: Package, op: Op, attrs: Mapping[str, Any], settings: OpTestSettings,
+                     rng: np.random.Generator, tally: _Tally) -> None:
+    forward = _reference_forward(pkg, op, attrs)
+    for case in shape_cases(op, attrs, rng):  # the reference follows the shape rules
+        tally.context = f"reference forward, {case.describe()}"
+        tally.comparisons += 1
+        arrays = [draw_values(rng, case.shapes[x.name], "float64", settings.domain(x.name)) for x in op.inputs]
+        try:
+            outs = forward(arrays)
+        except Exception as exc:
+            tally.fail(f"raised {_first_line(exc)}")
+            continue
+        for o, got, want in zip(op.outputs, outs, case.out_shapes):
+            if got.shape != want:
+                tally.fail(f"{o.name}: shape {got.shape}, expected {want} (shape rule {o.shape.text})")
+    ref_grad = getattr(pkg.reference, f"{op.name}_grad", None)
+    if ref_grad is None:
+        return
+    diff_in = [i for i, x in enumerate(op.inputs) if x.differentiable]
+    diff_out = [k for k, o in enumerate(op.outputs) if o.differentiable]
+    kw = _ref_attrs(op, attrs)
+    for case in shape_cases(op, attrs, rng):
+        tally.context = f"reference grads, {case.describe()}"
+        arrays = [draw_values(rng, case.shapes[x.name], "float64", settings.domain(x.name)) for x in op.inputs]
+        weights = [rng.uniform(-1, 1, case.out_shapes[k]) for k in diff_out]
+        outs = forward(arrays)
+        args: dict[str, Any] = {x.name: a for x, a in zip(op.inputs, arrays)}
+        args.update({o.name: v for o, v in zip(op.outputs, outs)})
+        args.update({o.grad_name: (weights[diff_out.index(k)] if k in diff_out else np.zeros_like(outs[k]))
+                     for k, o in enumerate(op.outputs)})
+        args.update(kw)
+        with np.errstate(all="ignore"):
+            got = list(ref_grad(**args))
+        fd = _central_differences(forward, arrays, weights, diff_in, diff_out, TOLERANCES["float64"].fd_step)
+        for i, g in zip(diff_in, fd):
+            tally.compare(f"d{op.inputs[i].name}", got[i], g, TOLERANCES["float64"].fd)
+
+
+def _check_forward(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], settings: OpTestSettings,
+                   rng: np.random.Generator, tally: _Tally) -> None:
+    reference = _reference_forward(pkg, op, attrs)
+    runner = _Runner(pkg, op, path, attrs)
+    n_in = len(op.inputs)
+    names = [x.name for x in op.inputs] + [o.name for o in op.outputs]
+    for row in _row_dtypes(op):
+        row_text = ", ".join(f"{n}={d}" for n, d in zip(names, row))
+        for case in shape_cases(op, attrs, rng):
+            tally.context = f"({row_text}) {case.describe()}{_attrs_text(attrs)}"
+            arrays = [draw_values(rng, case.shapes[x.name], row[i], settings.domain(x.name))
+                      for i, x in enumerate(op.inputs)]
+            try:
+                outs = runner.forward(arrays)
+            except Exception as exc:
+                tally.comparisons += 1
+                tally.fail(f"raised {_first_line(exc)}")
+                continue
+            want = reference(arrays)
+            if len(outs) != len(op.outputs):
+                tally.fail(f"returned {len(outs)} outputs, expected {len(op.outputs)}")
+                continue
+            for k, o in enumerate(op.outputs):
+                dtype = row[n_in + k]
+                if outs[k].dtype != np.dtype(dtype):
+                    tally.fail(f"{o.name}: dtype {outs[k].dtype}, expected {dtype}")
+                if outs[k].shape != case.out_shapes[k]:
+                    tally.fail(f"{o.name}: shape {outs[k].shape}, expected {case.out_shapes[k]} "
+                               f"(shape rule {o.shape.text})")
+                    continue
+                tally.compare(o.name, outs[k], want[k], tolerance(dtype).forward)
+
+
+def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], settings: OpTestSettings,
+                rng: np.random.Generator, tally: _Tally) -> None:
+    main, others = _grad_rows(op)
+    runner = _Runner(pkg, op, path, attrs)
+    if main is None or not runner.diff_in or not runner.diff_out:
+        raise NotApplicable("no differentiable input and output with a float row")
+    fd_runner = runner if path != "custom-graph" else _Runner(pkg, op, "custom-pynative", attrs)
+    n_in = len(op.inputs)
+    # values representable in the narrowest float row, so every row sees the same numbers
+    narrow = min((r[i] for r in [main, *others] for i in runner.diff_in), key=lambda d: np.dtype(d).itemsize)
+    main_tol = tolerance(main[runner.diff_in[0]])
+    for case in shape_cases(op, attrs, rng):
+        tally.context = f"{case.describe()}{_attrs_text(attrs)}"
+        arrays = [draw_values(rng, case.shapes[x.name], narrow if i in runner.diff_in else main[i],
+                              settings.domain(x.name)).astype(main[i]) for i, x in enumerate(op.inputs)]
+        weights = [rng.uniform(-1, 1, case.out_shapes[k]).astype(narrow).astype(main[n_in + k])
+                   for k in runner.diff_out]
+        try:
+            got = runner.grads(arrays, weights)
+        except Exception as exc:
+            tally.comparisons += 1
+            tally.fail(f"ms.grad raised {_first_line(exc)}")
+            continue
+        fd = _central_differences(fd_runner.forward, arrays, weights, runner.diff_in, runner.diff_out,
+                                  main_tol.fd_step)
+        for j, i in enumerate(runner.diff_in):
+            name = op.inputs[i].name
+            g = got[j] if j < len(got) else None
+            if g is None:
+                tally.fail(f"d{name}: missing")
+                continue
+            if g.dtype != np.dtype(main[i]):
+                tally.fail(f"d{name}: dtype {g.dtype}, expected {main[i]}")
+            tally.compare(f"d{name} ({main[i]}) vs central differences", g, fd[j], main_tol.fd)
+        for row in others:
+            arrs = [a.astype(row[i]) for i, a in enumerate(arrays)]
+            ws = [w.astype(row[n_in + k]) for w, k in zip(weights, runner.diff_out)]
+            try:
+                got_r = runner.grads(arrs, ws)
+            except Exception as exc:
+                tally.comparisons += 1
+                tally.fail(f"ms.grad ({', '.join(row[:n_in])}) raised {_first_line(exc)}")
+                continue
+            for j, i in enumerate(runner.diff_in):
+                if got_r[j].dtype != np.dtype(row[i]):
+                    tally.fail(f"d{op.inputs[i].name}: dtype {got_r[j].dtype}, expected {row[i]}")
+                tally.compare(f"d{op.inputs[i].name} ({row[i]}) vs {main[i]}", got_r[j], got[j],
+                              tolerance(row[i]).grad)
+
+
+_REJECT_CANDIDATES = ("float16", "int8", "uint8", "int16", "int32", "int64", "float32", "float64", "bool")
+
+
+def bad_dtype_combinations(op: Op) -> list[tuple[str, ...]]:
+    """Input dtype combinations outside the op's CPU rows that ``dtypes/*`` checks: every
+    input of the first dtype of :data:`_REJECT_CANDIDATES` no row has, and, for ops with two
+    or more inputs and rows, the first row with its first input's dtype taken from another
+    row, when no row has that mix."""
+    n = len(op.inputs)
+    rows = [tuple(r[:n]) for r in _row_dtypes(op)]
+    out: list[tuple[str, ...]] = []
+    for d in _REJECT_CANDIDATES:
+        if (d,) * n not in rows:
+            out.append((d,) * n)
+            break
+    if n >= 2:
+        for other in rows[1:]:
+            mix = (other[0],) + rows[0][1:]
+            if mix not in rows:
+                out.append(mix)
+                break
+    return out
+
+
+def _check_dtypes(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], settings: OpTestSettings,
+                  rng: np.random.Generator, tally: _Tally) -> None:
+    runner = _Runner(pkg, op, path, attrs)
+    cases = [c for c in shape_cases(op, attrs, rng) if c.style == "plain"]
+    if not cases:
+        raise NotApplicable("no plain shape case")
+    for combo in bad_dtype_combinations(op):
+        text = ", ".join(f"{x.name}={d}" for x, d in zip(op.inputs, combo))
+        tally.context = f"({text}){_attrs_text(attrs)}"
+        tally.comparisons += 1
+        arrays = []
+        for x, d in zip(op.inputs, combo):
+            try:
+                arrays.append(draw_values(rng, cases[0].shapes[x.name], d, settings.domain(x.name)))
+            except CheckError:  # e.g. no integer in a float domain: any value will do here
+                arrays.append(draw_values(rng, cases[0].shapes[x.name], d, DEFAULT_DOMAIN))
+        try:
+            outs = runner.forward(arrays)
+        except TypeError as exc:
+            msg = str(exc)
+            if not _names_op(msg, op.name):
+                tally.fail(f"TypeError does not name the op '{op.name}': {_first_line(exc)}")
+            continue
+        except Exception as exc:
+            tally.fail(f"raised {_first_line(exc)}; expected a TypeError naming '{op.name}'")
+            continue
+        got = ", ".join(str(o.dtype) for o in outs)
+        tally.fail(f"accepted (returned {got}); expected a TypeError naming '{op.name}'")
+
+
+def _names_op(message: str, name: str) -> bool:
+    import re
+
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message) is not None
+
+
+def _attrs_text(attrs: Mapping[str, Any]) -> str:
+    return (" " + ", ".join(f"{k}={v!r}" for k, v in attrs.items())) if attrs else ""
+
+
+_CHECKERS = {"forward": _check_forward, "grad": _check_grad, "dtypes": _check_dtypes}
+
+
+def _seed(seed: int, *parts: str | int) -> list[int]:
+    return [seed] + [zlib.crc32(str(p).encode()) for p in parts]
+
+
+def run_check(pkg: Package, op: Op, check: str, *, seed: int = 0) -> Result:
+    """Run one check (a name from :data:`CHECKS`) of ``op`` against package ``pkg``.
+
+    Every attr set of the spec's ``test.attrs`` runs. Never raises for a problem of the op,
+    the spec or the package: those make a ``fail`` result whose messages say what and where.
+
+    Raises:
+        ValueError: ``check`` is not one of :data:`CHECKS`.
+    """
+    if check not in CHECKS:
+        raise ValueError(f"unknown check '{check}'; expected one of: {', '.join(CHECKS)}")
+    started = time.perf_counter()
+    tally = _Tally()
+    kind, _, path = check.partition("/")
+    try:
+        settings = read_settings(op)
+        for index, attrs in enumerate(settings.attr_sets):
+            rng = np.random.default_rng(_seed(seed, op.name, check, index))
+            if kind == "reference":
+                _check_reference(pkg, op, attrs, settings, rng, tally)
+            else:
+                _CHECKERS[kind](pkg, op, path, attrs, settings, rng, tally)
+    except NotApplicable as exc:
+        return Result(op.name, check, "n/a", messages=[str(exc)], seconds=time.perf_counter() - started)
+    except SpecError as exc:
+        tally.context = ""
+        for d in exc.diagnostics:
+            tally.fail(d.format())
+    except CheckError as exc:
+        tally.context = ""
+        tally.fail(str(exc))
+    except Exception as exc:  # a bug in the harness or an unexpected failure: show where
+        tally.context = ""
+        tally.fail(f"{_first_line(exc)}\n{traceback.format_exc()}")
+    return tally.result(op.name, check, time.perf_counter() - started)
+
+
+def select_checks(only: Sequence[str] = (), skip: Sequence[str] = ()) -> list[str]:
+    """The checks of :data:`CHECKS` matching any ``only`` pattern (all when empty) and no
+    ``skip`` pattern; patterns are shell globs (``forward/*``, ``*function``)."""
+    chosen = [c for c in CHECKS if not only or any(fnmatch.fnmatchcase(c, p) for p in only)]
+    return [c for c in chosen if not any(fnmatch.fnmatchcase(c, p) for p in skip)]
+
+
+def run_all(pkg: Package, ops: Sequence[Op], checks: Sequence[str], *, seed: int = 0,
+            progress: Callable[[Op, list[Result]], None] | None = None) -> list[Result]:
+    """Run ``checks`` for every op; ``progress(op, results)`` is called after each op."""
+    results: list[Result] = []
+    for op in ops:
+        mine = [run_check(pkg, op, c, seed=seed) for c in checks]
+        results.extend(mine)
+        if progress is not None:
+            progress(op, mine)
+    return results
+
+
+def format_table(results: Sequence[Result], checks: Sequence[str]) -> str:
+    """The op x check table: ``ok <worst error>``, ``FAIL <worst error>`` or ``-`` (n/a)."""
+    ops = list(dict.fromkeys(r.op for r in results))
+    by = {(r.op, r.check): r for r in results}
+    heads = [" ".join(_SHORT.get(p, p) for p in c.split("/")) for c in checks]
+    width0 = max([2] + [len(o) for o in ops])
+    widths = [max(len(h), 10) for h in heads]
+    lines = ["  ".join([f"{'op':<{width0}}"] + [f"{h:<{w}}" for h, w in zip(heads, widths)]).rstrip()]
+    lines.append("  ".join(["-" * width0] + ["-" * w for w in widths]))
+    for o in ops:
+        cells = [by[(o, c)].cell if (o, c) in by else "" for c in checks]
+        lines.append("  ".join([f"{o:<{width0}}"] + [f"{s:<{w}}" for s, w in zip(cells, widths)]).rstrip())
+    return "\n".join(lines)
+
+
+def format_failures(results: Sequence[Result]) -> str:
+    """Every failed check with its messages (empty when all passed)."""
+    out = []
+    for r in results:
+        if r.status == "fail":
+            out.append(f"FAIL {r.op} {r.check}:")
+            out.extend("  " + m.replace("\n", "\n    ") for m in r.messages)
+    return "\n".join(out)

@@ -1,0 +1,363 @@
+"""``opgen test`` itself: shape sampling per rule kind, value domains, the spec's ``test``
+section, and the checks on a small real package built here (Custom path only: the Function
+path of every real op runs in tests/test_ops.py) with ops that are right and ops that are
+deliberately wrong, so every check is seen to fail when it should."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opgen import testing
+from opgen.diagnostics import SpecError
+from opgen.model import Op
+from opgen.pipeline import generate, load_ops
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SPECS = {
+    # right: forward, gradient and reference agree
+    "scale.yaml": """
+name: scale
+doc: alpha * x.
+inputs:
+  - {name: x, doc: any}
+attrs:
+  - {name: alpha, type: float, doc: factor, default: 0.1}
+outputs:
+  - {name: out, doc: alpha * x, shape: x, dtype: x}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default]
+    - [F64_Default, F64_Default]
+elementwise:
+  forward: alpha * x
+  grad:
+    x: alpha * dout
+test:
+  attrs:
+    - {}
+    - {alpha: -3.0}
+""",
+    # wrong gradient for y (should be dout * x): grads and the reference gradient must fail
+    "badgrad.yaml": """
+name: badgrad
+doc: x * y with a wrong gradient for y.
+inputs:
+  - {name: x, doc: any}
+  - {name: y, doc: broadcastable against x}
+outputs:
+  - {name: out, doc: x * y, shape: "broadcast(x, y)", dtype: x}
+dtype_format:
+  CPU:
+    - [F64_Default, F64_Default, F64_Default]
+elementwise:
+  forward: x * y
+  grad:
+    x: dout * y
+    y: dout
+test:
+  domain:
+    x: [2, 3]
+""",
+    # kernel disagrees with its reference (x * x vs x * x * x); its gradient is right
+    "badfwd.yaml": """
+name: badfwd
+doc: claims x ** 3, computes x * x.
+inputs:
+  - {name: x, doc: any}
+outputs:
+  - {name: out, doc: x * x, shape: x, dtype: x}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default]
+    - [F64_Default, F64_Default]
+kernel:
+  forward: |
+    for (int64_t i = 0; i < out.numel; ++i) out[i] = x[i] * x[i];
+  backward: |
+    for (int64_t i = 0; i < dx.numel; ++i) dx[i] = x_t(2) * x[i] * dout[i];
+reference: |
+  return np.asarray(x * x * x)
+test:
+  domain:
+    x: [1.5, 2]
+""",
+}
+
+
+@contextlib.contextmanager
+def _env(**values: str) -> Iterator[None]:
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("optest")
+    (d / "specs").mkdir()
+    for name, text in SPECS.items():
+        (d / "specs" / name).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return d
+
+
+@pytest.fixture(scope="module")
+def ops(workdir: Path) -> dict[str, Op]:
+    found, diags = load_ops([workdir / "specs"])
+    assert not diags, [d.format() for d in diags]
+    return {o.name: o for o in found}
+
+
+@pytest.fixture(scope="module")
+def package(workdir: Path, ms) -> testing.Package:  # type: ignore[no-untyped-def]
+    """The three ops generated (from the work dir, as the CLI would) and built (aot)."""
+    name = f"optest_{uuid.uuid4().hex[:8]}"
+    with contextlib.chdir(workdir):
+        res = generate(["specs"], Path("out"), name)
+    assert not res.diagnostics
+    with _env(OPGEN_BUILD_DIR=str(workdir / "build"), OPGEN_QUIET="1"):
+        return testing.load_package(workdir / "out" / name)
+
+
+CUSTOM_CHECKS = [c for c in testing.CHECKS if c.startswith(("forward/custom", "grad/custom"))]
+
+
+# ----------------------------------------------------------------------------- shapes
+
+
+def _op(tmp_path: Path, text: str) -> Op:
+    (tmp_path / "op.yaml").write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    found, diags = load_ops([tmp_path / "op.yaml"])
+    assert not diags, [d.format() for d in diags]
+    return found[0]
+
+
+def test_broadcast_cases_cover_every_style_and_follow_the_rule(ops: dict[str, Op]) -> None:
+    cases = testing.shape_cases(ops["badgrad"], {}, np.random.default_rng(3))
+    assert [c.style for c in cases] == ["plain", "plain", "broadcast", "broadcast", "scalar",
+                                        "scalar-broadcast", "empty"]
+    for c in cases:
+        assert c.out_shapes == (tuple(np.broadcast_shapes(c.shapes["x"], c.shapes["y"])),)
+    by = {c.style: c for c in cases}
+    assert by["plain"].shapes["x"] == by["plain"].shapes["y"]
+    assert by["scalar"].shapes == {"x": (), "y": ()}
+    assert () in by["scalar-broadcast"].shapes.values() and by["scalar-broadcast"].out_shapes[0] != ()
+    assert 0 in by["empty"].out_shapes[0]
+    # broadcasting cases really broadcast: an input differs from the output shape
+    for c in cases:
+        if c.style == "broadcast":
+            assert any(s != c.out_shapes[0] for s in c.shapes.values())
+
+
+def test_same_rule_has_no_broadcast_cases(ops: dict[str, Op]) -> None:
+    cases = testing.shape_cases(ops["scale"], {"alpha": 0.1}, np.random.default_rng(0))
+    assert [c.style for c in cases] == ["plain", "plain", "scalar", "empty"]
+    assert all(c.out_shapes == (c.shapes["x"],) for c in cases)
+
+
+def test_dims_rule_needs_the_dims_it_reads(tmp_path: Path) -> None:
+    op = _op(tmp_path, """
+name: rows
+doc: test op.
+inputs:
+  - {name: x, doc: any, differentiable: false}
+attrs:
+  - {name: n, type: int, doc: count, default: 4}
+outputs:
+  - {name: out, doc: o, shape: ["x.shape[1]", n, 2], dtype: x}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default]
+kernel:
+  forward: "(void)x;"
+""")
+    cases = testing.shape_cases(op, {"n": 4}, np.random.default_rng(1))
+    assert [c.style for c in cases] == ["plain", "plain", "empty"]  # 0-d x has no shape[1]
+    for c in cases:
+        assert len(c.shapes["x"]) >= 2
+        assert c.out_shapes == ((c.shapes["x"][1], 4, 2),)
+
+
+def test_unknown_rule_kind_is_a_clear_check_error(ops: dict[str, Op], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(testing.SHAPE_KINDS, "broadcast")
+    with pytest.raises(testing.CheckError, match="no shape sampler for shape rule kind 'broadcast'"):
+        testing.shape_cases(ops["badgrad"], {}, np.random.default_rng(0))
+
+
+# ----------------------------------------------------------------------------- values and settings
+
+
+def test_values_stay_in_the_domain_union() -> None:
+    rng = np.random.default_rng(0)
+    dom = ((-2.0, -1.0), (0.5, 0.75))
+    v = testing.draw_values(rng, (4000,), "float32", dom)
+    assert v.dtype == np.float32
+    inside = ((v >= -2) & (v <= -1)) | ((v >= 0.5) & (v <= 0.75))
+    assert inside.all()
+    assert 0.7 < np.mean(v < 0) < 0.9  # picked in proportion to the intervals' lengths (0.8)
+    ints = testing.draw_values(rng, (500,), "int32", dom)
+    assert ints.dtype == np.int32 and set(np.unique(ints)) == {-2, -1}
+    assert set(np.unique(testing.draw_values(rng, (50,), "bool", dom))) == {False, True}
+    with pytest.raises(testing.CheckError, match="holds no int64 value"):
+        testing.draw_values(rng, (3,), "int64", ((0.2, 0.8),))
+
+
+def test_settings_merge_defaults(ops: dict[str, Op], workdir: Path) -> None:
+    with contextlib.chdir(workdir.parent):  # op.file is absolute here: any cwd works
+        s = testing.read_settings(ops["scale"])
+    assert [dict(a) for a in s.attr_sets] == [{"alpha": 0.1}, {"alpha": -3.0}]
+    assert s.domain("x") == testing.DEFAULT_DOMAIN
+    assert testing.read_settings(ops["badgrad"]).domain("x") == ((2.0, 3.0),)
+
+
+def test_bad_test_section_is_diagnosed_at_its_line(tmp_path: Path) -> None:
+    op = _op(tmp_path, """
+name: t
+doc: test op.
+inputs:
+  - {name: x, doc: any}
+attrs:
+  - {name: lo, type: float, doc: required}
+outputs:
+  - {name: out, doc: o, shape: x, dtype: x}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default]
+elementwise:
+  forward: x + lo
+  grad:
+    x: dout
+test:
+  domain:
+    z: [0, 1]
+    x: [[0, 1], [3, 2]]
+  attrs:
+    - {lo: 1.0}
+    - {hi: 2.0}
+""")
+    with pytest.raises(SpecError) as info:
+        testing.read_settings(op)
+    text = str(info.value)
+    assert "op.yaml:18:5: error: op 't': test.domain names unknown input 'z'" in text
+    assert "op.yaml:19:8: error: op 't': test.domain.x: empty interval [3, 2]" in text
+    assert "op.yaml:22:7: error: op 't': test.attrs names unknown attr 'hi'" in text
+    assert "op.yaml:22:7: error: op 't': attr(s) 'lo' have no default" in text
+
+
+def test_schema_rejects_a_misspelt_test_key(tmp_path: Path) -> None:
+    text = textwrap.dedent(SPECS["scale.yaml"]).replace("  attrs:\n    - {}", "  atrs:\n    - {}")
+    (tmp_path / "op.yaml").write_text(text, encoding="utf-8")
+    _, diags = load_ops([tmp_path / "op.yaml"])
+    assert any("unknown key 'atrs'" in d.message for d in diags), [d.format() for d in diags]
+
+
+def test_bad_dtype_combinations() -> None:
+    found, _ = load_ops([ROOT / "ops" / "add.yaml", ROOT / "ops" / "exp.yaml"])
+    by = {o.name: o for o in found}
+    assert testing.bad_dtype_combinations(by["add"]) == [("float16", "float16"), ("float64", "float32")]
+    assert testing.bad_dtype_combinations(by["exp"]) == [("float16",)]
+
+
+# ----------------------------------------------------------------------------- checks on a real package
+
+
+def test_right_op_passes_on_both_custom_modes(package: testing.Package, ops: dict[str, Op]) -> None:
+    for check in ["reference", *CUSTOM_CHECKS]:
+        r = testing.run_check(package, ops["scale"], check)
+        assert r.status == "pass", (check, r.messages)
+        # float32 rows bound the worst error: well inside the float32 tolerance, but not exact
+        assert r.worst is not None and r.worst < testing.TOLERANCES["float32"].forward
+        assert r.comparisons >= 2 * 4  # both attr sets, every case
+
+
+def test_wrong_gradient_fails_grad_and_reference_checks(package: testing.Package, ops: dict[str, Op]) -> None:
+    op = ops["badgrad"]
+    for check in ["forward/custom-graph", "forward/custom-pynative"]:
+        assert testing.run_check(package, op, check).status == "pass"
+    for check in ["reference", "grad/custom-graph", "grad/custom-pynative"]:
+        r = testing.run_check(package, op, check)
+        assert r.status == "fail", check
+        problems = [m for m in r.messages if not m.startswith("... and")]
+        assert problems and all("dy" in m and "dx" not in m for m in problems), r.messages
+        # dy = dout instead of dout * x with x in [2, 3]: error |w - x w| / max(1, |x w|) >= 1/2
+        assert r.worst is not None and r.worst > 0.3
+
+
+def test_kernel_that_disagrees_with_its_reference_fails_forward(package: testing.Package,
+                                                                ops: dict[str, Op]) -> None:
+    op = ops["badfwd"]
+    for check in ["forward/custom-graph", "forward/custom-pynative"]:
+        r = testing.run_check(package, op, check)
+        assert r.status == "fail"
+        assert "out: error" in r.messages[0] and "(x=float32, out=float32)" in r.messages[0]
+        # x in [1.5, 2]: x*x vs x**3 differ by x**2 (x - 1) / x**3 >= 1/3
+        assert r.worst is not None and r.worst > 0.3
+    # its own gradient matches its own forward
+    assert testing.run_check(package, op, "grad/custom-pynative").status == "pass"
+
+
+def test_checks_are_reproducible(package: testing.Package, ops: dict[str, Op]) -> None:
+    a = testing.run_check(package, ops["scale"], "forward/custom-pynative", seed=5)
+    b = testing.run_check(package, ops["scale"], "forward/custom-pynative", seed=5)
+    c = testing.run_check(package, ops["scale"], "forward/custom-pynative", seed=6)
+    assert a.worst == b.worst and a.worst != c.worst
+
+
+def test_table_and_failures(package: testing.Package, ops: dict[str, Op]) -> None:
+    checks = ["reference", "forward/custom-pynative"]
+    results = testing.run_all(package, [ops["scale"], ops["badfwd"]], checks)
+    table = testing.format_table(results, checks).splitlines()
+    assert table[0].split() == ["op", "ref", "fwd", "pynat"]
+    assert table[2].split()[0] == "scale" and table[2].count("ok ") == 2 and "FAIL" not in table[2]
+    assert table[3].split()[:4] == ["badfwd", "ok", "FAIL", f"{results[3].worst:.0e}"]
+    assert "FAIL badfwd forward/custom-pynative:" in testing.format_failures(results)
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def _cli(*args: str, cwd: Path, build: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OPGEN_BUILD_DIR=str(build), OPGEN_QUIET="1")
+    return subprocess.run([sys.executable, "-m", "opgen", "test", *args], cwd=cwd, env=env, text=True,
+                          capture_output=True, timeout=600)
+
+
+def test_cli_exit_codes_and_table(package: testing.Package, workdir: Path) -> None:
+    pkg = f"out/{package.directory.name}"
+    only = ["--only", "reference", "--only", "*/custom-pynative", "--skip", "dtypes/*"]
+    ok = _cli("specs", "scale", "--package-dir", pkg, *only, cwd=workdir, build=workdir / "build")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.splitlines()[0].split() == ["op", "ref", "fwd", "pynat", "grad", "pynat"]
+    assert ok.stdout.splitlines()[2].startswith("scale") and "FAIL" not in ok.stdout
+    assert "1 op(s), 3 checks: 3 passed, 0 failed" in ok.stdout
+
+    bad = _cli("specs", "badgrad", "--package-dir", pkg, *only, cwd=workdir, build=workdir / "build")
+    assert bad.returncode == 1
+    assert "FAIL badgrad grad/custom-pynative:" in bad.stdout
+
+    typo = _cli("specs", "scael", cwd=workdir, build=workdir / "build")
+    assert typo.returncode == 2
+    assert "'scael' is neither a spec path nor an op in specs; did you mean 'scale'?" in typo.stderr
+
+
+def test_cli_refuses_a_stale_package(package: testing.Package, workdir: Path) -> None:
+    r = _cli("specs", "--package-dir", "elsewhere/opgen_ops", cwd=workdir, build=workdir / "build")
+    assert r.returncode == 1
+    assert "is not what specs generate today; run 'opgen generate specs -o elsewhere -p opgen_ops'" in r.stderr
