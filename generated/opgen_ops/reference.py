@@ -42,7 +42,7 @@ def add_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
 
 def clip(x, min, max):  # type: ignore[no-untyped-def]
     """Reference forward of ``clip`` (ops/clip.yaml)."""
-    return np.asarray(np.minimum(np.maximum(x, min), max))
+    return np.broadcast_to(np.minimum(np.maximum(x, min), max), np.broadcast_shapes(np.shape(x))).copy()
 
 
 def clip_grad(x, out, dout, min, max):  # type: ignore[no-untyped-def]
@@ -58,7 +58,7 @@ def concat(xs, axis):  # type: ignore[no-untyped-def]
 
 def div(x, y):  # type: ignore[no-untyped-def]
     """Reference forward of ``div`` (ops/div.yaml)."""
-    return np.asarray((x / y))
+    return np.broadcast_to((x / y), np.broadcast_shapes(np.shape(x), np.shape(y))).copy()
 
 
 def div_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
@@ -70,7 +70,7 @@ def div_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
 
 def exp(x):  # type: ignore[no-untyped-def]
     """Reference forward of ``exp`` (ops/exp.yaml)."""
-    return np.asarray(np.exp(x))
+    return np.broadcast_to(np.exp(x), np.broadcast_shapes(np.shape(x))).copy()
 
 
 def exp_grad(x, out, dout):  # type: ignore[no-untyped-def]
@@ -100,7 +100,7 @@ def layer_norm(x, gamma, beta, eps):  # type: ignore[no-untyped-def]
 
 def leaky_relu(x, alpha):  # type: ignore[no-untyped-def]
     """Reference forward of ``leaky_relu`` (ops/leaky_relu.yaml)."""
-    return np.asarray(np.where((x > 0), x, (alpha * x)))
+    return np.broadcast_to(np.where((x > 0), x, (alpha * x)), np.broadcast_shapes(np.shape(x))).copy()
 
 
 def leaky_relu_grad(x, out, dout, alpha):  # type: ignore[no-untyped-def]
@@ -111,7 +111,7 @@ def leaky_relu_grad(x, out, dout, alpha):  # type: ignore[no-untyped-def]
 
 def log(x):  # type: ignore[no-untyped-def]
     """Reference forward of ``log`` (ops/log.yaml)."""
-    return np.asarray(np.log(x))
+    return np.broadcast_to(np.log(x), np.broadcast_shapes(np.shape(x))).copy()
 
 
 def log_grad(x, out, dout):  # type: ignore[no-untyped-def]
@@ -127,7 +127,7 @@ def matmul(a, b, transpose_a, transpose_b):  # type: ignore[no-untyped-def]
 
 def maximum(x, y):  # type: ignore[no-untyped-def]
     """Reference forward of ``maximum`` (ops/maximum.yaml)."""
-    return np.asarray(np.maximum(x, y))
+    return np.broadcast_to(np.maximum(x, y), np.broadcast_shapes(np.shape(x), np.shape(y))).copy()
 
 
 def maximum_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
@@ -151,7 +151,7 @@ def mul_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
 
 def pow(x, y):  # type: ignore[no-untyped-def]
     """Reference forward of ``pow`` (ops/pow.yaml)."""
-    return np.asarray(np.power(x, y))
+    return np.broadcast_to(np.power(x, y), np.broadcast_shapes(np.shape(x), np.shape(y))).copy()
 
 
 def pow_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
@@ -168,7 +168,7 @@ def reduce_sum(x, axis, keep_dims):  # type: ignore[no-untyped-def]
 
 def relu(x):  # type: ignore[no-untyped-def]
     """Reference forward of ``relu`` (ops/relu.yaml)."""
-    return np.asarray(np.where((x > 0), x, 0))
+    return np.broadcast_to(np.where((x > 0), x, 0), np.broadcast_shapes(np.shape(x))).copy()
 
 
 def relu_grad(x, out, dout):  # type: ignore[no-untyped-def]
@@ -179,7 +179,7 @@ def relu_grad(x, out, dout):  # type: ignore[no-untyped-def]
 
 def rsqrt(x):  # type: ignore[no-untyped-def]
     """Reference forward of ``rsqrt`` (ops/rsqrt.yaml)."""
-    return np.asarray((1 / np.sqrt(x)))
+    return np.broadcast_to((1 / np.sqrt(x)), np.broadcast_shapes(np.shape(x))).copy()
 
 
 def rsqrt_grad(x, out, dout):  # type: ignore[no-untyped-def]
@@ -195,7 +195,7 @@ def scale_add(x, y, scale, paddings):  # type: ignore[no-untyped-def]
 
 def sigmoid(x):  # type: ignore[no-untyped-def]
     """Reference forward of ``sigmoid`` (ops/sigmoid.yaml)."""
-    return np.asarray((1 / (1 + np.exp(-(x)))))
+    return np.broadcast_to((1 / (1 + np.exp(-(x)))), np.broadcast_shapes(np.shape(x))).copy()
 
 
 def sigmoid_grad(x, out, dout):  # type: ignore[no-untyped-def]
@@ -206,7 +206,7 @@ def sigmoid_grad(x, out, dout):  # type: ignore[no-untyped-def]
 
 def softplus(x):  # type: ignore[no-untyped-def]
     """Reference forward of ``softplus`` (ops/softplus.yaml)."""
-    return np.asarray((np.maximum(x, 0) + np.log1p(np.exp((-np.abs(x))))))
+    return np.broadcast_to((np.maximum(x, 0) + np.log1p(np.exp((-np.abs(x))))), np.broadcast_shapes(np.shape(x))).copy()
 
 
 def softplus_grad(x, out, dout):  # type: ignore[no-untyped-def]
@@ -217,7 +217,7 @@ def softplus_grad(x, out, dout):  # type: ignore[no-untyped-def]
 
 def sqrt(x):  # type: ignore[no-untyped-def]
     """Reference forward of ``sqrt`` (ops/sqrt.yaml)."""
-    return np.asarray(np.sqrt(x))
+    return np.broadcast_to(np.sqrt(x), np.broadcast_shapes(np.shape(x))).copy()
 
 
 def sqrt_grad(x, out, dout):  # type: ignore[no-untyped-def]
@@ -233,7 +233,7 @@ def square(x):  # type: ignore[no-untyped-def]
 
 def sub(x, y):  # type: ignore[no-untyped-def]
     """Reference forward of ``sub`` (ops/sub.yaml)."""
-    return np.asarray((x - y))
+    return np.broadcast_to((x - y), np.broadcast_shapes(np.shape(x), np.shape(y))).copy()
 
 
 def sub_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
@@ -245,7 +245,7 @@ def sub_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
 
 def tanh(x):  # type: ignore[no-untyped-def]
     """Reference forward of ``tanh`` (ops/tanh.yaml)."""
-    return np.asarray(np.tanh(x))
+    return np.broadcast_to(np.tanh(x), np.broadcast_shapes(np.shape(x))).copy()
 
 
 def tanh_grad(x, out, dout):  # type: ignore[no-untyped-def]
