@@ -7,7 +7,6 @@ knows about Jinja, and nothing in the templates knows about YAML.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -442,8 +441,8 @@ def _reference(op: Op) -> dict[str, Any] | None:
         # an expression may use fewer inputs than the shape rule broadcasts (forward: x with
         # shape broadcast(x, y)): the result takes the output's shape, like the kernel's.
         shape_of = ", ".join(f"np.shape({n})" for n in op.outputs[0].shape.inputs)
-        return {"params": params,
-                "body": f"    return np.broadcast_to({op.elementwise.forward.numpy}, np.broadcast_shapes({shape_of})).copy()"}
+        body = f"    return np.broadcast_to({op.elementwise.forward.numpy}, np.broadcast_shapes({shape_of})).copy()"
+        return {"params": params, "body": body}
     return None
 
 

@@ -223,9 +223,9 @@ def check_op(op: Op) -> list[Diagnostic]:
                         f"but this row gives {row.columns[src]} for '{o.dtype}' and {row.columns[out_col]} for "
                         f"'{o.name}'")
         elif o.dtype in dtypes.BY_NAME or o.dtype in dtypes.UNSUPPORTED_NAMES.values():
-            want = dtypes.BY_NAME[o.dtype].prefix if o.dtype in dtypes.BY_NAME else dtypes.prefix_of(o.dtype)
+            fixed = dtypes.BY_NAME[o.dtype].prefix if o.dtype in dtypes.BY_NAME else dtypes.prefix_of(o.dtype)
             for row in valid_rows:
-                if dtypes.split_datatype(row.columns[out_col])[0] != want:
+                if dtypes.split_datatype(row.columns[out_col])[0] != fixed:
                     err(row.location, f"output '{o.name}' has fixed dtype '{o.dtype}', but this row gives "
                         f"{row.columns[out_col]}")
         else:

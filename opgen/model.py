@@ -263,7 +263,7 @@ def build_op(tree: MarkedDict, file: str) -> Op:
         )
     type_vars = []
     tv_values: dict[str, tuple[str, ...]] = {}
-    tv_tree = tree.get("type_vars") or {}
+    tv_tree: Any = tree.get("type_vars") or MarkedDict()
     for tv_name, values in tv_tree.items():
         resolved = []
         for j, value in enumerate(values):

@@ -54,9 +54,9 @@ import mindspore as ms
 import numpy as np
 from mindspore import nn
 
-from . import loader
+from . import loader, runtime
 from .diagnostics import Diagnostic, Location, SpecError, did_you_mean
-from .exprs import ShapeRule
+from .exprs import Dim, ExprError, RuleArg, ShapeRule, parse_shape_rule
 from .model import Op
 
 Array = Any
@@ -129,10 +129,13 @@ class OpTestSettings:
     Attributes:
         domains: per input name, the intervals its random values are drawn from.
         attr_sets: complete attr values (defaults merged) to run every check with.
+        shapes: per input name that no output's shape rule determines (e.g. layer_norm's
+            gamma), its shape as an explicit dim list (``[x.shape[-1]]``).
     """
 
     domains: Mapping[str, tuple[tuple[float, float], ...]]
     attr_sets: tuple[Mapping[str, Any], ...]
+    shapes: Mapping[str, tuple[Dim, ...]] = field(default_factory=dict)
 
     def domain(self, name: str) -> tuple[tuple[float, float], ...]:
         """Intervals for input ``name`` (:data:`DEFAULT_DOMAIN` unless the spec says)."""
@@ -163,6 +166,7 @@ def read_settings(op: Op) -> OpTestSettings:
     section = _raw_test_section(str(path), path.stat().st_mtime_ns)
     diags: list[Diagnostic] = []
     domains: dict[str, tuple[tuple[float, float], ...]] = {}
+    shapes: dict[str, tuple[Dim, ...]] = {}
     input_names = [x.name for x in op.inputs]
     attr_names = [a.name for a in op.attrs]
     defaults = {a.name: a.default for a in op.attrs if a.has_default}
@@ -183,6 +187,25 @@ def read_settings(op: Op) -> OpTestSettings:
                                             f"[{lo}, {hi}]; write [lo, hi] with lo < hi", op.name))
                 parsed.append((float(lo), float(hi)))
             domains[name] = tuple(parsed)
+        raw_shapes: Any = section.get("shapes") or loader.MarkedDict()
+        for name, value in raw_shapes.items():
+            if name not in input_names:
+                diags.append(Diagnostic(raw_shapes.key_loc(name), f"test.shapes names unknown input '{name}'",
+                                        op.name, notes=did_you_mean(name, input_names)))
+                continue
+            try:
+                dims = parse_shape_rule(list(value)).dims
+            except ExprError as exc:
+                diags.append(Diagnostic(raw_shapes.loc(name), f"test.shapes.{name}: {exc}", op.name))
+                continue
+            for d in dims:
+                if d.input is not None and d.input not in input_names:
+                    diags.append(Diagnostic(raw_shapes.loc(name), f"test.shapes.{name} refers to unknown input "
+                                            f"'{d.input}'", op.name, notes=did_you_mean(d.input, input_names)))
+                if d.attr is not None and d.attr not in attr_names:
+                    diags.append(Diagnostic(raw_shapes.loc(name), f"test.shapes.{name} refers to unknown attr "
+                                            f"'{d.attr}'", op.name, notes=did_you_mean(d.attr, attr_names)))
+            shapes[name] = dims
         if "attrs" in section:
             sets = section["attrs"]
             raw_sets = [(s, sets.loc(i)) for i, s in enumerate(sets)]
@@ -199,7 +222,7 @@ def read_settings(op: Op) -> OpTestSettings:
         attr_sets.append({n: values.get(n, defaults.get(n)) for n in attr_names})
     if diags:
         raise SpecError(diags)
-    return OpTestSettings(domains, tuple(attr_sets))
+    return OpTestSettings(domains, tuple(attr_sets), shapes)
 
 
 # ----------------------------------------------------------------------------- shapes
@@ -340,42 +363,157 @@ def _dims_expect(rule: ShapeRule, ctx: ShapeContext) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _arg(rule: ShapeRule, name: str, ctx: ShapeContext) -> Any:
+    """A rule argument's value: the attr it names (this case's value) or its literal."""
+    a: RuleArg = rule.arg(name)
+    return ctx.attrs[a.attr] if a.attr is not None else a.literal
+
+
+def _axes_ndim(axis: Any) -> int:
+    """The fewest dimensions for which every axis in ``axis`` (int or list) is valid."""
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    return max([a + 1 if a >= 0 else -a for a in axes], default=0)
+
+
+def _reduce_sample(rule: ShapeRule, ctx: ShapeContext) -> None:
+    for name in ctx.free(rule.inputs):
+        ctx.shapes[name] = ctx.random_shape(min_ndim=_axes_ndim(_arg(rule, "axis", ctx)))
+
+
+def _reduce_expect(rule: ShapeRule, ctx: ShapeContext) -> tuple[int, ...]:
+    return tuple(runtime.reduce_shape(ctx.shapes[rule.inputs[0]], _arg(rule, "axis", ctx),
+                                      bool(_arg(rule, "keep_dims", ctx))))
+
+
+def _matmul_sample(rule: ShapeRule, ctx: ShapeContext) -> None:
+    a, b = rule.inputs
+    if ctx.style == "scalar":
+        raise NotApplicable("matmul needs 2-D inputs")
+    m, k, n = (int(d) for d in ctx.rng.integers(1, 4, 3))
+    if ctx.style == "empty":
+        which = int(ctx.rng.integers(3))
+        m, k, n = [0 if i == which else d for i, d in enumerate((m, k, n))]
+    ta, tb = bool(_arg(rule, "transpose_a", ctx)), bool(_arg(rule, "transpose_b", ctx))
+    if a not in ctx.shapes:
+        ctx.shapes[a] = (k, m) if ta else (m, k)
+    if b not in ctx.shapes:
+        k_a = ctx.shapes[a][0 if ta else 1]
+        ctx.shapes[b] = (n, k_a) if tb else (k_a, n)
+
+
+def _matmul_expect(rule: ShapeRule, ctx: ShapeContext) -> tuple[int, ...]:
+    a, b = rule.inputs
+    return tuple(runtime.matmul_shape(ctx.shapes[a], ctx.shapes[b], bool(_arg(rule, "transpose_a", ctx)),
+                                      bool(_arg(rule, "transpose_b", ctx))))
+
+
+def _concat_sample(rule: ShapeRule, ctx: ShapeContext) -> None:
+    (xs,) = rule.inputs
+    if xs in ctx.shapes:
+        return
+    if ctx.style == "scalar":
+        raise NotApplicable("concat cannot join 0-d tensors")
+    axis = int(_arg(rule, "axis", ctx))
+    base = list(ctx.random_shape(min_ndim=max(1, _axes_ndim(axis))))
+    if ctx.style == "empty":
+        base = [d if d else 1 for d in base]  # the zero goes on the joined axis below
+    (ax,) = runtime.normalize_axes(axis, len(base))
+    count = int(ctx.rng.integers(1, 4))
+    shapes = []
+    for i in range(count):
+        dims = list(base)
+        dims[ax] = 0 if ctx.style == "empty" and i == 0 else int(ctx.rng.integers(1, 4))
+        shapes.append(tuple(dims))
+    ctx.shapes[xs] = shapes  # type: ignore[assignment]  # a dynamic input: one shape per tensor
+
+
+def _concat_expect(rule: ShapeRule, ctx: ShapeContext) -> tuple[int, ...]:
+    return tuple(runtime.concat_shape(ctx.shapes[rule.inputs[0]], int(_arg(rule, "axis", ctx))))  # type: ignore[arg-type]
+
+
 SHAPE_KINDS: dict[str, ShapeKind] = {
     "same": ShapeKind(frozenset({"plain", "scalar", "empty"}), _same_sample,
                       lambda rule, ctx: ctx.shapes[rule.inputs[0]]),
     "broadcast": ShapeKind(frozenset(STYLES), _broadcast_sample, _broadcast_expect),
     "dims": ShapeKind(frozenset({"plain", "empty"}), _dims_sample, _dims_expect),
+    "reduce": ShapeKind(frozenset({"plain", "scalar", "empty"}), _reduce_sample, _reduce_expect),
+    "matmul": ShapeKind(frozenset({"plain", "empty"}), _matmul_sample, _matmul_expect),
+    "concat": ShapeKind(frozenset({"plain", "empty"}), _concat_sample, _concat_expect),
 }
 """Shape-rule kind (:attr:`opgen.exprs.ShapeRule.kind`) -> how to draw inputs for it."""
 
 
 @dataclass(frozen=True)
 class Case:
-    """One set of input shapes (``shapes``, by input name) and the output shapes they give."""
+    """One set of input shapes and the output shapes they give.
+
+    ``shapes`` has, per input name, a shape (required), ``None`` (an optional input left out)
+    or a list of shapes (a dynamic input). The tensors of a case are handled flat, one *slot*
+    per tensor: ``layout`` is how many slots each input takes (1; 0 or 1; N), ``slots`` the
+    index of the input each slot belongs to, ``slot_shapes`` their shapes.
+    """
 
     style: str
-    shapes: Mapping[str, tuple[int, ...]]
+    shapes: Mapping[str, Any]
     out_shapes: tuple[tuple[int, ...], ...]
+    layout: tuple[int, ...] = ()
+    slots: tuple[int, ...] = ()
+    slot_shapes: tuple[tuple[int, ...], ...] = ()
 
     def describe(self) -> str:
         """``style x=(2, 3) y=(3,)`` for messages."""
         return f"{self.style} " + " ".join(f"{n}={s}" for n, s in self.shapes.items())
 
 
+def _make_case(op: Op, style: str, shapes: Mapping[str, Any], out_shapes: tuple[tuple[int, ...], ...]) -> Case:
+    layout, slots, slot_shapes = [], [], []
+    for i, x in enumerate(op.inputs):
+        value = shapes[x.name]
+        group = [] if value is None else list(value) if x.kind == "dynamic" else [value]
+        layout.append(len(group))
+        slots += [i] * len(group)
+        slot_shapes += [tuple(g) for g in group]
+    return Case(style, dict(shapes), out_shapes, tuple(layout), tuple(slots), tuple(slot_shapes))
+
+
+def group(op: Op, flat: Sequence[Any], layout: Sequence[int]) -> list[Any]:
+    """Flat per-tensor values back to one argument per input: the value, ``None`` for an
+    optional input left out, a list for a dynamic input."""
+    return runtime.regroup(flat, [x.kind for x in op.inputs], layout)
+
+
 class CheckError(Exception):
     """A check that cannot run at all (unsupported spec feature, missing package part)."""
 
 
-def shape_cases(op: Op, attrs: Mapping[str, Any], rng: np.random.Generator) -> list[Case]:
+def _explicit_shape(dims: Sequence[Dim], ctx: ShapeContext) -> tuple[int, ...]:
+    out = []
+    for d in dims:
+        if d.literal is not None:
+            out.append(d.literal)
+        elif d.attr is not None:
+            out.append(int(ctx.attrs[d.attr]))
+        else:
+            shape = ctx.shapes.get(d.input or "")
+            if shape is None or not -len(shape) <= d.axis < len(shape):
+                raise NotApplicable(f"test.shapes needs '{d.input}' with dimension {d.axis}")
+            out.append(shape[d.axis])
+    return tuple(out)
+
+
+def shape_cases(op: Op, attrs: Mapping[str, Any], rng: np.random.Generator,
+                settings: OpTestSettings | None = None) -> list[Case]:
     """Random input shapes for ``op``: :data:`REPEATS` cases per style its rules allow.
 
+    Inputs no shape rule determines take ``settings.shapes`` (the spec's ``test.shapes``),
+    else a random shape. Optional inputs are passed in the first case of each style and left
+    out (None) at random in the others, and always in one extra plain case; dynamic inputs get
+    the list of shapes their rule draws (1-3 tensors), else one tensor.
+
     Raises:
-        CheckError: an output's shape rule has a kind without an entry in :data:`SHAPE_KINDS`,
-            or an input is not a plain tensor (optional and dynamic inputs are not drawn yet).
+        CheckError: an output's shape rule has a kind without an entry in :data:`SHAPE_KINDS`.
     """
-    for x in op.inputs:
-        if x.kind != "required":
-            raise CheckError(f"opgen test cannot draw '{x.kind}' inputs yet (input '{x.name}')")
+    explicit = dict(settings.shapes) if settings is not None else {}
     kinds = []
     for o in op.outputs:
         kind = SHAPE_KINDS.get(o.shape.kind)
@@ -383,26 +521,37 @@ def shape_cases(op: Op, attrs: Mapping[str, Any], rng: np.random.Generator) -> l
             raise CheckError(f"opgen test has no shape sampler for shape rule kind '{o.shape.kind}' "
                              f"(output '{o.name}'); add one to SHAPE_KINDS in opgen/testing.py")
         kinds.append(kind)
+    optional = [x.name for x in op.inputs if x.kind == "optional"]
     cases = []
-    for style in STYLES:
-        if style != "plain" and not any(style in k.styles for k in kinds):
+    plans = [(style, r) for style in STYLES if style == "plain" or any(style in k.styles for k in kinds)
+             for r in range(REPEATS[style])]
+    if optional:
+        plans.append(("plain", -1))  # every optional input left out
+    for style, r in plans:
+        ctx = ShapeContext(rng, style, attrs)
+        try:
+            for o, kind in zip(op.outputs, kinds):
+                if style in kind.styles:
+                    kind.sample(o.shape, ctx)
+                else:
+                    kind.sample(o.shape, ShapeContext(rng, "plain", attrs, ctx.shapes))
+            for x in op.inputs:
+                if x.name in ctx.shapes:
+                    continue
+                if x.name in explicit:
+                    ctx.shapes[x.name] = _explicit_shape(explicit[x.name], ctx)
+                    continue
+                shape = ctx.random_shape() if style in ("scalar", "empty") else \
+                    ShapeContext(rng, "plain", attrs).random_shape()
+                ctx.shapes[x.name] = [shape] if x.kind == "dynamic" else shape  # type: ignore[assignment]
+        except NotApplicable:
             continue
-        for _ in range(REPEATS[style]):
-            ctx = ShapeContext(rng, style, attrs)
-            try:
-                for o, kind in zip(op.outputs, kinds):
-                    if style in kind.styles:
-                        kind.sample(o.shape, ctx)
-                    else:
-                        kind.sample(o.shape, ShapeContext(rng, "plain", attrs, ctx.shapes))
-                for x in op.inputs:
-                    if x.name not in ctx.shapes:
-                        ctx.shapes[x.name] = ctx.random_shape() if style in ("scalar", "empty") else \
-                            ShapeContext(rng, "plain", attrs).random_shape()
-            except NotApplicable:
-                continue
-            out_shapes = tuple(kind.expect(o.shape, ctx) for o, kind in zip(op.outputs, kinds))
-            cases.append(Case(style, {x.name: ctx.shapes[x.name] for x in op.inputs}, out_shapes))
+        out_shapes = tuple(kind.expect(o.shape, ctx) for o, kind in zip(op.outputs, kinds))
+        shapes: dict[str, Any] = {x.name: ctx.shapes[x.name] for x in op.inputs}
+        for name in optional:
+            if r == -1 or (r > 0 and rng.random() < 0.5):
+                shapes[name] = None
+        cases.append(_make_case(op, style, shapes, out_shapes))
     return cases
 
 
@@ -545,29 +694,48 @@ def package_for(paths: Sequence[str | Path], package_dir: Path | None = None, *,
 # ----------------------------------------------------------------------------- running ops
 
 
-class _Apply(nn.Cell):  # type: ignore[misc]
-    """GRAPH_MODE forward: the op's primitive applied to the inputs."""
+class _Call(nn.Cell):  # type: ignore[misc]
+    """The op's functional API applied to flat tensors (one per slot, see :class:`Case`),
+    regrouped per input; usable in GRAPH_MODE (the loop unrolls over constant kinds/layout)."""
 
-    def __init__(self, fn: Any):
+    def __init__(self, fn: Any, attrs: Mapping[str, Any], kinds: tuple[str, ...], layout: tuple[int, ...]):
         super().__init__()
         self.fn = fn
+        self.attrs = dict(attrs)
+        self.kinds = kinds
+        self.layout = layout
 
-    def construct(self, *xs):  # type: ignore[no-untyped-def]
-        return self.fn(*xs)
+    def call(self, flat):  # type: ignore[no-untyped-def]
+        args = ()
+        p = 0
+        for i in range(len(self.kinds)):
+            n = self.layout[i]
+            if self.kinds[i] == "dynamic":
+                args = args + (flat[p:p + n],)  # type: ignore[assignment]
+            elif n == 0:
+                args = args + (None,)  # type: ignore[assignment]
+            else:
+                args = args + (flat[p],)  # type: ignore[assignment]
+            p = p + n
+        return self.fn(*args, **self.attrs)
+
+    def construct(self, *flat):  # type: ignore[no-untyped-def]
+        return self.call(flat)  # type: ignore[no-untyped-call]
 
 
-class _Loss(nn.Cell):  # type: ignore[misc]
-    """``sum_k sum(out_k * w_k)`` over the differentiable outputs; the ``w_k`` follow the inputs."""
+class _Loss(_Call):
+    """``sum_k sum(out_k * w_k)`` over the differentiable outputs; the ``w_k`` follow the ``n_in``
+    flat input tensors."""
 
-    def __init__(self, fn: Any, n_in: int, pairs: tuple[tuple[int, int], ...], single: bool):
-        super().__init__()
-        self.fn = fn
+    def __init__(self, fn: Any, attrs: Mapping[str, Any], kinds: tuple[str, ...], layout: tuple[int, ...],
+                 n_in: int, pairs: tuple[tuple[int, int], ...], single: bool):
+        super().__init__(fn, attrs, kinds, layout)
         self.n_in = n_in
         self.pairs = pairs
         self.single = single
 
     def construct(self, *args):  # type: ignore[no-untyped-def]
-        outs = self.fn(*args[: self.n_in])
+        outs = self.call(args[: self.n_in])  # type: ignore[no-untyped-call]
         if self.single:
             outs = (outs,)
         loss = 0.0
@@ -587,42 +755,52 @@ def _mode(graph: bool) -> Iterator[None]:
 
 
 class _Runner:
-    """Runs one op on one path with fixed attr values: forward and gradients, numpy in and out."""
+    """Runs one op on one path with fixed attr values, through its functional API (as a user
+    calls it: dtype and attr checks included): forward and gradients, numpy in and out. Tensors
+    are passed flat, one per slot of ``layout`` (see :class:`Case`)."""
 
     def __init__(self, pkg: Package, op: Op, path: str, attrs: Mapping[str, Any]):
         self.op = op
         self.path = path
         self.graph = path == "custom-graph"
-        if path == "custom-graph":
-            self.fn: Any = getattr(pkg.custom, f"{op.name}_primitive")(**attrs)
-        elif path == "custom-pynative":
-            self.fn = functools.partial(getattr(pkg.custom, op.name), **attrs)
+        if path in ("custom-graph", "custom-pynative"):
+            self.fn: Any = getattr(pkg.custom, op.name)
         elif path == "function":
-            self.fn = functools.partial(getattr(pkg.function(), op.name), **attrs)
+            self.fn = getattr(pkg.function(), op.name)
         else:
             raise CheckError(f"unknown path '{path}'; expected one of {', '.join(PATHS)}")
+        self.attrs = dict(attrs)
+        self.kinds = tuple(x.kind for x in op.inputs)
         self.diff_in = tuple(i for i, x in enumerate(op.inputs) if x.differentiable)
         self.diff_out = tuple(k for k, o in enumerate(op.outputs) if o.differentiable)
+
+    def diff_slots(self, case: Case) -> tuple[int, ...]:
+        """The slots of ``case`` that belong to differentiable inputs."""
+        return tuple(j for j, i in enumerate(case.slots) if i in self.diff_in)
 
     def _outs(self, result: Any) -> list[Array]:
         items = list(result) if isinstance(result, (tuple, list)) else [result]
         return [t.asnumpy() for t in items]
 
-    def forward(self, arrays: Sequence[Array]) -> list[Array]:
-        """The op's outputs for ``arrays``."""
+    def forward(self, arrays: Sequence[Array], layout: Sequence[int]) -> list[Array]:
+        """The op's outputs for the flat ``arrays``."""
         tensors = [ms.Tensor(a) for a in arrays]
         with _mode(self.graph):
-            result = _Apply(self.fn)(*tensors) if self.graph else self.fn(*tensors)
+            if self.graph:
+                result = _Call(self.fn, self.attrs, self.kinds, tuple(layout))(*tensors)
+            else:
+                result = self.fn(*group(self.op, tensors, layout), **self.attrs)
             return self._outs(result)
 
-    def grads(self, arrays: Sequence[Array], weights: Sequence[Array]) -> list[Array]:
-        """Gradients of ``sum_k sum(out_k * weights[k])`` for each differentiable input."""
-        n_in = len(self.op.inputs)
+    def grads(self, arrays: Sequence[Array], weights: Sequence[Array], layout: Sequence[int],
+              positions: Sequence[int]) -> list[Array]:
+        """Gradients of ``sum_k sum(out_k * weights[k])`` for the flat slots ``positions``."""
+        n_in = len(arrays)
         pairs = tuple((k, n_in + j) for j, k in enumerate(self.diff_out))
-        loss = _Loss(self.fn, n_in, pairs, len(self.op.outputs) == 1)
+        loss = _Loss(self.fn, self.attrs, self.kinds, tuple(layout), n_in, pairs, len(self.op.outputs) == 1)
         tensors = [ms.Tensor(a) for a in list(arrays) + list(weights)]
         with _mode(self.graph):
-            result = ms.grad(loss, grad_position=self.diff_in)(*tensors)
+            result = ms.grad(loss, grad_position=tuple(positions))(*tensors)
             return self._outs(result)
 
 
@@ -764,7 +942,9 @@ def _as_outputs(result: Any, n: int) -> list[Array]:
     return [np.asarray(r) for r in result]
 
 
-def _reference_forward(pkg: Package, op: Op, attrs: Mapping[str, Any]) -> Callable[[Sequence[Array]], list[Array]]:
+def _reference_forward(pkg: Package, op: Op, attrs: Mapping[str, Any],
+                       layout: Sequence[int]) -> Callable[[Sequence[Array]], list[Array]]:
+    """The numpy reference on flat arrays of ``layout`` (float arrays computed in float64)."""
     ref = getattr(pkg.reference, op.name, None)
     if ref is None:
         raise CheckError(f"no numpy reference for '{op.name}' in {pkg.module}.reference; "
@@ -774,9 +954,16 @@ def _reference_forward(pkg: Package, op: Op, attrs: Mapping[str, Any]) -> Callab
     def run(arrays: Sequence[Array]) -> list[Array]:
         args = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
         with np.errstate(all="ignore"):
-            return _as_outputs(ref(*args, **kw), len(op.outputs))
+            return _as_outputs(ref(*group(op, args, layout), **kw), len(op.outputs))
 
     return run
+
+
+def _draw(rng: np.random.Generator, op: Op, case: Case, dtypes: Sequence[str],
+          settings: OpTestSettings) -> list[Array]:
+    """Random values for every slot of ``case``; ``dtypes`` is per input."""
+    return [draw_values(rng, shape, dtypes[i], settings.domain(op.inputs[i].name))
+            for i, shape in zip(case.slots, case.slot_shapes)]
 
 
 def _grad_rows(op: Op) -> tuple[list[str] | None, list[list[str]]]:
@@ -792,13 +979,15 @@ def _grad_rows(op: Op) -> tuple[list[str] | None, list[list[str]]]:
 
 def _check_reference(pkg: Package, op: Op, attrs: Mapping[str, Any], settings: OpTestSettings,
                      rng: np.random.Generator, tally: _Tally) -> None:
-    forward = _reference_forward(pkg, op, attrs)
-    for case in shape_cases(op, attrs, rng):  # the reference follows the shape rules
+    f64 = ["float64" if np.dtype(d).kind == "f" else d for d in _row_dtypes(op)[0]]
+    for case in shape_cases(op, attrs, rng, settings):  # the reference follows the shape rules
         tally.context = f"reference forward, {case.describe()}"
         tally.comparisons += 1
-        arrays = [draw_values(rng, case.shapes[x.name], "float64", settings.domain(x.name)) for x in op.inputs]
+        arrays = _draw(rng, op, case, f64, settings)
         try:
-            outs = forward(arrays)
+            outs = _reference_forward(pkg, op, attrs, case.layout)(arrays)
+        except CheckError:
+            raise
         except Exception as exc:
             tally.fail(f"raised {_first_line(exc)}")
             continue
@@ -811,42 +1000,42 @@ def _check_reference(pkg: Package, op: Op, attrs: Mapping[str, Any], settings: O
     diff_in = [i for i, x in enumerate(op.inputs) if x.differentiable]
     diff_out = [k for k, o in enumerate(op.outputs) if o.differentiable]
     kw = _ref_attrs(op, attrs)
-    for case in shape_cases(op, attrs, rng):
+    for case in shape_cases(op, attrs, rng, settings):
         tally.context = f"reference grads, {case.describe()}"
-        arrays = [draw_values(rng, case.shapes[x.name], "float64", settings.domain(x.name)) for x in op.inputs]
+        arrays = _draw(rng, op, case, f64, settings)
         weights = [rng.uniform(-1, 1, case.out_shapes[k]) for k in diff_out]
+        forward = _reference_forward(pkg, op, attrs, case.layout)
         outs = forward(arrays)
-        args: dict[str, Any] = {x.name: a for x, a in zip(op.inputs, arrays)}
+        args: dict[str, Any] = {x.name: a for x, a in zip(op.inputs, group(op, arrays, case.layout))}
         args.update({o.name: v for o, v in zip(op.outputs, outs)})
         args.update({o.grad_name: (weights[diff_out.index(k)] if k in diff_out else np.zeros_like(outs[k]))
                      for k, o in enumerate(op.outputs)})
         args.update(kw)
         with np.errstate(all="ignore"):
             got = list(ref_grad(**args))
-        fd = _central_differences(forward, arrays, weights, diff_in, diff_out, TOLERANCES["float64"].fd_step)
-        for i, g in zip(diff_in, fd):
-            tally.compare(f"d{op.inputs[i].name}", got[i], g, TOLERANCES["float64"].fd)
+        slots = [j for j, i in enumerate(case.slots) if i in diff_in]
+        fd = _central_differences(forward, arrays, weights, slots, diff_out, TOLERANCES["float64"].fd_step)
+        for j, g in zip(slots, fd):
+            tally.compare(f"d{op.inputs[case.slots[j]].name}", got[case.slots[j]], g, TOLERANCES["float64"].fd)
 
 
 def _check_forward(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], settings: OpTestSettings,
                    rng: np.random.Generator, tally: _Tally) -> None:
-    reference = _reference_forward(pkg, op, attrs)
     runner = _Runner(pkg, op, path, attrs)
     n_in = len(op.inputs)
     names = [x.name for x in op.inputs] + [o.name for o in op.outputs]
     for row in _row_dtypes(op):
         row_text = ", ".join(f"{n}={d}" for n, d in zip(names, row))
-        for case in shape_cases(op, attrs, rng):
+        for case in shape_cases(op, attrs, rng, settings):
             tally.context = f"({row_text}) {case.describe()}{_attrs_text(attrs)}"
-            arrays = [draw_values(rng, case.shapes[x.name], row[i], settings.domain(x.name))
-                      for i, x in enumerate(op.inputs)]
+            arrays = _draw(rng, op, case, row, settings)
             try:
-                outs = runner.forward(arrays)
+                outs = runner.forward(arrays, case.layout)
             except Exception as exc:
                 tally.comparisons += 1
                 tally.fail(f"raised {_first_line(exc)}")
                 continue
-            want = reference(arrays)
+            want = _reference_forward(pkg, op, attrs, case.layout)(arrays)
             if len(outs) != len(op.outputs):
                 tally.fail(f"returned {len(outs)} outputs, expected {len(op.outputs)}")
                 continue
@@ -872,22 +1061,27 @@ def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], setti
     # values representable in the narrowest float row, so every row sees the same numbers
     narrow = min((r[i] for r in [main, *others] for i in runner.diff_in), key=lambda d: np.dtype(d).itemsize)
     main_tol = tolerance(main[runner.diff_in[0]])
-    for case in shape_cases(op, attrs, rng):
+    for case in shape_cases(op, attrs, rng, settings):
+        positions = runner.diff_slots(case)
+        if not positions:
+            continue  # e.g. every differentiable input is an optional one left out
         tally.context = f"{case.describe()}{_attrs_text(attrs)}"
-        arrays = [draw_values(rng, case.shapes[x.name], narrow if i in runner.diff_in else main[i],
-                              settings.domain(x.name)).astype(main[i]) for i, x in enumerate(op.inputs)]
+        draw_dtypes = [narrow if i in runner.diff_in else main[i] for i in range(n_in)]
+        arrays = [a.astype(main[i]) for a, i in zip(_draw(rng, op, case, draw_dtypes, settings), case.slots)]
         weights = [rng.uniform(-1, 1, case.out_shapes[k]).astype(narrow).astype(main[n_in + k])
                    for k in runner.diff_out]
         try:
-            got = runner.grads(arrays, weights)
+            got = runner.grads(arrays, weights, case.layout, positions)
         except Exception as exc:
             tally.comparisons += 1
             tally.fail(f"ms.grad raised {_first_line(exc)}")
             continue
-        fd = _central_differences(fd_runner.forward, arrays, weights, runner.diff_in, runner.diff_out,
-                                  main_tol.fd_step)
-        for j, i in enumerate(runner.diff_in):
-            name = op.inputs[i].name
+        fd = _central_differences(functools.partial(fd_runner.forward, layout=case.layout), arrays, weights,
+                                  positions,
+                                  runner.diff_out, main_tol.fd_step)
+        for j, slot in enumerate(positions):
+            i = case.slots[slot]
+            name = op.inputs[i].name + (f"[{slot - case.slots.index(i)}]" if op.inputs[i].kind == "dynamic" else "")
             g = got[j] if j < len(got) else None
             if g is None:
                 tally.fail(f"d{name}: missing")
@@ -896,15 +1090,16 @@ def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], setti
                 tally.fail(f"d{name}: dtype {g.dtype}, expected {main[i]}")
             tally.compare(f"d{name} ({main[i]}) vs central differences", g, fd[j], main_tol.fd)
         for row in others:
-            arrs = [a.astype(row[i]) for i, a in enumerate(arrays)]
+            arrs = [a.astype(row[i]) for a, i in zip(arrays, case.slots)]
             ws = [w.astype(row[n_in + k]) for w, k in zip(weights, runner.diff_out)]
             try:
-                got_r = runner.grads(arrs, ws)
+                got_r = runner.grads(arrs, ws, case.layout, positions)
             except Exception as exc:
                 tally.comparisons += 1
                 tally.fail(f"ms.grad ({', '.join(row[:n_in])}) raised {_first_line(exc)}")
                 continue
-            for j, i in enumerate(runner.diff_in):
+            for j, slot in enumerate(positions):
+                i = case.slots[slot]
                 if got_r[j].dtype != np.dtype(row[i]):
                     tally.fail(f"d{op.inputs[i].name}: dtype {got_r[j].dtype}, expected {row[i]}")
                 tally.compare(f"d{op.inputs[i].name} ({row[i]}) vs {main[i]}", got_r[j], got[j],
@@ -938,7 +1133,7 @@ def bad_dtype_combinations(op: Op) -> list[tuple[str, ...]]:
 def _check_dtypes(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], settings: OpTestSettings,
                   rng: np.random.Generator, tally: _Tally) -> None:
     runner = _Runner(pkg, op, path, attrs)
-    cases = [c for c in shape_cases(op, attrs, rng) if c.style == "plain"]
+    cases = [c for c in shape_cases(op, attrs, rng, settings) if c.style == "plain"]
     if not cases:
         raise NotApplicable("no plain shape case")
     for combo in bad_dtype_combinations(op):
@@ -946,13 +1141,14 @@ def _check_dtypes(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], set
         tally.context = f"({text}){_attrs_text(attrs)}"
         tally.comparisons += 1
         arrays = []
-        for x, d in zip(op.inputs, combo):
+        for i, shape in zip(cases[0].slots, cases[0].slot_shapes):
+            x, d = op.inputs[i], combo[i]
             try:
-                arrays.append(draw_values(rng, cases[0].shapes[x.name], d, settings.domain(x.name)))
+                arrays.append(draw_values(rng, shape, d, settings.domain(x.name)))
             except CheckError:  # e.g. no integer in a float domain: any value will do here
-                arrays.append(draw_values(rng, cases[0].shapes[x.name], d, DEFAULT_DOMAIN))
+                arrays.append(draw_values(rng, shape, d, DEFAULT_DOMAIN))
         try:
-            outs = runner.forward(arrays)
+            outs = runner.forward(arrays, cases[0].layout)
         except TypeError as exc:
             msg = str(exc)
             if not _names_op(msg, op.name):

@@ -30,7 +30,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_
 #line 44 "ops/layer_norm.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.ndim ? x.dim(-1) : 1;
-  const int64_t R = D ? x.numel / D : 0;
+  const int64_t R = mean.numel;  // rows; with D == 0 each row's mean and rstd are NaN, as numpy's
   if (gamma && gamma.numel != D) throw opgen::Error("gamma must have " + std::to_string(D) + " elements");
   if (beta && beta.numel != D) throw opgen::Error("beta must have " + std::to_string(D) + " elements");
   opgen::parallel_for(R, [&](int64_t r0, int64_t r1) {
