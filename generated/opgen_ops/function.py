@@ -341,18 +341,20 @@ def rsqrt(x) -> Any:
     return _ext.rsqrt(x)
 
 
-def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = ()) -> Any:
-    """x + scale * y + sum(paddings), with NumPy broadcasting (MindSpore's aot test `add_with_attr`:
-    scale 0.7 and paddings [2.0, 2.0] give x + 0.7 * y + 4).
+def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> Any:
+    """x + sum over p in paddings of (scale * y + p), with NumPy broadcasting: the kernel of
+    MindSpore's aot test `add_with_attr` (tests/st/graph_kernel/custom/aot_test_files), which adds
+    scale * y once per padding, so scale 0.7 and paddings [2.0, 2.0] give x + 1.4 * y + 4. With one
+    padding (the default [0.0]) it is x + scale * y + p.
 
     Args:
         x (Tensor): First term, any shape.
         y (Tensor): Scaled term, broadcastable against x.
         scale (float, default 1.0): Factor applied to y.
-        paddings (list[float], default ()): Constants added to every element (their sum).
+        paddings (list[float], default (0.0,)): One term scale * y + p per padding p, added to x.
 
     Returns:
-        out (Tensor): x + scale * y + sum(paddings). Shape: broadcast(x, y); dtype: x.
+        out (Tensor): x + len(paddings) * scale * y + sum(paddings). Shape: broadcast(x, y); dtype: x.
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.

@@ -253,7 +253,7 @@ SCALE_ADD: Dict[str, Any] = {
     "outputs": ('out',),
     "attrs": {
         "scale": {"type": "float", "range": None, "choices": None, "default": 1.0},
-        "paddings": {"type": "list[float]", "range": None, "choices": None, "default": ()},
+        "paddings": {"type": "list[float]", "range": None, "choices": None, "default": (0.0,)},
     },
     "rows": (
         ("float32", "float32", "float32", ),

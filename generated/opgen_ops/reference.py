@@ -190,7 +190,7 @@ def rsqrt_grad(x, out, dout):  # type: ignore[no-untyped-def]
 
 def scale_add(x, y, scale, paddings):  # type: ignore[no-untyped-def]
     """Reference forward of ``scale_add`` (ops/scale_add.yaml)."""
-    return (x + scale * y + sum(paddings)).astype(x.dtype)
+    return (x + len(paddings) * scale * y + sum(paddings)).astype(x.dtype)
 
 
 def sigmoid(x):  # type: ignore[no-untyped-def]

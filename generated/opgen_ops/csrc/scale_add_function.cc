@@ -116,7 +116,7 @@ class ScaleAdd : public Function<ScaleAdd> {
   }
 };
 
-/// Entry point bound by bindings.cc: x + scale * y + sum(paddings), with NumPy broadcasting (MindSpore's aot test...
+/// Entry point bound by bindings.cc: x + sum over p in paddings of (scale * y + p), with NumPy broadcasting: the kernel of...
 TensorPtr run_scale_add(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y, float scale, std::vector<float> paddings) {
   return ScaleAdd::Apply(x, y, scale, paddings);
 }

@@ -19,7 +19,7 @@ namespace scale_add {
 /// Attrs of 'scale_add'.
 struct Attrs {
   float scale = 1.0f;  // Factor applied to y.
-  std::vector<float> paddings = std::vector<float>{};  // Constants added to every element (their sum).
+  std::vector<float> paddings = std::vector<float>{0.0f};  // One term scale * y + p per padding p, added to x.
 };
 
 /// Forward: fills out from x, y.
@@ -28,12 +28,13 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &
   (void)attrs;
   const float &scale = attrs.scale;
   const std::vector<float> &paddings = attrs.paddings;
-#line 32 "ops/scale_add.yaml"
+#line 34 "ops/scale_add.yaml"
   using C = opgen::compute_t<out_t>;
   C pad = 0;
   for (float p : paddings) pad += C(p);
-  opgen::map(out, [&](C a, C b) -> C { return a + C(scale) * b + pad; }, x, y);
-#line 37 "generated/opgen_ops/csrc/scale_add_kernel.h"
+  const C k = C(scale) * C(paddings.size());  // scale * y once per padding
+  opgen::map(out, [&](C a, C b) -> C { return a + k * b + pad; }, x, y);
+#line 38 "generated/opgen_ops/csrc/scale_add_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -47,16 +48,17 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
   const float &scale = attrs.scale;
   const std::vector<float> &paddings = attrs.paddings;
   if (dx) {
-#line 38 "ops/scale_add.yaml"
+#line 41 "ops/scale_add.yaml"
     using C = opgen::compute_t<x_t>;
     opgen::map_reduce_to(dx, dout.shape_vector(), [](C g) -> C { return g; }, dout);
-#line 54 "generated/opgen_ops/csrc/scale_add_kernel.h"
+#line 55 "generated/opgen_ops/csrc/scale_add_kernel.h"
   }
   if (dy) {
-#line 41 "ops/scale_add.yaml"
+#line 44 "ops/scale_add.yaml"
     using C = opgen::compute_t<y_t>;
-    opgen::map_reduce_to(dy, dout.shape_vector(), [&](C g) -> C { return C(scale) * g; }, dout);
-#line 60 "generated/opgen_ops/csrc/scale_add_kernel.h"
+    const C k = C(scale) * C(paddings.size());
+    opgen::map_reduce_to(dy, dout.shape_vector(), [&](C g) -> C { return k * g; }, dout);
+#line 62 "generated/opgen_ops/csrc/scale_add_kernel.h"
   }
 }
 
