@@ -157,7 +157,8 @@ def _diagnose(tree: Any, err: ValidationError) -> list[Diagnostic]:
             "^[a-z][a-z0-9_]*$": "snake_case: lower-case letters, digits and '_', starting with a letter",
             "^[A-Za-z_][A-Za-z0-9_]*$": "an identifier: letters, digits and '_', not starting with a digit",
             "^[A-Za-z0-9]+_[A-Za-z0-9]+$": "a DataType name such as F32_Default",
-            "^([A-Za-z0-9]+_[A-Za-z0-9]+|[A-Z][A-Z0-9]*)$": "a DataType name such as F32_Default or a type variable such as T",
+            "^([A-Za-z0-9]+_[A-Za-z0-9]+|[A-Z][A-Z0-9]*)$":
+                "a DataType name such as F32_Default or a type variable such as T",
             "^[A-Z][A-Z0-9]*$": "an upper-case type variable name such as T",
         }.get(str(err.validator_value), f"text matching {err.validator_value}")
         return [Diagnostic(loc, f"{where} is {err.instance!r}; expected {hint}", op)]

@@ -80,7 +80,8 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
     ("body_both_forms", [("elementwise:", "kernel: {forward: 'x;'}\nelementwise:")],
      "s.yaml:12:1: error: op 'twice': 'elementwise' and 'kernel' are mutually exclusive; keep one\n"
      "s.yaml:13:1: note: 'elementwise' is here"),
-    ("attr_list_bool", [("type: float, doc: scale, default: 1.0, range: [0, 10]", "type: 'list[bool]', doc: flags, default: [1, 2]")],
+    ("attr_list_bool", [("type: float, doc: scale, default: 1.0, range: [0, 10]",
+                         "type: 'list[bool]', doc: flags, default: [1, 2]"), (" * alpha", "")],
      "s.yaml:8:5: error: op 'twice': attr 'alpha': default [1, 2] is not a list[bool]: item 0 is 1, not a bool"),
 ]
 

@@ -7,6 +7,7 @@
 #define OPGEN_OPS_SCALE_ADD_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &
   C pad = 0;
   for (float p : paddings) pad += C(p);
   opgen::map(out, [&](C a, C b) -> C { return a + C(scale) * b + pad; }, x, y);
-#line 37 "generated/opgen_ops/csrc/scale_add_kernel.h"
+#line 38 "generated/opgen_ops/csrc/scale_add_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -50,13 +51,13 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
 #line 38 "ops/scale_add.yaml"
     using C = opgen::compute_t<x_t>;
     opgen::map_reduce_to(dx, dout.shape_vector(), [](C g) -> C { return g; }, dout);
-#line 54 "generated/opgen_ops/csrc/scale_add_kernel.h"
+#line 55 "generated/opgen_ops/csrc/scale_add_kernel.h"
   }
   if (dy) {
 #line 41 "ops/scale_add.yaml"
     using C = opgen::compute_t<y_t>;
     opgen::map_reduce_to(dy, dout.shape_vector(), [&](C g) -> C { return C(scale) * g; }, dout);
-#line 60 "generated/opgen_ops/csrc/scale_add_kernel.h"
+#line 61 "generated/opgen_ops/csrc/scale_add_kernel.h"
   }
 }
 
