@@ -129,9 +129,10 @@ def check_op(op: Op) -> list[Diagnostic]:
             err(loc, f"{what} name '{name}' is {reason}")
         if name in seen:
             other_what, other_loc = seen[name]
-            err(loc, f"{what} name '{name}' is already used by {other_what}", [Note("first used here", other_loc)])
+            subject = f"'{name}', the name of {what}," if what.startswith("the ") else f"{what} name '{name}'"
+            err(loc, f"{subject} is already used by {other_what}", [Note("first used here", other_loc)])
         else:
-            seen[name] = (what, loc)
+            seen[name] = (what if what.startswith("the ") else f"{what} '{name}'", loc)
 
     for x in op.inputs:
         claim(x.name, "input", x.location)
@@ -155,12 +156,12 @@ def check_op(op: Op) -> list[Diagnostic]:
     for i, x in enumerate(op.inputs):
         if x.kind != "optional":
             continue
-        later = [y.name for y in op.inputs[i + 1:] if y.kind != "optional"]
-        later += [a.name for a in op.attrs if not a.has_default]
+        later = [(y.name, f"move optional input '{x.name}' after input '{y.name}'")
+                 for y in op.inputs[i + 1:] if y.kind != "optional"]
+        later += [(a.name, f"give attr '{a.name}' a default") for a in op.attrs if not a.has_default]
         if later:
-            err(x.location, f"optional input '{x.name}' is followed by '{later[0]}', which has no default; "
-                "optional inputs default to None, so everything after them needs a default",
-                [Note("move the optional input after it, or give the attr a default")])
+            err(x.location, f"optional input '{x.name}' is followed by '{later[0][0]}', which has no default; "
+                "optional inputs default to None, so everything after them needs a default", [Note(later[0][1])])
     if op.elementwise is not None:
         for x in op.inputs:
             if x.kind != "required":
@@ -297,14 +298,15 @@ def check_op(op: Op) -> list[Diagnostic]:
 
     # --- attrs ----------------------------------------------------------------------------
     for a in op.attrs:
-        if a.has_default:
+        empty_range = a.range is not None and a.range[0] > a.range[1]
+        if a.has_default and not empty_range:
             problem = _attr_value_problem(a.type, a.default, a.range, a.choices)
             if problem:
                 err(a.location, f"attr '{a.name}': default {_show(a.default)} {problem}")
         if a.range is not None and a.type not in ("int", "float", "list[int]", "list[float]"):
             err(a.location, f"attr '{a.name}': 'range' applies to int and float attrs, not {a.type}")
-        if a.range is not None and a.range[0] > a.range[1]:
-            err(a.location, f"attr '{a.name}': range [{a.range[0]}, {a.range[1]}] is empty")
+        if a.range is not None and empty_range:
+            err(a.location, f"attr '{a.name}': range [{a.range[0]:g}, {a.range[1]:g}] is empty; write [low, high]")
         for c in a.choices or ():
             problem = _attr_value_problem(a.type, c, None, None)
             if problem:
