@@ -7,10 +7,12 @@ knows about Jinja, and nothing in the templates knows about YAML.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .check import identifiers
+from .check import identifiers, indent_python
 from .exprs import RuleArg, ShapeRule
 from .model import Attr, Body, Op
 
@@ -44,11 +46,37 @@ def py_string(text: str) -> str:
     return repr(text)
 
 
+def docstring_text(text: str) -> str:
+    """``text`` made safe inside a ``\"\"\"`` docstring: the docstring's value is ``text`` again.
+
+    Backslashes are doubled (so ``\\n`` or ``\\N`` stay two characters), a ``\"`` next to another
+    or at the end is escaped (no ``\"\"\"`` can end the docstring early), and control characters
+    other than newline and tab become ``\\xNN`` escapes (a NUL byte is not valid Python source).
+    """
+    out = []
+    for i, ch in enumerate(text):
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"' and (text[i - 1:i] == '"' or text[i + 1:i + 2] in ('"', "")):
+            out.append('\\"')
+        elif (ord(ch) < 0x20 and ch not in "\n\t") or ord(ch) == 0x7F or ch in "\u2028\u2029\x85":
+            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def doc_block(text: str, indent: str = "    ") -> str:
-    """A Python docstring body: safe against ``\"\"\"`` and backslashes, re-indented."""
-    safe = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
-    lines = safe.strip("\n").splitlines() or [""]
+    """A Python docstring body: escaped (:func:`docstring_text`), re-indented."""
+    lines = docstring_text(text.strip("\n")).splitlines() or [""]
     return "\n".join((indent + ln) if ln.strip() else "" for ln in lines)
+
+
+def cpp_comment(text: str) -> str:
+    """``text`` made safe as the rest of a ``//`` comment: one line, never ending in a backslash
+    (which would splice the next source line into the comment)."""
+    one_line = " ".join(text.split())
+    return one_line + " (sic)" if one_line.endswith(("\\", "??/")) else one_line
 
 
 def indent_body(text: str, prefix: str = "  ") -> str:
@@ -61,20 +89,44 @@ def line_directive(body: Body) -> str:
     return f"#line {max(body.location.line, 1)} {cpp_string(body.location.file)}"
 
 
+def cpp_float(value: float) -> str:
+    """C++ float32 expression for ``value``, infinities and NaN included."""
+    v = float(value)
+    if math.isnan(v):
+        return "std::numeric_limits<float>::quiet_NaN()"
+    if math.isinf(v):
+        return ("-" if v < 0 else "") + "std::numeric_limits<float>::infinity()"
+    return f"{v!r}f"
+
+
+def py_value(value: Any) -> str:
+    """Python source for a plain value (scalars, lists, tuples, dicts); infinities and NaN as
+    ``float('inf')`` / ``float('nan')`` (their ``repr`` is a bare, undefined name)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "float('nan')" if math.isnan(value) else ("-" if value < 0 else "") + "float('inf')"
+    if isinstance(value, list):
+        return "[" + ", ".join(py_value(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(py_value(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{py_value(k)}: {py_value(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
 def cpp_literal(attr: Attr, value: Any) -> str:
     """C++ literal for an attr value of the attr's type."""
     t = attr.type
     if t == "int":
         return f"int64_t{{{int(value)}}}"
     if t == "float":
-        return f"{float(value)!r}f".replace("inf", "INFINITY")
+        return cpp_float(value)
     if t == "bool":
         return "true" if value else "false"
     if t == "str":
         return f"std::string({cpp_string(str(value))})"
     inner = {"list[int]": "int64_t", "list[float]": "float"}[t]
     items = ", ".join(
-        (f"int64_t{{{int(v)}}}" if inner == "int64_t" else f"{float(v)!r}f") for v in value
+        (f"int64_t{{{int(v)}}}" if inner == "int64_t" else cpp_float(v)) for v in value
     )
     return f"std::vector<{inner}>{{{items}}}"
 
@@ -82,10 +134,10 @@ def cpp_literal(attr: Attr, value: Any) -> str:
 def py_literal(attr: Attr, value: Any) -> str:
     """Python literal for an attr value (lists become tuples: defaults are immutable)."""
     if attr.type == "float":
-        return repr(float(value))
+        return py_value(float(value))
     if attr.type.startswith("list["):
         items = [float(v) if attr.type == "list[float]" else v for v in value]
-        return repr(tuple(items))
+        return py_value(tuple(items))
     return repr(value)
 
 
@@ -129,14 +181,26 @@ def _rule_arg_cpp(arg: RuleArg) -> str:
     return f"int64_t{{{v}}}"
 
 
-def shape_py(rule: ShapeRule, op_name: str) -> str:
+PY_BUILTINS_CALLED = ("int", "len", "list", "range", "sum", "tuple", "zip")
+"""Builtins the generated Python calls in functions whose parameters are an op's inputs and attrs."""
+
+
+def builtin_names(user_names: Sequence[str]) -> dict[str, str]:
+    """How generated code spells each of :data:`PY_BUILTINS_CALLED`: plainly, or as
+    ``_builtins.<name>`` where an input or attr of that name shadows it (an input named ``list``)."""
+    return {b: f"_builtins.{b}" if b in user_names else b for b in PY_BUILTINS_CALLED}
+
+
+def shape_py(rule: ShapeRule, op_name: str, names: dict[str, str] | None = None) -> str:
     """Python expression for an output shape (``out_shape`` of the Custom path).
 
-    Inputs are bound to their shapes (a list of shapes for a dynamic input), attrs to their values.
+    Inputs are bound to their shapes (a list of shapes for a dynamic input), attrs to their values;
+    ``names`` spells the builtins it calls (see :func:`builtin_names`).
     """
+    b = names or builtin_names(())
     op = f"op={op_name!r}"
     if rule.kind == "same":
-        return f"list({rule.inputs[0]})"
+        return f"{b['list']}({rule.inputs[0]})"
     if rule.kind == "broadcast":
         return f"_rt.broadcast_shape({', '.join(rule.inputs)}, {op})"
     if rule.kind == "reduce":
@@ -152,7 +216,7 @@ def shape_py(rule: ShapeRule, op_name: str) -> str:
         if d.literal is not None:
             dims.append(str(d.literal))
         elif d.attr is not None:
-            dims.append(f"int({d.attr})")
+            dims.append(f"{b['int']}({d.attr})")
         else:
             dims.append(f"_rt.dim_of({d.input}, {d.axis}, {d.input!r}, {op})")
     return "[" + ", ".join(dims) + "]"
@@ -320,11 +384,15 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
     def py_default(x_name: str) -> str:
         return " = None" if kind[x_name] == "optional" else ""
 
-    py_params = [x.name + py_default(x.name) for x in inputs] + [
-        f"{a.name}: {PY_ATTR_TYPE[a.type]}" + (f" = {py_literal(a, a.default)}"
-                                                                           if a.has_default else "")
-        for a in attrs
-    ]
+    attr_params = [f"{a.name}: {PY_ATTR_TYPE[a.type]}" + (f" = {py_literal(a, a.default)}" if a.has_default else "")
+                   for a in attrs]
+    # an attr without a default after one with a default: it and all later attrs are keyword-only
+    kw_at = next((i for i, a in enumerate(attrs) if not a.has_default and any(b.has_default for b in attrs[:i])),
+                 None)
+    if kw_at is not None:
+        attr_params.insert(kw_at, "*")
+    py_params = [x.name + py_default(x.name) for x in inputs] + attr_params
+    names = builtin_names(in_names + attr_names)
     run_params = [
         {"dynamic": "const opgen::ms::TensorPtrList &", "optional": "const std::optional<opgen::ms::TensorPtr> &"}.get(
             x.kind, "const opgen::ms::TensorPtr &") + x.name
@@ -361,7 +429,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
                 "index": i,
                 "grad_name": o.grad_name,
                 "differentiable": o.differentiable,
-                "shape_py": shape_py(o.shape, op.name),
+                "shape_py": shape_py(o.shape, op.name, names),
                 "shape_cpp": shape_cpp(o.shape, fw_shapes),
                 "shape_text": o.shape.text,
                 "dtype_rule": o.dtype,
@@ -382,13 +450,17 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
                 "cpp_default": cpp_literal(a, a.default) if a.has_default else "",
                 "doc": " ".join(a.doc.split()),
                 "range": list(a.range) if a.range else None,
-                "choices_py": repr(tuple(a.choices)) if a.choices else None,
+                "range_py": py_value(list(a.range)) if a.range else "None",
+                "choices_py": py_value(tuple(a.choices)) if a.choices else None,
                 "is_list": a.type.startswith("list["),
                 "scalar": a.type in ("int", "float", "bool"),
             }
             for a in attrs
         ],
         "py_params": ", ".join(py_params),
+        "primitive_params": "".join(p + ", " for p in attr_params),
+        "builtin": names,
+        "shadows_builtins": any(v != k for k, v in names.items()),
         "attr_names": attr_names,
         "in_names": in_names,
         "out_names": out_names,
@@ -435,15 +507,31 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
 def _reference(op: Op) -> dict[str, Any] | None:
     params = [x.name for x in op.inputs] + [a.name for a in op.attrs]
     if op.reference is not None:
-        body = "\n".join("    " + ln if ln.strip() else "" for ln in op.reference.text.rstrip().splitlines())
+        body = indent_python(op.reference.text)
         return {"params": params, "body": body}
     if op.elementwise is not None:
         # an expression may use fewer inputs than the shape rule broadcasts (forward: x with
         # shape broadcast(x, y)): the result takes the output's shape, like the kernel's.
-        shape_of = ", ".join(f"np.shape({n})" for n in op.outputs[0].shape.inputs)
-        body = f"    return np.broadcast_to({op.elementwise.forward.numpy}, np.broadcast_shapes({shape_of})).copy()"
+        body = f"    return np.broadcast_to({op.elementwise.forward.numpy}, {_reference_shape(op)}).copy()"
         return {"params": params, "body": body}
     return None
+
+
+def _reference_shape(op: Op) -> str:
+    """numpy expression of an elementwise op's output shape, from its shape rule (``same``,
+    ``broadcast`` or explicit ``dims``; the array arguments are bound to the input names)."""
+    rule = op.outputs[0].shape
+    if rule.kind in ("same", "broadcast"):
+        return "np.broadcast_shapes(" + ", ".join(f"np.shape({n})" for n in rule.inputs) + ")"
+    dims = []
+    for d in rule.dims:
+        if d.literal is not None:
+            dims.append(str(d.literal))
+        elif d.attr is not None:
+            dims.append(f"np.int64({d.attr})")
+        else:
+            dims.append(f"np.shape({d.input})[{d.axis}]")
+    return "(" + "".join(f"{x}, " for x in dims) + ")"
 
 
 def _grad_reference(op: Op) -> dict[str, Any] | None:

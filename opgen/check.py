@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from . import dtypes
 from .diagnostics import Diagnostic, Location, Note, did_you_mean
 from .exprs import RULE_ARG_TYPES
-from .model import Op
+from .model import Body, Op
 
 CPP_KEYWORDS = frozenset(
     """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
@@ -39,6 +39,51 @@ RESERVED = frozenset(
     }
 )
 """Names a spec may not use for tensors or attrs: they are taken by generated code."""
+
+
+GENERATED_MODULES = ("custom", "function", "reference", "meta")
+"""Submodules of a generated package; ``__init__.py`` imports the op functions next to them."""
+
+MODULE_LEVEL_NAMES = frozenset({"int", "float", "len", "list", "range", "sum", "tuple", "zip", "builtins", "math",
+                                "typing"})
+"""Builtins and modules the generated modules use at module level or in every op's code; an op of
+that name (a module-level function) would replace them."""
+
+GENERATED_SUFFIXES = ("_primitive", "_grad", "_backward")
+"""What generated code appends to an op name: ``<op>_primitive()`` (custom.py), ``<op>_grad()``
+(reference.py), ``<package>_<op>_backward`` (the aot symbol and registered name)."""
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _bad_op_name(name: str) -> str | None:
+    why = _bad_name(name)
+    if why is None and name in GENERATED_MODULES:
+        why = f"the name of a generated submodule ({', '.join(GENERATED_MODULES)})"
+    if why is None and name in MODULE_LEVEL_NAMES:
+        why = "a Python builtin or module that the generated modules use"
+    return why
+
+
+def indent_python(text: str, prefix: str = "    ") -> str:
+    """A Python body from the spec re-indented under a ``def`` (blank lines kept empty)."""
+    return "\n".join(prefix + ln if ln.strip() else "" for ln in text.rstrip().splitlines())
+
+
+def _reference_problem(body: Body, params: Sequence[str]) -> tuple[Location, str] | None:
+    """Where and why the reference body does not compile as the generated function would hold it."""
+    source = f"def reference({', '.join(params)}):\n{indent_python(body.text) or '    pass'}\n"
+    try:
+        compile(source, body.location.file, "exec", dont_inherit=True)  # compiled, never run
+    except SyntaxError as exc:
+        line = max((exc.lineno or 2) - 2, 0)  # 0-based line of the body
+        col = max((exc.offset or 1) - 4, 1)
+        block = body.location.col == 1  # a block scalar: its lines are the YAML lines, less indentation
+        loc = Location(body.location.file, body.location.line + line, col if block or line else body.location.col
+                       + col - 1)
+        return loc, f"reference body does not compile: {exc.msg} (line {line + 1} of the body)"
+    return None
 
 
 def _bad_name(name: str) -> str | None:
@@ -73,7 +118,7 @@ def check_op(op: Op) -> list[Diagnostic]:
         diags.append(Diagnostic(loc, msg, op.name, notes=tuple(notes)))
 
     # --- names -------------------------------------------------------------------------
-    why = _bad_name(op.name)
+    why = _bad_op_name(op.name)
     if why:
         err(op.location, f"op name '{op.name}' is {why}")
     seen: dict[str, tuple[str, Location]] = {}
@@ -84,9 +129,10 @@ def check_op(op: Op) -> list[Diagnostic]:
             err(loc, f"{what} name '{name}' is {reason}")
         if name in seen:
             other_what, other_loc = seen[name]
-            err(loc, f"{what} name '{name}' is already used by {other_what}", [Note("first used here", other_loc)])
+            subject = f"'{name}', the name of {what}," if what.startswith("the ") else f"{what} name '{name}'"
+            err(loc, f"{subject} is already used by {other_what}", [Note("first used here", other_loc)])
         else:
-            seen[name] = (what, loc)
+            seen[name] = (what if what.startswith("the ") else f"{what} '{name}'", loc)
 
     for x in op.inputs:
         claim(x.name, "input", x.location)
@@ -110,12 +156,12 @@ def check_op(op: Op) -> list[Diagnostic]:
     for i, x in enumerate(op.inputs):
         if x.kind != "optional":
             continue
-        later = [y.name for y in op.inputs[i + 1:] if y.kind != "optional"]
-        later += [a.name for a in op.attrs if not a.has_default]
+        later = [(y.name, f"move optional input '{x.name}' after input '{y.name}'")
+                 for y in op.inputs[i + 1:] if y.kind != "optional"]
+        later += [(a.name, f"give attr '{a.name}' a default") for a in op.attrs if not a.has_default]
         if later:
-            err(x.location, f"optional input '{x.name}' is followed by '{later[0]}', which has no default; "
-                "optional inputs default to None, so everything after them needs a default",
-                [Note("move the optional input after it, or give the attr a default")])
+            err(x.location, f"optional input '{x.name}' is followed by '{later[0][0]}', which has no default; "
+                "optional inputs default to None, so everything after them needs a default", [Note(later[0][1])])
     if op.elementwise is not None:
         for x in op.inputs:
             if x.kind != "required":
@@ -200,11 +246,22 @@ def check_op(op: Op) -> list[Diagnostic]:
                     err(o.location, f"output '{o.name}': shape rule '{o.shape.text}' uses dynamic input '{n}' "
                         "where a single tensor is expected; use concat(" + n + ", axis)")
         for d in o.shape.dims:
+            if d.literal is not None and not 0 <= d.literal <= INT64_MAX:
+                err(o.location, f"output '{o.name}': shape dim {d.literal} is "
+                    + ("negative; a dim is a size, 0 or more" if d.literal < 0 else "larger than int64 allows"))
+            if d.input and not -64 <= d.axis < 64:
+                err(o.location, f"output '{o.name}': shape dim '{d.input}.shape[{d.axis}]' indexes past any rank "
+                    "a tensor can have")
             if d.input and kinds.get(d.input, "required") != "required":
                 err(o.location, f"output '{o.name}': shape dim '{d.input}.shape[{d.axis}]' uses {kinds[d.input]} "
                     f"input '{d.input}'; dims may only use required inputs")
         for arg_name, arg in o.shape.args:
             if arg.attr is None:
+                values = arg.literal if isinstance(arg.literal, tuple) else (arg.literal,)
+                big = [v for v in values if isinstance(v, int) and not -64 <= v < 64]
+                if big:
+                    err(o.location, f"output '{o.name}': {o.shape.kind}() argument '{arg_name}' is {big[0]}, "
+                        "past any rank a tensor can have")
                 continue
             want = RULE_ARG_TYPES[(o.shape.kind, arg_name)]
             if arg.attr in kinds:
@@ -223,9 +280,9 @@ def check_op(op: Op) -> list[Diagnostic]:
                         f"but this row gives {row.columns[src]} for '{o.dtype}' and {row.columns[out_col]} for "
                         f"'{o.name}'")
         elif o.dtype in dtypes.BY_NAME or o.dtype in dtypes.UNSUPPORTED_NAMES.values():
-            fixed = dtypes.BY_NAME[o.dtype].prefix if o.dtype in dtypes.BY_NAME else dtypes.prefix_of(o.dtype)
+            prefix = dtypes.BY_NAME[o.dtype].prefix if o.dtype in dtypes.BY_NAME else dtypes.prefix_of(o.dtype)
             for row in valid_rows:
-                if dtypes.split_datatype(row.columns[out_col])[0] != fixed:
+                if dtypes.split_datatype(row.columns[out_col])[0] != prefix:
                     err(row.location, f"output '{o.name}' has fixed dtype '{o.dtype}', but this row gives "
                         f"{row.columns[out_col]}")
         else:
@@ -241,14 +298,15 @@ def check_op(op: Op) -> list[Diagnostic]:
 
     # --- attrs ----------------------------------------------------------------------------
     for a in op.attrs:
-        if a.has_default:
+        empty_range = a.range is not None and a.range[0] > a.range[1]
+        if a.has_default and not empty_range:
             problem = _attr_value_problem(a.type, a.default, a.range, a.choices)
             if problem:
                 err(a.location, f"attr '{a.name}': default {_show(a.default)} {problem}")
         if a.range is not None and a.type not in ("int", "float", "list[int]", "list[float]"):
             err(a.location, f"attr '{a.name}': 'range' applies to int and float attrs, not {a.type}")
-        if a.range is not None and a.range[0] > a.range[1]:
-            err(a.location, f"attr '{a.name}': range [{a.range[0]}, {a.range[1]}] is empty")
+        if a.range is not None and empty_range:
+            err(a.location, f"attr '{a.name}': range [{a.range[0]:g}, {a.range[1]:g}] is empty; write [low, high]")
         for c in a.choices or ():
             problem = _attr_value_problem(a.type, c, None, None)
             if problem:
@@ -257,8 +315,24 @@ def check_op(op: Op) -> list[Diagnostic]:
     # --- bodies and gradients -------------------------------------------------------------
     diff_names = [x.name for x in op.differentiable_inputs]
     if op.elementwise is not None:
+        exprs = [("elementwise.forward", op.elementwise.forward, op.elementwise.forward_location)]
+        exprs += [(f"elementwise.grad.{g}", e, loc) for g, e, loc in op.elementwise.grads]
+        for where, expr, loc in exprs:
+            for n in expr.names:
+                bad = attr_by_name.get(n)
+                if bad is not None and bad.type not in ("int", "float", "bool"):
+                    m = re.search(rf"\b{n}\b", expr.text)
+                    at = Location(loc.file, loc.line, loc.col + (m.start() if m else 0)) if loc.line else loc
+                    err(at, f"{where}: attr '{n}' is {_a(bad.type)}; expressions take int, float and bool attrs "
+                        "only", [Note(f"attr '{n}' is declared here", bad.location),
+                         Note("use a 'kernel' body to compute with it")])
         if len(op.outputs) != 1:
             err(op.location, f"'elementwise' ops have exactly one output; this one has {len(op.outputs)}")
+        elif op.outputs[0].shape.kind not in ("same", "broadcast", "dims"):
+            o = op.outputs[0]
+            err(o.location, f"output '{o.name}': an 'elementwise' op's output takes a shape its inputs broadcast "
+                f"to ('x', 'broadcast(x, y)' or a dims list), not {o.shape.kind}()",
+                [Note(f"use a 'kernel' body for a {o.shape.kind} op")])
         given = [g[0] for g in op.elementwise.grads]
         for gname, _expr, gloc in op.elementwise.grads:
             if gname not in input_names:
@@ -302,6 +376,10 @@ def check_op(op: Op) -> list[Diagnostic]:
         if k.backward is None and not k.backward_per_input and op.differentiable_inputs:
             err(op.location, f"differentiable input(s) {', '.join(diff_names)} but no kernel.backward",
                 [Note("add kernel.backward or mark the inputs 'differentiable: false'")])
+    if op.reference is not None:
+        ref_problem = _reference_problem(op.reference, input_names + list(attr_by_name))
+        if ref_problem:
+            err(*ref_problem)
     return diags
 
 
@@ -324,11 +402,15 @@ def _attr_value_problem(
         items: Iterable[object] = value
         for i, v in enumerate(items):
             if not scalar_ok(inner, v):
-                return f"is not a {typ}: item {i} is {v!r}, not a {inner}"
+                return f"is not {_a(typ)}: item {i} is {v!r}, not {_a(inner)}"
+            if _too_big(inner, v):
+                return f"item {i}: {v!r} {_too_big(inner, v)}"
         vals = list(value)
     else:
         if not scalar_ok(typ, value):
-            return f"is not a {typ}"
+            return f"is not {_a(typ)}"
+        if _too_big(typ, value):
+            return _too_big(typ, value)
         vals = [value]
     if rng is not None:
         for v in vals:
@@ -339,9 +421,34 @@ def _attr_value_problem(
     return None
 
 
+def _a(typ: str) -> str:
+    return ("an " if typ[0] in "aeiou" else "a ") + typ
+
+
+def _too_big(typ: str, value: object) -> str | None:
+    """Why a number of the right type still does not fit the attr's C++ type (int64_t / float)."""
+    if typ == "int" and isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        return "does not fit an int attr (int64: -2**63 to 2**63-1)"
+    if typ == "float" and isinstance(value, (int, float)) and FLOAT32_MAX < abs(value) < float("inf"):
+        return "does not fit a float attr (float32: at most 3.4028235e+38 in magnitude, or .inf)"
+    return None
+
+
 def check_ops(ops: Iterable[Op]) -> list[Diagnostic]:
-    """Rules across ops: an op name is defined once."""
+    """Rules across ops: an op name is defined once, and is not another op's name plus a suffix
+    generated code appends to it (``mul`` and ``mul_primitive``)."""
+    ops = list(ops)
     diags: list[Diagnostic] = []
+    by_name = {op.name: op for op in ops}
+    for op in ops:
+        for suffix in GENERATED_SUFFIXES:
+            stem = op.name[: -len(suffix)]
+            if op.name.endswith(suffix) and stem in by_name and by_name[stem] is not op:
+                diags.append(Diagnostic(op.location, f"op name '{op.name}' collides with the generated "
+                                        f"'{op.name}' of op '{stem}'", op.name,
+                                        notes=(Note(f"op '{stem}' is defined here", by_name[stem].location),
+                                               Note("rename one of them; opgen appends "
+                                                    f"{', '.join(GENERATED_SUFFIXES)} to op names"))))
     first: dict[str, Op] = {}
     for op in ops:
         if op.name in first:

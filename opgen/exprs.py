@@ -9,6 +9,7 @@ rule such as ``broadcast(x, y)`` or ``[x.shape[0], n]`` becomes a :class:`ShapeR
 from __future__ import annotations
 
 import ast
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Callable
 
@@ -74,13 +75,15 @@ def _parse(text: str) -> ast.expr:
     return tree.body
 
 
-def parse_expr(text: str, known: Callable[[str], bool]) -> Expr:
-    """Parse an elementwise expression; ``known(name)`` says whether a name may be used.
+def parse_expr(text: str, known: Callable[[str], bool], attrs: Collection[str] = ()) -> Expr:
+    """Parse an elementwise expression; ``known(name)`` says whether a name may be used, ``attrs``
+    which names are (scalar) attrs.
 
     Semantics (the same in the C++ and the numpy translation): arithmetic is done in the compute
-    type ``C`` (the output's element type); a comparison used as a value is ``1`` or ``0`` of
-    that type (``dout * (x > 0)``); ``a if c else b`` picks per element, ``c`` being a comparison
-    or any value (true when non-zero).
+    type ``C`` (the output's element type): literals and attrs are cast to it, so ``exp(-n)`` with
+    an int attr ``n`` is computed in floating point for a float output; a comparison used as a
+    value is ``1`` or ``0`` of that type (``dout * (x > 0)``); ``a if c else b`` picks per
+    element, ``c`` being a comparison or any value (true when non-zero).
 
     Raises:
         ExprError: on syntax outside the subset, unknown names or functions, wrong arity.
@@ -97,7 +100,7 @@ def parse_expr(text: str, known: Callable[[str], bool]) -> Expr:
                 raise ExprError(f"unknown name '{node.id}'", col)
             if node.id not in names:
                 names.append(node.id)
-            return node.id, node.id
+            return (f"C({node.id})" if node.id in attrs else node.id), node.id
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(
             node.value, bool
         ):

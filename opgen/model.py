@@ -274,7 +274,8 @@ def build_op(tree: MarkedDict, file: str) -> Op:
             else:
                 resolved.append(dt)
         tv_values[tv_name] = tuple(resolved)
-        type_vars.append(TypeVar(tv_name, tuple(resolved), tv_tree.loc(tv_name)))
+        tv_loc = tv_tree.loc(tv_name) if isinstance(tv_tree, MarkedDict) else Location(file)
+        type_vars.append(TypeVar(tv_name, tuple(resolved), tv_loc))
     rows = []
     fmt = tree["dtype_format"]
     for target in fmt:
@@ -306,7 +307,7 @@ def build_op(tree: MarkedDict, file: str) -> Op:
         fwd_known: Callable[[str], bool] = lambda n: n in tensor_names or n in attr_names  # noqa: E731
         grad_names = tensor_names + out_names + ["d" + o for o in out_names] + attr_names
         try:
-            fwd = parse_expr(ew["forward"], fwd_known)
+            fwd = parse_expr(ew["forward"], fwd_known, attr_names)
         except ExprError as exc:
             err(expr_loc(ew.loc("forward"), exc), f"elementwise.forward: {exc}")
             fwd = Expr(ew["forward"], (), "C(0)", "0")
@@ -314,7 +315,7 @@ def build_op(tree: MarkedDict, file: str) -> Op:
         for gname, gtext in (ew.get("grad") or {}).items():
             gloc = ew["grad"].loc(gname)
             try:
-                expr = parse_expr(gtext, lambda n: n in grad_names)
+                expr = parse_expr(gtext, lambda n: n in grad_names, attr_names)
             except ExprError as exc:
                 err(expr_loc(gloc, exc), f"elementwise.grad.{gname}: {exc}")
                 continue

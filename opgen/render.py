@@ -79,6 +79,8 @@ def environment() -> jinja2.Environment:
     )
     env.filters["to_cpp_string"] = api.cpp_string
     env.filters["tojson_py"] = lambda v: repr(tuple(v))
+    env.filters["to_docstring"] = api.docstring_text
+    env.filters["to_cpp_comment"] = api.cpp_comment
     return env
 
 
@@ -137,8 +139,9 @@ def render_package(ops: Sequence[Op], package: str, out_prefix: str) -> dict[str
         emit("function.cc.j2", f"csrc/{ctx['name']}_function.cc", header, op=ctx)
     all_header = GENERATED_BY.format(sources=", ".join(sources))
     emit("bindings.cc.j2", "csrc/bindings.cc", all_header, ops=contexts)
-    emit("custom.py.j2", "custom.py", all_header, ops=contexts)
-    emit("function.py.j2", "function.py", all_header, ops=contexts)
+    needs_builtins = any(ctx["shadows_builtins"] for ctx in contexts)
+    emit("custom.py.j2", "custom.py", all_header, ops=contexts, needs_builtins=needs_builtins)
+    emit("function.py.j2", "function.py", all_header, ops=contexts, needs_builtins=needs_builtins)
     emit("reference.py.j2", "reference.py", all_header, ops=contexts)
     emit("meta.py.j2", "meta.py", all_header, ops=contexts)
     emit("__init__.py.j2", "__init__.py", all_header, ops=contexts, sources=sources)

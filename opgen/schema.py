@@ -144,10 +144,13 @@ def _diagnose(tree: Any, err: ValidationError) -> list[Diagnostic]:
         enum_vals: Any = err.validator_value
         allowed_vals = [str(a) for a in enum_vals]
         notes = did_you_mean(str(err.instance), allowed_vals)
+        what = f"{where} is {err.instance!r}"
+        if "propertyNames" in err.schema_path:  # a key of a mapping, not a value
+            what = f"unknown key {err.instance!r} in {where}"
         return [
             Diagnostic(
                 loc,
-                f"{where} is {err.instance!r}; expected one of: {', '.join(allowed_vals)}",
+                f"{what}; expected one of: {', '.join(allowed_vals)}",
                 op,
                 notes=notes,
             )

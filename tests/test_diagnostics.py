@@ -26,6 +26,14 @@ elementwise:
     x: 2 * dout * alpha
 """
 
+EW = """\
+elementwise:
+  forward: 2 * x * alpha
+  grad:
+    x: 2 * dout * alpha
+"""
+"""BASE's body, for cases that replace it with a kernel."""
+
 # (name, (old, new) replacements applied to BASE, expected diagnostics text)
 CASES: list[tuple[str, list[tuple[str, str]], str]] = [
     ("name_not_snake", [("name: twice", "name: Twice")],
@@ -81,8 +89,238 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
      "s.yaml:12:1: error: op 'twice': 'elementwise' and 'kernel' are mutually exclusive; keep one\n"
      "s.yaml:13:1: note: 'elementwise' is here"),
     ("attr_list_bool", [("type: float, doc: scale, default: 1.0, range: [0, 10]",
-                         "type: 'list[bool]', doc: flags, default: [1, 2]")],
+                         "type: 'list[bool]', doc: flags, default: [1, 2]"), (" * alpha", "")],
      "s.yaml:8:5: error: op 'twice': attr 'alpha': default [1, 2] is not a list[bool]: item 0 is 1, not a bool"),
+    ("name_not_a_string", [("name: twice", "name: 5")],
+     "s.yaml:1:7: error: name must be a string, got integer"),
+    ("unknown_input_key", [("{name: x, doc: any tensor}", "{name: x, doc: any tensor, differentiabel: false}")],
+     "s.yaml:4:32: error: op 'twice': unknown key 'differentiabel' in inputs[0]; expected one of: "
+     "name, doc, kind, differentiable\n"
+     "s.yaml:4:32: note: did you mean 'differentiable'?"),
+    ("unknown_attr_key", [("default: 1.0,", "defualt: 1.0,")],
+     "s.yaml:8:44: error: op 'twice': unknown key 'defualt' in attrs[0]; expected one of: name, "
+     "type, doc, default, range, choices\n"
+     "s.yaml:8:44: note: did you mean 'default'?"),
+    ("duplicate_key", [("doc: Doubles x.\n", "doc: Doubles x.\ndoc: Twice x.\n")],
+     "s.yaml:3:1: error: duplicate key 'doc'\n"
+     "s.yaml:2:1: note: first defined here"),
+    ("attr_type_unknown", [("type: float,", "type: flaot,")],
+     "s.yaml:8:25: error: op 'twice': attrs[0].type is 'flaot'; expected one of: int, float, bool, "
+     "str, list[int], list[float], list[bool], list[str]\n"
+     "s.yaml:8:25: note: did you mean 'float'?"),
+    ("input_kind_unknown", [("{name: x, doc: any tensor}", "{name: x, doc: any tensor, kind: optinal}")],
+     "s.yaml:4:38: error: op 'twice': inputs[0].kind is 'optinal'; expected one of: required, "
+     "optional, dynamic\n"
+     "s.yaml:4:38: note: did you mean 'optional'?"),
+    ("input_name_not_identifier", [("{name: x,", "{name: 2x,")],
+     "s.yaml:4:12: error: op 'twice': inputs[0].name is '2x'; expected an identifier: letters, "
+     "digits and '_', not starting with a digit"),
+    ("input_cpp_keyword",
+     [("name: x,", "name: new,"),
+      ("shape: x, dtype: x", "shape: new, dtype: new"),
+      ("2 * x * alpha", "2 * new * alpha"),
+      ("    x: 2", "    new: 2")],
+     "s.yaml:4:5: error: op 'twice': input name 'new' is a C++ keyword"),
+    ("output_named_like_input",
+     [("{name: out, doc: 2 * x,", "{name: x, doc: 2 * x,"),
+      ("2 * dout * alpha", "2 * dx * alpha")],
+     "s.yaml:4:5: error: op 'twice': 'dx', the name of the gradient of input 'x', is already used by "
+     "the gradient of output 'x'\n"
+     "s.yaml:6:5: note: first used here\n"
+     "s.yaml:6:5: error: op 'twice': output name 'x' is already used by input 'x'\n"
+     "s.yaml:4:5: note: first used here"),
+    ("attr_named_like_input",
+     [("{name: alpha,", "{name: x,"),
+      ("2 * x * alpha", "2 * x"),
+      ("2 * dout * alpha", "2 * dout")],
+     "s.yaml:6:5: error: op 'twice': output 'out': shape rule refers to attr 'x' where an input is expected\n"
+     "s.yaml:8:5: error: op 'twice': attr name 'x' is already used by input 'x'\n"
+     "s.yaml:4:5: note: first used here"),
+    ("input_named_like_a_gradient",
+     [("name: x,", "name: dout,"),
+      ("shape: x, dtype: x", "shape: dout, dtype: dout"),
+      ("2 * x * alpha", "2 * dout * alpha"),
+      ("    x: 2 * dout * alpha", "    dout: 2 * alpha")],
+     "s.yaml:6:5: error: op 'twice': 'dout', the name of the gradient of output 'out', is already "
+     "used by input 'dout'\n"
+     "s.yaml:4:5: note: first used here"),
+    ("row_wrong_length", [("[F32_Default, F32_Default]", "[F32_Default]")],
+     "s.yaml:11:7: error: op 'twice': dtype_format row has 1 column(s); expected 2, one per input "
+     "then per output: x, out"),
+    ("unknown_datatype", [("[F32_Default, F32_Default]", "[F32_Defualt, F32_Default]")],
+     "s.yaml:11:7: error: op 'twice': DataType 'F32_Defualt' (column 'x'): format 'Defualt' cannot "
+     "be taken by target CPU; use 'F32_Default'"),
+    ("duplicate_row_after_expansion",
+     [("dtype_format:\n", "type_vars:\n  T: [float32, float64]\ndtype_format:\n"),
+      ("    - [F32_Default, F32_Default]\n", "    - [F32_Default, F32_Default]\n    - [T, T]\n")],
+     "s.yaml:14:7: error: op 'twice': dtype_format row ['T', 'T'] expands to ['F32_Default', "
+     "'F32_Default'], a duplicate row\n"
+     "s.yaml:13:7: note: first given here"),
+    ("type_var_unused", [("dtype_format:\n", "type_vars:\n  T: [float32]\ndtype_format:\n")],
+     "s.yaml:10:6: error: op 'twice': type variable 'T' is declared but no dtype_format row uses it"),
+    ("type_var_undeclared", [("[F32_Default, F32_Default]", "[T, T]")],
+     "s.yaml:11:7: error: op 'twice': dtype_format row uses type variable 'T', which is not declared "
+     "in type_vars\n"
+     "s.yaml:11:7: note: declare it, e.g. 'type_vars: {T: [float32]}'"),
+    ("type_var_unknown_dtype",
+     [("dtype_format:\n", "type_vars:\n  T: [flaot32]\ndtype_format:\n"),
+      ("[F32_Default, F32_Default]", "[T, T]")],
+     "s.yaml:10:7: error: op 'twice': type variable 'T': unknown dtype 'flaot32'\n"
+     "s.yaml:10:7: note: did you mean 'float32'?"),
+    ("default_not_a_choice", [("default: 1.0, range: [0, 10]", "default: 3.0, choices: [1.0, 2.0]")],
+     "s.yaml:8:5: error: op 'twice': attr 'alpha': default 3.0 is not one of the choices [1.0, 2.0]"),
+    ("choice_wrong_type", [("default: 1.0, range: [0, 10]", "default: 1.0, choices: [1.0, two]")],
+     "s.yaml:8:5: error: op 'twice': attr 'alpha': choice 'two' is not a float"),
+    ("range_on_str",
+     [("type: float, doc: scale, default: 1.0", "type: str, doc: scale, default: a"),
+      ("2 * x * alpha", "2 * x"),
+      ("2 * dout * alpha", "2 * dout")],
+     "s.yaml:8:5: error: op 'twice': attr 'alpha': 'range' applies to int and float attrs, not str"),
+    ("range_empty", [("range: [0, 10]", "range: [10, 0]")],
+     "s.yaml:8:5: error: op 'twice': attr 'alpha': range [10, 0] is empty; write [low, high]"),
+    ("int_default_beyond_int64",
+     [("type: float", "type: int"),
+      ("default: 1.0, range: [0, 10]", "default: 99999999999999999999")],
+     "s.yaml:8:5: error: op 'twice': attr 'alpha': default 99999999999999999999 does not fit an int "
+     "attr (int64: -2**63 to 2**63-1)"),
+    ("float_default_beyond_float32", [("default: 1.0, range: [0, 10]", "default: 1.0e+39")],
+     "s.yaml:8:5: error: op 'twice': attr 'alpha': default 1e+39 does not fit a float attr (float32: "
+     "at most 3.4028235e+38 in magnitude, or .inf)"),
+    ("shape_dim_float_attr", [("shape: x,", "shape: '[alpha]',")],
+     "s.yaml:6:5: error: op 'twice': output 'out': shape dim 'alpha' is a float attr; dims must be int attrs"),
+    ("shape_dim_is_input", [("shape: x,", "shape: '[x]',")],
+     "s.yaml:6:5: error: op 'twice': output 'out': shape dim 'x' is an input; write 'x.shape[i]'"),
+    ("shape_dim_negative", [("shape: x,", "shape: [2, -1],")],
+     "s.yaml:6:5: error: op 'twice': output 'out': shape dim -1 is negative; a dim is a size, 0 or more"),
+    ("shape_rule_syntax", [("shape: x,", "shape: 'x +',")],
+     "s.yaml:6:36: error: op 'twice': output 'out': bad shape rule: cannot parse expression 'x +': "
+     "invalid syntax"),
+    ("broadcast_one_input", [("shape: x,", "shape: 'broadcast(x)',")],
+     "s.yaml:6:36: error: op 'twice': output 'out': bad shape rule: broadcast() needs at least two inputs"),
+    ("reduce_axis_float_attr", [("shape: x,", "shape: 'reduce(x, alpha)',")],
+     "s.yaml:6:5: error: op 'twice': output 'out': an 'elementwise' op's output takes a shape its "
+     "inputs broadcast to ('x', 'broadcast(x, y)' or a dims list), not reduce()\n"
+     "s.yaml:6:5: note: use a 'kernel' body for a reduce op\n"
+     "s.yaml:6:5: error: op 'twice': output 'out': reduce() argument 'axis' is attr 'alpha' of type "
+     "float; expected int or list[int]\n"
+     "s.yaml:8:5: note: attr 'alpha' is declared here"),
+    ("matmul_arg_is_input", [("shape: x,", "shape: 'matmul(x, x, x)',")],
+     "s.yaml:6:5: error: op 'twice': output 'out': an 'elementwise' op's output takes a shape its "
+     "inputs broadcast to ('x', 'broadcast(x, y)' or a dims list), not matmul()\n"
+     "s.yaml:6:5: note: use a 'kernel' body for a matmul op\n"
+     "s.yaml:6:5: error: op 'twice': output 'out': matmul() argument 'transpose_a' is input 'x'; it "
+     "must be an attr of type bool"),
+    ("concat_of_required_input", [("shape: x,", "shape: 'concat(x, 0)',")],
+     "s.yaml:6:5: error: op 'twice': output 'out': an 'elementwise' op's output takes a shape its "
+     "inputs broadcast to ('x', 'broadcast(x, y)' or a dims list), not concat()\n"
+     "s.yaml:6:5: note: use a 'kernel' body for a concat op\n"
+     "s.yaml:6:5: error: op 'twice': output 'out': concat() takes a dynamic (list) input; 'x' is required"),
+    ("dynamic_input_in_elementwise", [("{name: x, doc: any tensor}", "{name: x, doc: any tensor, kind: dynamic}")],
+     "s.yaml:4:5: error: op 'twice': input 'x' is dynamic; elementwise ops take required inputs only "
+     "(use 'kernel' bodies)\n"
+     "s.yaml:6:5: error: op 'twice': output 'out': shape rule 'x' uses dynamic input 'x' where a "
+     "single tensor is expected; use concat(x, axis)"),
+    ("expr_syntax_error", [("2 * x * alpha", "2 * * x")],
+     "s.yaml:13:16: error: op 'twice': elementwise.forward: cannot parse expression '2 * * x': invalid syntax"),
+    ("expr_arity", [("2 * x * alpha", "exp(x, x)")],
+     "s.yaml:13:12: error: op 'twice': elementwise.forward: exp() takes 1 argument(s), got 2"),
+    ("expr_unsupported_operator", [("2 * x * alpha", "x % 2")],
+     "s.yaml:13:12: error: op 'twice': elementwise.forward: operator 'Mod' is not supported; use + - * / **"),
+    ("str_attr_in_expression",
+     [("type: float, doc: scale, default: 1.0, range: [0, 10]", "type: str, doc: mode, default: a")],
+     "s.yaml:13:20: error: op 'twice': elementwise.forward: attr 'alpha' is a str; expressions take "
+     "int, float and bool attrs only\n"
+     "s.yaml:8:5: note: attr 'alpha' is declared here\n"
+     "s.yaml:13:20: note: use a 'kernel' body to compute with it\n"
+     "s.yaml:15:19: error: op 'twice': elementwise.grad.x: attr 'alpha' is a str; expressions take "
+     "int, float and bool attrs only\n"
+     "s.yaml:8:5: note: attr 'alpha' is declared here\n"
+     "s.yaml:15:19: note: use a 'kernel' body to compute with it"),
+    ("grad_unknown_input", [("    x: 2 * dout * alpha", "    x: 2 * dout * alpha\n    z: dout")],
+     "s.yaml:16:8: error: op 'twice': elementwise.grad names unknown input 'z'"),
+    ("grad_missing", [("  grad:\n    x: 2 * dout * alpha\n", "")],
+     "s.yaml:4:5: error: op 'twice': differentiable input 'x' has no gradient in elementwise.grad\n"
+     "s.yaml:4:5: note: add 'grad: {x: ...}' or mark the input 'differentiable: false'"),
+    ("differentiable_int_input", [("[F32_Default, F32_Default]", "[I32_Default, I32_Default]")],
+     "s.yaml:4:5: error: op 'twice': input 'x' is differentiable, but every dtype_format row gives "
+     "it an integer or bool type; such inputs are never differentiable\n"
+     "s.yaml:4:5: note: add 'differentiable: false' to the input"),
+    ("fixed_dtype_disagrees", [("dtype: x}", "dtype: float64}")],
+     "s.yaml:11:7: error: op 'twice': output 'out' has fixed dtype 'float64', but this row gives F32_Default"),
+    ("rows_for_unlisted_target",
+     [("doc: Doubles x.\n", "doc: Doubles x.\ntargets: [CPU]\n"),
+      ("    - [F32_Default, F32_Default]\n", "    - [F32_Default, F32_Default]\n"
+       "  GPU:\n"
+       "    - [F32_Default, F32_Default]\n")],
+     "s.yaml:14:7: error: op 'twice': dtype_format has rows for target 'GPU', which is not in targets ['CPU']"),
+    ("op_name_builtin", [("name: twice", "name: list")],
+     "s.yaml:1:1: error: op 'list': op name 'list' is a Python builtin or module that the generated "
+     "modules use"),
+    ("op_name_submodule", [("name: twice", "name: meta")],
+     "s.yaml:1:1: error: op 'meta': op name 'meta' is the name of a generated submodule (custom, "
+     "function, reference, meta)"),
+    ("op_name_keyword", [("name: twice", "name: class")],
+     "s.yaml:1:1: error: op 'class': op name 'class' is a Python keyword"),
+    ("reference_syntax_error", [("elementwise:", "reference: |\n  y = x *\n  return y\nelementwise:")],
+     "s.yaml:13:8: error: op 'twice': reference body does not compile: invalid syntax (line 1 of the body)"),
+    ("unknown_datatype_prefix", [("[F32_Default, F32_Default]", "[F23_Default, F32_Default]")],
+     "s.yaml:11:7: error: op 'twice': unknown DataType 'F23_Default' in column 'x'\n"
+     "s.yaml:11:7: note: did you mean 'F32_Default'?"),
+    ("unknown_target", [("  CPU:\n", "  TPU:\n")],
+     "s.yaml:10:3: error: op 'twice': unknown key 'TPU' in dtype_format; expected one of: CPU, GPU, Ascend\n"
+     "s.yaml:10:3: note: did you mean 'GPU'?"),
+    ("empty_inputs", [("inputs:\n  - {name: x, doc: any tensor}\n", "inputs: []\n")],
+     "s.yaml:3:9: error: op 'twice': inputs must not be empty"),
+    ("two_outputs_elementwise",
+     [("  - {name: out, doc: 2 * x, shape: x, dtype: x}\n", "  - {name: out, doc: 2 * x, shape: x, dtype: x}\n"
+       "  - {name: out2, doc: o, shape: x, dtype: x}\n"),
+      ("[F32_Default, F32_Default]", "[F32_Default, F32_Default, F32_Default]")],
+     "s.yaml:1:1: error: op 'twice': 'elementwise' ops have exactly one output; this one has 2"),
+    ("shape_axis_past_rank", [("shape: x,", "shape: '[x.shape[99]]',")],
+     "s.yaml:6:5: error: op 'twice': output 'out': shape dim 'x.shape[99]' indexes past any rank a "
+     "tensor can have"),
+    ("elementwise_reduce_shape", [("shape: x,", "shape: 'reduce(x, 0)',")],
+     "s.yaml:6:5: error: op 'twice': output 'out': an 'elementwise' op's output takes a shape its inputs "
+     "broadcast to ('x', 'broadcast(x, y)' or a dims list), not reduce()\n"
+     "s.yaml:6:5: note: use a 'kernel' body for a reduce op"),
+    ("attr_missing_type", [("type: float, ", "")],
+     "s.yaml:8:5: error: op 'twice': attrs[0] is missing required key 'type'"),
+    ("default_list_for_scalar", [("default: 1.0,", "default: [1.0],")],
+     "s.yaml:8:5: error: op 'twice': attr 'alpha': default [1.0] is not a float"),
+    ("expr_function_as_name", [("2 * x * alpha", "exp * x")],
+     "s.yaml:13:12: error: op 'twice': elementwise.forward: 'exp' is a function; call it as exp(...)"),
+    ("kernel_backward_unknown_input",
+     [(EW, "kernel:\n"
+       "  forward: 'out[0] = x[0];'\n"
+       "  backward:\n"
+       "    x: 'dx[0] = dout[0];'\n"
+       "    y: 'dy[0] = 0;'\n")],
+     "s.yaml:16:8: error: op 'twice': kernel.backward names unknown input 'y'"),
+    ("kernel_backward_never_writes",
+     [(EW, "kernel:\n"
+       "  forward: 'out[0] = x[0];'\n"
+       "  backward: 'dz[0] = dout[0];'\n")],
+     "s.yaml:14:13: error: op 'twice': kernel.backward never writes 'dx', the gradient of "
+     "differentiable input 'x'"),
+    ("kernel_save_unknown",
+     [(EW, "kernel:\n"
+       "  forward: 'out[0] = x[0];'\n"
+       "  backward: 'dx[0] = dout[0];'\n"
+       "  save: [x, y]\n")],
+     "s.yaml:15:9: error: op 'twice': kernel.save names 'y', which is not an input or output"),
+    ("kernel_without_backward", [(EW, "kernel:\n  forward: 'out[0] = x[0];'\n")],
+     "s.yaml:1:1: error: op 'twice': differentiable input(s) x but no kernel.backward\n"
+     "s.yaml:1:1: note: add kernel.backward or mark the inputs 'differentiable: false'"),
+    ("optional_before_required",
+     [("  - {name: x, doc: any tensor}\n", "  - {name: b, doc: bias, kind: optional, differentiable: false}\n"
+       "  - {name: x, doc: any tensor}\n"),
+      ("[F32_Default, F32_Default]", "[F32_Default, F32_Default, F32_Default]"),
+      (EW, "kernel:\n"
+       "  forward: 'out[0] = x[0];'\n"
+       "  backward: 'dx[0] = dout[0];'\n")],
+     "s.yaml:4:5: error: op 'twice': optional input 'b' is followed by 'x', which has no default; "
+     "optional inputs default to None, so everything after them needs a default\n"
+     "s.yaml:4:5: note: move optional input 'b' after input 'x'"),
 ]
 
 
@@ -114,3 +352,22 @@ def test_duplicate_op_across_files(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     _, diags = load_ops(["a.yaml", "b.yaml"])
     assert "\n".join(d.format() for d in diags) == (
         "b.yaml:1:1: error: op 'twice': op 'twice' is defined twice\na.yaml:1:1: note: first defined here")
+
+
+@pytest.mark.parametrize("suffix", ["primitive", "grad", "backward"])
+def test_op_named_like_another_ops_generated_name(suffix: str, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("a.yaml").write_text(BASE, encoding="utf-8")
+    Path("b.yaml").write_text(BASE.replace("name: twice", f"name: twice_{suffix}"), encoding="utf-8")
+    _, diags = load_ops(["a.yaml", "b.yaml"])
+    assert "\n".join(d.format() for d in diags) == (
+        f"b.yaml:1:1: error: op 'twice_{suffix}': op name 'twice_{suffix}' collides with the generated "
+        f"'twice_{suffix}' of op 'twice'\n"
+        "a.yaml:1:1: note: op 'twice' is defined here\n"
+        "b.yaml:1:1: note: rename one of them; opgen appends _primitive, _grad, _backward to op names")
+
+
+def test_enough_distinct_diagnostics_are_pinned() -> None:
+    """Issue 3: at least 50 invalid specs, each with its exact diagnostic text."""
+    assert len({c[2] for c in CASES}) == len(CASES) >= 50

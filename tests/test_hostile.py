@@ -2,8 +2,8 @@
 generated C++ and Python compile and mean what the spec said.  Nothing in a spec ever runs at
 generate time.
 
-Strict xfails pin generator bugs found here in code owned elsewhere (templates, api, check,
-exprs); each flips to a failure, to be unmarked, when its fix lands.  See docs/robustness.md.
+Generator bugs found here (templates, api, check, exprs) were pinned as strict xfails; the
+fixed ones stay as regression tests.  See docs/robustness.md.
 """
 
 from __future__ import annotations
@@ -341,14 +341,7 @@ def hostile_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 @pytest.mark.parametrize("op", [
     "docs", "names_ok", "abs", "strdefault_value",
-    pytest.param("strdefault_help", marks=pytest.mark.xfail(strict=True, reason="_docstring.j2: the repr of a str "
-                 "default is pasted into the docstring, whose escapes Python then interprets: help() shows "
-                 "'\\n' as a line break and breaks the indentation of the whole docstring")),
-    pytest.param("int_attr_math", marks=pytest.mark.xfail(strict=True, reason="exprs.py/api.py: attrs are not cast "
-                 "to the compute type like literals are, so exp(-n) with an int attr n runs std::exp on int64 and "
-                 "truncates: x * exp(-2) gives 0 (found by the fuzz sample: grad 'exp(-n)' was 0, numpy 0.135)")),
-    pytest.param("in_list", marks=pytest.mark.xfail(strict=True, reason="templates/custom.py.j2: out_shape calls "
-                 "list(), which an input named 'list' shadows ('list' object is not callable)")),
+    "strdefault_help", "int_attr_math", "in_list",  # strict xfails until fixed in _docstring.j2, exprs.py, api.py
 ])
 def test_hostile_but_valid_op_compiles_and_runs(op: str, hostile_results: dict[str, str]) -> None:
     """Compiled into the aot library, imported through custom.py, called on MindSpore: the doc
@@ -481,74 +474,108 @@ def _render(tmp_path: Path, specs: list[dict[str, Any]]) -> tuple[list[str], dic
     return [], render_package(ops, "bug_pkg", "out/bug_pkg")
 
 
-GENERATOR_BUGS: dict[str, tuple[list[dict[str, Any]], str]] = {
-    # name: (specs, where the bug is)
+FIXED_GENERATOR_BUGS: dict[str, tuple[list[dict[str, Any]], str | None]] = {
+    # name: (specs, None when it must generate valid code, else the diagnostic it must give)
+    # (each was a strict xfail here; fixed in templates/api/check)
     "required_attr_after_default": ([_base(attrs=[{"name": "a1", "type": "int", "doc": "a", "default": 1},
-                                                  {"name": "a2", "type": "int", "doc": "a"}])],
-                                    "templates: 'def op_primitive(a1: int = 1, a2: int)' is a SyntaxError; "
-                                    "check.py should reject or the templates make attrs keyword-only"),
-    "triple_quote_in_input_doc": ([_base(inputs=[{"name": "x", "doc": 'has """ inside'}])],
-                                  "api.py: input/output/attr docs go into docstrings unescaped"),
-    "backslash_N_in_input_doc": ([_base(inputs=[{"name": "x", "doc": "path C:\\New"}])],
-                                 "api.py: input docs unescaped: '\\N' is a SyntaxError in a docstring"),
+                                                  {"name": "a2", "type": "int", "doc": "a"}])], None),
+    "triple_quote_in_input_doc": ([_base(inputs=[{"name": "x", "doc": 'has """ inside'}])], None),
+    "backslash_N_in_input_doc": ([_base(inputs=[{"name": "x", "doc": "path C:\\New"}])], None),
     "triple_quote_in_str_default": ([_base(attrs=[{"name": "m", "type": "str", "doc": "m", "default": 'a"""b'}])],
-                                    "_docstring.j2: the repr of a str default goes into the docstring unescaped"),
-    "op_doc_ends_in_backslash": ([_base(doc="ends in a backslash \\")],
-                                 "function.cc.j2: the '/// Entry point...' comment ends in '\\' and swallows the "
-                                 "run_<op> definition (line splicing)"),
-    "attr_doc_ends_in_backslash": ([_attr(doc="scale \\", default=1.0)],
-                                   "kernel.h.j2: '// <attr doc>' ends in '\\' and swallows the next line"),
-    "infinite_default": ([_attr(default=float("inf"))], "api.py: py_literal gives bare 'inf' (NameError at import), "
-                         "cpp_literal gives 'INFINITYf' (compile error)"),
-    "nan_default": ([_attr(default=float("nan"))], "api.py: bare 'nan' / 'nanf'"),
-    "infinite_range": ([_attr(default=1.0, range=[0, float("inf")])],
-                       "custom.py.j2: '_OP_ATTRS = {... 'range': [0.0, inf]}' NameError at import"),
-    "op_named_list": ([_base(name="list", doc="d")], "custom.py.j2: an op named like a builtin the module calls "
-                      "(list) replaces it: out_shape recurses"),
-    "op_named_function": ([_base(name="function")], "check.py: op names custom/function/reference shadow the "
-                          "generated submodules in __init__.py ('from pkg import function' gives the op)"),
+                                    None),
+    "quote_at_end_of_docs": ([_base(doc='ends in a quote "', inputs=[{"name": "x", "doc": 'x ""'}])], None),
+    "control_chars_in_docs": ([_base(doc="nul \x00 bell \x07 cr \r ls \u2028 end",
+                                     inputs=[{"name": "x", "doc": "ff \x0c vt \x0b"}])], None),
+    "op_doc_ends_in_backslash": ([_base(doc="ends in a backslash \\")], None),
+    "attr_doc_ends_in_backslash": ([_attr(doc="scale \\", default=1.0)], None),
+    "infinite_default": ([_attr(default=float("inf"))], None),
+    "negative_infinite_default": ([_attr(default=float("-inf"))], None),
+    "nan_default": ([_attr(default=float("nan"))], None),
+    "infinite_range": ([_attr(default=1.0, range=[0, float("inf")])], None),
+    "infinite_choice": ([_attr(default=1.0, choices=[1.0, float("inf")])], None),
+    "infinite_list_default": ([_base(attrs=[{"name": "w", "type": "list[float]", "doc": "w",
+                                             "default": [1.0, float("-inf")]}])], None),
+    "input_named_list": ([_rename_input("list")], None),
+    "attrs_named_like_builtins": ([_base(inputs=[{"name": "x", "doc": "x", "kind": "dynamic"}],
+                                         outputs=[{"name": "out", "doc": "o", "shape": "concat(x, zip)",
+                                                   "dtype": "x"}],
+                                         attrs=[{"name": n, "type": "int", "doc": n, "default": 0}
+                                                for n in ("zip", "sum", "range", "len", "tuple")],
+                                         elementwise=None, kernel={"forward": "(void)out;", "backward": "(void)dx;"})],
+                                  None),
+    "op_named_list": ([_base(name="list", doc="d")], "op name 'list' is a Python builtin or module that the "
+                      "generated modules use"),
+    "op_named_function": ([_base(name="function")], "op name 'function' is the name of a generated submodule"),
+    "op_named_meta": ([_base(name="meta")], "op name 'meta' is the name of a generated submodule"),
     "op_and_its_primitive": ([_base(name="mul"), _base(name="mul_primitive")],
-                             "check.py: op 'mul_primitive' collides with the generated mul_primitive()"),
+                             "op name 'mul_primitive' collides with the generated 'mul_primitive' of op 'mul'"),
+    "op_and_its_backward": ([_base(name="mul"), _base(name="mul_backward")],
+                            "op name 'mul_backward' collides with the generated 'mul_backward' of op 'mul'"),
 }
 
 
-@pytest.mark.parametrize("case", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=v[1]))
-                                  for k, v in GENERATOR_BUGS.items()])
-def test_known_generator_bug(case: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", sorted(FIXED_GENERATOR_BUGS))
+def test_fixed_generator_bug(case: str, tmp_path: Path) -> None:
     """A spec that passes validation must give generated code that compiles and means what it
-    says (or be rejected with a diagnostic)."""
-    diags, files = _render(tmp_path, GENERATOR_BUGS[case][0])
-    if diags:
-        return  # rejected with a diagnostic: fine
-    assert _generated_python_problems(files) == []
+    says; the others are rejected with a diagnostic."""
+    specs, expected = FIXED_GENERATOR_BUGS[case]
+    specs = [{k: v for k, v in s.items() if v is not None} for s in specs]
+    diags, files = _render(tmp_path, specs)
+    if expected is None:
+        assert diags == [] and _generated_python_problems(files) == []
+    else:
+        assert any(expected in d for d in diags), diags
+
+
+def test_escaped_docs_mean_what_the_spec_says(tmp_path: Path) -> None:
+    """The docstrings of the generated functions are the spec's text again, escapes and all."""
+    doc = 'C:\\New \\N{DASH} """ \x00 \u2028 "end"'
+    files = _render(tmp_path, [_base(doc=doc, inputs=[{"name": "x", "doc": 'x """ \\n'}],
+                                     attrs=[{"name": "m", "type": "str", "doc": "m", "default": 'a"""\\n'}])])[1]
+    for rel in ("custom.py", "function.py"):
+        tree = ast.parse(files[rel])
+        fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "op")
+        got = ast.get_docstring(fn, clean=False) or ""
+        assert got.startswith(doc + "\n"), (rel, got)
+        assert 'x """ \\n' in got and repr('a"""\\n') in got, got
+
+
+def test_required_attr_after_default_is_keyword_only(tmp_path: Path) -> None:
+    specs = [_base(attrs=[{"name": "a1", "type": "int", "doc": "a", "default": 1},
+                          {"name": "a2", "type": "int", "doc": "a"}])]
+    files = _render(tmp_path, specs)[1]
+    assert "def op(x, a1: int = 1, *, a2: int) -> Any:" in files["custom.py"]
+    assert "def op_primitive(a1: int = 1, *, a2: int, layout: Sequence[int] = (1,)) -> Any:" in files["custom.py"]
+    assert "def op(x, a1: int = 1, *, a2: int) -> Any:" in files["function.py"]
 
 
 SHOULD_BE_DIAGNOSTICS: dict[str, tuple[dict[str, Any], str]] = {
+    # name: (spec, the diagnostic) -- each was a strict xfail here
     "str_attr_in_expression": (_base(attrs=[{"name": "mode", "type": "str", "doc": "m", "default": "a"}],
                                      elementwise={"forward": "x * mode", "grad": {"x": "dout"}}),
-                               "model/check: a str attr in an elementwise expression passes validation and fails "
-                               "to compile (C++ error)"),
+                               "elementwise.forward: attr 'mode' is a str; expressions take int, float and bool "
+                               "attrs only"),
     "list_attr_in_expression": (_base(attrs=[{"name": "w", "type": "list[float]", "doc": "w", "default": [1.0]}],
                                       elementwise={"forward": "x * w", "grad": {"x": "dout"}}),
-                                "model/check: a list attr in an expression fails to compile"),
+                                "attr 'w' is a list[float]; expressions take int, float and bool attrs only"),
     "int_default_beyond_int64": (_base(attrs=[{"name": "n", "type": "int", "doc": "n", "default": 2 ** 70}]),
-                                 "check.py: int attrs are int64_t; 2**70 is accepted and fails at call time "
-                                 "('Unable to cast Python instance of type int')"),
+                                 "attr 'n': default 1180591620717411303424 does not fit an int attr"),
+    "float_default_beyond_float32": (_attr(default=1e39), "attr 'alpha': default 1e+39 does not fit a float attr"),
     "negative_literal_dim": (_base(outputs=[{"name": "out", "doc": "o", "shape": [-1], "dtype": "x"}]),
-                             "check.py: a negative literal dim is accepted; MindSpore fails at call time with "
-                             "'The prim is not a PrimitivePy'"),
+                             "output 'out': shape dim -1 is negative"),
     "dim_beyond_int64": (_base(outputs=[{"name": "out", "doc": "o", "shape": [2 ** 70], "dtype": "x"}]),
-                         "check.py: a dim of 2**70 is accepted"),
-    "reference_syntax_error": (_base(reference="return x +\n"),
-                               "check.py: the reference body is not parsed; reference.py does not compile"),
+                         "output 'out': shape dim 1180591620717411303424 is larger than int64 allows"),
+    "reference_syntax_error": (_base(reference="return x +\n"), "reference body does not compile: invalid syntax"),
+    "reference_return_outside": (_base(reference="y = x\n  return y\n"), "reference body does not compile: "
+                                 "unexpected indent (line 2 of the body)"),
 }
 
 
-@pytest.mark.parametrize("case", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=v[1]))
-                                  for k, v in SHOULD_BE_DIAGNOSTICS.items()])
+@pytest.mark.parametrize("case", sorted(SHOULD_BE_DIAGNOSTICS))
 def test_should_be_a_diagnostic(case: str, tmp_path: Path) -> None:
-    diags, _ = _render(tmp_path, [SHOULD_BE_DIAGNOSTICS[case][0]])
-    assert diags and all("s0.yaml:" in d for d in diags)
+    spec, expected = SHOULD_BE_DIAGNOSTICS[case]
+    diags, _ = _render(tmp_path, [spec])
+    assert diags and all("s0.yaml:" in d for d in diags) and any(expected in d for d in diags), diags
 
 
 # ------------------------------------------------------------------------------- CLI misuse

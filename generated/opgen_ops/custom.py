@@ -243,7 +243,7 @@ def clip_primitive(min: float, max: float, layout: Sequence[int] = (1,)) -> Any:
 
 def _clip_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], min: Any, max: Any) -> Any:
     _rt.check_dtypes("clip", dtypes, _meta.CLIP["inputs"], _meta.CLIP["kinds"], layout, _meta.CLIP["rows"])
-    return clip_primitive(min, max, layout=layout)
+    return clip_primitive(min=min, max=max, layout=layout)
 
 
 _clip_resolve = ops.constexpr(_clip_checked)
@@ -369,7 +369,7 @@ def concat_primitive(axis: int = 0, layout: Sequence[int] = (1,)) -> Any:
 
 def _concat_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any) -> Any:
     _rt.check_dtypes("concat", dtypes, _meta.CONCAT["inputs"], _meta.CONCAT["kinds"], layout, _meta.CONCAT["rows"])
-    return concat_primitive(axis, layout=layout)
+    return concat_primitive(axis=axis, layout=layout)
 
 
 _concat_resolve = ops.constexpr(_concat_checked)
@@ -719,7 +719,7 @@ def gelu_primitive(approximate: str = 'none', layout: Sequence[int] = (1,)) -> A
 
 def _gelu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], approximate: Any) -> Any:
     _rt.check_dtypes("gelu", dtypes, _meta.GELU["inputs"], _meta.GELU["kinds"], layout, _meta.GELU["rows"])
-    return gelu_primitive(approximate, layout=layout)
+    return gelu_primitive(approximate=approximate, layout=layout)
 
 
 _gelu_resolve = ops.constexpr(_gelu_checked)
@@ -839,7 +839,7 @@ def layer_norm_primitive(eps: float = 1e-05, layout: Sequence[int] = (1, 1, 1)) 
 
 def _layer_norm_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], eps: Any) -> Any:
     _rt.check_dtypes("layer_norm", dtypes, _meta.LAYER_NORM["inputs"], _meta.LAYER_NORM["kinds"], layout, _meta.LAYER_NORM["rows"])
-    return layer_norm_primitive(eps, layout=layout)
+    return layer_norm_primitive(eps=eps, layout=layout)
 
 
 _layer_norm_resolve = ops.constexpr(_layer_norm_checked)
@@ -960,7 +960,7 @@ def leaky_relu_primitive(alpha: float = 0.01, layout: Sequence[int] = (1,)) -> A
 
 def _leaky_relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], alpha: Any) -> Any:
     _rt.check_dtypes("leaky_relu", dtypes, _meta.LEAKY_RELU["inputs"], _meta.LEAKY_RELU["kinds"], layout, _meta.LEAKY_RELU["rows"])
-    return leaky_relu_primitive(alpha, layout=layout)
+    return leaky_relu_primitive(alpha=alpha, layout=layout)
 
 
 _leaky_relu_resolve = ops.constexpr(_leaky_relu_checked)
@@ -1196,7 +1196,7 @@ def matmul_primitive(transpose_a: bool = False, transpose_b: bool = False, layou
 
 def _matmul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], transpose_a: Any, transpose_b: Any) -> Any:
     _rt.check_dtypes("matmul", dtypes, _meta.MATMUL["inputs"], _meta.MATMUL["kinds"], layout, _meta.MATMUL["rows"])
-    return matmul_primitive(transpose_a, transpose_b, layout=layout)
+    return matmul_primitive(transpose_a=transpose_a, transpose_b=transpose_b, layout=layout)
 
 
 _matmul_resolve = ops.constexpr(_matmul_checked)
@@ -1671,7 +1671,7 @@ def reduce_sum_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layo
 
 def _reduce_sum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Any:
     _rt.check_dtypes("reduce_sum", dtypes, _meta.REDUCE_SUM["inputs"], _meta.REDUCE_SUM["kinds"], layout, _meta.REDUCE_SUM["rows"])
-    return reduce_sum_primitive(axis, keep_dims, layout=layout)
+    return reduce_sum_primitive(axis=axis, keep_dims=keep_dims, layout=layout)
 
 
 _reduce_sum_resolve = ops.constexpr(_reduce_sum_checked)
@@ -2023,7 +2023,7 @@ def scale_add_primitive(scale: float = 1.0, paddings: Sequence[float] = (0.0,), 
 
 def _scale_add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], scale: Any, paddings: Any) -> Any:
     _rt.check_dtypes("scale_add", dtypes, _meta.SCALE_ADD["inputs"], _meta.SCALE_ADD["kinds"], layout, _meta.SCALE_ADD["rows"])
-    return scale_add_primitive(scale, paddings, layout=layout)
+    return scale_add_primitive(scale=scale, paddings=paddings, layout=layout)
 
 
 _scale_add_resolve = ops.constexpr(_scale_add_checked)

@@ -3,6 +3,7 @@
 // pybind11 module of package 'opgen_ops': one m.def per op (Function<T> path), with the
 // argument names, attr defaults and docstrings of the specs. Built as MS_EXTENSION_NAME with
 // MindSpore's CustomOpBuilder flags (backend "CPU").
+#include <limits>
 #include <string>
 #include <vector>
 

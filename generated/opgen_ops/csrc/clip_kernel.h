@@ -7,6 +7,7 @@
 #define OPGEN_OPS_CLIP_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   const float &max = attrs.max;
   using C = opgen::compute_t<out_t>;
   // out = minimum(maximum(x, min), max)
-  opgen::map(out, [&](C x) -> C { return opgen::math::minimum(opgen::math::maximum(x, min), max); }, x);
+  opgen::map(out, [&](C x) -> C { return opgen::math::minimum(opgen::math::maximum(x, C(min)), C(max)); }, x);
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -46,7 +47,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = dout * (x >= min) * (x <= max)
-    opgen::map_reduce_to(dx, iter_shape, [&](C dout, C x) -> C { return ((dout * C(x >= min)) * C(x <= max)); }, dout, x);
+    opgen::map_reduce_to(dx, iter_shape, [&](C dout, C x) -> C { return ((dout * C(x >= C(min))) * C(x <= C(max))); }, dout, x);
   }
 }
 

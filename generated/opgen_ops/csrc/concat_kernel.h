@@ -7,6 +7,7 @@
 #define OPGEN_OPS_CONCAT_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,7 @@ void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out
     }
     offset += block;
   }
-#line 46 "generated/opgen_ops/csrc/concat_kernel.h"
+#line 47 "generated/opgen_ops/csrc/concat_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -68,7 +69,7 @@ void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In
     }
     offset += block;
   }
-#line 72 "generated/opgen_ops/csrc/concat_kernel.h"
+#line 73 "generated/opgen_ops/csrc/concat_kernel.h"
 }
 
 }  // namespace concat

@@ -7,6 +7,7 @@
 #define OPGEN_OPS_GELU_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   } else {
     opgen::map(out, [&](C v) -> C { return C(0.5) * v * (C(1) + std::erf(v * C(0.7071067811865476))); }, x);
   }
-#line 38 "generated/opgen_ops/csrc/gelu_kernel.h"
+#line 39 "generated/opgen_ops/csrc/gelu_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -59,7 +60,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
                   v * std::exp(C(-0.5) * v * v) * C(0.3989422804014327));  // 1 / sqrt(2 pi)
     }, x, dout);
   }
-#line 63 "generated/opgen_ops/csrc/gelu_kernel.h"
+#line 64 "generated/opgen_ops/csrc/gelu_kernel.h"
 }
 
 }  // namespace gelu

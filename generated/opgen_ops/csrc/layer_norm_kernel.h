@@ -7,6 +7,7 @@
 #define OPGEN_OPS_LAYER_NORM_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_
       }
     }
   });
-#line 55 "generated/opgen_ops/csrc/layer_norm_kernel.h"
+#line 56 "generated/opgen_ops/csrc/layer_norm_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -96,7 +97,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma
   }
   for (int64_t j = 0; dgamma && j < D; ++j) dgamma[j] = gamma_t(acc_g[j]);
   for (int64_t j = 0; dbeta && j < D; ++j) dbeta[j] = beta_t(acc_b[j]);
-#line 100 "generated/opgen_ops/csrc/layer_norm_kernel.h"
+#line 101 "generated/opgen_ops/csrc/layer_norm_kernel.h"
 }
 
 }  // namespace layer_norm

@@ -7,6 +7,7 @@
 #define OPGEN_OPS_MATMUL_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,7 @@ void forward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &
       for (int64_t n = 0; n < N; ++n) out[m * N + n] = out_t(row[n]);
     }
   });
-#line 48 "generated/opgen_ops/csrc/matmul_kernel.h"
+#line 49 "generated/opgen_ops/csrc/matmul_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -79,7 +80,7 @@ void backward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> 
       }
     }
   }
-#line 83 "generated/opgen_ops/csrc/matmul_kernel.h"
+#line 84 "generated/opgen_ops/csrc/matmul_kernel.h"
 }
 
 }  // namespace matmul

@@ -7,6 +7,7 @@
 #define OPGEN_OPS_REDUCE_SUM_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   opgen::BroadcastCursor<1> cur(x.shape_vector(), {opgen::broadcast_strides(x.shape_vector(), kept.data(), static_cast<int>(kept.size()))});
   for (int64_t i = 0; i < x.numel; ++i, cur.next()) acc[static_cast<size_t>(cur.offset[0])] += C(x[i]);
   for (int64_t i = 0; i < out.numel; ++i) out[i] = out_t(acc[static_cast<size_t>(i)]);
-#line 39 "generated/opgen_ops/csrc/reduce_sum_kernel.h"
+#line 40 "generated/opgen_ops/csrc/reduce_sum_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -51,7 +52,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const opgen::Shape kept = opgen::reduce_shape(x.shape_vector(), axis, true);
   opgen::BroadcastCursor<1> cur(x.shape_vector(), {opgen::broadcast_strides(x.shape_vector(), kept.data(), static_cast<int>(kept.size()))});
   for (int64_t i = 0; i < dx.numel; ++i, cur.next()) dx[i] = dout[cur.offset[0]];
-#line 55 "generated/opgen_ops/csrc/reduce_sum_kernel.h"
+#line 56 "generated/opgen_ops/csrc/reduce_sum_kernel.h"
 }
 
 }  // namespace reduce_sum

@@ -7,6 +7,7 @@
 #define OPGEN_OPS_RELU_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 

@@ -7,6 +7,7 @@
 #define OPGEN_OPS_SCALE_ADD_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &
   for (float p : paddings) pad += C(p);
   const C k = C(scale) * C(paddings.size());  // scale * y once per padding
   opgen::map(out, [&](C a, C b) -> C { return a + k * b + pad; }, x, y);
-#line 38 "generated/opgen_ops/csrc/scale_add_kernel.h"
+#line 39 "generated/opgen_ops/csrc/scale_add_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -51,14 +52,14 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
 #line 41 "ops/scale_add.yaml"
     using C = opgen::compute_t<x_t>;
     opgen::map_reduce_to(dx, dout.shape_vector(), [](C g) -> C { return g; }, dout);
-#line 55 "generated/opgen_ops/csrc/scale_add_kernel.h"
+#line 56 "generated/opgen_ops/csrc/scale_add_kernel.h"
   }
   if (dy) {
 #line 44 "ops/scale_add.yaml"
     using C = opgen::compute_t<y_t>;
     const C k = C(scale) * C(paddings.size());
     opgen::map_reduce_to(dy, dout.shape_vector(), [&](C g) -> C { return k * g; }, dout);
-#line 62 "generated/opgen_ops/csrc/scale_add_kernel.h"
+#line 63 "generated/opgen_ops/csrc/scale_add_kernel.h"
   }
 }
 

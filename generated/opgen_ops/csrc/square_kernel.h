@@ -7,6 +7,7 @@
 #define OPGEN_OPS_SQUARE_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   for (int64_t i = 0; i < out.numel; ++i) {
     out[i] = x[i] * x[i];
   }
-#line 33 "generated/opgen_ops/csrc/square_kernel.h"
+#line 34 "generated/opgen_ops/csrc/square_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -43,7 +44,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   for (int64_t i = 0; i < dx.numel; ++i) {
     dx[i] = x_t(2) * x[i] * dout[i];
   }
-#line 47 "generated/opgen_ops/csrc/square_kernel.h"
+#line 48 "generated/opgen_ops/csrc/square_kernel.h"
 }
 
 }  // namespace square
