@@ -212,8 +212,8 @@ def _cmd_new(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"opgen: wrote {shown} ({'elementwise' if args.elementwise else 'kernel'} form). Next:")
         print(f"  opgen validate {shown}")
-        print(f"  opgen generate {display_path(out)} -o generated   # then: opgen build generated/{DEFAULT_PACKAGE}")
-        print(f"  opgen test {args.name}" + ("" if display_path(out) == "ops" else f" {display_path(out)}"))
+        print(f"  opgen generate {display_path(out)}/   # writes generated/{DEFAULT_PACKAGE}; then: opgen build")
+        print(f"  opgen test {args.name}" + ("" if display_path(out) == "ops" else f" {display_path(out)}/"))
     return EXIT_OK
 
 
