@@ -1,12 +1,16 @@
-"""Stage 8 — cli: ``opgen validate | generate | build | test``.
+"""Stage 8 — cli: ``opgen validate | generate | build | test | new | docs``.
 
 Exit codes: 0 success; 1 spec errors or build errors; 2 usage errors (argparse's own);
 3 an internal fault of opgen (reported as such, with the op and file when known).
+Every subcommand takes ``-q/--quiet`` and ``-v/--verbose``; diagnostics are coloured only on a
+terminal, and never when ``NO_COLOR`` is set (https://no-color.org).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 import time
 import traceback
@@ -20,9 +24,28 @@ EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 DEFAULT_PACKAGE = "opgen_ops"
 
 
+_LEVEL_COLORS = {"error": "1;31", "warning": "1;35", "note": "1;36"}
+_LEVEL = re.compile(r"(?<=: )(error|warning|note)(?=:)")
+
+
+def use_color(stream: object) -> bool:
+    """Whether to colour what goes to ``stream``: a terminal, ``NO_COLOR`` unset, ``TERM`` not dumb."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def paint(line: str) -> str:
+    """``line`` with its ``error:``/``warning:``/``note:`` level in ANSI colour."""
+    return _LEVEL.sub(lambda m: f"\033[{_LEVEL_COLORS[m.group(1)]}m{m.group(1)}\033[0m", line, count=1)
+
+
 def _print_diags(diags: Sequence[Diagnostic]) -> None:
+    color = use_color(sys.stderr)
     for d in diags:
-        print(d.format(), file=sys.stderr)
+        text = d.format()
+        print("\n".join(paint(ln) for ln in text.split("\n")) if color else text, file=sys.stderr)
     n = sum(1 for d in diags if d.level == "error")
     if n:
         print(f"{n} error{'s' if n != 1 else ''} generated.", file=sys.stderr)
@@ -35,6 +58,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     _print_diags(diags)
     if diags:
         return EXIT_ERRORS
+    if args.verbose:
+        for o in sorted(ops, key=lambda o: o.file):
+            print(f"  {o.file}: op '{o.name}' ok")
     if not args.quiet:
         print(f"opgen: {len(ops)} op(s) valid: {', '.join(sorted(o.name for o in ops))}")
     return EXIT_OK
@@ -76,6 +102,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             print(f"  {verb} {pkg}/{rel}")
         for rel in w.removed:
             print(f"  {'would remove' if args.dry_run else 'removed'} {pkg}/{rel}")
+        if args.verbose:
+            for rel in w.unchanged:
+                print(f"  unchanged {pkg}/{rel}")
         print(
             f"opgen: {len(res.ops)} ops -> {pkg}: {len(w.written)} {verb}, {len(w.unchanged)} unchanged, "
             f"{len(w.removed)} removed ({time.perf_counter() - started:.2f}s)"
@@ -155,6 +184,92 @@ def package_name(text: str) -> str:
     return text
 
 
+def _op_name(text: str) -> str:
+    """Check the NAME of ``opgen new``: a snake_case op name that is no keyword."""
+    from .skeleton import name_problem
+
+    problem = name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def _cmd_new(args: argparse.Namespace) -> int:
+    from .skeleton import write_skeleton
+
+    out = Path(args.out)
+    try:
+        path = write_skeleton(args.name, out, elementwise=args.elementwise)
+    except FileExistsError:
+        print(f"opgen new: {display_path(out / (args.name + '.yaml'))} exists already; "
+              "not overwritten (pick another NAME or -o DIR)", file=sys.stderr)
+        return EXIT_ERRORS
+    except OSError as exc:
+        print(f"opgen new: cannot write {display_path(out / (args.name + '.yaml'))}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return EXIT_ERRORS
+    shown = display_path(path)
+    if not args.quiet:
+        print(f"opgen: wrote {shown} ({'elementwise' if args.elementwise else 'kernel'} form). Next:")
+        print(f"  opgen validate {shown}")
+        print(f"  opgen generate {display_path(out)}/   # writes generated/{DEFAULT_PACKAGE}; then: opgen build")
+        print(f"  opgen test {args.name}" + ("" if display_path(out) == "ops" else f" {display_path(out)}/"))
+    return EXIT_OK
+
+
+def _write_or_check(path: Path, text: str, args: argparse.Namespace) -> int:
+    """Write ``text`` to ``path`` when it differs; with ``--check``, only report a difference."""
+    shown = display_path(path)
+    try:
+        old = path.read_text(encoding="utf-8")
+    except OSError:
+        old = None
+    if args.check:
+        if old != text:
+            print(f"opgen docs: {shown} is out of date; run 'opgen docs' to update it", file=sys.stderr)
+            return EXIT_ERRORS
+        if not args.quiet:
+            print(f"opgen: {shown} is up to date.")
+        return EXIT_OK
+    if old == text:
+        if not args.quiet:
+            print(f"opgen: {shown} unchanged.")
+        return EXIT_OK
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        print(f"opgen docs: cannot write {shown}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_ERRORS
+    if not args.quiet:
+        print(f"opgen: wrote {shown}.")
+    return EXIT_OK
+
+
+def _cmd_docs(args: argparse.Namespace) -> int:
+    if args.spec_reference:
+        if args.paths:
+            print("opgen docs: --spec-reference takes no spec paths", file=sys.stderr)
+            return EXIT_USAGE
+        from .specdoc import SPEC_REFERENCE, render
+
+        return _write_or_check(Path(args.out or SPEC_REFERENCE), render(), args)
+    from .opdoc import render_package
+    from .pipeline import load_ops
+
+    ops, diags = load_ops(args.paths or ["ops"])
+    _print_diags(diags)
+    if diags:
+        return EXIT_ERRORS
+    if not ops:
+        print("opgen docs: no specs found", file=sys.stderr)
+        return EXIT_ERRORS
+    return _write_or_check(Path(args.out or "docs/ops") / f"{args.package}.md",
+                           render_package(ops, args.package), args)
+
+
 def _cmd_test(args: argparse.Namespace) -> int:
     from .pipeline import load_ops
 
@@ -223,25 +338,88 @@ def _cmd_test(args: argparse.Namespace) -> int:
     return EXIT_ERRORS if counts["fail"] else EXIT_OK
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Wraps descriptions like argparse does, but keeps the example epilogs as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith(("examples:", "exit codes:")):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+EXIT_CODES = "exit codes: 0 ok, 1 spec or build errors, 2 usage errors, 3 internal error (a bug in opgen)"
+
+_EXAMPLES = {
+    "opgen": """examples:
+  opgen new my_op                      # write ops/my_op.yaml, a commented spec that works as written
+  opgen validate ops/                  # check every spec; writes nothing
+  opgen generate ops/                  # write generated/opgen_ops (Custom wrappers, Function<T>, bindings)
+  opgen build generated/opgen_ops      # compile its aot library and pybind11 extension (cached)
+  opgen test my_op                     # forward, gradients and dtype checks on every path
+  opgen docs ops/                      # write docs/ops/opgen_ops.md, the op reference
+
+run 'opgen COMMAND --help' for the options of each command.""",
+    "validate": """examples:
+  opgen validate ops/                  # every ops/*.yaml
+  opgen validate ops/mul.yaml -q       # one spec, print only errors""",
+    "generate": """examples:
+  opgen generate ops/                  # write generated/opgen_ops
+  opgen generate ops/ --check          # CI: exit 1 when generated/ differs from what ops/ generates
+  opgen generate specs/ -o out -p my_ops --build""",
+    "build": """examples:
+  opgen build                          # generated/opgen_ops: aot library and extension
+  opgen build generated/my_ops --only aot -j 2""",
+    "test": """examples:
+  opgen test                           # every spec in ops/, every check
+  opgen test ops/ exp log              # only exp and log
+  opgen test --skip '*function'        # no Function<T> path: no extension build needed
+  opgen test my_specs/ --only 'grad/*' --seed 3""",
+    "new": """examples:
+  opgen new my_op                      # ops/my_op.yaml, kernel form (C++ forward/backward bodies)
+  opgen new my_add --elementwise -o specs/""",
+    "docs": """examples:
+  opgen docs                           # docs/ops/opgen_ops.md from ops/
+  opgen docs specs/ -p my_ops -o docs/ops
+  opgen docs --spec-reference          # docs/spec-reference.md from schemas/op.schema.json
+  opgen docs --spec-reference --check  # exit 1 when the committed page is stale""",
+}
+
+
+def _epilog(command: str, codes: str = EXIT_CODES) -> str:
+    return _EXAMPLES[command] + "\n\n" + codes
+
+
 def make_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``opgen`` command."""
+    fmt = _Formatter
     parser = argparse.ArgumentParser(
         prog="opgen",
         description="One YAML file per MindSpore custom op: validate specs, generate Custom (aot) wrappers, "
-        "Function<T> classes and pybind11 bindings, and build them.",
-        epilog="exit codes: 0 ok, 1 spec or build errors, 2 usage errors, 3 internal error",
+        "Function<T> classes and pybind11 bindings, build, test and document them.",
+        epilog=_epilog("opgen"),
+        formatter_class=fmt,
     )
     parser.add_argument("--version", action="version", version=f"opgen {__version__}")
+    # -q/-v on every subcommand (after the subcommand's name, like its other options)
+    common = argparse.ArgumentParser(add_help=False)
+    loud = common.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", action="store_true", help="print only errors (and results asked for)")
+    loud.add_argument("-v", "--verbose", action="store_true", help="print more: every file and step")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("validate", help="check specs (schema + semantic rules); writes nothing",
-                       description="Check specs; example: opgen validate ops/")
+    def add(name: str, summary: str, description: str, codes: str = EXIT_CODES) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=summary, description=description, epilog=_epilog(name, codes),
+                              formatter_class=fmt, parents=[common])
+
+    p = add("validate", "check specs (schema + semantic rules); writes nothing",
+            "Check specs: the JSON Schema, then every rule across fields and ops; all errors at once, "
+            "each at its file:line:col.")
     p.add_argument("paths", nargs="+", help="spec files or directories of *.yaml")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     p.set_defaults(func=_cmd_validate)
 
-    p = sub.add_parser("generate", help="validate, then write the generated package",
-                       description="Validate specs and write generated/<package>; example: opgen generate ops/")
+    p = add("generate", "validate, then write the generated package",
+            "Validate specs and write generated/<package>: only files whose bytes change are rewritten; "
+            "nothing at all is written when a spec has an error.")
     p.add_argument("paths", nargs="+", help="spec files or directories of *.yaml")
     p.add_argument("-o", "--out", default="generated", help="output directory (default: generated)")
     p.add_argument("-p", "--package", default=DEFAULT_PACKAGE, type=package_name,
@@ -249,26 +427,23 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the output differs")
     p.add_argument("--dry-run", action="store_true", help="write nothing; list what would change")
     p.add_argument("--build", action="store_true", help="also build the aot library and the extension")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     _add_build_options(p)
     p.set_defaults(func=_cmd_generate)
 
-    p = sub.add_parser("build", help="compile a generated package's aot library and extension",
-                       description="Build (cached by content hash); example: opgen build generated/opgen_ops")
+    p = add("build", "compile a generated package's aot library and extension",
+            "Build a generated package (cached by content hash: nothing runs when nothing changed). "
+            "Builds live in --build-dir, else $OPGEN_BUILD_DIR, else ~/.cache/opgen.")
     p.add_argument("package_dir", nargs="?", default=f"generated/{DEFAULT_PACKAGE}",
                    help=f"generated package directory (default: generated/{DEFAULT_PACKAGE})")
     p.add_argument("--only", choices=("aot", "ext"), help="build only one of the two libraries")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     _add_build_options(p)
     p.set_defaults(func=_cmd_build)
 
-    p = sub.add_parser(
-        "test", help="check ops against their numpy reference, finite differences and dtype rows",
-        description="Check every op (forward vs numpy reference, gradients vs central differences, "
-        "rejection of dtypes outside its rows) on the Custom path in GRAPH_MODE and PyNative and on the "
-        "Function<T> path. Examples: opgen test; opgen test ops/ exp log; opgen test --skip '*function'",
-        epilog="exit codes: 0 every check passed, 1 a check failed or a spec/build error, 2 usage errors",
-    )
+    p = add("test", "check ops against their numpy reference, finite differences and dtype rows",
+            "Check every op (forward vs numpy reference, gradients vs central differences, "
+            "rejection of dtypes outside its rows) on the Custom path in GRAPH_MODE and PyNative and on the "
+            "Function<T> path. See docs/testing.md.",
+            "exit codes: 0 every check passed, 1 a check failed or a spec/build error, 2 usage errors")
     p.add_argument("targets", nargs="*", metavar="PATH|OP",
                    help="spec files or directories (default: ops/), and op names to restrict the run to")
     p.add_argument("--package-dir", metavar="DIR",
@@ -278,8 +453,33 @@ def make_parser() -> argparse.ArgumentParser:
                    help="run only checks matching GLOB (repeatable), e.g. 'forward/*', '*custom*', reference")
     p.add_argument("--skip", action="append", metavar="GLOB", help="skip checks matching GLOB (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="seed of every random shape and value (default 0)")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only the table and failures")
     p.set_defaults(func=_cmd_test)
+
+    p = add("new", "write a commented spec skeleton for a new op",
+            "Write DIR/NAME.yaml: a commented spec that validates, generates and passes 'opgen test NAME' "
+            "as written (kernel form with C++ forward/backward bodies, or --elementwise). Never overwrites.",
+            "exit codes: 0 written, 1 the file exists or cannot be written, 2 usage errors (a bad NAME)")
+    p.add_argument("name", type=_op_name, metavar="NAME", help="op name, snake_case (e.g. my_op)")
+    p.add_argument("--elementwise", action="store_true",
+                   help="use the elementwise shorthand (scalar expressions) instead of C++ bodies")
+    p.add_argument("-o", "--out", default="ops", metavar="DIR", help="directory of the new spec (default: ops)")
+    p.set_defaults(func=_cmd_new)
+
+    p = add("docs", "write the Markdown op reference of a package (or the spec reference)",
+            "Write DIR/<package>.md: per op its signature, doc, inputs/attrs/outputs, dtype table per target, "
+            "shape rule in words, differentiability and source YAML. With --spec-reference, write the "
+            "reference of every spec key from schemas/op.schema.json instead.",
+            "exit codes: 0 ok, 1 spec errors (or, with --check, a stale page), 2 usage errors")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="spec files or directories (default: ops/)")
+    p.add_argument("-o", "--out", metavar="DIR",
+                   help="output directory (default: docs/ops); with --spec-reference, the output file "
+                   "(default: docs/spec-reference.md)")
+    p.add_argument("-p", "--package", default=DEFAULT_PACKAGE, type=package_name,
+                   help=f"package name the pages show (default: {DEFAULT_PACKAGE})")
+    p.add_argument("--spec-reference", action="store_true",
+                   help="write the spec reference (from the schema) instead of an op reference")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page differs")
+    p.set_defaults(func=_cmd_docs)
     return parser
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import jinja2
 
-from . import api
+from . import api, signatures
 from .model import Op
 from .resources import templates_dir
 
@@ -145,4 +145,8 @@ def render_package(ops: Sequence[Op], package: str, out_prefix: str) -> dict[str
     emit("reference.py.j2", "reference.py", all_header, ops=contexts)
     emit("meta.py.j2", "meta.py", all_header, ops=contexts)
     emit("__init__.py.j2", "__init__.py", all_header, ops=contexts, sources=sources)
+    stubs = [signatures.stub_context(op) for op in ordered]
+    emit("custom.pyi.j2", "custom.pyi", all_header, ops=stubs)
+    emit("function.pyi.j2", "function.pyi", all_header, ops=stubs)
+    emit("ext.pyi.j2", f"{package}_ext.pyi", all_header, ops=stubs)
     return files

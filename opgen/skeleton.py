@@ -1,0 +1,61 @@
+"""``opgen new``: a commented spec skeleton that validates, generates and passes ``opgen test``.
+
+The text comes from ``templates/op.yaml.j2`` (kernel form, or the elementwise shorthand); the
+``yaml-language-server`` line points at the schema relative to the new file when both live in
+one tree, else at its absolute path.
+"""
+
+from __future__ import annotations
+
+import keyword
+import os
+import re
+from pathlib import Path
+
+from .check import CPP_KEYWORDS
+from .diagnostics import display_path
+from .render import environment
+from .resources import schemas_dir
+from .schema import SCHEMA_FILE
+
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name an op (it becomes a Python function, a C++ class and symbols), or None."""
+    if not _NAME.fullmatch(name):
+        return f"{name!r} is not an op name: use snake_case (lower-case letters, digits, '_'), e.g. my_op"
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name) or name in CPP_KEYWORDS:
+        return f"{name!r} is a Python or C++ keyword; pick another op name"
+    return None
+
+
+def schema_ref(spec_dir: Path) -> str:
+    """The ``$schema`` reference to write into a spec living in ``spec_dir``."""
+    schema = (schemas_dir() / SCHEMA_FILE).resolve()
+    here = spec_dir.resolve()
+    root = schema.parent.parent
+    if here == root or root in here.parents:
+        return os.path.relpath(schema, here).replace(os.sep, "/")
+    return schema.as_posix()
+
+
+def render_skeleton(name: str, spec_path: Path, *, elementwise: bool = False) -> str:
+    """The text of a new spec for op ``name`` that will be written to ``spec_path``."""
+    return environment().get_template("op.yaml.j2").render(
+        name=name, elementwise=elementwise, schema=schema_ref(spec_path.parent), path=display_path(spec_path))
+
+
+def write_skeleton(name: str, out_dir: Path, *, elementwise: bool = False) -> Path:
+    """Write ``out_dir/<name>.yaml`` (creating ``out_dir``); never overwrites.
+
+    Raises:
+        FileExistsError: the file exists already.
+        OSError: it cannot be written.
+    """
+    path = out_dir / f"{name}.yaml"
+    text = render_skeleton(name, path, elementwise=elementwise)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(path, "x", encoding="utf-8") as fh:  # "x": refuse to overwrite, atomically
+        fh.write(text)
+    return path

@@ -1,0 +1,66 @@
+"""Docs that are generated: the spec reference (from the schema) and the op reference (from ops/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from opgen import opdoc, signatures, specdoc
+from opgen.cli import main
+from opgen.pipeline import load_ops
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_schema_key_is_described() -> None:
+    keys = specdoc.keys()
+    assert len(keys) > 30
+    assert [k.path for k in keys if not k.node.get("description")] == []
+
+
+def test_spec_reference_is_up_to_date() -> None:
+    committed = (ROOT / specdoc.SPEC_REFERENCE).read_text(encoding="utf-8")
+    assert committed == specdoc.render(), "docs/spec-reference.md drifted from the schema; " \
+        "run 'opgen docs --spec-reference'"
+
+
+def test_spec_reference_lists_every_key_with_type_and_default() -> None:
+    text = specdoc.render()
+    for k in specdoc.keys():
+        assert f"### `{k.path}`" in text
+    assert "| [`inputs[].kind`](#inputskind) | one of `\"required\"`, `\"optional\"`, `\"dynamic\"` |  | " \
+           "`\"required\"` |" in text
+
+
+def test_op_reference_is_up_to_date(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(ROOT)
+    assert main(["docs", "--check", "-q"]) == 0, "docs/ops/opgen_ops.md is stale; run 'opgen docs'"
+
+
+def test_op_reference_content(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(ROOT)
+    ops, diags = load_ops(["ops/layer_norm.yaml", "ops/concat.yaml", "ops/reduce_sum.yaml"])
+    assert not diags
+    page = opdoc.render_package(ops, "my_ops")
+    assert "my_ops.layer_norm(x: Tensor, gamma: Optional[Tensor] = None, beta: Optional[Tensor] = None, " \
+           "eps: float = 1e-05) -> Tuple[Tensor, Tensor, Tensor]" in page
+    assert "concat(xs: Sequence[Tensor], axis: int = 0) -> Tensor" in page
+    assert "| `mean` | the shape of `x` reduced over axis -1, reduced axes kept as size-1 dims" in page
+    assert "| float64 | float64 | float64 | float64 | float64 | float64 |" in page  # type_vars expanded
+    assert "| `gamma` | optional | yes |" in page
+    assert "```yaml\n# yaml-language-server" in page  # the source YAML
+
+
+def test_docs_check_reports_a_stale_page(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "ref.md"
+    assert main(["docs", "--spec-reference", "-o", str(out), "--check", "-q"]) == 1
+    assert main(["docs", "--spec-reference", "-o", str(out), "-q"]) == 0
+    assert main(["docs", "--spec-reference", "-o", str(out), "--check", "-q"]) == 0
+
+
+def test_shape_rules_in_words() -> None:
+    from opgen.exprs import parse_shape_rule
+
+    assert signatures.shape_in_words(parse_shape_rule("broadcast(x, y)")) == \
+        "the NumPy broadcast of the shapes of `x`, `y`"
+    assert signatures.shape_in_words(parse_shape_rule(["x.shape[0]", 3])) == "[dim 0 of `x`, 3]"

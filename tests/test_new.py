@@ -1,0 +1,47 @@
+"""``opgen new``: the skeleton validates and generates as written, never overwrites, and a bad
+NAME is a usage error.  (tests/test_readme.py builds and runs one, and runs ``opgen test`` on it.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from opgen import skeleton
+from opgen.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("form", [[], ["--elementwise"]])
+def test_skeleton_validates_and_generates(tmp_path: Path, monkeypatch, capsys, form: list[str]) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "my_op", *form]) == 0
+    text = (tmp_path / "ops" / "my_op.yaml").read_text()
+    assert text.startswith(f"# yaml-language-server: $schema={ROOT / 'schemas' / 'op.schema.json'}\n")
+    assert ("elementwise:" in text) == bool(form) and ("kernel:" in text) != bool(form)
+    assert "opgen test my_op" in capsys.readouterr().out
+    assert main(["validate", "-q", "ops/"]) == 0
+    assert main(["generate", "-q", "ops/", "-p", "my_ops"]) == 0
+    assert (tmp_path / "generated" / "my_ops" / "csrc" / "my_op_aot.cc").is_file()
+
+
+def test_schema_line_is_relative_inside_the_checkout() -> None:
+    assert skeleton.schema_ref(ROOT / "ops") == "../schemas/op.schema.json"
+
+
+def test_refuses_to_overwrite(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["new", "my_op", "-o", str(tmp_path), "-q"]) == 0
+    before = (tmp_path / "my_op.yaml").read_text()
+    assert main(["new", "my_op", "--elementwise", "-o", str(tmp_path)]) == 1
+    assert "exists already; not overwritten" in capsys.readouterr().err
+    assert (tmp_path / "my_op.yaml").read_text() == before
+
+
+@pytest.mark.parametrize("name", ["MyOp", "1op", "my-op", "class", "new", ""])
+def test_bad_name_is_a_usage_error(tmp_path: Path, name: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit) as exc:
+        main(["new", name, "-o", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "argument NAME" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
