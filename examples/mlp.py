@@ -32,6 +32,7 @@ from mindspore import Parameter, ParameterTuple, Tensor, nn, ops  # noqa: E402
 
 N, D_IN, HIDDEN, CLASSES = 256, 16, 64, 4
 EPS = 1e-5
+Array = np.ndarray[Any, Any]
 
 
 def _builtin_ops() -> SimpleNamespace:
@@ -66,7 +67,7 @@ def _builtin_ops() -> SimpleNamespace:
                            log_softmax=log_softmax, reduce_sum=reduce_sum, reduce_mean=reduce_mean)
 
 
-def _data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+def _data(seed: int = 0) -> tuple[Array, Array, list[Array]]:
     """Inputs, one-hot labels from a random linear teacher, and initial weights."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((N, D_IN)).astype(np.float32)
@@ -84,10 +85,10 @@ def _data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     return x, onehot, weights
 
 
-class MLP(nn.Cell):
+class MLP(nn.Cell):  # type: ignore[misc]
     """Loss of the MLP on a batch, over the ops in ``lib`` (generated or builtin)."""
 
-    def __init__(self, lib: Any, weights: list[np.ndarray]) -> None:
+    def __init__(self, lib: Any, weights: list[Array]) -> None:
         super().__init__()
         self.matmul, self.add, self.mul = lib.matmul, lib.add, lib.mul
         self.layer_norm, self.gelu, self.log_softmax = lib.layer_norm, lib.gelu, lib.log_softmax
@@ -105,7 +106,7 @@ class MLP(nn.Cell):
         return -self.reduce_mean(self.reduce_sum(self.mul(logp, onehot), axis=[1]))
 
 
-class TrainStep(nn.Cell):
+class TrainStep(nn.Cell):  # type: ignore[misc]
     """One plain SGD step: loss and gradients, then p <- p - lr * g for every parameter."""
 
     def __init__(self, net: MLP, lr: float) -> None:
