@@ -159,7 +159,7 @@ def log_grad(x, out, dout):  # type: ignore[no-untyped-def]
 
 def log_softmax(x, axis):  # type: ignore[no-untyped-def]
     """Reference forward of ``log_softmax`` (ops/log_softmax.yaml)."""
-    m = np.max(x, axis=axis, keepdims=True)
+    m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)  # initial: empty x
     return (x - m - np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))).astype(x.dtype)
 
 
@@ -260,7 +260,7 @@ def sigmoid_grad(x, out, dout):  # type: ignore[no-untyped-def]
 
 def softmax(x, axis):  # type: ignore[no-untyped-def]
     """Reference forward of ``softmax`` (ops/softmax.yaml)."""
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True, initial=-np.inf))  # initial: empty x
     return (e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype)
 
 
