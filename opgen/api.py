@@ -211,6 +211,8 @@ def shape_py(rule: ShapeRule, op_name: str, names: dict[str, str] | None = None)
                f"{_rule_arg_py(rule.arg('transpose_b'))}, {op})"
     if rule.kind == "concat":
         return f"_rt.concat_shape({rule.inputs[0]}, {_rule_arg_py(rule.arg('axis'))}, {op})"
+    if rule.kind == "gather":
+        return f"_rt.gather_shape({rule.inputs[0]}, {rule.inputs[1]}, {_rule_arg_py(rule.arg('axis'))}, {op})"
     dims = []
     for d in rule.dims:
         if d.literal is not None:
@@ -240,6 +242,9 @@ def shape_cpp(rule: ShapeRule, shapes: dict[str, str]) -> str:
                f"{_rule_arg_cpp(rule.arg('transpose_a'))}, {_rule_arg_cpp(rule.arg('transpose_b'))})"
     if rule.kind == "concat":
         return f"opgen::concat_shape({shapes[rule.inputs[0]]}, {_rule_arg_cpp(rule.arg('axis'))})"
+    if rule.kind == "gather":
+        return f"opgen::gather_shape({shapes[rule.inputs[0]]}, {shapes[rule.inputs[1]]}, " \
+               f"{_rule_arg_cpp(rule.arg('axis'))})"
     dims = []
     for d in rule.dims:
         if d.literal is not None:

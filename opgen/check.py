@@ -271,6 +271,12 @@ def check_op(op: Op) -> list[Diagnostic]:
                 err(o.location, f"output '{o.name}': {o.shape.kind}() argument '{arg_name}' is attr '{arg.attr}' "
                     f"of type {attr_by_name[arg.attr].type}; expected {' or '.join(want)}",
                     [Note(f"attr '{arg.attr}' is declared here", attr_by_name[arg.attr].location)])
+        if o.shape.kind == "gather" and len(o.shape.inputs) == 2 and o.shape.inputs[1] in input_names:
+            ii = input_names.index(o.shape.inputs[1])
+            for row in valid_rows:
+                if row.dtype(ii).is_float or row.dtype(ii).prefix == "BOOL":
+                    err(row.location, f"output '{o.name}': gather() takes integer indices, but this row gives "
+                        f"{row.columns[ii]} for '{o.shape.inputs[1]}'")
         out_col = len(op.inputs) + oi
         if o.dtype in input_names:
             src = input_names.index(o.dtype)

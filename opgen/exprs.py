@@ -191,6 +191,7 @@ RULES: dict[str, tuple[int, tuple[str, ...], tuple[object, ...]]] = {
     "reduce": (1, ("axis", "keep_dims"), ((), False)),
     "matmul": (2, ("transpose_a", "transpose_b"), (False, False)),
     "concat": (1, ("axis",), (0,)),
+    "gather": (2, ("axis",), (0,)),
 }
 """Shape rules written as calls besides ``broadcast``: what each takes."""
 
@@ -200,6 +201,7 @@ RULE_ARG_TYPES: dict[tuple[str, str], tuple[str, ...]] = {
     ("matmul", "transpose_a"): ("bool",),
     ("matmul", "transpose_b"): ("bool",),
     ("concat", "axis"): ("int",),
+    ("gather", "axis"): ("int",),
 }
 """Attr types each rule argument accepts (checked against the op's attrs)."""
 
@@ -210,7 +212,7 @@ class ShapeRule:
 
     ``kind`` is ``"same"`` (``inputs[0]``'s shape), ``"broadcast"`` (NumPy broadcast of
     ``inputs``), ``"dims"`` (the explicit ``dims``), or one of :data:`RULES` (``reduce``,
-    ``matmul``, ``concat``) with its tensor ``inputs`` and non-tensor ``args`` (by name).
+    ``matmul``, ``concat``, ``gather``) with its tensor ``inputs`` and non-tensor ``args`` (by name).
     """
 
     kind: str
@@ -220,7 +222,7 @@ class ShapeRule:
     args: tuple[tuple[str, RuleArg], ...] = ()
 
     def arg(self, name: str) -> RuleArg:
-        """The rule argument ``name`` (reduce: axis, keep_dims; matmul: transpose_a/b; concat: axis)."""
+        """The rule argument ``name`` (reduce: axis, keep_dims; matmul: transpose_a/b; concat, gather: axis)."""
         return dict(self.args)[name]
 
     @property
@@ -239,7 +241,7 @@ class ShapeRule:
 
 _RULE_HELP = (
     "a shape rule is an input name, 'broadcast(a, b, ...)', 'reduce(x, axis, keep_dims)', "
-    "'matmul(a, b, transpose_a, transpose_b)', 'concat(xs, axis)' or a list of dims "
+    "'matmul(a, b, transpose_a, transpose_b)', 'concat(xs, axis)', 'gather(x, indices, axis)' or a list of dims "
     "(ints, int attr names, '<input>.shape[i]')"
 )
 
@@ -272,10 +274,14 @@ def parse_shape_rule(rule: str | list[object]) -> ShapeRule:
     raise ExprError(_RULE_HELP, 1)
 
 
+_RULE_TENSORS: dict[str, list[str]] = {"concat": ["xs"], "gather": ["x", "indices"]}
+"""How error messages name a rule's tensor arguments (default: x, y)."""
+
+
 def _parse_rule_call(call: ast.Call, text: str) -> ShapeRule:
     kind = call.func.id  # type: ignore[attr-defined]
     n_tensors, arg_names, defaults = RULES[kind]
-    signature = f"{kind}({', '.join(['x', 'y'][:n_tensors] if kind != 'concat' else ['xs'])}, {', '.join(arg_names)})"
+    signature = f"{kind}({', '.join(_RULE_TENSORS.get(kind, ['x', 'y'][:n_tensors]))}, {', '.join(arg_names)})"
     if call.keywords:
         raise ExprError(f"{kind}() takes positional arguments: {signature}", call.keywords[0].value.col_offset + 1)
     if not n_tensors <= len(call.args) <= n_tensors + len(arg_names):

@@ -205,6 +205,22 @@ def concat_shape(xs: Sequence[Sequence[int]], axis: int, op: str = "") -> list[i
     return out
 
 
+def gather_shape(x: Sequence[int], indices: Sequence[int], axis: int, op: str = "") -> list[int]:
+    """Shape of ``x`` gathered along ``axis`` at ``indices`` (the ``gather(x, indices, axis)`` shape
+    rule): ``x.shape[:axis] + indices.shape + x.shape[axis + 1:]``, as ``numpy.take``.
+
+    Same rules and messages as ``opgen::gather_shape`` in C++ (``rules.h``).
+
+    Raises:
+        ValueError: a 0-d ``x`` or a bad axis.
+    """
+    rank = len(x)
+    if rank == 0:
+        raise _fail(op, "gather cannot index a 0-d tensor")
+    (ax,) = normalize_axes(axis, rank, op)
+    return [int(d) for d in x[:ax]] + [int(d) for d in indices] + [int(d) for d in x[ax + 1:]]
+
+
 _SCALAR: dict[str, tuple[type, ...]] = {
     "int": (numbers.Integral,),  # numpy integers too (shapes computed with numpy are np.int64)
     "float": (numbers.Real,),  # numpy floats too (np.float32 is no Python float)

@@ -1,7 +1,7 @@
 // opgen shape rules (C++ side) and the views of optional and dynamic inputs.
 //
 // The shape rules of the spec language -- reduce(x, axis, keep_dims), matmul(a, b, ta, tb),
-// concat(xs, axis) -- are implemented twice: here for the Function<T> path's shape inference,
+// concat(xs, axis), gather(x, indices, axis) -- are implemented twice: here for the Function<T> path's shape inference,
 // and in opgen/runtime.py for the Custom path's out_shape. Both follow the same rules and throw
 // the same messages (tests/test_shape_rules.py compares them on random shapes).
 //
@@ -107,6 +107,17 @@ inline Shape concat_shape(const std::vector<Shape> &xs, int64_t axis) {
     }
     out[ax] += s[ax];
   }
+  return out;
+}
+
+/// Shape of `x` gathered along `axis` at indices of shape `indices` (the gather(x, indices, axis)
+/// rule): x.shape[:axis] + indices.shape + x.shape[axis + 1:], as numpy.take.
+inline Shape gather_shape(const Shape &x, const Shape &indices, int64_t axis) {
+  if (x.empty()) throw Error("gather cannot index a 0-d tensor");
+  const int64_t ax = normalize_axes(axis, static_cast<int64_t>(x.size()))[0];
+  Shape out(x.begin(), x.begin() + ax);
+  out.insert(out.end(), indices.begin(), indices.end());
+  out.insert(out.end(), x.begin() + ax + 1, x.end());
   return out;
 }
 
