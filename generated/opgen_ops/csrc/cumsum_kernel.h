@@ -7,6 +7,7 @@
 #define OPGEN_OPS_CUMSUM_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
       }
     }
   });
-#line 53 "generated/opgen_ops/csrc/cumsum_kernel.h"
+#line 54 "generated/opgen_ops/csrc/cumsum_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -81,7 +82,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
       }
     }
   });
-#line 85 "generated/opgen_ops/csrc/cumsum_kernel.h"
+#line 86 "generated/opgen_ops/csrc/cumsum_kernel.h"
 }
 
 }  // namespace cumsum

@@ -7,6 +7,7 @@
 #define OPGEN_OPS_DROPOUT_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<y_t> 
       y[i] = keep ? y_t(C(x[i]) / C(keep_prob)) : y_t(0);
     }
   });
-#line 47 "generated/opgen_ops/csrc/dropout_kernel.h"
+#line 48 "generated/opgen_ops/csrc/dropout_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -59,7 +60,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
 #line 57 "ops/dropout.yaml"
   using C = opgen::compute_t<x_t>;
   for (int64_t i = 0; i < dx.numel; ++i) dx[i] = mask[i] ? x_t(C(dy[i]) / C(keep_prob)) : x_t(0);
-#line 63 "generated/opgen_ops/csrc/dropout_kernel.h"
+#line 64 "generated/opgen_ops/csrc/dropout_kernel.h"
 }
 
 }  // namespace dropout

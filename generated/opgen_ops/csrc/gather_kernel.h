@@ -7,6 +7,7 @@
 #define OPGEN_OPS_GATHER_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indice
       std::copy(x.data + (o * n + src) * inner, x.data + (o * n + src + 1) * inner, out.data + (o * K + k) * inner);
     }
   }
-#line 49 "generated/opgen_ops/csrc/gather_kernel.h"
+#line 50 "generated/opgen_ops/csrc/gather_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -80,7 +81,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indic
       }
     }
   }
-#line 84 "generated/opgen_ops/csrc/gather_kernel.h"
+#line 85 "generated/opgen_ops/csrc/gather_kernel.h"
 }
 
 }  // namespace gather

@@ -7,6 +7,7 @@
 #define OPGEN_OPS_LOG_SOFTMAX_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
       for (int64_t k = 0; k < n; ++k) out[base + k * inner] = out_t(C(x[base + k * inner]) - lse);
     }
   });
-#line 46 "generated/opgen_ops/csrc/log_softmax_kernel.h"
+#line 47 "generated/opgen_ops/csrc/log_softmax_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -69,7 +70,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
       }
     }
   });
-#line 73 "generated/opgen_ops/csrc/log_softmax_kernel.h"
+#line 74 "generated/opgen_ops/csrc/log_softmax_kernel.h"
 }
 
 }  // namespace log_softmax

@@ -7,6 +7,7 @@
 #define OPGEN_OPS_REDUCE_MAX_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
     if (v > m || v != v) m = v;  // NaN sticks: nothing compares greater than it
   }
   for (int64_t i = 0; i < out.numel; ++i) out[i] = out_t(acc[static_cast<size_t>(i)]);
-#line 44 "generated/opgen_ops/csrc/reduce_max_kernel.h"
+#line 45 "generated/opgen_ops/csrc/reduce_max_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -68,7 +69,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
     const int64_t g = cur2.offset[0];
     dx[i] = C(x[i]) == C(out[g]) ? x_t(C(dout[g]) / C(ties[static_cast<size_t>(g)])) : x_t(0);
   }
-#line 72 "generated/opgen_ops/csrc/reduce_max_kernel.h"
+#line 73 "generated/opgen_ops/csrc/reduce_max_kernel.h"
 }
 
 }  // namespace reduce_max

@@ -7,6 +7,7 @@
 #define OPGEN_OPS_REDUCE_MEAN_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   opgen::BroadcastCursor<1> cur(x.shape_vector(), {opgen::broadcast_strides(x.shape_vector(), kept.data(), static_cast<int>(kept.size()))});
   for (int64_t i = 0; i < x.numel; ++i, cur.next()) acc[static_cast<size_t>(cur.offset[0])] += C(x[i]);
   for (int64_t i = 0; i < out.numel; ++i) out[i] = out_t(acc[static_cast<size_t>(i)] / count);
-#line 41 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
+#line 42 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -56,7 +57,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const C count = C(dout.numel ? x.numel / dout.numel : 1);
   opgen::BroadcastCursor<1> cur(x.shape_vector(), {opgen::broadcast_strides(x.shape_vector(), kept.data(), static_cast<int>(kept.size()))});
   for (int64_t i = 0; i < dx.numel; ++i, cur.next()) dx[i] = x_t(C(dout[cur.offset[0]]) / count);
-#line 60 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
+#line 61 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
 }
 
 }  // namespace reduce_mean

@@ -7,6 +7,7 @@
 #define OPGEN_OPS_SOFTMAX_KERNEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
       for (int64_t k = 0; k < n; ++k) out[base + k * inner] = out_t(std::exp(C(x[base + k * inner]) - m) / s);
     }
   });
-#line 45 "generated/opgen_ops/csrc/softmax_kernel.h"
+#line 46 "generated/opgen_ops/csrc/softmax_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -68,7 +69,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
       }
     }
   });
-#line 72 "generated/opgen_ops/csrc/softmax_kernel.h"
+#line 73 "generated/opgen_ops/csrc/softmax_kernel.h"
 }
 
 }  // namespace softmax
