@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mindspore import ops
+from mindspore import Tensor, ops
+from mindspore.common import dtype as mstype
 
 
 def scatter_grads(flat: Sequence[Any], grads: Sequence[Any], pick: Sequence[int]) -> tuple[Any, ...]:
@@ -23,6 +24,24 @@ def scatter_grads(flat: Sequence[Any], grads: Sequence[Any], pick: Sequence[int]
         else:
             out = out + (ops.zeros_like(flat[i]),)
     return out
+
+
+def output_grads(outs: Sequence[Any], douts: Sequence[Any], differentiable: Sequence[bool]) -> tuple[Any, ...]:
+    """The incoming gradients the backward kernel takes, one tensor per output: ``douts[i]``, or
+    zeros like ``outs[i]`` for an output that is not differentiable (its gradient is never
+    read) or whose gradient is ``None``. MindSpore hands such outputs odd gradients: ``None``
+    in PyNative and an int64 scalar in GRAPH_MODE for a 0-d bool mask. Graph-mode safe."""
+    res: tuple[Any, ...] = ()
+    for i in range(len(outs)):
+        if differentiable[i] and douts[i] is not None:
+            res = res + (douts[i],)
+        elif isinstance(outs[i], Tensor):
+            res = res + (ops.zeros_like(outs[i]),)
+        elif isinstance(outs[i], bool):  # GRAPH_MODE folds a 0-d bool output into a Python bool
+            res = res + (ops.scalar_to_tensor(False, mstype.bool_),)
+        else:
+            res = res + (ops.zeros_like(ops.scalar_to_tensor(outs[i])),)
+    return res
 
 
 def bprop_for(n: int, impl: Any) -> Any:

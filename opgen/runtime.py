@@ -393,12 +393,15 @@ def check_dtypes(
     kinds: Sequence[str],
     layout: Sequence[int],
     rows: Sequence[Sequence[str]],
+    outputs: Sequence[str] = (),
 ) -> bool:
     """Raise TypeError unless the flattened input dtypes match one dtype_format row.
 
     Called on the Custom path before the primitive, in PyNative and (through ``ops.constexpr``)
     while a GRAPH_MODE network compiles: MindSpore itself would silently cast to some row.
-    ``rows`` give per-input dtype names (outputs may follow and are ignored).
+    ``rows`` give per-input dtype names, then per-output ones (named by ``outputs``), which
+    the message shows like the Function path's ("supported dtype_format rows: (x=float32,
+    out=float32), ...").
 
     Raises:
         TypeError: naming the op, the dtypes given and the supported rows.
@@ -412,8 +415,9 @@ def check_dtypes(
     for name, kind, n in zip(inputs, kinds, layout):
         names += [f"{name}[{j}]" for j in range(n)] if kind == "dynamic" else [name] * n
     given = ", ".join(f"{n}={g}" for n, g in zip(names, got))
-    supported = ", ".join("(" + ", ".join(f"{n}={r}" for n, r in zip(inputs, row)) + ")" for row in rows)
-    raise TypeError(f"{op}(): unsupported dtypes ({given}); supported dtype_format rows (inputs): {supported}")
+    columns = list(inputs) + list(outputs)
+    supported = ", ".join("(" + ", ".join(f"{n}={r}" for n, r in zip(columns, row)) + ")" for row in rows)
+    raise TypeError(f"{op}(): unsupported dtypes ({given}); supported dtype_format rows: {supported}")
 
 
 def _dtype_name(dtype: Any) -> str:

@@ -431,6 +431,30 @@ def _concat_expect(rule: ShapeRule, ctx: ShapeContext) -> tuple[int, ...]:
     return tuple(runtime.concat_shape(ctx.shapes[rule.inputs[0]], int(_arg(rule, "axis", ctx))))  # type: ignore[arg-type]
 
 
+def _gather_sample(rule: ShapeRule, ctx: ShapeContext) -> None:
+    x, indices = rule.inputs
+    if x not in ctx.shapes:
+        axis = int(_arg(rule, "axis", ctx))
+        # the gathered axis has at least 2 entries, so the default index domain [0, 1] is valid;
+        # an empty case empties another axis of x, or the indices
+        dims = list(ctx.random_shape(min_ndim=max(1, _axes_ndim(axis)), low=2)
+                    if ctx.style != "scalar" else (int(ctx.rng.integers(2, 4)),))
+        (ax,) = runtime.normalize_axes(axis, len(dims))
+        if dims[ax] == 0:
+            dims[ax] = 2
+            if indices not in ctx.shapes:
+                ctx.shapes[indices] = (0,)
+        ctx.shapes[x] = tuple(dims)
+    if indices not in ctx.shapes:
+        ctx.shapes[indices] = () if ctx.style == "scalar" else tuple(
+            int(d) for d in ctx.rng.integers(1, 4, int(ctx.rng.integers(0, 3))))
+
+
+def _gather_expect(rule: ShapeRule, ctx: ShapeContext) -> tuple[int, ...]:
+    x, indices = rule.inputs
+    return tuple(runtime.gather_shape(ctx.shapes[x], ctx.shapes[indices], int(_arg(rule, "axis", ctx))))
+
+
 SHAPE_KINDS: dict[str, ShapeKind] = {
     "same": ShapeKind(frozenset({"plain", "scalar", "empty"}), _same_sample,
                       lambda rule, ctx: ctx.shapes[rule.inputs[0]]),
@@ -439,6 +463,7 @@ SHAPE_KINDS: dict[str, ShapeKind] = {
     "reduce": ShapeKind(frozenset({"plain", "scalar", "empty"}), _reduce_sample, _reduce_expect),
     "matmul": ShapeKind(frozenset({"plain", "empty"}), _matmul_sample, _matmul_expect),
     "concat": ShapeKind(frozenset({"plain", "empty"}), _concat_sample, _concat_expect),
+    "gather": ShapeKind(frozenset({"plain", "scalar", "empty"}), _gather_sample, _gather_expect),
 }
 """Shape-rule kind (:attr:`opgen.exprs.ShapeRule.kind`) -> how to draw inputs for it."""
 
@@ -780,7 +805,8 @@ class _Runner:
 
     def _outs(self, result: Any) -> list[Array]:
         items = list(result) if isinstance(result, (tuple, list)) else [result]
-        return [t.asnumpy() for t in items]
+        # GRAPH_MODE hands a 0-d bool output back as a Python bool, not a Tensor
+        return [t.asnumpy() if isinstance(t, ms.Tensor) else np.asarray(t) for t in items]
 
     def forward(self, arrays: Sequence[Array], layout: Sequence[int]) -> list[Array]:
         """The op's outputs for the flat ``arrays``."""

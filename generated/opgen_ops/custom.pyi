@@ -145,7 +145,7 @@ def pow_primitive(layout: Sequence[int] = ...) -> Any:
 
 
 def reduce_max(x: Tensor, axis: Sequence[int] = (), keep_dims: bool = False) -> Tensor:
-    """Maximum over the given axes (numpy.amax(x, axis, keepdims), mindspore.ops.amax); an empty axis list reduces every axis. A NaN in a group makes its maximum NaN, as numpy. Reducing over an empty axis is an error. Gradient: each group's incoming gradient goes to the elements equal to its maximum, split evenly among them when several tie (as torch.amax and tf.reduce_max); a NaN maximum passes no gradient."""
+    """Maximum over the given axes (numpy.amax(x, axis, keepdims), mindspore.ops.amax); an empty axis list reduces every axis. A NaN in a group makes its maximum NaN, as numpy. The maximum of an empty group is -inf, the identity of max (numpy.amax(..., initial=-inf)). Gradient: each group's incoming gradient goes to the elements equal to its maximum, split evenly among them when several tie (as torch.amax and tf.reduce_max); a NaN maximum passes no gradient."""
 
 
 def reduce_max_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = ...) -> Any:

@@ -206,7 +206,7 @@ def pow_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
 
 def reduce_max(x, axis, keep_dims):  # type: ignore[no-untyped-def]
     """Reference forward of ``reduce_max`` (ops/reduce_max.yaml)."""
-    return np.asarray(np.amax(x, axis=tuple(axis) if axis else None, keepdims=keep_dims)).astype(x.dtype)
+    return np.asarray(np.amax(x, axis=tuple(axis) if axis else None, keepdims=keep_dims, initial=-np.inf)).astype(x.dtype)
 
 
 def reduce_mean(x, axis, keep_dims):  # type: ignore[no-untyped-def]

@@ -77,8 +77,8 @@ extern "C" int opgen_ops_add_forward(int nparam, void **params, int *ndims, int6
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("add", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }
@@ -143,8 +143,8 @@ extern "C" int opgen_ops_add_backward(int nparam, void **params, int *ndims, int
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("add", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }

@@ -80,8 +80,8 @@ extern "C" int opgen_ops_clip_forward(int nparam, void **params, int *ndims, int
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("clip", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }
@@ -122,8 +122,8 @@ extern "C" int opgen_ops_clip_backward(int nparam, void **params, int *ndims, in
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("clip", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }

@@ -98,8 +98,8 @@ extern "C" int opgen_ops_concat_forward(int nparam, void **params, int *ndims, i
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("concat", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }
@@ -160,8 +160,8 @@ extern "C" int opgen_ops_concat_backward(int nparam, void **params, int *ndims, 
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("concat", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }

@@ -59,8 +59,8 @@ extern "C" int opgen_ops_div_forward(int nparam, void **params, int *ndims, int6
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("div", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }
@@ -101,8 +101,8 @@ extern "C" int opgen_ops_div_backward(int nparam, void **params, int *ndims, int
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("div", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }

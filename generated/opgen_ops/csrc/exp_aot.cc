@@ -57,8 +57,8 @@ extern "C" int opgen_ops_exp_forward(int nparam, void **params, int *ndims, int6
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("exp", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }
@@ -95,8 +95,8 @@ extern "C" int opgen_ops_exp_backward(int nparam, void **params, int *ndims, int
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("exp", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }

@@ -80,8 +80,8 @@ extern "C" int opgen_ops_gather_forward(int nparam, void **params, int *ndims, i
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("gather", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }
@@ -124,8 +124,8 @@ extern "C" int opgen_ops_gather_backward(int nparam, void **params, int *ndims, 
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("gather", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }

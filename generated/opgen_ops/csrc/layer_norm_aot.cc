@@ -90,8 +90,8 @@ extern "C" int opgen_ops_layer_norm_forward(int nparam, void **params, int *ndim
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("layer_norm", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }
@@ -148,8 +148,8 @@ extern "C" int opgen_ops_layer_norm_backward(int nparam, void **params, int *ndi
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("layer_norm", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }

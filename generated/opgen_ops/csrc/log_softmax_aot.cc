@@ -78,8 +78,8 @@ extern "C" int opgen_ops_log_softmax_forward(int nparam, void **params, int *ndi
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("log_softmax", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }
@@ -120,8 +120,8 @@ extern "C" int opgen_ops_log_softmax_backward(int nparam, void **params, int *nd
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("log_softmax", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }

@@ -82,8 +82,8 @@ extern "C" int opgen_ops_matmul_forward(int nparam, void **params, int *ndims, i
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("matmul", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }
@@ -128,8 +128,8 @@ extern "C" int opgen_ops_matmul_backward(int nparam, void **params, int *ndims, 
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("matmul", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }

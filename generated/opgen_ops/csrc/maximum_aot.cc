@@ -59,8 +59,8 @@ extern "C" int opgen_ops_maximum_forward(int nparam, void **params, int *ndims, 
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("maximum", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }
@@ -101,8 +101,8 @@ extern "C" int opgen_ops_maximum_backward(int nparam, void **params, int *ndims,
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("maximum", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }

@@ -80,8 +80,8 @@ extern "C" int opgen_ops_reduce_max_forward(int nparam, void **params, int *ndim
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("reduce_max", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }
@@ -122,8 +122,8 @@ extern "C" int opgen_ops_reduce_max_backward(int nparam, void **params, int *ndi
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("reduce_max", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }

@@ -57,8 +57,8 @@ extern "C" int opgen_ops_square_forward(int nparam, void **params, int *ndims, i
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("square", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }
@@ -95,8 +95,8 @@ extern "C" int opgen_ops_square_backward(int nparam, void **params, int *ndims, 
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("square", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }

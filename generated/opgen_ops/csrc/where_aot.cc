@@ -61,8 +61,8 @@ extern "C" int opgen_ops_where_forward(int nparam, void **params, int *ndims, in
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("where", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }
@@ -105,8 +105,8 @@ extern "C" int opgen_ops_where_backward(int nparam, void **params, int *ndims, i
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &) {
-    return opgen::aot::kKernelError;
+  } catch (const opgen::Error &e) {
+    return opgen::aot::report_kernel_error("where", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
   }

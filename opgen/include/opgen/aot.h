@@ -14,6 +14,7 @@
 #define OPGEN_AOT_H_
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -65,6 +66,16 @@ enum Status : int {
   kInternalError = 4,
   kMissingAttr = 5,
 };
+
+// MindSpore turns a non-zero return into "Return value from CPU AOT kernel ... is 3" and drops
+// any message, so a kernel error (an index out of range, ...) is written to stderr first as
+// "opgen: <op>: <message>", one line, in one write.
+inline int report_kernel_error(const char *op, const char *what) {
+  std::string line = std::string("opgen: ") + op + ": " + what + "\n";
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+  return kKernelError;
+}
 
 /// Reads attr `name` of C++ type `A` from AotExtra. Lists, strings and lists of strings arrive
 /// length-prefixed as int (or float) vectors -- AotExtra has no getter for them, and an empty
