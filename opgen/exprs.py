@@ -118,6 +118,8 @@ def parse_expr(text: str, known: Callable[[str], bool], attrs: Collection[str] =
             sym = _BINOPS.get(type(node.op))
             if sym is None:
                 raise ExprError(f"operator '{type(node.op).__name__}' is not supported; use + - * / **", col)
+            if sym == "/":  # integer division by zero raises an error instead of SIGFPE
+                return f"opgen::math::div({lc}, {rc})", f"({ln} {sym} {rn})"
             return f"({lc} {sym} {rc})", f"({ln} {sym} {rn})"
         if isinstance(node, ast.Compare):
             # A comparison used as a value is 1 or 0 in the compute type, in both languages, so

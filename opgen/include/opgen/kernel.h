@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -321,6 +322,20 @@ C sign(C x) {
   using K = compute_t<C>;
   const K v = static_cast<K>(x);
   return static_cast<C>((K(0) < v) - (v < K(0)));
+}
+/// a / b, the `/` of elementwise expressions. For integers it throws opgen::Error (which the op
+/// reports as an exception naming it) where the hardware would raise SIGFPE and kill the
+/// process: division by zero, and the minimum value divided by -1.
+template <typename A, typename B>
+auto div(A a, B b) -> decltype(a / b) {
+  using R = decltype(a / b);
+  if constexpr (std::is_integral_v<R>) {
+    if (b == B(0)) throw Error("integer division by zero");
+    if constexpr (std::is_signed_v<R>) {
+      if (R(b) == R(-1) && R(a) == std::numeric_limits<R>::min()) throw Error("integer division overflows");
+    }
+  }
+  return a / b;
 }
 template <typename A, typename B>
 auto maximum(A a, B b) -> std::common_type_t<A, B> {
