@@ -321,14 +321,17 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         fw_tensors = [n for n in fw_names if n in in_names]
         params = ", ".join(f"C {n}" for n in fw_tensors)
         args = "".join(f", {n}" for n in fw_tensors)
+        # computed in the common type of the output and every input (x > y: floats compared,
+        # then stored as bool), like numpy's promotion
+        common = "opgen::common_compute_t<" + ", ".join(f"{n}_t" for n in [out.name, *in_names]) + ">"
         fw_lines = [
-            f"using C = opgen::compute_t<{out.name}_t>;",
+            f"using C = {common};",
             f"// {out.name} = {ew.forward.text}",
             f"opgen::map({out.name}, [&]({params}) -> C {{ return {ew.forward.cpp}; }}{args});",
         ]
         grads = {g[0]: g[1] for g in ew.grads}
         bw_head = [
-            f"using C = opgen::compute_t<{out.name}_t>;",
+            f"using C = {common};",
             f"const opgen::Shape iter_shape = {out.grad_name}.shape_vector();",
         ]
         bw_blocks.append({"guard": "", "lines": bw_head, "yaml": None})

@@ -234,6 +234,14 @@ HOSTILE_OPS = {
         "dtype_format": {"CPU": [["I32_Default", "I32_Default", "I32_Default"]]},
         "elementwise": {"forward": "x / y"},
     },
+    "greater": {
+        "name": "greater", "doc": "x > y into a bool output (computed in float32, not in the output's bool).",
+        "inputs": [{"name": "x", "doc": "x", "differentiable": False},
+                   {"name": "y", "doc": "y", "differentiable": False}],
+        "outputs": [{"name": "out", "doc": "o", "shape": "broadcast(x, y)", "dtype": "bool"}],
+        "dtype_format": {"CPU": [["F32_Default", "F32_Default", "BOOL_Default"]]},
+        "elementwise": {"forward": "x > y"},
+    },
     "in_list": {
         "name": "in_list", "doc": "An input named list.",
         "inputs": [{"name": "list", "doc": "x"}],
@@ -327,6 +335,14 @@ def int_div():
             raise AssertionError(f"no error for {num} / {den}")
 
 check("int_div", int_div)
+
+def greater():
+    a, b = np.array([0.5, -2.0, 3.0, 0.25], np.float32), np.array([0.25, 1.0, 3.0, 0.5], np.float32)
+    got = C.greater(ms.Tensor(a), ms.Tensor(b)).asnumpy()
+    np.testing.assert_array_equal(got, a > b)
+    np.testing.assert_array_equal(got, R.greater(a, b))
+
+check("greater", greater)
 check("in_list", unary("in_list"))
 print(json.dumps(results))
 """
@@ -363,7 +379,7 @@ def hostile_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 @pytest.mark.parametrize("op", [
     "docs", "names_ok", "abs", "strdefault_value",
-    "strdefault_help", "int_attr_math", "in_list", "int_div",  # strict xfails until fixed in _docstring.j2, exprs.py, api.py
+    "strdefault_help", "int_attr_math", "in_list", "int_div", "greater",  # strict xfails until fixed in _docstring.j2, exprs.py, api.py
 ])
 def test_hostile_but_valid_op_compiles_and_runs(op: str, hostile_results: dict[str, str]) -> None:
     """Compiled into the aot library, imported through custom.py, called on MindSpore: the doc

@@ -29,7 +29,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   (void)attrs;
   const float &min = attrs.min;
   const float &max = attrs.max;
-  using C = opgen::compute_t<out_t>;
+  using C = opgen::common_compute_t<out_t, x_t>;
   // out = minimum(maximum(x, min), max)
   opgen::map(out, [&](C x) -> C { return opgen::math::minimum(opgen::math::maximum(x, C(min)), C(max)); }, x);
 }
@@ -43,7 +43,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   (void)out;
   const float &min = attrs.min;
   const float &max = attrs.max;
-  using C = opgen::compute_t<out_t>;
+  using C = opgen::common_compute_t<out_t, x_t>;
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = dout * (x >= min) * (x <= max)

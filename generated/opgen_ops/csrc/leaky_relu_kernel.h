@@ -27,7 +27,7 @@ template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
   const float &alpha = attrs.alpha;
-  using C = opgen::compute_t<out_t>;
+  using C = opgen::common_compute_t<out_t, x_t>;
   // out = x if x > 0 else alpha * x
   opgen::map(out, [&](C x) -> C { return ((x > C(0.0)) ? C(x) : C((C(alpha) * x))); }, x);
 }
@@ -40,7 +40,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   (void)x;
   (void)out;
   const float &alpha = attrs.alpha;
-  using C = opgen::compute_t<out_t>;
+  using C = opgen::common_compute_t<out_t, x_t>;
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = dout if x > 0 else alpha * dout

@@ -25,7 +25,7 @@ struct Attrs {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
-  using C = opgen::compute_t<out_t>;
+  using C = opgen::common_compute_t<out_t, x_t>;
   // out = rsqrt(x)
   opgen::map(out, [&](C x) -> C { return opgen::math::rsqrt(x); }, x);
 }
@@ -37,7 +37,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   (void)attrs;
   (void)x;
   (void)out;
-  using C = opgen::compute_t<out_t>;
+  using C = opgen::common_compute_t<out_t, x_t>;
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = -0.5 * dout * out / x

@@ -25,7 +25,7 @@ struct Attrs {
 template <typename x_t, typename y_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &y, const opgen::Out<out_t> &out) {
   (void)attrs;
-  using C = opgen::compute_t<out_t>;
+  using C = opgen::common_compute_t<out_t, x_t, y_t>;
   // out = x - y
   opgen::map(out, [&](C x, C y) -> C { return (x - y); }, x, y);
 }
@@ -38,7 +38,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
   (void)x;
   (void)y;
   (void)out;
-  using C = opgen::compute_t<out_t>;
+  using C = opgen::common_compute_t<out_t, x_t, y_t>;
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = dout

@@ -25,7 +25,7 @@ struct Attrs {
 template <typename cond_t, typename x_t, typename y_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<cond_t> &cond, const opgen::In<x_t> &x, const opgen::In<y_t> &y, const opgen::Out<out_t> &out) {
   (void)attrs;
-  using C = opgen::compute_t<out_t>;
+  using C = opgen::common_compute_t<out_t, cond_t, x_t, y_t>;
   // out = x if cond else y
   opgen::map(out, [&](C cond, C x, C y) -> C { return (cond ? C(x) : C(y)); }, cond, x, y);
 }
@@ -39,7 +39,7 @@ void backward(const Attrs &attrs, const opgen::In<cond_t> &cond, const opgen::In
   (void)x;
   (void)y;
   (void)out;
-  using C = opgen::compute_t<out_t>;
+  using C = opgen::common_compute_t<out_t, cond_t, x_t, y_t>;
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = dout if cond else 0

@@ -104,6 +104,12 @@ struct compute_type<bfloat16> {
 template <typename E>
 using compute_t = typename compute_type<std::remove_cv_t<E>>::type;
 
+/// The type an elementwise expression over tensors of element types E... is evaluated in: the
+/// usual arithmetic conversions of their compute types, so float inputs with a bool output
+/// (`x > y`) compare as floats, and int32 with int64 computes in int64.
+template <typename... E>
+using common_compute_t = std::common_type_t<compute_t<E>...>;
+
 // ------------------------------------------------------------------------------ shapes
 
 inline std::string shape_str(const Shape &s) {
@@ -215,7 +221,8 @@ inline void flat_range(OutE *o, F &f, const Ptrs &p, int64_t b, int64_t e, std::
 
 template <typename OutE, typename F, typename Tuple, size_t... K>
 void map_impl(Out<OutE> out, const Shape &iter_shape, F &f, const Tuple &ins, std::index_sequence<K...>) {
-  using C = compute_t<OutE>;
+  // f sees every element in the common compute type (float inputs of a bool output stay float)
+  using C = common_compute_t<OutE, std::remove_pointer_t<decltype(std::get<K>(ins).data)>...>;
   constexpr size_t N = sizeof...(K);
   const bool flat = ((std::get<K>(ins).numel == out.numel && same_shape(std::get<K>(ins), out)) && ... && true);
   if (flat) {
@@ -237,7 +244,7 @@ void map_impl(Out<OutE> out, const Shape &iter_shape, F &f, const Tuple &ins, st
 
 template <typename OutE, typename F, typename Tuple, size_t... K>
 void map_reduce_impl(Out<OutE> grad, const Shape &iter_shape, F &f, const Tuple &ins, std::index_sequence<K...>) {
-  using C = compute_t<OutE>;
+  using C = common_compute_t<OutE, std::remove_pointer_t<decltype(std::get<K>(ins).data)>...>;
   constexpr size_t N = sizeof...(K);
   int64_t total = numel_of(iter_shape.data(), static_cast<int>(iter_shape.size()));
   const bool same = static_cast<size_t>(grad.ndim) == iter_shape.size() &&
