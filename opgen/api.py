@@ -213,14 +213,7 @@ def shape_py(rule: ShapeRule, op_name: str, names: dict[str, str] | None = None)
         return f"_rt.concat_shape({rule.inputs[0]}, {_rule_arg_py(rule.arg('axis'))}, {op})"
     if rule.kind == "gather":
         return f"_rt.gather_shape({rule.inputs[0]}, {rule.inputs[1]}, {_rule_arg_py(rule.arg('axis'))}, {op})"
-    dims = []
-    for d in rule.dims:
-        if d.literal is not None:
-            dims.append(str(d.literal))
-        elif d.attr is not None:
-            dims.append(f"{b['int']}({d.attr})")
-        else:
-            dims.append(f"_rt.dim_of({d.input}, {d.axis}, {d.input!r}, {op})")
+    dims = [d.render(b["int"] + "({attr})", "_rt.dim_of({input}, {axis}, " + f"{d.input!r}, {op})") for d in rule.dims]
     return "[" + ", ".join(dims) + "]"
 
 
@@ -531,15 +524,7 @@ def _reference_shape(op: Op) -> str:
     rule = op.outputs[0].shape
     if rule.kind in ("same", "broadcast"):
         return "np.broadcast_shapes(" + ", ".join(f"np.shape({n})" for n in rule.inputs) + ")"
-    dims = []
-    for d in rule.dims:
-        if d.literal is not None:
-            dims.append(str(d.literal))
-        elif d.attr is not None:
-            dims.append(f"np.int64({d.attr})")
-        else:
-            dims.append(f"np.shape({d.input})[{d.axis}]")
-    return "(" + "".join(f"{x}, " for x in dims) + ")"
+    return "(" + "".join(d.render("np.int64({attr})", "np.shape({input})[{axis}]") + ", " for d in rule.dims) + ")"
 
 
 def _grad_reference(op: Op) -> dict[str, Any] | None:

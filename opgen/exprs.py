@@ -174,6 +174,15 @@ class Dim:
     input: str | None = None
     axis: int = 0
 
+    def render(self, attr: str, input: str) -> str:
+        """This dim as text: the literal, or ``attr`` / ``input`` formatted with the fields
+        (``{attr}``; ``{input}``, ``{axis}``), e.g. ``render("int({attr})", "{input}[{axis}]")``."""
+        if self.literal is not None:
+            return str(self.literal)
+        if self.attr is not None:
+            return attr.format(attr=self.attr)
+        return input.format(input=self.input, axis=self.axis)
+
 
 @dataclass(frozen=True)
 class RuleArg:

@@ -113,12 +113,8 @@ def shape_in_words(rule: ShapeRule) -> str:
             " with " + " and ".join(notes) if notes else "")
     if rule.kind == "concat":
         return f"the tensors of {names} joined along the axis in {_arg(rule.arg('axis'))}"
-    dims = []
-    for d in rule.dims:
-        if d.literal is not None:
-            dims.append(str(d.literal))
-        elif d.attr is not None:
-            dims.append(f"attr `{d.attr}`")
-        else:
-            dims.append(f"dim {d.axis} of `{d.input}`")
-    return "[" + ", ".join(dims) + "]"
+    if rule.kind == "gather":
+        x, idx = rule.inputs[0], rule.inputs[1]
+        return (f"the shape of `{x}` with the dim on the axis in {_arg(rule.arg('axis'))} replaced by the shape of "
+                f"`{idx}` (numpy.take)")
+    return "[" + ", ".join(d.render("attr `{attr}`", "dim {axis} of `{input}`") for d in rule.dims) + "]"

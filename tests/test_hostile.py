@@ -379,7 +379,9 @@ def hostile_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 @pytest.mark.parametrize("op", [
     "docs", "names_ok", "abs", "strdefault_value",
-    "strdefault_help", "int_attr_math", "in_list", "int_div", "greater",  # strict xfails until fixed in _docstring.j2, exprs.py, api.py
+    # bugs these found, fixed: _docstring.j2, exprs.py/api.py (attr casts, integer division,
+    # compute type of comparisons), custom.py.j2 (shadowed builtins)
+    "strdefault_help", "int_attr_math", "in_list", "int_div", "greater",
 ])
 def test_hostile_but_valid_op_compiles_and_runs(op: str, hostile_results: dict[str, str]) -> None:
     """Compiled into the aot library, imported through custom.py, called on MindSpore: the doc
