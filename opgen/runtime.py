@@ -351,6 +351,11 @@ def flat_positions(layout: Sequence[int], inputs: Sequence[int]) -> tuple[int, .
     return tuple(p for i in inputs for p in range(starts[i], starts[i] + layout[i]))
 
 
+def _tensor_names(groups: Sequence[tuple[str, str, int]]) -> list[str]:
+    """One name per tensor of ``(name, kind, count)`` groups: ``xs0``, ``xs1``... for a dynamic one."""
+    return [f"{gname}{j}" if kind == "dynamic" else gname for gname, kind, n in groups for j in range(n)]
+
+
 def reg_info(
     name: str,
     inputs: Sequence[tuple[str, str, int]],
@@ -368,16 +373,10 @@ def reg_info(
     from mindspore.ops import CustomRegOp, DataType
 
     reg = CustomRegOp(name)
-    index = 0
-    for gname, kind, n in inputs:
-        for j in range(n):
-            reg = reg.input(index, f"{gname}{j}" if kind == "dynamic" else gname, "required")
-            index += 1
-    index = 0
-    for gname, kind, n in outputs:
-        for j in range(n):
-            reg = reg.output(index, f"{gname}{j}" if kind == "dynamic" else gname, "required")
-            index += 1
+    for index, tname in enumerate(_tensor_names(inputs)):
+        reg = reg.input(index, tname, "required")
+    for index, tname in enumerate(_tensor_names(outputs)):
+        reg = reg.output(index, tname, "required")
     for aname, value_type, value in attrs:
         reg = reg.attr(aname, "required", value_type, value=value)
     counts = [n for _, _, n in inputs] + [n for _, _, n in outputs]

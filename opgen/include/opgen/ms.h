@@ -280,14 +280,19 @@ inline bool need_any(AutogradContext *ctx, const TensorPtrList &ts) {
 
 // ------------------------------------------------ values kept in AutogradContext::saved_data
 
-inline mindspore::ValuePtr keep_shapes(const std::vector<Shape> &v) {
+/// `[n1, x.., n2, y.., ...]` for items {x.., y.., ...} (strings, shapes): one int64 vector,
+/// each item prefixed by its length; split_length_prefixed() reads it back.
+template <typename Item>
+mindspore::ValuePtr keep_length_prefixed(const std::vector<Item> &v) {
   std::vector<int64_t> enc;
-  for (const auto &s : v) {
-    enc.push_back(static_cast<int64_t>(s.size()));
-    enc.insert(enc.end(), s.begin(), s.end());
+  for (const auto &item : v) {
+    enc.push_back(static_cast<int64_t>(item.size()));
+    enc.insert(enc.end(), item.begin(), item.end());
   }
   return mindspore::MakeValue(enc);
 }
+
+inline mindspore::ValuePtr keep_shapes(const std::vector<Shape> &v) { return keep_length_prefixed(v); }
 
 /// Stores an attr or shape for Backward; strings, bool/str lists and lists of shapes are kept
 /// as int64 vectors (MakeValue has no overloads for them).
@@ -302,15 +307,21 @@ inline mindspore::ValuePtr keep(const std::vector<bool> &v) {
 inline mindspore::ValuePtr keep(const std::string &v) {
   return mindspore::MakeValue(std::vector<int64_t>(v.begin(), v.end()));
 }
-inline mindspore::ValuePtr keep(const std::vector<std::string> &v) {
-  std::vector<int64_t> enc;
-  for (const auto &s : v) {
-    enc.push_back(static_cast<int64_t>(s.size()));
-    enc.insert(enc.end(), s.begin(), s.end());
-  }
-  return mindspore::MakeValue(enc);
-}
+inline mindspore::ValuePtr keep(const std::vector<std::string> &v) { return keep_length_prefixed(v); }
 inline mindspore::ValuePtr keep(const std::vector<Shape> &v) { return keep_shapes(v); }
+
+/// The items of `[n1, x.., n2, y.., ...]` as keep_length_prefixed() writes them.
+template <typename Item>
+std::vector<Item> split_length_prefixed(const std::vector<int64_t> &enc) {
+  std::vector<Item> out;
+  for (size_t p = 0; p < enc.size();) {
+    const size_t len = static_cast<size_t>(enc[p]);
+    out.emplace_back(enc.begin() + static_cast<std::ptrdiff_t>(p + 1),
+                     enc.begin() + static_cast<std::ptrdiff_t>(p + 1 + len));
+    p += 1 + len;
+  }
+  return out;
+}
 
 template <typename A>
 A restore(const mindspore::ValuePtr &v) {
@@ -320,26 +331,8 @@ A restore(const mindspore::ValuePtr &v) {
   } else if constexpr (std::is_same_v<A, std::string>) {
     const auto enc = mindspore::GetValue<std::vector<int64_t>>(v);
     return A(enc.begin(), enc.end());
-  } else if constexpr (std::is_same_v<A, std::vector<std::string>>) {
-    const auto enc = mindspore::GetValue<std::vector<int64_t>>(v);
-    A out;
-    for (size_t p = 0; p < enc.size();) {
-      const size_t len = static_cast<size_t>(enc[p]);
-      out.emplace_back(enc.begin() + static_cast<std::ptrdiff_t>(p + 1),
-                       enc.begin() + static_cast<std::ptrdiff_t>(p + 1 + len));
-      p += 1 + len;
-    }
-    return out;
-  } else if constexpr (std::is_same_v<A, std::vector<Shape>>) {
-    const auto enc = mindspore::GetValue<std::vector<int64_t>>(v);
-    A out;
-    for (size_t p = 0; p < enc.size();) {
-      const size_t rank = static_cast<size_t>(enc[p]);
-      out.emplace_back(enc.begin() + static_cast<std::ptrdiff_t>(p + 1),
-                       enc.begin() + static_cast<std::ptrdiff_t>(p + 1 + rank));
-      p += 1 + rank;
-    }
-    return out;
+  } else if constexpr (std::is_same_v<A, std::vector<std::string>> || std::is_same_v<A, std::vector<Shape>>) {
+    return split_length_prefixed<typename A::value_type>(mindspore::GetValue<std::vector<int64_t>>(v));
   } else {
     return mindspore::GetValue<A>(v);
   }
