@@ -14,7 +14,7 @@ from typing import Any
 
 from .check import identifiers, indent_python
 from .exprs import RuleArg, ShapeRule
-from .model import Attr, Body, Op
+from .model import ATTR_CPP, Attr, Body, Op
 
 LINE_RESET = "//@@opgen-line-reset@@"
 """Marker the renderer replaces with ``#line N "generated file"`` after a spliced YAML body."""
@@ -114,8 +114,11 @@ def py_value(value: Any) -> str:
 
 
 def cpp_literal(attr: Attr, value: Any) -> str:
-    """C++ literal for an attr value of the attr's type."""
-    t = attr.type
+    """C++ literal for an attr value of the attr's type (lists of any element type included)."""
+    return _cpp_value(attr.type, value)
+
+
+def _cpp_value(t: str, value: Any) -> str:
     if t == "int":
         return f"int64_t{{{int(value)}}}"
     if t == "float":
@@ -124,11 +127,8 @@ def cpp_literal(attr: Attr, value: Any) -> str:
         return "true" if value else "false"
     if t == "str":
         return f"std::string({cpp_string(str(value))})"
-    inner = {"list[int]": "int64_t", "list[float]": "float"}[t]
-    items = ", ".join(
-        (f"int64_t{{{int(v)}}}" if inner == "int64_t" else cpp_float(v)) for v in value
-    )
-    return f"std::vector<{inner}>{{{items}}}"
+    elem = t[len("list["):-1]  # list[int], list[float], list[bool], list[str]
+    return ATTR_CPP[t] + "{" + ", ".join(_cpp_value(elem, v) for v in value) + "}"
 
 
 def py_literal(attr: Attr, value: Any) -> str:

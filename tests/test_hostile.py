@@ -242,6 +242,20 @@ HOSTILE_OPS = {
         "dtype_format": {"CPU": [["F32_Default", "F32_Default", "BOOL_Default"]]},
         "elementwise": {"forward": "x > y"},
     },
+    "list_defaults": {
+        "name": "list_defaults", "doc": "list[bool] and list[str] attrs with defaults (cpp_literal raised KeyError).",
+        "inputs": [{"name": "x", "doc": "x"}],
+        "outputs": [{"name": "out", "doc": "o", "shape": "x", "dtype": "x"}],
+        "attrs": [{"name": "flags", "type": "list[bool]", "doc": "f", "default": [True, False, True]},
+                  {"name": "tags", "type": "list[str]", "doc": "t", "default": ["a", "bc"]}],
+        "dtype_format": {"CPU": [["F32_Default", "F32_Default"]]},
+        "kernel": {
+            "forward": "const float k = float(flags.size() + flags[0] + tags.size() + tags[1].size());\n"
+                       "for (int64_t i = 0; i < out.numel; ++i) out[i] = x[i] * k;\n",
+            "backward": "const float k = float(flags.size() + flags[0] + tags.size() + tags[1].size());\n"
+                        "for (int64_t i = 0; i < dx.numel; ++i) dx[i] = dout[i] * k;\n",
+        },
+    },
     "in_list": {
         "name": "in_list", "doc": "An input named list.",
         "inputs": [{"name": "list", "doc": "x"}],
@@ -343,6 +357,15 @@ def greater():
     np.testing.assert_array_equal(got, R.greater(a, b))
 
 check("greater", greater)
+
+def list_defaults():
+    np.testing.assert_array_equal(C.list_defaults(ms.Tensor(x)).asnumpy(), x * (3 + 1 + 2 + 2))
+    got = C.list_defaults(ms.Tensor(x), flags=[False], tags=["a", "b", "cde"]).asnumpy()
+    np.testing.assert_array_equal(got, x * (1 + 0 + 3 + 1))
+    g = ms.grad(lambda t: C.list_defaults(t, flags=[False], tags=["a", "b", "cde"]))(ms.Tensor(x)).asnumpy()
+    np.testing.assert_array_equal(g, np.full_like(x, 5))
+
+check("list_defaults", list_defaults)
 check("in_list", unary("in_list"))
 print(json.dumps(results))
 """
@@ -380,8 +403,8 @@ def hostile_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 @pytest.mark.parametrize("op", [
     "docs", "names_ok", "abs", "strdefault_value",
     # bugs these found, fixed: _docstring.j2, exprs.py/api.py (attr casts, integer division,
-    # compute type of comparisons), custom.py.j2 (shadowed builtins)
-    "strdefault_help", "int_attr_math", "in_list", "int_div", "greater",
+    # compute type of comparisons, list[bool]/list[str] defaults), custom.py.j2 (shadowed builtins)
+    "strdefault_help", "int_attr_math", "in_list", "int_div", "greater", "list_defaults",
 ])
 def test_hostile_but_valid_op_compiles_and_runs(op: str, hostile_results: dict[str, str]) -> None:
     """Compiled into the aot library, imported through custom.py, called on MindSpore: the doc
