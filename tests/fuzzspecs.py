@@ -83,7 +83,8 @@ _ATTR_COMBOS = [c for n in (0, 1, 2, 3) for c in itertools.permutations(ATTR_NAM
 def attr_specs(draw: Any, names: list[str]) -> list[dict[str, Any]]:
     attrs = []
     for name in names:
-        typ = draw(st.sampled_from(["int", "float", "bool", "str", "list[int]", "list[float]"]))
+        typ = draw(st.sampled_from(["int", "float", "bool", "str", "list[int]", "list[float]", "list[bool]",
+                                    "list[str]"]))
         attr: dict[str, Any] = {"name": name, "type": typ, "doc": draw(doc_text())}
         if typ == "int":
             value: Any = draw(st.integers(-1000, 1000))
@@ -95,6 +96,10 @@ def attr_specs(draw: Any, names: list[str]) -> list[dict[str, Any]]:
             value = draw(doc_text(min_size=0))
         elif typ == "list[int]":
             value = draw(st.lists(st.integers(-100, 100), max_size=4))
+        elif typ == "list[bool]":
+            value = draw(st.lists(st.booleans(), max_size=4))
+        elif typ == "list[str]":
+            value = draw(st.lists(doc_text(min_size=0), max_size=3))
         else:
             value = draw(st.lists(st.floats(-100, 100, allow_nan=False, width=32), max_size=4))
         if draw(st.booleans()):

@@ -220,8 +220,8 @@ for op in ops:
             attrs[a.name] = int(v) if a.type == "int" else v
         else:
             attrs[a.name] = {"int": 2, "float": 0.5, "bool": True, "str": "s", "list[int]": (1, 2),
-                             "list[float]": (0.5,)}[a.type]
-        if a.type == "list[int]" or a.type == "list[float]":
+                             "list[float]": (0.5,), "list[bool]": (True, False), "list[str]": ("s", "")}[a.type]
+        if a.type.startswith("list["):
             attrs[a.name] = tuple(attrs[a.name])
     for row in op.rows:
         arrays = [rng.uniform(0.5, 2.0, (2, 3)).astype(row.dtype(i).name) for i in range(len(op.inputs))]
