@@ -2,8 +2,11 @@
 """Custom (aot) path of package ``opgen_ops``: MindSpore ``ops.Custom`` wrappers.
 
 Each op has a ``CustomRegOp`` info (target CPU: inputs, outputs, attrs, dtype_format rows from
-its YAML), ``out_shape``/``out_dtype`` callables from its shape and dtype rules, and a bprop that
-calls the op's backward aot kernel. This path works in GRAPH_MODE, inside ``ms.jit``, in
+its YAML), C++ shape inference in the aot library (``out_shape=None``: MindSpore calls the
+library's ``<kernel>InferShape``, so GRAPH_MODE graphs with dynamic shapes and ranks work), the
+output dtypes from its dtype rules, and a bprop that calls the op's backward aot kernel. Calls
+with known shapes check the op's contracts (``requires``) and output shapes in Python first, so
+that a violation is a ``ValueError`` naming the op, in PyNative and when a graph compiles. This path works in GRAPH_MODE, inside ``ms.jit``, in
 ``nn.Cell`` networks and in PyNative: call the op functions (``add(...)``) anywhere.
 
 Primitives are created per attr values and per *layout* (how many tensors each optional or
@@ -48,15 +51,25 @@ _ADD_BACKWARD_ROWS = (  # x, y, out, dout, dx, dy
 )
 
 
-def _make_add(layout: Tuple[int, ...]) -> Any:
+def _add_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Check the contracts of ``add`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, y, = _rt.regroup(shapes, _meta.ADD["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.broadcast_shape(_rt.ints(x), _rt.ints(y)), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"add(): {exc}") from None
+
+
+def _make_add(layout: Tuple[int, ...], dtypes: Any) -> Any:
     kinds = _meta.ADD["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.ADD["inputs"], kinds, layout)]
     attrs = [
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(shapes, kinds, layout)
-        return _rt.broadcast_shape(x, y, op='add')
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, y, = _rt.regroup(dtypes, kinds, layout)
@@ -66,13 +79,15 @@ def _make_add(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_add_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_add_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_add_backward" + _rt.layout_suffix(kinds, layout),
@@ -89,8 +104,8 @@ def _make_add(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_add_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_add_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_add" + _rt.layout_suffix(kinds, layout),
@@ -106,15 +121,17 @@ def _make_add(layout: Tuple[int, ...]) -> Any:
 _add_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def add_primitive(layout: Sequence[int] = (1, 1)) -> Any:
+def add_primitive(layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``add`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``add(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``add(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("add", {}, _meta.ADD["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("add", {}, _meta.ADD["attrs"])
     prim = _add_cache.get(key)
     if prim is None:
         prim = _make_add(*key)
@@ -122,9 +139,22 @@ def add_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     return prim
 
 
-def _add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
+_add_resolved: Dict[Any, Any] = {}
+
+
+def _add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
+    key = (layout, dtypes, shapes)
+    try:
+        return _add_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("add", dtypes, _meta.ADD["inputs"], _meta.ADD["kinds"], layout, _meta.ADD["rows"], _meta.ADD["outputs"])
-    return add_primitive(layout=layout)
+    values = _rt.check_attrs("add", {}, _meta.ADD["attrs"])
+    if _rt.shapes_known(shapes):
+        _add_shapes(layout, shapes, *values)
+    prim = add_primitive(layout=layout, dtypes=dtypes)
+    _rt.remember(_add_resolved, key, prim)
+    return prim
 
 
 _add_resolve = ops.constexpr(_add_checked)
@@ -152,7 +182,7 @@ def add(x, y) -> Any:
         raise TypeError("add(): input 'y' is None; expected a Tensor")
     flat = (x,) + (y,)
     layout = (1, 1)
-    prim = _add_resolve(layout, tuple(t.dtype for t in flat))
+    prim = _add_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
     return prim(*flat)
 
 
@@ -169,17 +199,27 @@ _CLIP_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_clip(layout: Tuple[int, ...], min: Any, max: Any) -> Any:
+def _clip_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], min: Any, max: Any) -> Tuple[Any, ...]:
+    """Check the contracts of ``clip`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.CLIP["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"clip(): {exc}") from None
+
+
+def _make_clip(layout: Tuple[int, ...], dtypes: Any, min: Any, max: Any) -> Any:
     kinds = _meta.CLIP["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CLIP["inputs"], kinds, layout)]
     attrs = [
         ("min",) + _rt.encode_attr("float", min),
         ("max",) + _rt.encode_attr("float", max),
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return list(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -189,13 +229,15 @@ def _make_clip(layout: Tuple[int, ...], min: Any, max: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_clip_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_clip_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_clip_backward" + _rt.layout_suffix(kinds, layout),
@@ -212,8 +254,8 @@ def _make_clip(layout: Tuple[int, ...], min: Any, max: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_clip_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_clip_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_clip" + _rt.layout_suffix(kinds, layout),
@@ -229,15 +271,17 @@ def _make_clip(layout: Tuple[int, ...], min: Any, max: Any) -> Any:
 _clip_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def clip_primitive(min: float, max: float, layout: Sequence[int] = (1,)) -> Any:
+def clip_primitive(min: float, max: float, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``clip`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``clip(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``clip(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("clip", {"min": min, "max": max}, _meta.CLIP["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("clip", {"min": min, "max": max}, _meta.CLIP["attrs"])
     prim = _clip_cache.get(key)
     if prim is None:
         prim = _make_clip(*key)
@@ -245,9 +289,22 @@ def clip_primitive(min: float, max: float, layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
-def _clip_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], min: Any, max: Any) -> Any:
+_clip_resolved: Dict[Any, Any] = {}
+
+
+def _clip_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], min: Any, max: Any) -> Any:
+    key = (layout, dtypes, shapes, min, max)
+    try:
+        return _clip_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("clip", dtypes, _meta.CLIP["inputs"], _meta.CLIP["kinds"], layout, _meta.CLIP["rows"], _meta.CLIP["outputs"])
-    return clip_primitive(min=min, max=max, layout=layout)
+    values = _rt.check_attrs("clip", {"min": min, "max": max}, _meta.CLIP["attrs"])
+    if _rt.shapes_known(shapes):
+        _clip_shapes(layout, shapes, *values)
+    prim = clip_primitive(min=values[0], max=values[1], layout=layout, dtypes=dtypes)
+    _rt.remember(_clip_resolved, key, prim)
+    return prim
 
 
 _clip_resolve = ops.constexpr(_clip_checked)
@@ -276,7 +333,7 @@ def clip(x, min: float, max: float) -> Any:
         raise TypeError("clip(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _clip_resolve(layout, tuple(t.dtype for t in flat), min, max)
+    prim = _clip_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), min, max)
     return prim(*flat)
 
 
@@ -297,17 +354,27 @@ _CONCAT_BACKWARD_ROWS = (  # xs, out, dout, dxs
 )
 
 
-def _make_concat(layout: Tuple[int, ...], axis: Any) -> Any:
+def _concat_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any) -> Tuple[Any, ...]:
+    """Check the contracts of ``concat`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    xs, = _rt.regroup(shapes, _meta.CONCAT["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.concat_shape(xs, axis), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"concat(): {exc}") from None
+
+
+def _make_concat(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
     kinds = _meta.CONCAT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CONCAT["inputs"], kinds, layout)]
     attrs = [
         ("axis",) + _rt.encode_attr("int", axis),
         ("opgen_layout",) + _rt.encode_attr("list[int]", layout),
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        xs, = _rt.regroup(shapes, kinds, layout)
-        return _rt.concat_shape(xs, axis, op='concat')
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         xs, = _rt.regroup(dtypes, kinds, layout)
@@ -317,13 +384,15 @@ def _make_concat(layout: Tuple[int, ...], axis: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_concat_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_concat_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_concat_backward" + _rt.layout_suffix(kinds, layout),
@@ -340,8 +409,8 @@ def _make_concat(layout: Tuple[int, ...], axis: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_concat_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_concat_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_concat" + _rt.layout_suffix(kinds, layout),
@@ -357,15 +426,17 @@ def _make_concat(layout: Tuple[int, ...], axis: Any) -> Any:
 _concat_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def concat_primitive(axis: int = 0, layout: Sequence[int] = (1,)) -> Any:
+def concat_primitive(axis: int = 0, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``concat`` for these attr values and input layout
     (tensors per input: dynamic), created once, then cached. ``concat(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``concat(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("concat", {"axis": axis}, _meta.CONCAT["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("concat", {"axis": axis}, _meta.CONCAT["attrs"])
     prim = _concat_cache.get(key)
     if prim is None:
         prim = _make_concat(*key)
@@ -373,9 +444,22 @@ def concat_primitive(axis: int = 0, layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
-def _concat_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any) -> Any:
+_concat_resolved: Dict[Any, Any] = {}
+
+
+def _concat_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any) -> Any:
+    key = (layout, dtypes, shapes, axis)
+    try:
+        return _concat_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("concat", dtypes, _meta.CONCAT["inputs"], _meta.CONCAT["kinds"], layout, _meta.CONCAT["rows"], _meta.CONCAT["outputs"])
-    return concat_primitive(axis=axis, layout=layout)
+    values = _rt.check_attrs("concat", {"axis": axis}, _meta.CONCAT["attrs"])
+    if _rt.shapes_known(shapes):
+        _concat_shapes(layout, shapes, *values)
+    prim = concat_primitive(axis=values[0], layout=layout, dtypes=dtypes)
+    _rt.remember(_concat_resolved, key, prim)
+    return prim
 
 
 _concat_resolve = ops.constexpr(_concat_checked)
@@ -400,7 +484,7 @@ def concat(xs, axis: int = 0) -> Any:
         raise TypeError("concat(): input 'xs' is None; expected a list of Tensors")
     flat = tuple(xs)
     layout = (len(xs),)
-    prim = _concat_resolve(layout, tuple(t.dtype for t in flat), axis)
+    prim = _concat_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis)
     return prim(*flat)
 
 
@@ -417,7 +501,21 @@ _CUMSUM_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_cumsum(layout: Tuple[int, ...], axis: Any, exclusive: Any, reverse: Any) -> Any:
+def _cumsum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any, exclusive: Any, reverse: Any) -> Tuple[Any, ...]:
+    """Check the contracts of ``cumsum`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.CUMSUM["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"cumsum(): {exc}") from None
+
+
+def _make_cumsum(layout: Tuple[int, ...], dtypes: Any, axis: Any, exclusive: Any, reverse: Any) -> Any:
     kinds = _meta.CUMSUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CUMSUM["inputs"], kinds, layout)]
     attrs = [
@@ -425,10 +523,6 @@ def _make_cumsum(layout: Tuple[int, ...], axis: Any, exclusive: Any, reverse: An
         ("exclusive",) + _rt.encode_attr("bool", exclusive),
         ("reverse",) + _rt.encode_attr("bool", reverse),
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return list(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -438,13 +532,15 @@ def _make_cumsum(layout: Tuple[int, ...], axis: Any, exclusive: Any, reverse: An
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_cumsum_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_cumsum_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_cumsum_backward" + _rt.layout_suffix(kinds, layout),
@@ -461,8 +557,8 @@ def _make_cumsum(layout: Tuple[int, ...], axis: Any, exclusive: Any, reverse: An
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_cumsum_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_cumsum_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_cumsum" + _rt.layout_suffix(kinds, layout),
@@ -478,15 +574,17 @@ def _make_cumsum(layout: Tuple[int, ...], axis: Any, exclusive: Any, reverse: An
 _cumsum_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def cumsum_primitive(axis: int = 0, exclusive: bool = False, reverse: bool = False, layout: Sequence[int] = (1,)) -> Any:
+def cumsum_primitive(axis: int = 0, exclusive: bool = False, reverse: bool = False, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``cumsum`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``cumsum(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``cumsum(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"])
     prim = _cumsum_cache.get(key)
     if prim is None:
         prim = _make_cumsum(*key)
@@ -494,9 +592,22 @@ def cumsum_primitive(axis: int = 0, exclusive: bool = False, reverse: bool = Fal
     return prim
 
 
-def _cumsum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any, exclusive: Any, reverse: Any) -> Any:
+_cumsum_resolved: Dict[Any, Any] = {}
+
+
+def _cumsum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any, exclusive: Any, reverse: Any) -> Any:
+    key = (layout, dtypes, shapes, axis, exclusive, reverse)
+    try:
+        return _cumsum_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("cumsum", dtypes, _meta.CUMSUM["inputs"], _meta.CUMSUM["kinds"], layout, _meta.CUMSUM["rows"], _meta.CUMSUM["outputs"])
-    return cumsum_primitive(axis=axis, exclusive=exclusive, reverse=reverse, layout=layout)
+    values = _rt.check_attrs("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"])
+    if _rt.shapes_known(shapes):
+        _cumsum_shapes(layout, shapes, *values)
+    prim = cumsum_primitive(axis=values[0], exclusive=values[1], reverse=values[2], layout=layout, dtypes=dtypes)
+    _rt.remember(_cumsum_resolved, key, prim)
+    return prim
 
 
 _cumsum_resolve = ops.constexpr(_cumsum_checked)
@@ -527,7 +638,7 @@ def cumsum(x, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> 
         raise TypeError("cumsum(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _cumsum_resolve(layout, tuple(t.dtype for t in flat), axis, exclusive, reverse)
+    prim = _cumsum_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis, exclusive, reverse)
     return prim(*flat)
 
 
@@ -544,15 +655,25 @@ _DIV_BACKWARD_ROWS = (  # x, y, out, dout, dx, dy
 )
 
 
-def _make_div(layout: Tuple[int, ...]) -> Any:
+def _div_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Check the contracts of ``div`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, y, = _rt.regroup(shapes, _meta.DIV["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.broadcast_shape(_rt.ints(x), _rt.ints(y)), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"div(): {exc}") from None
+
+
+def _make_div(layout: Tuple[int, ...], dtypes: Any) -> Any:
     kinds = _meta.DIV["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.DIV["inputs"], kinds, layout)]
     attrs = [
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(shapes, kinds, layout)
-        return _rt.broadcast_shape(x, y, op='div')
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, y, = _rt.regroup(dtypes, kinds, layout)
@@ -562,13 +683,15 @@ def _make_div(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_div_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_div_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_div_backward" + _rt.layout_suffix(kinds, layout),
@@ -585,8 +708,8 @@ def _make_div(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_div_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_div_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_div" + _rt.layout_suffix(kinds, layout),
@@ -602,15 +725,17 @@ def _make_div(layout: Tuple[int, ...]) -> Any:
 _div_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def div_primitive(layout: Sequence[int] = (1, 1)) -> Any:
+def div_primitive(layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``div`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``div(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``div(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("div", {}, _meta.DIV["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("div", {}, _meta.DIV["attrs"])
     prim = _div_cache.get(key)
     if prim is None:
         prim = _make_div(*key)
@@ -618,9 +743,22 @@ def div_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     return prim
 
 
-def _div_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
+_div_resolved: Dict[Any, Any] = {}
+
+
+def _div_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
+    key = (layout, dtypes, shapes)
+    try:
+        return _div_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("div", dtypes, _meta.DIV["inputs"], _meta.DIV["kinds"], layout, _meta.DIV["rows"], _meta.DIV["outputs"])
-    return div_primitive(layout=layout)
+    values = _rt.check_attrs("div", {}, _meta.DIV["attrs"])
+    if _rt.shapes_known(shapes):
+        _div_shapes(layout, shapes, *values)
+    prim = div_primitive(layout=layout, dtypes=dtypes)
+    _rt.remember(_div_resolved, key, prim)
+    return prim
 
 
 _div_resolve = ops.constexpr(_div_checked)
@@ -649,7 +787,7 @@ def div(x, y) -> Any:
         raise TypeError("div(): input 'y' is None; expected a Tensor")
     flat = (x,) + (y,)
     layout = (1, 1)
-    prim = _div_resolve(layout, tuple(t.dtype for t in flat))
+    prim = _div_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
     return prim(*flat)
 
 
@@ -666,17 +804,27 @@ _DROPOUT_BACKWARD_ROWS = (  # x, y, mask, dy, dmask, dx
 )
 
 
-def _make_dropout(layout: Tuple[int, ...], keep_prob: Any, seed: Any) -> Any:
+def _dropout_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], keep_prob: Any, seed: Any) -> Tuple[Any, ...]:
+    """Check the contracts of ``dropout`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.DROPOUT["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'y'), _rt.check_output(_rt.ints(x), 'mask'),)
+    except ValueError as exc:
+        raise ValueError(f"dropout(): {exc}") from None
+
+
+def _make_dropout(layout: Tuple[int, ...], dtypes: Any, keep_prob: Any, seed: Any) -> Any:
     kinds = _meta.DROPOUT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.DROPOUT["inputs"], kinds, layout)]
     attrs = [
         ("keep_prob",) + _rt.encode_attr("float", keep_prob),
         ("seed",) + _rt.encode_attr("int", seed),
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return (list(x), list(x), )
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -686,13 +834,15 @@ def _make_dropout(layout: Tuple[int, ...], keep_prob: Any, seed: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_dropout_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_dropout_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_dropout_backward" + _rt.layout_suffix(kinds, layout),
@@ -709,8 +859,8 @@ def _make_dropout(layout: Tuple[int, ...], keep_prob: Any, seed: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_dropout_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_dropout_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_dropout" + _rt.layout_suffix(kinds, layout),
@@ -726,15 +876,17 @@ def _make_dropout(layout: Tuple[int, ...], keep_prob: Any, seed: Any) -> Any:
 _dropout_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def dropout_primitive(keep_prob: float = 0.5, seed: int = 0, layout: Sequence[int] = (1,)) -> Any:
+def dropout_primitive(keep_prob: float = 0.5, seed: int = 0, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``dropout`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``dropout(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``dropout(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"])
     prim = _dropout_cache.get(key)
     if prim is None:
         prim = _make_dropout(*key)
@@ -742,9 +894,22 @@ def dropout_primitive(keep_prob: float = 0.5, seed: int = 0, layout: Sequence[in
     return prim
 
 
-def _dropout_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], keep_prob: Any, seed: Any) -> Any:
+_dropout_resolved: Dict[Any, Any] = {}
+
+
+def _dropout_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], keep_prob: Any, seed: Any) -> Any:
+    key = (layout, dtypes, shapes, keep_prob, seed)
+    try:
+        return _dropout_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("dropout", dtypes, _meta.DROPOUT["inputs"], _meta.DROPOUT["kinds"], layout, _meta.DROPOUT["rows"], _meta.DROPOUT["outputs"])
-    return dropout_primitive(keep_prob=keep_prob, seed=seed, layout=layout)
+    values = _rt.check_attrs("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"])
+    if _rt.shapes_known(shapes):
+        _dropout_shapes(layout, shapes, *values)
+    prim = dropout_primitive(keep_prob=values[0], seed=values[1], layout=layout, dtypes=dtypes)
+    _rt.remember(_dropout_resolved, key, prim)
+    return prim
 
 
 _dropout_resolve = ops.constexpr(_dropout_checked)
@@ -777,7 +942,7 @@ def dropout(x, keep_prob: float = 0.5, seed: int = 0) -> Any:
         raise TypeError("dropout(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _dropout_resolve(layout, tuple(t.dtype for t in flat), keep_prob, seed)
+    prim = _dropout_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), keep_prob, seed)
     return prim(*flat)
 
 
@@ -794,15 +959,25 @@ _EXP_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_exp(layout: Tuple[int, ...]) -> Any:
+def _exp_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Check the contracts of ``exp`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.EXP["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"exp(): {exc}") from None
+
+
+def _make_exp(layout: Tuple[int, ...], dtypes: Any) -> Any:
     kinds = _meta.EXP["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.EXP["inputs"], kinds, layout)]
     attrs = [
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return list(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -812,13 +987,15 @@ def _make_exp(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_exp_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_exp_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_exp_backward" + _rt.layout_suffix(kinds, layout),
@@ -835,8 +1012,8 @@ def _make_exp(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_exp_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_exp_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_exp" + _rt.layout_suffix(kinds, layout),
@@ -852,15 +1029,17 @@ def _make_exp(layout: Tuple[int, ...]) -> Any:
 _exp_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def exp_primitive(layout: Sequence[int] = (1,)) -> Any:
+def exp_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``exp`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``exp(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``exp(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("exp", {}, _meta.EXP["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("exp", {}, _meta.EXP["attrs"])
     prim = _exp_cache.get(key)
     if prim is None:
         prim = _make_exp(*key)
@@ -868,9 +1047,22 @@ def exp_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
-def _exp_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
+_exp_resolved: Dict[Any, Any] = {}
+
+
+def _exp_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
+    key = (layout, dtypes, shapes)
+    try:
+        return _exp_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("exp", dtypes, _meta.EXP["inputs"], _meta.EXP["kinds"], layout, _meta.EXP["rows"], _meta.EXP["outputs"])
-    return exp_primitive(layout=layout)
+    values = _rt.check_attrs("exp", {}, _meta.EXP["attrs"])
+    if _rt.shapes_known(shapes):
+        _exp_shapes(layout, shapes, *values)
+    prim = exp_primitive(layout=layout, dtypes=dtypes)
+    _rt.remember(_exp_resolved, key, prim)
+    return prim
 
 
 _exp_resolve = ops.constexpr(_exp_checked)
@@ -894,7 +1086,7 @@ def exp(x) -> Any:
         raise TypeError("exp(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _exp_resolve(layout, tuple(t.dtype for t in flat))
+    prim = _exp_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
     return prim(*flat)
 
 
@@ -911,16 +1103,26 @@ _GATHER_BACKWARD_ROWS = (  # x, indices, out, dout, dx
 )
 
 
-def _make_gather(layout: Tuple[int, ...], axis: Any) -> Any:
+def _gather_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any) -> Tuple[Any, ...]:
+    """Check the contracts of ``gather`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, indices, = _rt.regroup(shapes, _meta.GATHER["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.gather_shape(_rt.ints(x), _rt.ints(indices), axis), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"gather(): {exc}") from None
+
+
+def _make_gather(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
     kinds = _meta.GATHER["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.GATHER["inputs"], kinds, layout)]
     attrs = [
         ("axis",) + _rt.encode_attr("int", axis),
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, indices, = _rt.regroup(shapes, kinds, layout)
-        return _rt.gather_shape(x, indices, axis, op='gather')
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, indices, = _rt.regroup(dtypes, kinds, layout)
@@ -930,13 +1132,15 @@ def _make_gather(layout: Tuple[int, ...], axis: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_gather_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_gather_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_gather_backward" + _rt.layout_suffix(kinds, layout),
@@ -953,8 +1157,8 @@ def _make_gather(layout: Tuple[int, ...], axis: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_gather_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_gather_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_gather" + _rt.layout_suffix(kinds, layout),
@@ -970,15 +1174,17 @@ def _make_gather(layout: Tuple[int, ...], axis: Any) -> Any:
 _gather_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def gather_primitive(axis: int = 0, layout: Sequence[int] = (1, 1)) -> Any:
+def gather_primitive(axis: int = 0, layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``gather`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``gather(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``gather(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("gather", {"axis": axis}, _meta.GATHER["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("gather", {"axis": axis}, _meta.GATHER["attrs"])
     prim = _gather_cache.get(key)
     if prim is None:
         prim = _make_gather(*key)
@@ -986,9 +1192,22 @@ def gather_primitive(axis: int = 0, layout: Sequence[int] = (1, 1)) -> Any:
     return prim
 
 
-def _gather_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any) -> Any:
+_gather_resolved: Dict[Any, Any] = {}
+
+
+def _gather_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any) -> Any:
+    key = (layout, dtypes, shapes, axis)
+    try:
+        return _gather_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("gather", dtypes, _meta.GATHER["inputs"], _meta.GATHER["kinds"], layout, _meta.GATHER["rows"], _meta.GATHER["outputs"])
-    return gather_primitive(axis=axis, layout=layout)
+    values = _rt.check_attrs("gather", {"axis": axis}, _meta.GATHER["attrs"])
+    if _rt.shapes_known(shapes):
+        _gather_shapes(layout, shapes, *values)
+    prim = gather_primitive(axis=values[0], layout=layout, dtypes=dtypes)
+    _rt.remember(_gather_resolved, key, prim)
+    return prim
 
 
 _gather_resolve = ops.constexpr(_gather_checked)
@@ -1020,7 +1239,7 @@ def gather(x, indices, axis: int = 0) -> Any:
         raise TypeError("gather(): input 'indices' is None; expected a Tensor")
     flat = (x,) + (indices,)
     layout = (1, 1)
-    prim = _gather_resolve(layout, tuple(t.dtype for t in flat), axis)
+    prim = _gather_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis)
     return prim(*flat)
 
 
@@ -1037,16 +1256,26 @@ _GELU_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_gelu(layout: Tuple[int, ...], approximate: Any) -> Any:
+def _gelu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], approximate: Any) -> Tuple[Any, ...]:
+    """Check the contracts of ``gelu`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.GELU["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"gelu(): {exc}") from None
+
+
+def _make_gelu(layout: Tuple[int, ...], dtypes: Any, approximate: Any) -> Any:
     kinds = _meta.GELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.GELU["inputs"], kinds, layout)]
     attrs = [
         ("approximate",) + _rt.encode_attr("str", approximate),
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return list(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -1056,13 +1285,15 @@ def _make_gelu(layout: Tuple[int, ...], approximate: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_gelu_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_gelu_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_gelu_backward" + _rt.layout_suffix(kinds, layout),
@@ -1079,8 +1310,8 @@ def _make_gelu(layout: Tuple[int, ...], approximate: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_gelu_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_gelu_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_gelu" + _rt.layout_suffix(kinds, layout),
@@ -1096,15 +1327,17 @@ def _make_gelu(layout: Tuple[int, ...], approximate: Any) -> Any:
 _gelu_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def gelu_primitive(approximate: str = 'none', layout: Sequence[int] = (1,)) -> Any:
+def gelu_primitive(approximate: str = 'none', layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``gelu`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``gelu(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``gelu(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("gelu", {"approximate": approximate}, _meta.GELU["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("gelu", {"approximate": approximate}, _meta.GELU["attrs"])
     prim = _gelu_cache.get(key)
     if prim is None:
         prim = _make_gelu(*key)
@@ -1112,9 +1345,22 @@ def gelu_primitive(approximate: str = 'none', layout: Sequence[int] = (1,)) -> A
     return prim
 
 
-def _gelu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], approximate: Any) -> Any:
+_gelu_resolved: Dict[Any, Any] = {}
+
+
+def _gelu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], approximate: Any) -> Any:
+    key = (layout, dtypes, shapes, approximate)
+    try:
+        return _gelu_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("gelu", dtypes, _meta.GELU["inputs"], _meta.GELU["kinds"], layout, _meta.GELU["rows"], _meta.GELU["outputs"])
-    return gelu_primitive(approximate=approximate, layout=layout)
+    values = _rt.check_attrs("gelu", {"approximate": approximate}, _meta.GELU["attrs"])
+    if _rt.shapes_known(shapes):
+        _gelu_shapes(layout, shapes, *values)
+    prim = gelu_primitive(approximate=values[0], layout=layout, dtypes=dtypes)
+    _rt.remember(_gelu_resolved, key, prim)
+    return prim
 
 
 _gelu_resolve = ops.constexpr(_gelu_checked)
@@ -1141,7 +1387,7 @@ def gelu(x, approximate: str = 'none') -> Any:
         raise TypeError("gelu(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _gelu_resolve(layout, tuple(t.dtype for t in flat), approximate)
+    prim = _gelu_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), approximate)
     return prim(*flat)
 
 
@@ -1158,17 +1404,27 @@ _LAYER_NORM_BACKWARD_ROWS = (  # x, gamma, beta, y, mean, rstd, dy, dmean, drstd
 )
 
 
-def _make_layer_norm(layout: Tuple[int, ...], eps: Any) -> Any:
+def _layer_norm_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], eps: Any) -> Tuple[Any, ...]:
+    """Check the contracts of ``layer_norm`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, gamma, beta, = _rt.regroup(shapes, _meta.LAYER_NORM["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'y'), _rt.check_output(_rt.reduce_shape(_rt.ints(x), [-1], True), 'mean'), _rt.check_output(_rt.reduce_shape(_rt.ints(x), [-1], True), 'rstd'),)
+    except ValueError as exc:
+        raise ValueError(f"layer_norm(): {exc}") from None
+
+
+def _make_layer_norm(layout: Tuple[int, ...], dtypes: Any, eps: Any) -> Any:
     kinds = _meta.LAYER_NORM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LAYER_NORM["inputs"], kinds, layout)]
     attrs = [
         ("eps",) + _rt.encode_attr("float", eps),
         ("opgen_layout",) + _rt.encode_attr("list[int]", layout),
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, gamma, beta, = _rt.regroup(shapes, kinds, layout)
-        return (list(x), _rt.reduce_shape(x, [-1], True, op='layer_norm'), _rt.reduce_shape(x, [-1], True, op='layer_norm'), )
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, gamma, beta, = _rt.regroup(dtypes, kinds, layout)
@@ -1178,13 +1434,15 @@ def _make_layer_norm(layout: Tuple[int, ...], eps: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_layer_norm_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_layer_norm_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_layer_norm_backward" + _rt.layout_suffix(kinds, layout),
@@ -1201,8 +1459,8 @@ def _make_layer_norm(layout: Tuple[int, ...], eps: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_layer_norm_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_layer_norm_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_layer_norm" + _rt.layout_suffix(kinds, layout),
@@ -1218,15 +1476,17 @@ def _make_layer_norm(layout: Tuple[int, ...], eps: Any) -> Any:
 _layer_norm_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def layer_norm_primitive(eps: float = 1e-05, layout: Sequence[int] = (1, 1, 1)) -> Any:
+def layer_norm_primitive(eps: float = 1e-05, layout: Sequence[int] = (1, 1, 1), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``layer_norm`` for these attr values and input layout
     (tensors per input: required, optional, optional), created once, then cached. ``layer_norm(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``layer_norm(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("layer_norm", {"eps": eps}, _meta.LAYER_NORM["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("layer_norm", {"eps": eps}, _meta.LAYER_NORM["attrs"])
     prim = _layer_norm_cache.get(key)
     if prim is None:
         prim = _make_layer_norm(*key)
@@ -1234,9 +1494,22 @@ def layer_norm_primitive(eps: float = 1e-05, layout: Sequence[int] = (1, 1, 1)) 
     return prim
 
 
-def _layer_norm_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], eps: Any) -> Any:
+_layer_norm_resolved: Dict[Any, Any] = {}
+
+
+def _layer_norm_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], eps: Any) -> Any:
+    key = (layout, dtypes, shapes, eps)
+    try:
+        return _layer_norm_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("layer_norm", dtypes, _meta.LAYER_NORM["inputs"], _meta.LAYER_NORM["kinds"], layout, _meta.LAYER_NORM["rows"], _meta.LAYER_NORM["outputs"])
-    return layer_norm_primitive(eps=eps, layout=layout)
+    values = _rt.check_attrs("layer_norm", {"eps": eps}, _meta.LAYER_NORM["attrs"])
+    if _rt.shapes_known(shapes):
+        _layer_norm_shapes(layout, shapes, *values)
+    prim = layer_norm_primitive(eps=values[0], layout=layout, dtypes=dtypes)
+    _rt.remember(_layer_norm_resolved, key, prim)
+    return prim
 
 
 _layer_norm_resolve = ops.constexpr(_layer_norm_checked)
@@ -1265,7 +1538,7 @@ def layer_norm(x, gamma = None, beta = None, eps: float = 1e-05) -> Any:
         raise TypeError("layer_norm(): input 'x' is None; expected a Tensor")
     flat = (x,) + (() if gamma is None else (gamma,)) + (() if beta is None else (beta,))
     layout = (1, 0 if gamma is None else 1, 0 if beta is None else 1)
-    prim = _layer_norm_resolve(layout, tuple(t.dtype for t in flat), eps)
+    prim = _layer_norm_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), eps)
     return prim(*flat)
 
 
@@ -1282,16 +1555,26 @@ _LEAKY_RELU_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_leaky_relu(layout: Tuple[int, ...], alpha: Any) -> Any:
+def _leaky_relu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], alpha: Any) -> Tuple[Any, ...]:
+    """Check the contracts of ``leaky_relu`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.LEAKY_RELU["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"leaky_relu(): {exc}") from None
+
+
+def _make_leaky_relu(layout: Tuple[int, ...], dtypes: Any, alpha: Any) -> Any:
     kinds = _meta.LEAKY_RELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LEAKY_RELU["inputs"], kinds, layout)]
     attrs = [
         ("alpha",) + _rt.encode_attr("float", alpha),
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return list(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -1301,13 +1584,15 @@ def _make_leaky_relu(layout: Tuple[int, ...], alpha: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_leaky_relu_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_leaky_relu_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_leaky_relu_backward" + _rt.layout_suffix(kinds, layout),
@@ -1324,8 +1609,8 @@ def _make_leaky_relu(layout: Tuple[int, ...], alpha: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_leaky_relu_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_leaky_relu_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_leaky_relu" + _rt.layout_suffix(kinds, layout),
@@ -1341,15 +1626,17 @@ def _make_leaky_relu(layout: Tuple[int, ...], alpha: Any) -> Any:
 _leaky_relu_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def leaky_relu_primitive(alpha: float = 0.01, layout: Sequence[int] = (1,)) -> Any:
+def leaky_relu_primitive(alpha: float = 0.01, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``leaky_relu`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``leaky_relu(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``leaky_relu(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("leaky_relu", {"alpha": alpha}, _meta.LEAKY_RELU["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("leaky_relu", {"alpha": alpha}, _meta.LEAKY_RELU["attrs"])
     prim = _leaky_relu_cache.get(key)
     if prim is None:
         prim = _make_leaky_relu(*key)
@@ -1357,9 +1644,22 @@ def leaky_relu_primitive(alpha: float = 0.01, layout: Sequence[int] = (1,)) -> A
     return prim
 
 
-def _leaky_relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], alpha: Any) -> Any:
+_leaky_relu_resolved: Dict[Any, Any] = {}
+
+
+def _leaky_relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], alpha: Any) -> Any:
+    key = (layout, dtypes, shapes, alpha)
+    try:
+        return _leaky_relu_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("leaky_relu", dtypes, _meta.LEAKY_RELU["inputs"], _meta.LEAKY_RELU["kinds"], layout, _meta.LEAKY_RELU["rows"], _meta.LEAKY_RELU["outputs"])
-    return leaky_relu_primitive(alpha=alpha, layout=layout)
+    values = _rt.check_attrs("leaky_relu", {"alpha": alpha}, _meta.LEAKY_RELU["attrs"])
+    if _rt.shapes_known(shapes):
+        _leaky_relu_shapes(layout, shapes, *values)
+    prim = leaky_relu_primitive(alpha=values[0], layout=layout, dtypes=dtypes)
+    _rt.remember(_leaky_relu_resolved, key, prim)
+    return prim
 
 
 _leaky_relu_resolve = ops.constexpr(_leaky_relu_checked)
@@ -1386,7 +1686,7 @@ def leaky_relu(x, alpha: float = 0.01) -> Any:
         raise TypeError("leaky_relu(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _leaky_relu_resolve(layout, tuple(t.dtype for t in flat), alpha)
+    prim = _leaky_relu_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), alpha)
     return prim(*flat)
 
 
@@ -1403,15 +1703,25 @@ _LOG_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_log(layout: Tuple[int, ...]) -> Any:
+def _log_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Check the contracts of ``log`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.LOG["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"log(): {exc}") from None
+
+
+def _make_log(layout: Tuple[int, ...], dtypes: Any) -> Any:
     kinds = _meta.LOG["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LOG["inputs"], kinds, layout)]
     attrs = [
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return list(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -1421,13 +1731,15 @@ def _make_log(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_log_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_log_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_log_backward" + _rt.layout_suffix(kinds, layout),
@@ -1444,8 +1756,8 @@ def _make_log(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_log_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_log_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_log" + _rt.layout_suffix(kinds, layout),
@@ -1461,15 +1773,17 @@ def _make_log(layout: Tuple[int, ...]) -> Any:
 _log_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def log_primitive(layout: Sequence[int] = (1,)) -> Any:
+def log_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``log`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``log(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``log(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("log", {}, _meta.LOG["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("log", {}, _meta.LOG["attrs"])
     prim = _log_cache.get(key)
     if prim is None:
         prim = _make_log(*key)
@@ -1477,9 +1791,22 @@ def log_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
-def _log_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
+_log_resolved: Dict[Any, Any] = {}
+
+
+def _log_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
+    key = (layout, dtypes, shapes)
+    try:
+        return _log_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("log", dtypes, _meta.LOG["inputs"], _meta.LOG["kinds"], layout, _meta.LOG["rows"], _meta.LOG["outputs"])
-    return log_primitive(layout=layout)
+    values = _rt.check_attrs("log", {}, _meta.LOG["attrs"])
+    if _rt.shapes_known(shapes):
+        _log_shapes(layout, shapes, *values)
+    prim = log_primitive(layout=layout, dtypes=dtypes)
+    _rt.remember(_log_resolved, key, prim)
+    return prim
 
 
 _log_resolve = ops.constexpr(_log_checked)
@@ -1504,7 +1831,7 @@ def log(x) -> Any:
         raise TypeError("log(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _log_resolve(layout, tuple(t.dtype for t in flat))
+    prim = _log_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
     return prim(*flat)
 
 
@@ -1521,16 +1848,26 @@ _LOG_SOFTMAX_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_log_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
+def _log_softmax_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any) -> Tuple[Any, ...]:
+    """Check the contracts of ``log_softmax`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.LOG_SOFTMAX["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"log_softmax(): {exc}") from None
+
+
+def _make_log_softmax(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
     kinds = _meta.LOG_SOFTMAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LOG_SOFTMAX["inputs"], kinds, layout)]
     attrs = [
         ("axis",) + _rt.encode_attr("int", axis),
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return list(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -1540,13 +1877,15 @@ def _make_log_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_log_softmax_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_log_softmax_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_log_softmax_backward" + _rt.layout_suffix(kinds, layout),
@@ -1563,8 +1902,8 @@ def _make_log_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_log_softmax_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_log_softmax_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_log_softmax" + _rt.layout_suffix(kinds, layout),
@@ -1580,15 +1919,17 @@ def _make_log_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
 _log_softmax_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def log_softmax_primitive(axis: int = -1, layout: Sequence[int] = (1,)) -> Any:
+def log_softmax_primitive(axis: int = -1, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``log_softmax`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``log_softmax(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``log_softmax(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("log_softmax", {"axis": axis}, _meta.LOG_SOFTMAX["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("log_softmax", {"axis": axis}, _meta.LOG_SOFTMAX["attrs"])
     prim = _log_softmax_cache.get(key)
     if prim is None:
         prim = _make_log_softmax(*key)
@@ -1596,9 +1937,22 @@ def log_softmax_primitive(axis: int = -1, layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
-def _log_softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any) -> Any:
+_log_softmax_resolved: Dict[Any, Any] = {}
+
+
+def _log_softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any) -> Any:
+    key = (layout, dtypes, shapes, axis)
+    try:
+        return _log_softmax_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("log_softmax", dtypes, _meta.LOG_SOFTMAX["inputs"], _meta.LOG_SOFTMAX["kinds"], layout, _meta.LOG_SOFTMAX["rows"], _meta.LOG_SOFTMAX["outputs"])
-    return log_softmax_primitive(axis=axis, layout=layout)
+    values = _rt.check_attrs("log_softmax", {"axis": axis}, _meta.LOG_SOFTMAX["attrs"])
+    if _rt.shapes_known(shapes):
+        _log_softmax_shapes(layout, shapes, *values)
+    prim = log_softmax_primitive(axis=values[0], layout=layout, dtypes=dtypes)
+    _rt.remember(_log_softmax_resolved, key, prim)
+    return prim
 
 
 _log_softmax_resolve = ops.constexpr(_log_softmax_checked)
@@ -1625,7 +1979,7 @@ def log_softmax(x, axis: int = -1) -> Any:
         raise TypeError("log_softmax(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _log_softmax_resolve(layout, tuple(t.dtype for t in flat), axis)
+    prim = _log_softmax_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis)
     return prim(*flat)
 
 
@@ -1642,17 +1996,27 @@ _MATMUL_BACKWARD_ROWS = (  # a, b, out, dout, da, db
 )
 
 
-def _make_matmul(layout: Tuple[int, ...], transpose_a: Any, transpose_b: Any) -> Any:
+def _matmul_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], transpose_a: Any, transpose_b: Any) -> Tuple[Any, ...]:
+    """Check the contracts of ``matmul`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    a, b, = _rt.regroup(shapes, _meta.MATMUL["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.matmul_shape(_rt.ints(a), _rt.ints(b), transpose_a, transpose_b), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"matmul(): {exc}") from None
+
+
+def _make_matmul(layout: Tuple[int, ...], dtypes: Any, transpose_a: Any, transpose_b: Any) -> Any:
     kinds = _meta.MATMUL["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.MATMUL["inputs"], kinds, layout)]
     attrs = [
         ("transpose_a",) + _rt.encode_attr("bool", transpose_a),
         ("transpose_b",) + _rt.encode_attr("bool", transpose_b),
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        a, b, = _rt.regroup(shapes, kinds, layout)
-        return _rt.matmul_shape(a, b, transpose_a, transpose_b, op='matmul')
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         a, b, = _rt.regroup(dtypes, kinds, layout)
@@ -1662,13 +2026,15 @@ def _make_matmul(layout: Tuple[int, ...], transpose_a: Any, transpose_b: Any) ->
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_matmul_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_matmul_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_matmul_backward" + _rt.layout_suffix(kinds, layout),
@@ -1685,8 +2051,8 @@ def _make_matmul(layout: Tuple[int, ...], transpose_a: Any, transpose_b: Any) ->
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_matmul_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_matmul_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_matmul" + _rt.layout_suffix(kinds, layout),
@@ -1702,15 +2068,17 @@ def _make_matmul(layout: Tuple[int, ...], transpose_a: Any, transpose_b: Any) ->
 _matmul_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def matmul_primitive(transpose_a: bool = False, transpose_b: bool = False, layout: Sequence[int] = (1, 1)) -> Any:
+def matmul_primitive(transpose_a: bool = False, transpose_b: bool = False, layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``matmul`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``matmul(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``matmul(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _meta.MATMUL["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _meta.MATMUL["attrs"])
     prim = _matmul_cache.get(key)
     if prim is None:
         prim = _make_matmul(*key)
@@ -1718,9 +2086,22 @@ def matmul_primitive(transpose_a: bool = False, transpose_b: bool = False, layou
     return prim
 
 
-def _matmul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], transpose_a: Any, transpose_b: Any) -> Any:
+_matmul_resolved: Dict[Any, Any] = {}
+
+
+def _matmul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], transpose_a: Any, transpose_b: Any) -> Any:
+    key = (layout, dtypes, shapes, transpose_a, transpose_b)
+    try:
+        return _matmul_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("matmul", dtypes, _meta.MATMUL["inputs"], _meta.MATMUL["kinds"], layout, _meta.MATMUL["rows"], _meta.MATMUL["outputs"])
-    return matmul_primitive(transpose_a=transpose_a, transpose_b=transpose_b, layout=layout)
+    values = _rt.check_attrs("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _meta.MATMUL["attrs"])
+    if _rt.shapes_known(shapes):
+        _matmul_shapes(layout, shapes, *values)
+    prim = matmul_primitive(transpose_a=values[0], transpose_b=values[1], layout=layout, dtypes=dtypes)
+    _rt.remember(_matmul_resolved, key, prim)
+    return prim
 
 
 _matmul_resolve = ops.constexpr(_matmul_checked)
@@ -1750,7 +2131,7 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
         raise TypeError("matmul(): input 'b' is None; expected a Tensor")
     flat = (a,) + (b,)
     layout = (1, 1)
-    prim = _matmul_resolve(layout, tuple(t.dtype for t in flat), transpose_a, transpose_b)
+    prim = _matmul_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), transpose_a, transpose_b)
     return prim(*flat)
 
 
@@ -1767,15 +2148,25 @@ _MAXIMUM_BACKWARD_ROWS = (  # x, y, out, dout, dx, dy
 )
 
 
-def _make_maximum(layout: Tuple[int, ...]) -> Any:
+def _maximum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Check the contracts of ``maximum`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, y, = _rt.regroup(shapes, _meta.MAXIMUM["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.broadcast_shape(_rt.ints(x), _rt.ints(y)), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"maximum(): {exc}") from None
+
+
+def _make_maximum(layout: Tuple[int, ...], dtypes: Any) -> Any:
     kinds = _meta.MAXIMUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.MAXIMUM["inputs"], kinds, layout)]
     attrs = [
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(shapes, kinds, layout)
-        return _rt.broadcast_shape(x, y, op='maximum')
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, y, = _rt.regroup(dtypes, kinds, layout)
@@ -1785,13 +2176,15 @@ def _make_maximum(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_maximum_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_maximum_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_maximum_backward" + _rt.layout_suffix(kinds, layout),
@@ -1808,8 +2201,8 @@ def _make_maximum(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_maximum_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_maximum_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_maximum" + _rt.layout_suffix(kinds, layout),
@@ -1825,15 +2218,17 @@ def _make_maximum(layout: Tuple[int, ...]) -> Any:
 _maximum_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def maximum_primitive(layout: Sequence[int] = (1, 1)) -> Any:
+def maximum_primitive(layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``maximum`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``maximum(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``maximum(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("maximum", {}, _meta.MAXIMUM["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("maximum", {}, _meta.MAXIMUM["attrs"])
     prim = _maximum_cache.get(key)
     if prim is None:
         prim = _make_maximum(*key)
@@ -1841,9 +2236,22 @@ def maximum_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     return prim
 
 
-def _maximum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
+_maximum_resolved: Dict[Any, Any] = {}
+
+
+def _maximum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
+    key = (layout, dtypes, shapes)
+    try:
+        return _maximum_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("maximum", dtypes, _meta.MAXIMUM["inputs"], _meta.MAXIMUM["kinds"], layout, _meta.MAXIMUM["rows"], _meta.MAXIMUM["outputs"])
-    return maximum_primitive(layout=layout)
+    values = _rt.check_attrs("maximum", {}, _meta.MAXIMUM["attrs"])
+    if _rt.shapes_known(shapes):
+        _maximum_shapes(layout, shapes, *values)
+    prim = maximum_primitive(layout=layout, dtypes=dtypes)
+    _rt.remember(_maximum_resolved, key, prim)
+    return prim
 
 
 _maximum_resolve = ops.constexpr(_maximum_checked)
@@ -1873,7 +2281,7 @@ def maximum(x, y) -> Any:
         raise TypeError("maximum(): input 'y' is None; expected a Tensor")
     flat = (x,) + (y,)
     layout = (1, 1)
-    prim = _maximum_resolve(layout, tuple(t.dtype for t in flat))
+    prim = _maximum_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
     return prim(*flat)
 
 
@@ -1890,15 +2298,25 @@ _MUL_BACKWARD_ROWS = (  # x, y, out, dout, dx, dy
 )
 
 
-def _make_mul(layout: Tuple[int, ...]) -> Any:
+def _mul_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Check the contracts of ``mul`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, y, = _rt.regroup(shapes, _meta.MUL["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.broadcast_shape(_rt.ints(x), _rt.ints(y)), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"mul(): {exc}") from None
+
+
+def _make_mul(layout: Tuple[int, ...], dtypes: Any) -> Any:
     kinds = _meta.MUL["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.MUL["inputs"], kinds, layout)]
     attrs = [
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(shapes, kinds, layout)
-        return _rt.broadcast_shape(x, y, op='mul')
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, y, = _rt.regroup(dtypes, kinds, layout)
@@ -1908,13 +2326,15 @@ def _make_mul(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_mul_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_mul_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_mul_backward" + _rt.layout_suffix(kinds, layout),
@@ -1931,8 +2351,8 @@ def _make_mul(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_mul_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_mul_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_mul" + _rt.layout_suffix(kinds, layout),
@@ -1948,15 +2368,17 @@ def _make_mul(layout: Tuple[int, ...]) -> Any:
 _mul_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def mul_primitive(layout: Sequence[int] = (1, 1)) -> Any:
+def mul_primitive(layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``mul`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``mul(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``mul(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("mul", {}, _meta.MUL["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("mul", {}, _meta.MUL["attrs"])
     prim = _mul_cache.get(key)
     if prim is None:
         prim = _make_mul(*key)
@@ -1964,9 +2386,22 @@ def mul_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     return prim
 
 
-def _mul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
+_mul_resolved: Dict[Any, Any] = {}
+
+
+def _mul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
+    key = (layout, dtypes, shapes)
+    try:
+        return _mul_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("mul", dtypes, _meta.MUL["inputs"], _meta.MUL["kinds"], layout, _meta.MUL["rows"], _meta.MUL["outputs"])
-    return mul_primitive(layout=layout)
+    values = _rt.check_attrs("mul", {}, _meta.MUL["attrs"])
+    if _rt.shapes_known(shapes):
+        _mul_shapes(layout, shapes, *values)
+    prim = mul_primitive(layout=layout, dtypes=dtypes)
+    _rt.remember(_mul_resolved, key, prim)
+    return prim
 
 
 _mul_resolve = ops.constexpr(_mul_checked)
@@ -1994,7 +2429,7 @@ def mul(x, y) -> Any:
         raise TypeError("mul(): input 'y' is None; expected a Tensor")
     flat = (x,) + (y,)
     layout = (1, 1)
-    prim = _mul_resolve(layout, tuple(t.dtype for t in flat))
+    prim = _mul_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
     return prim(*flat)
 
 
@@ -2011,15 +2446,25 @@ _POW_BACKWARD_ROWS = (  # x, y, out, dout, dx, dy
 )
 
 
-def _make_pow(layout: Tuple[int, ...]) -> Any:
+def _pow_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Check the contracts of ``pow`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, y, = _rt.regroup(shapes, _meta.POW["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.broadcast_shape(_rt.ints(x), _rt.ints(y)), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"pow(): {exc}") from None
+
+
+def _make_pow(layout: Tuple[int, ...], dtypes: Any) -> Any:
     kinds = _meta.POW["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.POW["inputs"], kinds, layout)]
     attrs = [
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(shapes, kinds, layout)
-        return _rt.broadcast_shape(x, y, op='pow')
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, y, = _rt.regroup(dtypes, kinds, layout)
@@ -2029,13 +2474,15 @@ def _make_pow(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_pow_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_pow_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_pow_backward" + _rt.layout_suffix(kinds, layout),
@@ -2052,8 +2499,8 @@ def _make_pow(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_pow_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_pow_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_pow" + _rt.layout_suffix(kinds, layout),
@@ -2069,15 +2516,17 @@ def _make_pow(layout: Tuple[int, ...]) -> Any:
 _pow_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def pow_primitive(layout: Sequence[int] = (1, 1)) -> Any:
+def pow_primitive(layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``pow`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``pow(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``pow(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("pow", {}, _meta.POW["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("pow", {}, _meta.POW["attrs"])
     prim = _pow_cache.get(key)
     if prim is None:
         prim = _make_pow(*key)
@@ -2085,9 +2534,22 @@ def pow_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     return prim
 
 
-def _pow_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
+_pow_resolved: Dict[Any, Any] = {}
+
+
+def _pow_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
+    key = (layout, dtypes, shapes)
+    try:
+        return _pow_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("pow", dtypes, _meta.POW["inputs"], _meta.POW["kinds"], layout, _meta.POW["rows"], _meta.POW["outputs"])
-    return pow_primitive(layout=layout)
+    values = _rt.check_attrs("pow", {}, _meta.POW["attrs"])
+    if _rt.shapes_known(shapes):
+        _pow_shapes(layout, shapes, *values)
+    prim = pow_primitive(layout=layout, dtypes=dtypes)
+    _rt.remember(_pow_resolved, key, prim)
+    return prim
 
 
 _pow_resolve = ops.constexpr(_pow_checked)
@@ -2116,7 +2578,7 @@ def pow(x, y) -> Any:
         raise TypeError("pow(): input 'y' is None; expected a Tensor")
     flat = (x,) + (y,)
     layout = (1, 1)
-    prim = _pow_resolve(layout, tuple(t.dtype for t in flat))
+    prim = _pow_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
     return prim(*flat)
 
 
@@ -2133,17 +2595,27 @@ _REDUCE_MAX_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_reduce_max(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
+def _reduce_max_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Tuple[Any, ...]:
+    """Check the contracts of ``reduce_max`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.REDUCE_MAX["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.reduce_shape(_rt.ints(x), _rt.ints(axis), keep_dims), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"reduce_max(): {exc}") from None
+
+
+def _make_reduce_max(layout: Tuple[int, ...], dtypes: Any, axis: Any, keep_dims: Any) -> Any:
     kinds = _meta.REDUCE_MAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_MAX["inputs"], kinds, layout)]
     attrs = [
         ("axis",) + _rt.encode_attr("list[int]", axis),
         ("keep_dims",) + _rt.encode_attr("bool", keep_dims),
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return _rt.reduce_shape(x, axis, keep_dims, op='reduce_max')
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -2153,13 +2625,15 @@ def _make_reduce_max(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_reduce_max_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_reduce_max_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_reduce_max_backward" + _rt.layout_suffix(kinds, layout),
@@ -2176,8 +2650,8 @@ def _make_reduce_max(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_reduce_max_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_reduce_max_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_reduce_max" + _rt.layout_suffix(kinds, layout),
@@ -2193,15 +2667,17 @@ def _make_reduce_max(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
 _reduce_max_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def reduce_max_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,)) -> Any:
+def reduce_max_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``reduce_max`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``reduce_max(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``reduce_max(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"])
     prim = _reduce_max_cache.get(key)
     if prim is None:
         prim = _make_reduce_max(*key)
@@ -2209,9 +2685,22 @@ def reduce_max_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layo
     return prim
 
 
-def _reduce_max_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Any:
+_reduce_max_resolved: Dict[Any, Any] = {}
+
+
+def _reduce_max_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Any:
+    key = (layout, dtypes, shapes, axis, keep_dims)
+    try:
+        return _reduce_max_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("reduce_max", dtypes, _meta.REDUCE_MAX["inputs"], _meta.REDUCE_MAX["kinds"], layout, _meta.REDUCE_MAX["rows"], _meta.REDUCE_MAX["outputs"])
-    return reduce_max_primitive(axis=axis, keep_dims=keep_dims, layout=layout)
+    values = _rt.check_attrs("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"])
+    if _rt.shapes_known(shapes):
+        _reduce_max_shapes(layout, shapes, *values)
+    prim = reduce_max_primitive(axis=values[0], keep_dims=values[1], layout=layout, dtypes=dtypes)
+    _rt.remember(_reduce_max_resolved, key, prim)
+    return prim
 
 
 _reduce_max_resolve = ops.constexpr(_reduce_max_checked)
@@ -2241,7 +2730,7 @@ def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
         raise TypeError("reduce_max(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _reduce_max_resolve(layout, tuple(t.dtype for t in flat), axis, keep_dims)
+    prim = _reduce_max_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis, keep_dims)
     return prim(*flat)
 
 
@@ -2258,17 +2747,27 @@ _REDUCE_MEAN_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_reduce_mean(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
+def _reduce_mean_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Tuple[Any, ...]:
+    """Check the contracts of ``reduce_mean`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.REDUCE_MEAN["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.reduce_shape(_rt.ints(x), _rt.ints(axis), keep_dims), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"reduce_mean(): {exc}") from None
+
+
+def _make_reduce_mean(layout: Tuple[int, ...], dtypes: Any, axis: Any, keep_dims: Any) -> Any:
     kinds = _meta.REDUCE_MEAN["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_MEAN["inputs"], kinds, layout)]
     attrs = [
         ("axis",) + _rt.encode_attr("list[int]", axis),
         ("keep_dims",) + _rt.encode_attr("bool", keep_dims),
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return _rt.reduce_shape(x, axis, keep_dims, op='reduce_mean')
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -2278,13 +2777,15 @@ def _make_reduce_mean(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_reduce_mean_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_reduce_mean_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_reduce_mean_backward" + _rt.layout_suffix(kinds, layout),
@@ -2301,8 +2802,8 @@ def _make_reduce_mean(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_reduce_mean_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_reduce_mean_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_reduce_mean" + _rt.layout_suffix(kinds, layout),
@@ -2318,15 +2819,17 @@ def _make_reduce_mean(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any
 _reduce_mean_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def reduce_mean_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,)) -> Any:
+def reduce_mean_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``reduce_mean`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``reduce_mean(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``reduce_mean(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"])
     prim = _reduce_mean_cache.get(key)
     if prim is None:
         prim = _make_reduce_mean(*key)
@@ -2334,9 +2837,22 @@ def reduce_mean_primitive(axis: Sequence[int] = (), keep_dims: bool = False, lay
     return prim
 
 
-def _reduce_mean_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Any:
+_reduce_mean_resolved: Dict[Any, Any] = {}
+
+
+def _reduce_mean_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Any:
+    key = (layout, dtypes, shapes, axis, keep_dims)
+    try:
+        return _reduce_mean_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("reduce_mean", dtypes, _meta.REDUCE_MEAN["inputs"], _meta.REDUCE_MEAN["kinds"], layout, _meta.REDUCE_MEAN["rows"], _meta.REDUCE_MEAN["outputs"])
-    return reduce_mean_primitive(axis=axis, keep_dims=keep_dims, layout=layout)
+    values = _rt.check_attrs("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"])
+    if _rt.shapes_known(shapes):
+        _reduce_mean_shapes(layout, shapes, *values)
+    prim = reduce_mean_primitive(axis=values[0], keep_dims=values[1], layout=layout, dtypes=dtypes)
+    _rt.remember(_reduce_mean_resolved, key, prim)
+    return prim
 
 
 _reduce_mean_resolve = ops.constexpr(_reduce_mean_checked)
@@ -2363,7 +2879,7 @@ def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
         raise TypeError("reduce_mean(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _reduce_mean_resolve(layout, tuple(t.dtype for t in flat), axis, keep_dims)
+    prim = _reduce_mean_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis, keep_dims)
     return prim(*flat)
 
 
@@ -2380,17 +2896,27 @@ _REDUCE_SUM_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_reduce_sum(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
+def _reduce_sum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Tuple[Any, ...]:
+    """Check the contracts of ``reduce_sum`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.REDUCE_SUM["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.reduce_shape(_rt.ints(x), _rt.ints(axis), keep_dims), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"reduce_sum(): {exc}") from None
+
+
+def _make_reduce_sum(layout: Tuple[int, ...], dtypes: Any, axis: Any, keep_dims: Any) -> Any:
     kinds = _meta.REDUCE_SUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_SUM["inputs"], kinds, layout)]
     attrs = [
         ("axis",) + _rt.encode_attr("list[int]", axis),
         ("keep_dims",) + _rt.encode_attr("bool", keep_dims),
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return _rt.reduce_shape(x, axis, keep_dims, op='reduce_sum')
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -2400,13 +2926,15 @@ def _make_reduce_sum(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_reduce_sum_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_reduce_sum_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_reduce_sum_backward" + _rt.layout_suffix(kinds, layout),
@@ -2423,8 +2951,8 @@ def _make_reduce_sum(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_reduce_sum_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_reduce_sum_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_reduce_sum" + _rt.layout_suffix(kinds, layout),
@@ -2440,15 +2968,17 @@ def _make_reduce_sum(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
 _reduce_sum_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def reduce_sum_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,)) -> Any:
+def reduce_sum_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``reduce_sum`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``reduce_sum(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``reduce_sum(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"])
     prim = _reduce_sum_cache.get(key)
     if prim is None:
         prim = _make_reduce_sum(*key)
@@ -2456,9 +2986,22 @@ def reduce_sum_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layo
     return prim
 
 
-def _reduce_sum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Any:
+_reduce_sum_resolved: Dict[Any, Any] = {}
+
+
+def _reduce_sum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Any:
+    key = (layout, dtypes, shapes, axis, keep_dims)
+    try:
+        return _reduce_sum_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("reduce_sum", dtypes, _meta.REDUCE_SUM["inputs"], _meta.REDUCE_SUM["kinds"], layout, _meta.REDUCE_SUM["rows"], _meta.REDUCE_SUM["outputs"])
-    return reduce_sum_primitive(axis=axis, keep_dims=keep_dims, layout=layout)
+    values = _rt.check_attrs("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"])
+    if _rt.shapes_known(shapes):
+        _reduce_sum_shapes(layout, shapes, *values)
+    prim = reduce_sum_primitive(axis=values[0], keep_dims=values[1], layout=layout, dtypes=dtypes)
+    _rt.remember(_reduce_sum_resolved, key, prim)
+    return prim
 
 
 _reduce_sum_resolve = ops.constexpr(_reduce_sum_checked)
@@ -2485,7 +3028,7 @@ def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
         raise TypeError("reduce_sum(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _reduce_sum_resolve(layout, tuple(t.dtype for t in flat), axis, keep_dims)
+    prim = _reduce_sum_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis, keep_dims)
     return prim(*flat)
 
 
@@ -2502,15 +3045,25 @@ _RELU_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_relu(layout: Tuple[int, ...]) -> Any:
+def _relu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Check the contracts of ``relu`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.RELU["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"relu(): {exc}") from None
+
+
+def _make_relu(layout: Tuple[int, ...], dtypes: Any) -> Any:
     kinds = _meta.RELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.RELU["inputs"], kinds, layout)]
     attrs = [
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return list(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -2520,13 +3073,15 @@ def _make_relu(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_relu_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_relu_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_relu_backward" + _rt.layout_suffix(kinds, layout),
@@ -2543,8 +3098,8 @@ def _make_relu(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_relu_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_relu_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_relu" + _rt.layout_suffix(kinds, layout),
@@ -2560,15 +3115,17 @@ def _make_relu(layout: Tuple[int, ...]) -> Any:
 _relu_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def relu_primitive(layout: Sequence[int] = (1,)) -> Any:
+def relu_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``relu`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``relu(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``relu(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("relu", {}, _meta.RELU["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("relu", {}, _meta.RELU["attrs"])
     prim = _relu_cache.get(key)
     if prim is None:
         prim = _make_relu(*key)
@@ -2576,9 +3133,22 @@ def relu_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
-def _relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
+_relu_resolved: Dict[Any, Any] = {}
+
+
+def _relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
+    key = (layout, dtypes, shapes)
+    try:
+        return _relu_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("relu", dtypes, _meta.RELU["inputs"], _meta.RELU["kinds"], layout, _meta.RELU["rows"], _meta.RELU["outputs"])
-    return relu_primitive(layout=layout)
+    values = _rt.check_attrs("relu", {}, _meta.RELU["attrs"])
+    if _rt.shapes_known(shapes):
+        _relu_shapes(layout, shapes, *values)
+    prim = relu_primitive(layout=layout, dtypes=dtypes)
+    _rt.remember(_relu_resolved, key, prim)
+    return prim
 
 
 _relu_resolve = ops.constexpr(_relu_checked)
@@ -2603,7 +3173,7 @@ def relu(x) -> Any:
         raise TypeError("relu(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _relu_resolve(layout, tuple(t.dtype for t in flat))
+    prim = _relu_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
     return prim(*flat)
 
 
@@ -2620,15 +3190,25 @@ _RSQRT_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_rsqrt(layout: Tuple[int, ...]) -> Any:
+def _rsqrt_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Check the contracts of ``rsqrt`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.RSQRT["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"rsqrt(): {exc}") from None
+
+
+def _make_rsqrt(layout: Tuple[int, ...], dtypes: Any) -> Any:
     kinds = _meta.RSQRT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.RSQRT["inputs"], kinds, layout)]
     attrs = [
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return list(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -2638,13 +3218,15 @@ def _make_rsqrt(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_rsqrt_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_rsqrt_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_rsqrt_backward" + _rt.layout_suffix(kinds, layout),
@@ -2661,8 +3243,8 @@ def _make_rsqrt(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_rsqrt_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_rsqrt_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_rsqrt" + _rt.layout_suffix(kinds, layout),
@@ -2678,15 +3260,17 @@ def _make_rsqrt(layout: Tuple[int, ...]) -> Any:
 _rsqrt_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def rsqrt_primitive(layout: Sequence[int] = (1,)) -> Any:
+def rsqrt_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``rsqrt`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``rsqrt(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``rsqrt(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("rsqrt", {}, _meta.RSQRT["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("rsqrt", {}, _meta.RSQRT["attrs"])
     prim = _rsqrt_cache.get(key)
     if prim is None:
         prim = _make_rsqrt(*key)
@@ -2694,9 +3278,22 @@ def rsqrt_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
-def _rsqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
+_rsqrt_resolved: Dict[Any, Any] = {}
+
+
+def _rsqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
+    key = (layout, dtypes, shapes)
+    try:
+        return _rsqrt_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("rsqrt", dtypes, _meta.RSQRT["inputs"], _meta.RSQRT["kinds"], layout, _meta.RSQRT["rows"], _meta.RSQRT["outputs"])
-    return rsqrt_primitive(layout=layout)
+    values = _rt.check_attrs("rsqrt", {}, _meta.RSQRT["attrs"])
+    if _rt.shapes_known(shapes):
+        _rsqrt_shapes(layout, shapes, *values)
+    prim = rsqrt_primitive(layout=layout, dtypes=dtypes)
+    _rt.remember(_rsqrt_resolved, key, prim)
+    return prim
 
 
 _rsqrt_resolve = ops.constexpr(_rsqrt_checked)
@@ -2721,7 +3318,7 @@ def rsqrt(x) -> Any:
         raise TypeError("rsqrt(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _rsqrt_resolve(layout, tuple(t.dtype for t in flat))
+    prim = _rsqrt_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
     return prim(*flat)
 
 
@@ -2738,17 +3335,27 @@ _SCALE_ADD_BACKWARD_ROWS = (  # x, y, out, dout, dx, dy
 )
 
 
-def _make_scale_add(layout: Tuple[int, ...], scale: Any, paddings: Any) -> Any:
+def _scale_add_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], scale: Any, paddings: Any) -> Tuple[Any, ...]:
+    """Check the contracts of ``scale_add`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, y, = _rt.regroup(shapes, _meta.SCALE_ADD["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.broadcast_shape(_rt.ints(x), _rt.ints(y)), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"scale_add(): {exc}") from None
+
+
+def _make_scale_add(layout: Tuple[int, ...], dtypes: Any, scale: Any, paddings: Any) -> Any:
     kinds = _meta.SCALE_ADD["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SCALE_ADD["inputs"], kinds, layout)]
     attrs = [
         ("scale",) + _rt.encode_attr("float", scale),
         ("paddings",) + _rt.encode_attr("list[float]", paddings),
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(shapes, kinds, layout)
-        return _rt.broadcast_shape(x, y, op='scale_add')
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, y, = _rt.regroup(dtypes, kinds, layout)
@@ -2758,13 +3365,15 @@ def _make_scale_add(layout: Tuple[int, ...], scale: Any, paddings: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_scale_add_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_scale_add_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_scale_add_backward" + _rt.layout_suffix(kinds, layout),
@@ -2781,8 +3390,8 @@ def _make_scale_add(layout: Tuple[int, ...], scale: Any, paddings: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_scale_add_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_scale_add_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_scale_add" + _rt.layout_suffix(kinds, layout),
@@ -2798,15 +3407,17 @@ def _make_scale_add(layout: Tuple[int, ...], scale: Any, paddings: Any) -> Any:
 _scale_add_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def scale_add_primitive(scale: float = 1.0, paddings: Sequence[float] = (0.0,), layout: Sequence[int] = (1, 1)) -> Any:
+def scale_add_primitive(scale: float = 1.0, paddings: Sequence[float] = (0.0,), layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``scale_add`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``scale_add(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``scale_add(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"])
     prim = _scale_add_cache.get(key)
     if prim is None:
         prim = _make_scale_add(*key)
@@ -2814,9 +3425,22 @@ def scale_add_primitive(scale: float = 1.0, paddings: Sequence[float] = (0.0,), 
     return prim
 
 
-def _scale_add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], scale: Any, paddings: Any) -> Any:
+_scale_add_resolved: Dict[Any, Any] = {}
+
+
+def _scale_add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], scale: Any, paddings: Any) -> Any:
+    key = (layout, dtypes, shapes, scale, paddings)
+    try:
+        return _scale_add_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("scale_add", dtypes, _meta.SCALE_ADD["inputs"], _meta.SCALE_ADD["kinds"], layout, _meta.SCALE_ADD["rows"], _meta.SCALE_ADD["outputs"])
-    return scale_add_primitive(scale=scale, paddings=paddings, layout=layout)
+    values = _rt.check_attrs("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"])
+    if _rt.shapes_known(shapes):
+        _scale_add_shapes(layout, shapes, *values)
+    prim = scale_add_primitive(scale=values[0], paddings=values[1], layout=layout, dtypes=dtypes)
+    _rt.remember(_scale_add_resolved, key, prim)
+    return prim
 
 
 _scale_add_resolve = ops.constexpr(_scale_add_checked)
@@ -2848,7 +3472,7 @@ def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> A
         raise TypeError("scale_add(): input 'y' is None; expected a Tensor")
     flat = (x,) + (y,)
     layout = (1, 1)
-    prim = _scale_add_resolve(layout, tuple(t.dtype for t in flat), scale, paddings)
+    prim = _scale_add_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), scale, paddings)
     return prim(*flat)
 
 
@@ -2865,15 +3489,25 @@ _SIGMOID_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_sigmoid(layout: Tuple[int, ...]) -> Any:
+def _sigmoid_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Check the contracts of ``sigmoid`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.SIGMOID["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"sigmoid(): {exc}") from None
+
+
+def _make_sigmoid(layout: Tuple[int, ...], dtypes: Any) -> Any:
     kinds = _meta.SIGMOID["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SIGMOID["inputs"], kinds, layout)]
     attrs = [
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return list(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -2883,13 +3517,15 @@ def _make_sigmoid(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_sigmoid_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_sigmoid_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_sigmoid_backward" + _rt.layout_suffix(kinds, layout),
@@ -2906,8 +3542,8 @@ def _make_sigmoid(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_sigmoid_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_sigmoid_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_sigmoid" + _rt.layout_suffix(kinds, layout),
@@ -2923,15 +3559,17 @@ def _make_sigmoid(layout: Tuple[int, ...]) -> Any:
 _sigmoid_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def sigmoid_primitive(layout: Sequence[int] = (1,)) -> Any:
+def sigmoid_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``sigmoid`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``sigmoid(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``sigmoid(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("sigmoid", {}, _meta.SIGMOID["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("sigmoid", {}, _meta.SIGMOID["attrs"])
     prim = _sigmoid_cache.get(key)
     if prim is None:
         prim = _make_sigmoid(*key)
@@ -2939,9 +3577,22 @@ def sigmoid_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
-def _sigmoid_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
+_sigmoid_resolved: Dict[Any, Any] = {}
+
+
+def _sigmoid_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
+    key = (layout, dtypes, shapes)
+    try:
+        return _sigmoid_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("sigmoid", dtypes, _meta.SIGMOID["inputs"], _meta.SIGMOID["kinds"], layout, _meta.SIGMOID["rows"], _meta.SIGMOID["outputs"])
-    return sigmoid_primitive(layout=layout)
+    values = _rt.check_attrs("sigmoid", {}, _meta.SIGMOID["attrs"])
+    if _rt.shapes_known(shapes):
+        _sigmoid_shapes(layout, shapes, *values)
+    prim = sigmoid_primitive(layout=layout, dtypes=dtypes)
+    _rt.remember(_sigmoid_resolved, key, prim)
+    return prim
 
 
 _sigmoid_resolve = ops.constexpr(_sigmoid_checked)
@@ -2966,7 +3617,7 @@ def sigmoid(x) -> Any:
         raise TypeError("sigmoid(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _sigmoid_resolve(layout, tuple(t.dtype for t in flat))
+    prim = _sigmoid_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
     return prim(*flat)
 
 
@@ -2983,16 +3634,26 @@ _SOFTMAX_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
+def _softmax_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any) -> Tuple[Any, ...]:
+    """Check the contracts of ``softmax`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.SOFTMAX["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"softmax(): {exc}") from None
+
+
+def _make_softmax(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
     kinds = _meta.SOFTMAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SOFTMAX["inputs"], kinds, layout)]
     attrs = [
         ("axis",) + _rt.encode_attr("int", axis),
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return list(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -3002,13 +3663,15 @@ def _make_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_softmax_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_softmax_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_softmax_backward" + _rt.layout_suffix(kinds, layout),
@@ -3025,8 +3688,8 @@ def _make_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_softmax_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_softmax_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_softmax" + _rt.layout_suffix(kinds, layout),
@@ -3042,15 +3705,17 @@ def _make_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
 _softmax_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def softmax_primitive(axis: int = -1, layout: Sequence[int] = (1,)) -> Any:
+def softmax_primitive(axis: int = -1, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``softmax`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``softmax(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``softmax(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("softmax", {"axis": axis}, _meta.SOFTMAX["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("softmax", {"axis": axis}, _meta.SOFTMAX["attrs"])
     prim = _softmax_cache.get(key)
     if prim is None:
         prim = _make_softmax(*key)
@@ -3058,9 +3723,22 @@ def softmax_primitive(axis: int = -1, layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
-def _softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any) -> Any:
+_softmax_resolved: Dict[Any, Any] = {}
+
+
+def _softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any) -> Any:
+    key = (layout, dtypes, shapes, axis)
+    try:
+        return _softmax_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("softmax", dtypes, _meta.SOFTMAX["inputs"], _meta.SOFTMAX["kinds"], layout, _meta.SOFTMAX["rows"], _meta.SOFTMAX["outputs"])
-    return softmax_primitive(axis=axis, layout=layout)
+    values = _rt.check_attrs("softmax", {"axis": axis}, _meta.SOFTMAX["attrs"])
+    if _rt.shapes_known(shapes):
+        _softmax_shapes(layout, shapes, *values)
+    prim = softmax_primitive(axis=values[0], layout=layout, dtypes=dtypes)
+    _rt.remember(_softmax_resolved, key, prim)
+    return prim
 
 
 _softmax_resolve = ops.constexpr(_softmax_checked)
@@ -3087,7 +3765,7 @@ def softmax(x, axis: int = -1) -> Any:
         raise TypeError("softmax(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _softmax_resolve(layout, tuple(t.dtype for t in flat), axis)
+    prim = _softmax_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis)
     return prim(*flat)
 
 
@@ -3104,15 +3782,25 @@ _SOFTPLUS_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_softplus(layout: Tuple[int, ...]) -> Any:
+def _softplus_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Check the contracts of ``softplus`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.SOFTPLUS["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"softplus(): {exc}") from None
+
+
+def _make_softplus(layout: Tuple[int, ...], dtypes: Any) -> Any:
     kinds = _meta.SOFTPLUS["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SOFTPLUS["inputs"], kinds, layout)]
     attrs = [
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return list(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -3122,13 +3810,15 @@ def _make_softplus(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_softplus_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_softplus_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_softplus_backward" + _rt.layout_suffix(kinds, layout),
@@ -3145,8 +3835,8 @@ def _make_softplus(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_softplus_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_softplus_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_softplus" + _rt.layout_suffix(kinds, layout),
@@ -3162,15 +3852,17 @@ def _make_softplus(layout: Tuple[int, ...]) -> Any:
 _softplus_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def softplus_primitive(layout: Sequence[int] = (1,)) -> Any:
+def softplus_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``softplus`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``softplus(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``softplus(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("softplus", {}, _meta.SOFTPLUS["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("softplus", {}, _meta.SOFTPLUS["attrs"])
     prim = _softplus_cache.get(key)
     if prim is None:
         prim = _make_softplus(*key)
@@ -3178,9 +3870,22 @@ def softplus_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
-def _softplus_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
+_softplus_resolved: Dict[Any, Any] = {}
+
+
+def _softplus_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
+    key = (layout, dtypes, shapes)
+    try:
+        return _softplus_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("softplus", dtypes, _meta.SOFTPLUS["inputs"], _meta.SOFTPLUS["kinds"], layout, _meta.SOFTPLUS["rows"], _meta.SOFTPLUS["outputs"])
-    return softplus_primitive(layout=layout)
+    values = _rt.check_attrs("softplus", {}, _meta.SOFTPLUS["attrs"])
+    if _rt.shapes_known(shapes):
+        _softplus_shapes(layout, shapes, *values)
+    prim = softplus_primitive(layout=layout, dtypes=dtypes)
+    _rt.remember(_softplus_resolved, key, prim)
+    return prim
 
 
 _softplus_resolve = ops.constexpr(_softplus_checked)
@@ -3206,7 +3911,7 @@ def softplus(x) -> Any:
         raise TypeError("softplus(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _softplus_resolve(layout, tuple(t.dtype for t in flat))
+    prim = _softplus_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
     return prim(*flat)
 
 
@@ -3223,15 +3928,25 @@ _SQRT_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_sqrt(layout: Tuple[int, ...]) -> Any:
+def _sqrt_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Check the contracts of ``sqrt`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.SQRT["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"sqrt(): {exc}") from None
+
+
+def _make_sqrt(layout: Tuple[int, ...], dtypes: Any) -> Any:
     kinds = _meta.SQRT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SQRT["inputs"], kinds, layout)]
     attrs = [
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return list(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -3241,13 +3956,15 @@ def _make_sqrt(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_sqrt_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_sqrt_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_sqrt_backward" + _rt.layout_suffix(kinds, layout),
@@ -3264,8 +3981,8 @@ def _make_sqrt(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_sqrt_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_sqrt_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_sqrt" + _rt.layout_suffix(kinds, layout),
@@ -3281,15 +3998,17 @@ def _make_sqrt(layout: Tuple[int, ...]) -> Any:
 _sqrt_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def sqrt_primitive(layout: Sequence[int] = (1,)) -> Any:
+def sqrt_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``sqrt`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``sqrt(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``sqrt(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("sqrt", {}, _meta.SQRT["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("sqrt", {}, _meta.SQRT["attrs"])
     prim = _sqrt_cache.get(key)
     if prim is None:
         prim = _make_sqrt(*key)
@@ -3297,9 +4016,22 @@ def sqrt_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
-def _sqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
+_sqrt_resolved: Dict[Any, Any] = {}
+
+
+def _sqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
+    key = (layout, dtypes, shapes)
+    try:
+        return _sqrt_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("sqrt", dtypes, _meta.SQRT["inputs"], _meta.SQRT["kinds"], layout, _meta.SQRT["rows"], _meta.SQRT["outputs"])
-    return sqrt_primitive(layout=layout)
+    values = _rt.check_attrs("sqrt", {}, _meta.SQRT["attrs"])
+    if _rt.shapes_known(shapes):
+        _sqrt_shapes(layout, shapes, *values)
+    prim = sqrt_primitive(layout=layout, dtypes=dtypes)
+    _rt.remember(_sqrt_resolved, key, prim)
+    return prim
 
 
 _sqrt_resolve = ops.constexpr(_sqrt_checked)
@@ -3324,7 +4056,7 @@ def sqrt(x) -> Any:
         raise TypeError("sqrt(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _sqrt_resolve(layout, tuple(t.dtype for t in flat))
+    prim = _sqrt_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
     return prim(*flat)
 
 
@@ -3341,15 +4073,25 @@ _SQUARE_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_square(layout: Tuple[int, ...]) -> Any:
+def _square_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Check the contracts of ``square`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.SQUARE["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"square(): {exc}") from None
+
+
+def _make_square(layout: Tuple[int, ...], dtypes: Any) -> Any:
     kinds = _meta.SQUARE["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SQUARE["inputs"], kinds, layout)]
     attrs = [
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return list(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -3359,13 +4101,15 @@ def _make_square(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_square_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_square_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_square_backward" + _rt.layout_suffix(kinds, layout),
@@ -3382,8 +4126,8 @@ def _make_square(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_square_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_square_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_square" + _rt.layout_suffix(kinds, layout),
@@ -3399,15 +4143,17 @@ def _make_square(layout: Tuple[int, ...]) -> Any:
 _square_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def square_primitive(layout: Sequence[int] = (1,)) -> Any:
+def square_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``square`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``square(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``square(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("square", {}, _meta.SQUARE["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("square", {}, _meta.SQUARE["attrs"])
     prim = _square_cache.get(key)
     if prim is None:
         prim = _make_square(*key)
@@ -3415,9 +4161,22 @@ def square_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
-def _square_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
+_square_resolved: Dict[Any, Any] = {}
+
+
+def _square_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
+    key = (layout, dtypes, shapes)
+    try:
+        return _square_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("square", dtypes, _meta.SQUARE["inputs"], _meta.SQUARE["kinds"], layout, _meta.SQUARE["rows"], _meta.SQUARE["outputs"])
-    return square_primitive(layout=layout)
+    values = _rt.check_attrs("square", {}, _meta.SQUARE["attrs"])
+    if _rt.shapes_known(shapes):
+        _square_shapes(layout, shapes, *values)
+    prim = square_primitive(layout=layout, dtypes=dtypes)
+    _rt.remember(_square_resolved, key, prim)
+    return prim
 
 
 _square_resolve = ops.constexpr(_square_checked)
@@ -3442,7 +4201,7 @@ def square(x) -> Any:
         raise TypeError("square(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _square_resolve(layout, tuple(t.dtype for t in flat))
+    prim = _square_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
     return prim(*flat)
 
 
@@ -3459,15 +4218,25 @@ _SUB_BACKWARD_ROWS = (  # x, y, out, dout, dx, dy
 )
 
 
-def _make_sub(layout: Tuple[int, ...]) -> Any:
+def _sub_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Check the contracts of ``sub`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, y, = _rt.regroup(shapes, _meta.SUB["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.broadcast_shape(_rt.ints(x), _rt.ints(y)), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"sub(): {exc}") from None
+
+
+def _make_sub(layout: Tuple[int, ...], dtypes: Any) -> Any:
     kinds = _meta.SUB["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SUB["inputs"], kinds, layout)]
     attrs = [
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(shapes, kinds, layout)
-        return _rt.broadcast_shape(x, y, op='sub')
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, y, = _rt.regroup(dtypes, kinds, layout)
@@ -3477,13 +4246,15 @@ def _make_sub(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_sub_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_sub_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_sub_backward" + _rt.layout_suffix(kinds, layout),
@@ -3500,8 +4271,8 @@ def _make_sub(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_sub_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_sub_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_sub" + _rt.layout_suffix(kinds, layout),
@@ -3517,15 +4288,17 @@ def _make_sub(layout: Tuple[int, ...]) -> Any:
 _sub_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def sub_primitive(layout: Sequence[int] = (1, 1)) -> Any:
+def sub_primitive(layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``sub`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``sub(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``sub(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("sub", {}, _meta.SUB["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("sub", {}, _meta.SUB["attrs"])
     prim = _sub_cache.get(key)
     if prim is None:
         prim = _make_sub(*key)
@@ -3533,9 +4306,22 @@ def sub_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     return prim
 
 
-def _sub_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
+_sub_resolved: Dict[Any, Any] = {}
+
+
+def _sub_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
+    key = (layout, dtypes, shapes)
+    try:
+        return _sub_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("sub", dtypes, _meta.SUB["inputs"], _meta.SUB["kinds"], layout, _meta.SUB["rows"], _meta.SUB["outputs"])
-    return sub_primitive(layout=layout)
+    values = _rt.check_attrs("sub", {}, _meta.SUB["attrs"])
+    if _rt.shapes_known(shapes):
+        _sub_shapes(layout, shapes, *values)
+    prim = sub_primitive(layout=layout, dtypes=dtypes)
+    _rt.remember(_sub_resolved, key, prim)
+    return prim
 
 
 _sub_resolve = ops.constexpr(_sub_checked)
@@ -3563,7 +4349,7 @@ def sub(x, y) -> Any:
         raise TypeError("sub(): input 'y' is None; expected a Tensor")
     flat = (x,) + (y,)
     layout = (1, 1)
-    prim = _sub_resolve(layout, tuple(t.dtype for t in flat))
+    prim = _sub_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
     return prim(*flat)
 
 
@@ -3580,15 +4366,25 @@ _TANH_BACKWARD_ROWS = (  # x, out, dout, dx
 )
 
 
-def _make_tanh(layout: Tuple[int, ...]) -> Any:
+def _tanh_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Check the contracts of ``tanh`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    x, = _rt.regroup(shapes, _meta.TANH["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.ints(x), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"tanh(): {exc}") from None
+
+
+def _make_tanh(layout: Tuple[int, ...], dtypes: Any) -> Any:
     kinds = _meta.TANH["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.TANH["inputs"], kinds, layout)]
     attrs = [
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
-        return list(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -3598,13 +4394,15 @@ def _make_tanh(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_tanh_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_tanh_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_tanh_backward" + _rt.layout_suffix(kinds, layout),
@@ -3621,8 +4419,8 @@ def _make_tanh(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_tanh_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_tanh_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_tanh" + _rt.layout_suffix(kinds, layout),
@@ -3638,15 +4436,17 @@ def _make_tanh(layout: Tuple[int, ...]) -> Any:
 _tanh_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def tanh_primitive(layout: Sequence[int] = (1,)) -> Any:
+def tanh_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``tanh`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``tanh(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``tanh(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("tanh", {}, _meta.TANH["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("tanh", {}, _meta.TANH["attrs"])
     prim = _tanh_cache.get(key)
     if prim is None:
         prim = _make_tanh(*key)
@@ -3654,9 +4454,22 @@ def tanh_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
-def _tanh_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
+_tanh_resolved: Dict[Any, Any] = {}
+
+
+def _tanh_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
+    key = (layout, dtypes, shapes)
+    try:
+        return _tanh_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("tanh", dtypes, _meta.TANH["inputs"], _meta.TANH["kinds"], layout, _meta.TANH["rows"], _meta.TANH["outputs"])
-    return tanh_primitive(layout=layout)
+    values = _rt.check_attrs("tanh", {}, _meta.TANH["attrs"])
+    if _rt.shapes_known(shapes):
+        _tanh_shapes(layout, shapes, *values)
+    prim = tanh_primitive(layout=layout, dtypes=dtypes)
+    _rt.remember(_tanh_resolved, key, prim)
+    return prim
 
 
 _tanh_resolve = ops.constexpr(_tanh_checked)
@@ -3681,7 +4494,7 @@ def tanh(x) -> Any:
         raise TypeError("tanh(): input 'x' is None; expected a Tensor")
     flat = (x,)
     layout = (1,)
-    prim = _tanh_resolve(layout, tuple(t.dtype for t in flat))
+    prim = _tanh_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
     return prim(*flat)
 
 
@@ -3698,15 +4511,25 @@ _WHERE_BACKWARD_ROWS = (  # cond, x, y, out, dout, dx, dy
 )
 
 
-def _make_where(layout: Tuple[int, ...]) -> Any:
+def _where_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Check the contracts of ``where`` and compute its output shapes, for known input
+    shapes (the aot library's ``InferShape`` does the same in C++, unknown dims included).
+
+    Raises:
+        ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
+    """
+    cond, x, y, = _rt.regroup(shapes, _meta.WHERE["kinds"], layout)
+    try:
+        return (_rt.check_output(_rt.broadcast_shape(_rt.ints(cond), _rt.ints(x), _rt.ints(y)), 'out'),)
+    except ValueError as exc:
+        raise ValueError(f"where(): {exc}") from None
+
+
+def _make_where(layout: Tuple[int, ...], dtypes: Any) -> Any:
     kinds = _meta.WHERE["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.WHERE["inputs"], kinds, layout)]
     attrs = [
     ]
-
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        cond, x, y, = _rt.regroup(shapes, kinds, layout)
-        return _rt.broadcast_shape(cond, x, y, op='where')
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         cond, x, y, = _rt.regroup(dtypes, kinds, layout)
@@ -3716,13 +4539,15 @@ def _make_where(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_shape(*shapes):  # type: ignore[no-untyped-def]
-        return shapes[grad_of[0]] if single_grad else tuple(shapes[p] for p in grad_of)
+    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
+        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
 
+    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
+    # included); a backward with several output tensors is the kernel's "_m" twin
     backward = ops.Custom(
-        f"{_LIB}:opgen_ops_where_backward",
-        out_shape=backward_shape,
-        out_dtype=backward_shape,
+        f"{_LIB}:opgen_ops_where_backward" + ("" if single_grad else "_m"),
+        out_shape=None,
+        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_where_backward" + _rt.layout_suffix(kinds, layout),
@@ -3739,8 +4564,8 @@ def _make_where(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_where_forward",
-        out_shape=out_shape,
-        out_dtype=out_dtype,
+        out_shape=None,  # the library's opgen_ops_where_forwardInferShape
+        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_where" + _rt.layout_suffix(kinds, layout),
@@ -3756,15 +4581,17 @@ def _make_where(layout: Tuple[int, ...]) -> Any:
 _where_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def where_primitive(layout: Sequence[int] = (1, 1, 1)) -> Any:
+def where_primitive(layout: Sequence[int] = (1, 1, 1), dtypes: Any = None) -> Any:
     """The ``ops.Custom`` primitive of ``where`` for these attr values and input layout
     (tensors per input: required, required, required), created once, then cached. ``where(...)``
-    picks it for you; use this to hold the primitive yourself.
+    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
+    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
+    ``InferShape`` (a RuntimeError from MindSpore); ``where(...)`` checks them first.
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("where", {}, _meta.WHERE["attrs"])
+    key = (tuple(layout), dtypes) + _rt.check_attrs("where", {}, _meta.WHERE["attrs"])
     prim = _where_cache.get(key)
     if prim is None:
         prim = _make_where(*key)
@@ -3772,9 +4599,22 @@ def where_primitive(layout: Sequence[int] = (1, 1, 1)) -> Any:
     return prim
 
 
-def _where_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
+_where_resolved: Dict[Any, Any] = {}
+
+
+def _where_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
+    key = (layout, dtypes, shapes)
+    try:
+        return _where_resolved[key]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
+        pass
     _rt.check_dtypes("where", dtypes, _meta.WHERE["inputs"], _meta.WHERE["kinds"], layout, _meta.WHERE["rows"], _meta.WHERE["outputs"])
-    return where_primitive(layout=layout)
+    values = _rt.check_attrs("where", {}, _meta.WHERE["attrs"])
+    if _rt.shapes_known(shapes):
+        _where_shapes(layout, shapes, *values)
+    prim = where_primitive(layout=layout, dtypes=dtypes)
+    _rt.remember(_where_resolved, key, prim)
+    return prim
 
 
 _where_resolve = ops.constexpr(_where_checked)
@@ -3805,5 +4645,5 @@ def where(cond, x, y) -> Any:
         raise TypeError("where(): input 'y' is None; expected a Tensor")
     flat = (cond,) + (x,) + (y,)
     layout = (1, 1, 1)
-    prim = _where_resolve(layout, tuple(t.dtype for t in flat))
+    prim = _where_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
     return prim(*flat)

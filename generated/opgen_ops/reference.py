@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from opgen import runtime as _rt
+
 _erf = np.vectorize(math.erf, otypes=[float])
 
 
@@ -30,7 +32,7 @@ def _sum_to_shape(grad: Any, shape: Any) -> Any:
 
 def add(x, y):  # type: ignore[no-untyped-def]
     """Reference forward of ``add`` (ops/add.yaml)."""
-    return np.broadcast_to((x + y), np.broadcast_shapes(np.shape(x), np.shape(y))).copy()
+    return np.broadcast_to((x + y), tuple(_rt.broadcast_shape(_rt.ints(np.shape(x)), _rt.ints(np.shape(y))))).copy()
 
 
 def add_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
@@ -42,7 +44,7 @@ def add_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
 
 def clip(x, min, max):  # type: ignore[no-untyped-def]
     """Reference forward of ``clip`` (ops/clip.yaml)."""
-    return np.broadcast_to(np.minimum(np.maximum(x, min), max), np.broadcast_shapes(np.shape(x))).copy()
+    return np.broadcast_to(np.minimum(np.maximum(x, min), max), tuple(_rt.ints(np.shape(x)))).copy()
 
 
 def clip_grad(x, out, dout, min, max):  # type: ignore[no-untyped-def]
@@ -73,7 +75,7 @@ def cumsum(x, axis, exclusive, reverse):  # type: ignore[no-untyped-def]
 
 def div(x, y):  # type: ignore[no-untyped-def]
     """Reference forward of ``div`` (ops/div.yaml)."""
-    return np.broadcast_to((x / y), np.broadcast_shapes(np.shape(x), np.shape(y))).copy()
+    return np.broadcast_to((x / y), tuple(_rt.broadcast_shape(_rt.ints(np.shape(x)), _rt.ints(np.shape(y))))).copy()
 
 
 def div_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
@@ -97,7 +99,7 @@ def dropout(x, keep_prob, seed):  # type: ignore[no-untyped-def]
 
 def exp(x):  # type: ignore[no-untyped-def]
     """Reference forward of ``exp`` (ops/exp.yaml)."""
-    return np.broadcast_to(np.exp(x), np.broadcast_shapes(np.shape(x))).copy()
+    return np.broadcast_to(np.exp(x), tuple(_rt.ints(np.shape(x)))).copy()
 
 
 def exp_grad(x, out, dout):  # type: ignore[no-untyped-def]
@@ -137,7 +139,7 @@ def layer_norm(x, gamma, beta, eps):  # type: ignore[no-untyped-def]
 
 def leaky_relu(x, alpha):  # type: ignore[no-untyped-def]
     """Reference forward of ``leaky_relu`` (ops/leaky_relu.yaml)."""
-    return np.broadcast_to(np.where((x > 0), x, (alpha * x)), np.broadcast_shapes(np.shape(x))).copy()
+    return np.broadcast_to(np.where((x > 0), x, (alpha * x)), tuple(_rt.ints(np.shape(x)))).copy()
 
 
 def leaky_relu_grad(x, out, dout, alpha):  # type: ignore[no-untyped-def]
@@ -148,7 +150,7 @@ def leaky_relu_grad(x, out, dout, alpha):  # type: ignore[no-untyped-def]
 
 def log(x):  # type: ignore[no-untyped-def]
     """Reference forward of ``log`` (ops/log.yaml)."""
-    return np.broadcast_to(np.log(x), np.broadcast_shapes(np.shape(x))).copy()
+    return np.broadcast_to(np.log(x), tuple(_rt.ints(np.shape(x)))).copy()
 
 
 def log_grad(x, out, dout):  # type: ignore[no-untyped-def]
@@ -170,7 +172,7 @@ def matmul(a, b, transpose_a, transpose_b):  # type: ignore[no-untyped-def]
 
 def maximum(x, y):  # type: ignore[no-untyped-def]
     """Reference forward of ``maximum`` (ops/maximum.yaml)."""
-    return np.broadcast_to(np.maximum(x, y), np.broadcast_shapes(np.shape(x), np.shape(y))).copy()
+    return np.broadcast_to(np.maximum(x, y), tuple(_rt.broadcast_shape(_rt.ints(np.shape(x)), _rt.ints(np.shape(y))))).copy()
 
 
 def maximum_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
@@ -182,7 +184,7 @@ def maximum_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
 
 def mul(x, y):  # type: ignore[no-untyped-def]
     """Reference forward of ``mul`` (ops/mul.yaml)."""
-    return np.broadcast_to((x * y), np.broadcast_shapes(np.shape(x), np.shape(y))).copy()
+    return np.broadcast_to((x * y), tuple(_rt.broadcast_shape(_rt.ints(np.shape(x)), _rt.ints(np.shape(y))))).copy()
 
 
 def mul_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
@@ -194,7 +196,7 @@ def mul_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
 
 def pow(x, y):  # type: ignore[no-untyped-def]
     """Reference forward of ``pow`` (ops/pow.yaml)."""
-    return np.broadcast_to(np.power(x, y), np.broadcast_shapes(np.shape(x), np.shape(y))).copy()
+    return np.broadcast_to(np.power(x, y), tuple(_rt.broadcast_shape(_rt.ints(np.shape(x)), _rt.ints(np.shape(y))))).copy()
 
 
 def pow_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
@@ -222,7 +224,7 @@ def reduce_sum(x, axis, keep_dims):  # type: ignore[no-untyped-def]
 
 def relu(x):  # type: ignore[no-untyped-def]
     """Reference forward of ``relu`` (ops/relu.yaml)."""
-    return np.broadcast_to(np.where((x > 0), x, 0), np.broadcast_shapes(np.shape(x))).copy()
+    return np.broadcast_to(np.where((x > 0), x, 0), tuple(_rt.ints(np.shape(x)))).copy()
 
 
 def relu_grad(x, out, dout):  # type: ignore[no-untyped-def]
@@ -233,7 +235,7 @@ def relu_grad(x, out, dout):  # type: ignore[no-untyped-def]
 
 def rsqrt(x):  # type: ignore[no-untyped-def]
     """Reference forward of ``rsqrt`` (ops/rsqrt.yaml)."""
-    return np.broadcast_to((1 / np.sqrt(x)), np.broadcast_shapes(np.shape(x))).copy()
+    return np.broadcast_to((1 / np.sqrt(x)), tuple(_rt.ints(np.shape(x)))).copy()
 
 
 def rsqrt_grad(x, out, dout):  # type: ignore[no-untyped-def]
@@ -249,7 +251,7 @@ def scale_add(x, y, scale, paddings):  # type: ignore[no-untyped-def]
 
 def sigmoid(x):  # type: ignore[no-untyped-def]
     """Reference forward of ``sigmoid`` (ops/sigmoid.yaml)."""
-    return np.broadcast_to((1 / (1 + np.exp(-(x)))), np.broadcast_shapes(np.shape(x))).copy()
+    return np.broadcast_to((1 / (1 + np.exp(-(x)))), tuple(_rt.ints(np.shape(x)))).copy()
 
 
 def sigmoid_grad(x, out, dout):  # type: ignore[no-untyped-def]
@@ -266,7 +268,7 @@ def softmax(x, axis):  # type: ignore[no-untyped-def]
 
 def softplus(x):  # type: ignore[no-untyped-def]
     """Reference forward of ``softplus`` (ops/softplus.yaml)."""
-    return np.broadcast_to((np.maximum(x, 0) + np.log1p(np.exp((-np.abs(x))))), np.broadcast_shapes(np.shape(x))).copy()
+    return np.broadcast_to((np.maximum(x, 0) + np.log1p(np.exp((-np.abs(x))))), tuple(_rt.ints(np.shape(x)))).copy()
 
 
 def softplus_grad(x, out, dout):  # type: ignore[no-untyped-def]
@@ -277,7 +279,7 @@ def softplus_grad(x, out, dout):  # type: ignore[no-untyped-def]
 
 def sqrt(x):  # type: ignore[no-untyped-def]
     """Reference forward of ``sqrt`` (ops/sqrt.yaml)."""
-    return np.broadcast_to(np.sqrt(x), np.broadcast_shapes(np.shape(x))).copy()
+    return np.broadcast_to(np.sqrt(x), tuple(_rt.ints(np.shape(x)))).copy()
 
 
 def sqrt_grad(x, out, dout):  # type: ignore[no-untyped-def]
@@ -293,7 +295,7 @@ def square(x):  # type: ignore[no-untyped-def]
 
 def sub(x, y):  # type: ignore[no-untyped-def]
     """Reference forward of ``sub`` (ops/sub.yaml)."""
-    return np.broadcast_to((x - y), np.broadcast_shapes(np.shape(x), np.shape(y))).copy()
+    return np.broadcast_to((x - y), tuple(_rt.broadcast_shape(_rt.ints(np.shape(x)), _rt.ints(np.shape(y))))).copy()
 
 
 def sub_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
@@ -305,7 +307,7 @@ def sub_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
 
 def tanh(x):  # type: ignore[no-untyped-def]
     """Reference forward of ``tanh`` (ops/tanh.yaml)."""
-    return np.broadcast_to(np.tanh(x), np.broadcast_shapes(np.shape(x))).copy()
+    return np.broadcast_to(np.tanh(x), tuple(_rt.ints(np.shape(x)))).copy()
 
 
 def tanh_grad(x, out, dout):  # type: ignore[no-untyped-def]
@@ -316,7 +318,7 @@ def tanh_grad(x, out, dout):  # type: ignore[no-untyped-def]
 
 def where(cond, x, y):  # type: ignore[no-untyped-def]
     """Reference forward of ``where`` (ops/where.yaml)."""
-    return np.broadcast_to(np.where(cond, x, y), np.broadcast_shapes(np.shape(cond), np.shape(x), np.shape(y))).copy()
+    return np.broadcast_to(np.where(cond, x, y), tuple(_rt.broadcast_shape(_rt.ints(np.shape(cond)), _rt.ints(np.shape(x)), _rt.ints(np.shape(y))))).copy()
 
 
 def where_grad(cond, x, y, out, dout):  # type: ignore[no-untyped-def]
