@@ -186,7 +186,7 @@ def shape_prelude_cpp(op: Op, present: dict[str, str]) -> list[str]:
         cond = lang.to_cpp(c.node, {n: _sym(n) for n in lang.tensors_used(c.node)}, lambda a: f"attrs.{a}")
         facts = [f"opgen::sym::fact({cpp_string(n)}, {_sym(n)})" for n in lang.tensors_used(c.node)]
         facts += [f"opgen::sym::fact_value({cpp_string(a)}, attrs.{a})" for a in lang.attrs_used(c.node)]
-        line = f"opgen::sym::require({cond}, {cpp_string(c.text)}, {{{', '.join(facts)}}});"
+        line = f"opgen::sym::require([&] {{ return {cond}; }}, {cpp_string(c.text)}, {{{', '.join(facts)}}});"
         guard = " && ".join(present[n] for n in lang.optional_inputs(c.node))
         lines.append(f"if ({guard}) {line}" if guard else line)
     return lines
@@ -209,7 +209,7 @@ def shape_check_py(op: Op) -> list[str]:
         facts_at = "[" + "".join(f"({a!r}, {a}), " for a in lang.attrs_used(c.node)) + "]"
         cond = lang.to_python(c.node)
         guard = "".join(f"{n} is None or " for n in lang.optional_inputs(c.node))
-        lines.append(f"    if not ({guard}{cond}):")
+        lines.append(f"    if not ({guard}_rt.holds(lambda: {cond})):")
         lines.append(f"        raise _rt.violation({c.text!r}, {facts_in}, {facts_at})")
     outs = ", ".join(f"_rt.check_output({lang.to_python(o.shape.node)}, {o.name!r})" for o in op.outputs)
     lines.append(f"    return ({outs},)")

@@ -366,6 +366,8 @@ def _elementwise_shape(node: lang.Node) -> bool:
     """Whether an elementwise op's inputs can broadcast onto this output shape form."""
     if isinstance(node, (lang.ShapeOf, lang.ListOf)):
         return True
+    if isinstance(node, lang.AttrRef) and node.type is lang.Type.LIST:
+        return True
     return isinstance(node, lang.Call) and node.fn.name == "broadcast"
 
 

@@ -72,6 +72,9 @@ def render_op(op: Op, package: str, source: str | None) -> str:
         lines.append(f"| `{o.name}` | {_cell(words)} "
                      f"| {dtype} | {diff} | {_cell(o.doc)} |")
     lines.append("")
+    if op.requires:
+        lines += ["Requires (checked before any kernel runs; a violation raises `ValueError` naming the op): "
+                  + ", ".join(f"`{c.text}`" for c in op.requires) + ".", ""]
     if not op.has_backward:
         lines += ["No gradient is defined: `ms.grad` through this op raises.", ""]
     names = [x.name for x in op.inputs] + [o.name for o in op.outputs]

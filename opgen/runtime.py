@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import numbers
 import sys
-from collections.abc import Mapping, Sequence, Sized
+from collections.abc import Callable, Mapping, Sequence, Sized
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -343,6 +343,15 @@ def check_output(shape: Sequence[int], output: str) -> list[int]:
             raise ShapeError(f"output '{output}' would have shape {_shape_text(dims)}, more elements than "
                              "int64 can count")
     return dims
+
+
+def holds(condition: Callable[[], Any]) -> bool:
+    """Whether a contract holds: ``condition()`` is true; an error while evaluating it (a
+    shape function's rule, an index out of range) means it does not (as ``opgen::sym::require``)."""
+    try:
+        return bool(condition())
+    except ValueError:
+        return False
 
 
 def shapes_known(shapes: Sequence[Any]) -> bool:

@@ -242,8 +242,32 @@ def _apply_ties(op: Op, ctx: ShapeContext) -> None:
                         rank = int(ctx.value(right))
                         if 0 <= rank <= 6:
                             ctx.shapes[left.tensor.name] = tuple(int(d) for d in ctx.rng.integers(1, 4, rank))
+                    else:
+                        free = [n for n in lang.tensors_used(left) if n not in ctx.shapes]
+                        if len(free) == 1 and right.type is lang.Type.LIST:
+                            _solve(part, free[0], [int(d) for d in ctx.value(right)], ctx)
                 except (NotApplicable, ValueError, TypeError):
                     continue
+
+
+def _solve(part: lang.Node, name: str, target: list[int], ctx: ShapeContext) -> None:
+    """Give input ``name`` a shape for which ``part`` holds, trying shapes like ``target`` (the
+    value the other side of ``part`` has): with leading dims dropped and dims set to 1, then
+    ``target`` itself (e.g. for ``broadcast(x, shape) == shape``)."""
+    rng = ctx.rng
+    candidates = []
+    for _ in range(4):
+        drop = int(rng.integers(0, len(target) + 1)) if target else 0
+        candidates.append(tuple(1 if rng.random() < 0.4 else d for d in target[drop:]))
+    candidates.append(tuple(target))
+    for cand in candidates:
+        ctx.shapes[name] = cand
+        try:
+            if ctx.value(part):
+                return
+        except (ValueError, NotApplicable):
+            pass
+    del ctx.shapes[name]
 
 
 def _holds(c: Any, ctx: ShapeContext) -> bool:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -195,10 +195,25 @@ kernel:
         assert c.out_shapes == ((c.shapes["x"][1], 4, 2),)
 
 
-def test_unknown_rule_kind_is_a_clear_check_error(ops: dict[str, Op], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delitem(testing.SHAPE_KINDS, "broadcast")
-    with pytest.raises(testing.CheckError, match="no shape sampler for shape rule kind 'broadcast'"):
-        testing.shape_cases(ops["badgrad"], {}, np.random.default_rng(0))
+def test_unmeetable_contracts_are_a_clear_check_error(write_spec: Callable[[str, str], Path]) -> None:
+
+    spec = SPEC_NEVER
+    ops, diags = load_ops([write_spec("never.yaml", spec)])
+    assert not diags
+    with pytest.raises(testing.CheckError, match="cannot draw shapes for 'never': no plain shapes meet the op's "
+                       "contracts in 40 draws; give the inputs' shapes in the spec's test.shapes"):
+        testing.shape_cases(ops[0], {}, np.random.default_rng(0))
+
+
+SPEC_NEVER = """
+name: never
+doc: d
+inputs: [{name: x, doc: d}, {name: y, doc: d}]
+requires: ["x.shape[0] == y.shape[0] + 7"]
+outputs: [{name: out, doc: d, shape: x, dtype: x}]
+dtype_format: {CPU: [[F32_Default, F32_Default, F32_Default]]}
+kernel: {forward: "(void)out;"}
+"""
 
 
 # ----------------------------------------------------------------------------- values and settings

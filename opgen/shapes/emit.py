@@ -214,7 +214,9 @@ def to_cpp(node: Node, inputs: Mapping[str, str], attr: Callable[[str], str]) ->
         if isinstance(n, MinMax):
             return f"opgen::sym::i{n.fn}({{{', '.join(go(a) for a in n.args)}}})"
         if isinstance(n, ListOf):
-            return "opgen::sym::List{{" + ", ".join(go(i) for i in n.items) + "}}"
+            if not n.items:
+                return "opgen::sym::List()"
+            return "opgen::sym::List({" + ", ".join(go(i) for i in n.items) + "})"
         if isinstance(n, Compare):
             return f"opgen::sym::{_CPP_CMP[n.op]}({go(n.left)}, {go(n.right)})"
         if isinstance(n, Logic):

@@ -75,7 +75,7 @@ extern "C" std::vector<std::vector<int64_t>> opgen_ops_layer_norm_forwardInferSh
     const opgen::sym::List opgen_s_x = opgen_in.one();
     opgen_in.maybe(attrs.opgen_layout[1]);  // gamma: not read by the shape rules
     opgen_in.maybe(attrs.opgen_layout[2]);  // beta: not read by the shape rules
-    return {opgen::sym::to_ms(opgen_s_x, "y"), opgen::sym::to_ms(opgen::sym::reduce(opgen_s_x, opgen::sym::List{{opgen::sym::Int{-1}}}, opgen::sym::Bool{true}), "mean"), opgen::sym::to_ms(opgen::sym::reduce(opgen_s_x, opgen::sym::List{{opgen::sym::Int{-1}}}, opgen::sym::Bool{true}), "rstd")};
+    return {opgen::sym::to_ms(opgen_s_x, "y"), opgen::sym::to_ms(opgen::sym::reduce(opgen_s_x, opgen::sym::List({opgen::sym::Int{-1}}), opgen::sym::Bool{true}), "mean"), opgen::sym::to_ms(opgen::sym::reduce(opgen_s_x, opgen::sym::List({opgen::sym::Int{-1}}), opgen::sym::Bool{true}), "rstd")};
   } catch (const std::exception &e) {
     infer_error(e);
   }

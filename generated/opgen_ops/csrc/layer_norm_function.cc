@@ -49,8 +49,8 @@ class LayerNorm : public Function<LayerNorm> {
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       const opgen::Shape y_shape = opgen::sym::to_shape(opgen_s_x, "y");
-      const opgen::Shape mean_shape = opgen::sym::to_shape(opgen::sym::reduce(opgen_s_x, opgen::sym::List{{opgen::sym::Int{-1}}}, opgen::sym::Bool{true}), "mean");
-      const opgen::Shape rstd_shape = opgen::sym::to_shape(opgen::sym::reduce(opgen_s_x, opgen::sym::List{{opgen::sym::Int{-1}}}, opgen::sym::Bool{true}), "rstd");
+      const opgen::Shape mean_shape = opgen::sym::to_shape(opgen::sym::reduce(opgen_s_x, opgen::sym::List({opgen::sym::Int{-1}}), opgen::sym::Bool{true}), "mean");
+      const opgen::Shape rstd_shape = opgen::sym::to_shape(opgen::sym::reduce(opgen_s_x, opgen::sym::List({opgen::sym::Int{-1}}), opgen::sym::Bool{true}), "rstd");
       switch (row) {
         case 0: {
           TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeFloat32, y_shape);

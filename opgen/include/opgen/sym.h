@@ -533,8 +533,16 @@ Fact fact_value(const char *name, const std::vector<E> &value) {
   return {std::string(name) + " =", v + "]"};
 }
 
-/// Throws the contract-violation error unless `holds` is true or unknown (decided later).
-inline void require(Bool holds, const char *text, std::initializer_list<Fact> facts) {
+/// Throws the contract-violation error unless `condition()` is true or unknown (decided later);
+/// an error while evaluating it (a shape function's rule, an index out of range) is a violation.
+template <typename F>
+void require(F condition, const char *text, std::initializer_list<Fact> facts) {
+  Bool holds;
+  try {
+    holds = condition();
+  } catch (const Error &) {
+    holds = Bool(false);
+  }
   if (!holds.known || holds.v) return;
   std::string msg = std::string("contract '") + text + "' does not hold: ";
   bool first = true;
