@@ -135,8 +135,21 @@ def _generate_command(paths: Sequence[str], out: str, package: str, cfg: Config)
     return shlex.join(parts)
 
 
+def _need_run_extra(command: str, modules: tuple[str, ...]) -> bool:
+    """Print what to install and return True when ``modules`` of the 'run' extra are missing."""
+    from . import extras
+
+    absent = extras.missing(modules)
+    if absent:
+        print(extras.message(command, absent), file=sys.stderr)
+    return bool(absent)
+
+
 def _build(pkg_dir: Path, args: argparse.Namespace, kinds: Sequence[str]) -> int:
     from .build import BuildError, build
+
+    if _need_run_extra("build", ("ninja", "mindspore") if "ext" in kinds else ("ninja",)):
+        return EXIT_ERRORS
 
     for kind in kinds:
         try:
@@ -236,6 +249,16 @@ def _cmd_new(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_ERRORS
     shown = display_path(path)
+    from .skeleton import refresh_schema_copy
+
+    try:
+        copied = refresh_schema_copy(out)
+    except OSError as exc:
+        print(f"opgen new: cannot write the schema copy: {exc.strerror or exc}", file=sys.stderr)
+        copied = None
+    if copied is not None and not args.quiet:
+        print(f"opgen: wrote {display_path(copied)} (what the spec's $schema line points at; "
+              "'opgen new' refreshes it)")
     if not args.quiet:
         print(f"opgen: wrote {shown} ({'elementwise' if args.elementwise else 'kernel'} form). Next:")
         configured = display_path(out) in [display_path(s) for s in cfg.specs]
@@ -343,6 +366,8 @@ def _cmd_test(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     if names:
         ops = [o for o in ops if o.name in names]
+    if _need_run_extra("test", ("mindspore", "numpy", "ninja")):
+        return EXIT_ERRORS
     if not args.verbose:
         # The dtype checks make MindSpore reject calls on purpose; in GRAPH_MODE it logs each
         # rejection at ERROR level with a Python stack (thousands of lines for ops/). opgen test
@@ -444,6 +469,8 @@ def _epilog(command: str, codes: str = EXIT_CODES) -> str:
 
 def make_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``opgen`` command."""
+    from .resources import doc
+
     fmt = _Formatter
     parser = argparse.ArgumentParser(
         prog="opgen",
@@ -498,7 +525,7 @@ def make_parser() -> argparse.ArgumentParser:
     p = add("test", "check ops against their numpy reference, finite differences and dtype rows",
             "Check every op (forward vs numpy reference, gradients vs central differences, "
             "rejection of dtypes outside its rows) on the Custom path in GRAPH_MODE and PyNative and on the "
-            "Function<T> path. See docs/testing.md.",
+            f"Function<T> path. See {doc('testing.md')}.",
             "exit codes: 0 every check passed, 1 a check failed or a spec/build error, 2 usage errors")
     p.add_argument("targets", nargs="*", metavar="PATH|OP",
                    help="spec files or directories (default: [tool.opgen] specs, else ops/), and op names to "
