@@ -143,6 +143,17 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
+def _comma_split_note(node: Any, key: str) -> tuple[Note, ...]:
+    """The note for ``{doc: First factor, any shape.}``: YAML split the value at the comma."""
+    before = getattr(node, "comma_split", {}).get(key)
+    if before is None or not isinstance(node.get(before), str):
+        return ()
+    whole = f"{node[before]}, {key}"
+    return (Note(f"in a flow mapping {{...}} a comma ends a plain value: '{before}: {whole}' was split at the "
+                 f"comma into '{before}: {node[before]}' and a key '{key}'; quote the value: "
+                 f"{before}: {json.dumps(whole)}", node.loc(before)),)
+
+
 def _diagnose(tree: Any, err: ValidationError) -> list[Diagnostic]:
     op = _op_name(tree)
     path = list(err.absolute_path)
@@ -161,7 +172,7 @@ def _diagnose(tree: Any, err: ValidationError) -> list[Diagnostic]:
                     key_loc,
                     f"unknown key '{key}' in {where}; expected one of: {', '.join(allowed)}",
                     op,
-                    notes=did_you_mean(key, allowed),
+                    notes=_comma_split_note(node, key) or did_you_mean(key, allowed),
                 )
             )
         return out
