@@ -12,6 +12,7 @@ input must be UTF-8 without NUL bytes and at most :data:`MAX_FILE_BYTES` long.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Union
 
@@ -160,6 +161,10 @@ class _Converter:
             self.diags.append(Diagnostic(self.loc(node), f"number {_shorten(node.value)} is too long "
                                          f"({len(node.value)} characters)"))
             return None
+        if _overflowed(value, node.value):
+            self.diags.append(Diagnostic(self.loc(node), f"number {_shorten(node.value)} is beyond float64 "
+                                         "(at most about 1.8e308 in magnitude); write .inf for infinity"))
+            return None
         if isinstance(value, str):
             try:
                 value.encode("utf-8")
@@ -169,6 +174,11 @@ class _Converter:
                     "is not a Unicode character (from a \\u escape?)"))
                 return None
         return value
+
+
+def _overflowed(value: Any, text: str) -> bool:
+    """Whether a YAML float became infinite by overflow (``1.0e+400``), not as ``.inf``."""
+    return isinstance(value, float) and math.isinf(value) and "inf" not in text.lower()
 
 
 def _plain(node: yaml.Node) -> bool:
@@ -359,6 +369,8 @@ def _load_plain(text: str, file: str, loader_class: Any) -> Any:
                 elif tag in _CORE_TAGS:
                     node = yaml.ScalarNode(tag, event.value, mark, event.end_mark, style=event.style)
                     value = _SCALAR_CONSTRUCTOR.construct_object(node)
+                    if _overflowed(value, event.value):
+                        raise _Unusual
                 else:
                     raise _Unusual
                 if event.style in ("|", ">"):
@@ -424,7 +436,7 @@ def load_file(path: str | Path) -> Any:
         size = p.stat().st_size
         if size > MAX_FILE_BYTES:
             raise SpecError(
-                [Diagnostic(Location(file), f"spec file is {size} bytes; the limit is {MAX_FILE_BYTES}")]
+                [Diagnostic(Location(file, 1, 1), f"spec file is {size} bytes; the limit is {MAX_FILE_BYTES}")]
             )
         data = p.read_bytes()
     except OSError as exc:
