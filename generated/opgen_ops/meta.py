@@ -21,7 +21,7 @@ ADD: Dict[str, Any] = {
         ("int32", "int32", "int32", ),
         ("int64", "int64", "int64", ),
     ),
-    "source": "ops/add.yaml",
+    "source": 'ops/add.yaml',
 }
 
 AVG_POOL2D: Dict[str, Any] = {
@@ -70,7 +70,7 @@ CLIP: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/clip.yaml",
+    "source": 'ops/clip.yaml',
 }
 
 CONCAT: Dict[str, Any] = {
@@ -87,7 +87,7 @@ CONCAT: Dict[str, Any] = {
         ("int32", "int32", ),
         ("int64", "int64", ),
     ),
-    "source": "ops/concat.yaml",
+    "source": 'ops/concat.yaml',
 }
 
 CUMSUM: Dict[str, Any] = {
@@ -104,7 +104,7 @@ CUMSUM: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/cumsum.yaml",
+    "source": 'ops/cumsum.yaml',
 }
 
 DIV: Dict[str, Any] = {
@@ -118,7 +118,7 @@ DIV: Dict[str, Any] = {
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
     ),
-    "source": "ops/div.yaml",
+    "source": 'ops/div.yaml',
 }
 
 DROPOUT: Dict[str, Any] = {
@@ -134,7 +134,7 @@ DROPOUT: Dict[str, Any] = {
         ("float32", "float32", "bool", ),
         ("float64", "float64", "bool", ),
     ),
-    "source": "ops/dropout.yaml",
+    "source": 'ops/dropout.yaml',
 }
 
 EXP: Dict[str, Any] = {
@@ -148,7 +148,7 @@ EXP: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/exp.yaml",
+    "source": 'ops/exp.yaml',
 }
 
 GATHER: Dict[str, Any] = {
@@ -163,7 +163,7 @@ GATHER: Dict[str, Any] = {
         ("float32", "int64", "float32", ),
         ("float64", "int64", "float64", ),
     ),
-    "source": "ops/gather.yaml",
+    "source": 'ops/gather.yaml',
 }
 
 GELU: Dict[str, Any] = {
@@ -178,7 +178,7 @@ GELU: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/gelu.yaml",
+    "source": 'ops/gelu.yaml',
 }
 
 LAYER_NORM: Dict[str, Any] = {
@@ -193,7 +193,7 @@ LAYER_NORM: Dict[str, Any] = {
         ("float32", "float32", "float32", "float32", "float32", "float32", ),
         ("float64", "float64", "float64", "float64", "float64", "float64", ),
     ),
-    "source": "ops/layer_norm.yaml",
+    "source": 'ops/layer_norm.yaml',
 }
 
 LEAKY_RELU: Dict[str, Any] = {
@@ -208,7 +208,7 @@ LEAKY_RELU: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/leaky_relu.yaml",
+    "source": 'ops/leaky_relu.yaml',
 }
 
 LOG: Dict[str, Any] = {
@@ -222,7 +222,7 @@ LOG: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/log.yaml",
+    "source": 'ops/log.yaml',
 }
 
 LOG_SOFTMAX: Dict[str, Any] = {
@@ -237,7 +237,7 @@ LOG_SOFTMAX: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/log_softmax.yaml",
+    "source": 'ops/log_softmax.yaml',
 }
 
 MATMUL: Dict[str, Any] = {
@@ -253,7 +253,7 @@ MATMUL: Dict[str, Any] = {
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
     ),
-    "source": "ops/matmul.yaml",
+    "source": 'ops/matmul.yaml',
 }
 
 MAXIMUM: Dict[str, Any] = {
@@ -267,7 +267,7 @@ MAXIMUM: Dict[str, Any] = {
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
     ),
-    "source": "ops/maximum.yaml",
+    "source": 'ops/maximum.yaml',
 }
 
 MUL: Dict[str, Any] = {
@@ -281,7 +281,7 @@ MUL: Dict[str, Any] = {
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
     ),
-    "source": "ops/mul.yaml",
+    "source": 'ops/mul.yaml',
 }
 
 POW: Dict[str, Any] = {
@@ -295,7 +295,7 @@ POW: Dict[str, Any] = {
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
     ),
-    "source": "ops/pow.yaml",
+    "source": 'ops/pow.yaml',
 }
 
 REDUCE_MAX: Dict[str, Any] = {
@@ -311,7 +311,7 @@ REDUCE_MAX: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/reduce_max.yaml",
+    "source": 'ops/reduce_max.yaml',
 }
 
 REDUCE_MEAN: Dict[str, Any] = {
@@ -327,7 +327,7 @@ REDUCE_MEAN: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/reduce_mean.yaml",
+    "source": 'ops/reduce_mean.yaml',
 }
 
 REDUCE_SUM: Dict[str, Any] = {
@@ -343,7 +343,7 @@ REDUCE_SUM: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/reduce_sum.yaml",
+    "source": 'ops/reduce_sum.yaml',
 }
 
 RELU: Dict[str, Any] = {
@@ -357,7 +357,7 @@ RELU: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/relu.yaml",
+    "source": 'ops/relu.yaml',
 }
 
 RMS_NORM: Dict[str, Any] = {
@@ -386,7 +386,7 @@ RSQRT: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/rsqrt.yaml",
+    "source": 'ops/rsqrt.yaml',
 }
 
 SCALE_ADD: Dict[str, Any] = {
@@ -402,7 +402,7 @@ SCALE_ADD: Dict[str, Any] = {
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
     ),
-    "source": "ops/scale_add.yaml",
+    "source": 'ops/scale_add.yaml',
 }
 
 SIGMOID: Dict[str, Any] = {
@@ -416,7 +416,7 @@ SIGMOID: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/sigmoid.yaml",
+    "source": 'ops/sigmoid.yaml',
 }
 
 SMOOTH_L1_LOSS: Dict[str, Any] = {
@@ -447,7 +447,7 @@ SOFTMAX: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/softmax.yaml",
+    "source": 'ops/softmax.yaml',
 }
 
 SOFTPLUS: Dict[str, Any] = {
@@ -461,7 +461,7 @@ SOFTPLUS: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/softplus.yaml",
+    "source": 'ops/softplus.yaml',
 }
 
 SQRT: Dict[str, Any] = {
@@ -475,7 +475,7 @@ SQRT: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/sqrt.yaml",
+    "source": 'ops/sqrt.yaml',
 }
 
 SQUARE: Dict[str, Any] = {
@@ -489,7 +489,7 @@ SQUARE: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/square.yaml",
+    "source": 'ops/square.yaml',
 }
 
 SUB: Dict[str, Any] = {
@@ -503,7 +503,7 @@ SUB: Dict[str, Any] = {
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
     ),
-    "source": "ops/sub.yaml",
+    "source": 'ops/sub.yaml',
 }
 
 SWIGLU: Dict[str, Any] = {
@@ -531,7 +531,7 @@ TANH: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/tanh.yaml",
+    "source": 'ops/tanh.yaml',
 }
 
 TOPK: Dict[str, Any] = {
@@ -560,5 +560,5 @@ WHERE: Dict[str, Any] = {
         ("bool", "float32", "float32", "float32", ),
         ("bool", "float64", "float64", "float64", ),
     ),
-    "source": "ops/where.yaml",
+    "source": 'ops/where.yaml',
 }
