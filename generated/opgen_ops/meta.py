@@ -37,7 +37,7 @@ AVG_POOL2D: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/avg_pool2d.yaml",
+    "source": 'ops/avg_pool2d.yaml',
 }
 
 BROADCAST_TO: Dict[str, Any] = {
@@ -54,7 +54,7 @@ BROADCAST_TO: Dict[str, Any] = {
         ("int32", "int32", ),
         ("int64", "int64", ),
     ),
-    "source": "ops/broadcast_to.yaml",
+    "source": 'ops/broadcast_to.yaml',
 }
 
 CLIP: Dict[str, Any] = {
@@ -372,7 +372,7 @@ RMS_NORM: Dict[str, Any] = {
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
     ),
-    "source": "ops/rms_norm.yaml",
+    "source": 'ops/rms_norm.yaml',
 }
 
 RSQRT: Dict[str, Any] = {
@@ -432,7 +432,7 @@ SMOOTH_L1_LOSS: Dict[str, Any] = {
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
     ),
-    "source": "ops/smooth_l1_loss.yaml",
+    "source": 'ops/smooth_l1_loss.yaml',
 }
 
 SOFTMAX: Dict[str, Any] = {
@@ -517,7 +517,7 @@ SWIGLU: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/swiglu.yaml",
+    "source": 'ops/swiglu.yaml',
 }
 
 TANH: Dict[str, Any] = {
@@ -546,7 +546,7 @@ TOPK: Dict[str, Any] = {
         ("float32", "float32", "int64", ),
         ("float64", "float64", "int64", ),
     ),
-    "source": "ops/topk.yaml",
+    "source": 'ops/topk.yaml',
 }
 
 WHERE: Dict[str, Any] = {
