@@ -177,6 +177,12 @@ def _sym(name: str) -> str:
     return f"opgen_s_{name}"
 
 
+def _facts(op: Op, node: lang.Node) -> tuple[list[str], list[str]]:
+    """The inputs and attrs a contract reads, in declaration order (its violation message shows them)."""
+    ins, ats = lang.tensors_used(node), lang.attrs_used(node)
+    return [x.name for x in op.inputs if x.name in ins], [a.name for a in op.attrs if a.name in ats]
+
+
 def shape_prelude_cpp(op: Op, present: dict[str, str]) -> list[str]:
     """C++ statements that check ``op``'s contracts (``requires``), in order, over the inputs'
     ``opgen::sym`` shapes (``opgen_s_<name>``, declared by the caller) and ``attrs``; a contract
@@ -184,8 +190,9 @@ def shape_prelude_cpp(op: Op, present: dict[str, str]) -> list[str]:
     lines = []
     for c in op.requires:
         cond = lang.to_cpp(c.node, {n: _sym(n) for n in lang.tensors_used(c.node)}, lambda a: f"attrs.{a}")
-        facts = [f"opgen::sym::fact({cpp_string(n)}, {_sym(n)})" for n in lang.tensors_used(c.node)]
-        facts += [f"opgen::sym::fact_value({cpp_string(a)}, attrs.{a})" for a in lang.attrs_used(c.node)]
+        ins, ats = _facts(op, c.node)
+        facts = [f"opgen::sym::fact({cpp_string(n)}, {_sym(n)})" for n in ins]
+        facts += [f"opgen::sym::fact_value({cpp_string(a)}, attrs.{a})" for a in ats]
         line = f"opgen::sym::require([&] {{ return {cond}; }}, {cpp_string(c.text)}, {{{', '.join(facts)}}});"
         guard = " && ".join(present[n] for n in lang.optional_inputs(c.node))
         lines.append(f"if ({guard}) {line}" if guard else line)
@@ -204,9 +211,9 @@ def shape_check_py(op: Op) -> list[str]:
     the op; the Custom path runs them before a call whose shapes are all known."""
     lines = ["try:"]
     for c in op.requires:
-        used = lang.tensors_used(c.node)
-        facts_in = "[" + "".join(f"({n!r}, {n}), " for n in used) + "]"
-        facts_at = "[" + "".join(f"({a!r}, {a}), " for a in lang.attrs_used(c.node)) + "]"
+        ins, ats = _facts(op, c.node)
+        facts_in = "[" + "".join(f"({n!r}, {n}), " for n in ins) + "]"
+        facts_at = "[" + "".join(f"({a!r}, {a}), " for a in ats) + "]"
         cond = lang.to_python(c.node)
         guard = "".join(f"{n} is None or " for n in lang.optional_inputs(c.node))
         lines.append(f"    if not ({guard}_rt.holds(lambda: {cond})):")

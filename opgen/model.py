@@ -9,6 +9,7 @@ at the ``file:line:col`` of the string that holds them.
 from __future__ import annotations
 
 import itertools
+import linecache
 import math
 import re
 from collections.abc import Mapping
@@ -308,8 +309,7 @@ def build_op(tree: MarkedDict, file: str) -> Op:
     scope = lang.Scope({x.name: x.kind for x in inputs}, {a.name: a.type for a in attrs})
 
     def lang_error(loc: Location, what: str, exc: lang.ShapeError) -> None:
-        at = Location(loc.file, loc.line, loc.col + exc.col - 1) if loc.line else loc
-        err(at, f"{what}: {exc}", tuple(Note(n) for n in exc.notes))
+        err(_inside(loc, exc.col), f"{what}: {exc}", tuple(Note(n) for n in exc.notes))
 
     outputs = []
     for i, item in enumerate(tree["outputs"]):
@@ -482,8 +482,7 @@ def _test_settings(section: Any, op_name: str, inputs: list[Input], attrs: list[
                     f"test.shapes.{sname} dim {exc.index}: {exc.error}", tuple(Note(n) for n in exc.error.notes))
                 continue
             except lang.ShapeError as exc:
-                at = Location(loc.file, loc.line, loc.col + exc.col - 1) if loc.line else loc
-                err(at, f"test.shapes.{sname}: {exc}", tuple(Note(n) for n in exc.notes))
+                err(_inside(loc, exc.col), f"test.shapes.{sname}: {exc}", tuple(Note(n) for n in exc.notes))
                 continue
             if sname in lang.tensors_used(node):
                 err(loc, f"test.shapes.{sname} refers to '{sname}' itself")
@@ -503,6 +502,17 @@ def _test_settings(section: Any, op_name: str, inputs: list[Input], attrs: list[
                 "entry of test.attrs")
         attr_sets.append({n: _plain(values[n]) if n in values else defaults.get(n) for n in attr_names})
     return TestSettings(domains, tuple(attr_sets), shapes, tuple(loc for _, loc in raw_sets))
+
+
+def _inside(loc: Location, col: int) -> Location:
+    """The location of column ``col`` (1-based) of the YAML string at ``loc``; a quoted string's
+    text starts one column after its quote."""
+    if not loc.line:
+        return loc
+    linecache.checkcache(loc.file)
+    line = linecache.getline(loc.file, loc.line)
+    quote = 1 if line[loc.col - 1:loc.col] in ("'", '"') else 0
+    return Location(loc.file, loc.line, loc.col + quote + col - 1)
 
 
 class _DimError(Exception):

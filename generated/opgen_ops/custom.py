@@ -3514,7 +3514,7 @@ def _rms_norm_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], eps: Any)
         if not (_rt.holds(lambda: (_rt.length(x) >= 1))):
             raise _rt.violation('x.rank >= 1', [('x', x), ], [])
         if not (_rt.holds(lambda: (_rt.ints(weight) == [_rt.at(_rt.ints(x), -1)]))):
-            raise _rt.violation('weight.shape == [x.shape[-1]]', [('weight', weight), ('x', x), ], [])
+            raise _rt.violation('weight.shape == [x.shape[-1]]', [('x', x), ('weight', weight), ], [])
         return (_rt.check_output(_rt.ints(x), 'y'),)
     except ValueError as exc:
         raise ValueError(f"rms_norm(): {exc}") from None
@@ -4110,7 +4110,7 @@ def _smooth_l1_loss_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], bet
     pred, target, = _rt.regroup(shapes, _meta.SMOOTH_L1_LOSS["kinds"], layout)
     try:
         if not (_rt.holds(lambda: (_rt.ints(target) == _rt.ints(pred)))):
-            raise _rt.violation('target.shape == pred.shape', [('target', target), ('pred', pred), ], [])
+            raise _rt.violation('target.shape == pred.shape', [('pred', pred), ('target', target), ], [])
         if not (_rt.holds(lambda: (beta > 0))):
             raise _rt.violation('beta > 0', [], [('beta', beta), ])
         return (_rt.check_output(([] if (reduction != 'none') else _rt.ints(pred)), 'loss'),)

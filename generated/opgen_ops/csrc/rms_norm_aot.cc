@@ -71,7 +71,7 @@ extern "C" std::vector<int64_t> opgen_ops_rms_norm_forwardInferShape(int *ndims,
     const opgen::sym::List opgen_s_x = opgen_in.one();
     const opgen::sym::List opgen_s_weight = opgen_in.one();
     opgen::sym::require([&] { return opgen::sym::ge(opgen::sym::length(opgen_s_x), opgen::sym::Int{1}); }, "x.rank >= 1", {opgen::sym::fact("x", opgen_s_x)});
-    opgen::sym::require([&] { return opgen::sym::eq(opgen_s_weight, opgen::sym::List({opgen::sym::at(opgen_s_x, opgen::sym::Int{-1})})); }, "weight.shape == [x.shape[-1]]", {opgen::sym::fact("weight", opgen_s_weight), opgen::sym::fact("x", opgen_s_x)});
+    opgen::sym::require([&] { return opgen::sym::eq(opgen_s_weight, opgen::sym::List({opgen::sym::at(opgen_s_x, opgen::sym::Int{-1})})); }, "weight.shape == [x.shape[-1]]", {opgen::sym::fact("x", opgen_s_x), opgen::sym::fact("weight", opgen_s_weight)});
     return opgen::sym::to_ms(opgen_s_x, "y");
   } catch (const std::exception &e) {
     infer_error(e);

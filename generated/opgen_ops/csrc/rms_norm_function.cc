@@ -47,7 +47,7 @@ class RmsNorm : public Function<RmsNorm> {
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       const opgen::sym::List opgen_s_weight = opgen::sym::from_shape(weight_h->shape());
       opgen::sym::require([&] { return opgen::sym::ge(opgen::sym::length(opgen_s_x), opgen::sym::Int{1}); }, "x.rank >= 1", {opgen::sym::fact("x", opgen_s_x)});
-      opgen::sym::require([&] { return opgen::sym::eq(opgen_s_weight, opgen::sym::List({opgen::sym::at(opgen_s_x, opgen::sym::Int{-1})})); }, "weight.shape == [x.shape[-1]]", {opgen::sym::fact("weight", opgen_s_weight), opgen::sym::fact("x", opgen_s_x)});
+      opgen::sym::require([&] { return opgen::sym::eq(opgen_s_weight, opgen::sym::List({opgen::sym::at(opgen_s_x, opgen::sym::Int{-1})})); }, "weight.shape == [x.shape[-1]]", {opgen::sym::fact("x", opgen_s_x), opgen::sym::fact("weight", opgen_s_weight)});
       const opgen::Shape y_shape = opgen::sym::to_shape(opgen_s_x, "y");
       switch (row) {
         case 0: {

@@ -72,7 +72,7 @@ extern "C" std::vector<int64_t> opgen_ops_smooth_l1_loss_forwardInferShape(int *
     opgen::sym::MsShapes opgen_in{ndims, shapes};
     const opgen::sym::List opgen_s_pred = opgen_in.one();
     const opgen::sym::List opgen_s_target = opgen_in.one();
-    opgen::sym::require([&] { return opgen::sym::eq(opgen_s_target, opgen_s_pred); }, "target.shape == pred.shape", {opgen::sym::fact("target", opgen_s_target), opgen::sym::fact("pred", opgen_s_pred)});
+    opgen::sym::require([&] { return opgen::sym::eq(opgen_s_target, opgen_s_pred); }, "target.shape == pred.shape", {opgen::sym::fact("pred", opgen_s_pred), opgen::sym::fact("target", opgen_s_target)});
     opgen::sym::require([&] { return opgen::sym::gt(static_cast<double>(attrs.beta), opgen::sym::Int{0}); }, "beta > 0", {opgen::sym::fact_value("beta", attrs.beta)});
     return opgen::sym::to_ms(opgen::sym::choose(opgen::sym::ne(attrs.reduction, std::string("none")), [&] { return opgen::sym::List(); }, [&] { return opgen_s_pred; }), "loss");
   } catch (const std::exception &e) {

@@ -47,7 +47,7 @@ class SmoothL1Loss : public Function<SmoothL1Loss> {
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_pred = opgen::sym::from_shape(pred_h->shape());
       const opgen::sym::List opgen_s_target = opgen::sym::from_shape(target_h->shape());
-      opgen::sym::require([&] { return opgen::sym::eq(opgen_s_target, opgen_s_pred); }, "target.shape == pred.shape", {opgen::sym::fact("target", opgen_s_target), opgen::sym::fact("pred", opgen_s_pred)});
+      opgen::sym::require([&] { return opgen::sym::eq(opgen_s_target, opgen_s_pred); }, "target.shape == pred.shape", {opgen::sym::fact("pred", opgen_s_pred), opgen::sym::fact("target", opgen_s_target)});
       opgen::sym::require([&] { return opgen::sym::gt(static_cast<double>(attrs.beta), opgen::sym::Int{0}); }, "beta > 0", {opgen::sym::fact_value("beta", attrs.beta)});
       const opgen::Shape loss_shape = opgen::sym::to_shape(opgen::sym::choose(opgen::sym::ne(attrs.reduction, std::string("none")), [&] { return opgen::sym::List(); }, [&] { return opgen_s_pred; }), "loss");
       switch (row) {
