@@ -133,8 +133,8 @@ def identifiers(text: str) -> set[str]:
 
 
 def check_op(op: Op) -> list[Diagnostic]:
-    """All semantic problems of one op."""
-    diags: list[Diagnostic] = []
+    """All semantic problems of one op (and the shape-expression errors the model found)."""
+    diags: list[Diagnostic] = list(op.late_diagnostics)
 
     def err(loc: Location, msg: str, notes: Sequence[Note] = ()) -> None:
         diags.append(Diagnostic(loc, msg, op.name, notes=tuple(notes)))

@@ -235,6 +235,9 @@ class Op:
     type_vars: tuple[TypeVar, ...] = ()
     requires: tuple[Contract, ...] = ()
     test: TestSettings = field(default_factory=TestSettings)
+    late_diagnostics: tuple[Diagnostic, ...] = ()
+    """Errors in shape expressions and contracts, found while building the model and reported by
+    the semantic checks (so that one run shows them with everything else)."""
 
     @property
     def class_name(self) -> str:
@@ -308,8 +311,12 @@ def build_op(tree: MarkedDict, file: str) -> Op:
         )
     scope = lang.Scope({x.name: x.kind for x in inputs}, {a.name: a.type for a in attrs})
 
+    # shape-language errors do not stop the model (placeholders stand in): the semantic checks
+    # still run and report everything else in the same run (check.check_op reports these first)
+    late: list[Diagnostic] = []
+
     def lang_error(loc: Location, what: str, exc: lang.ShapeError) -> None:
-        err(_inside(loc, exc.col), f"{what}: {exc}", tuple(Note(n) for n in exc.notes))
+        late.append(Diagnostic(_inside(loc, exc.col), f"{what}: {exc}", name, notes=tuple(Note(n) for n in exc.notes)))
 
     outputs = []
     for i, item in enumerate(tree["outputs"]):
@@ -441,6 +448,7 @@ def build_op(tree: MarkedDict, file: str) -> Op:
         type_vars=tuple(type_vars),
         requires=tuple(requires),
         test=test,
+        late_diagnostics=tuple(late),
     )
 
 

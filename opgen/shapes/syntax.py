@@ -592,6 +592,9 @@ def parse_shape(text: str | list[object], scope: Scope) -> Node:
     node = parse(text, scope)
     if node.type is Type.TENSOR and isinstance(node, TensorRef):
         node = ShapeOf(node, node.col)
+    if node.type is Type.TENSORS and isinstance(node, TensorRef):
+        raise ShapeError(f"input '{node.name}' is dynamic (a list of tensors), not one shape; "
+                         f"use concat({node.name}, axis)", node.col)
     if node.type is not Type.LIST:
         hint = ("a scalar output has shape []",) if node.type is Type.INT else ()
         raise ShapeError(f"an output shape must be a list of dims, but this is {_a(node.type.value)}", node.col,
