@@ -220,8 +220,8 @@ def shape_check_py(op: Op) -> list[str]:
         lines.append(f"        raise _rt.violation({c.text!r}, {facts_in}, {facts_at})")
     outs = ", ".join(f"_rt.check_output({lang.to_python(o.shape.node)}, {o.name!r})" for o in op.outputs)
     lines.append(f"    return ({outs},)")
-    lines.append("except ValueError as exc:")
-    lines.append(f"    raise ValueError(f\"{op.name}(): {{exc}}\") from None")
+    lines.append("except ValueError as opgen_exc:")
+    lines.append(f"    raise ValueError(f\"{op.name}(): {{opgen_exc}}\") from None")
     return lines
 
 

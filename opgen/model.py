@@ -460,7 +460,7 @@ def _test_settings(section: Any, op_name: str, inputs: list[Input], attrs: list[
     defaults = {a.name: _plain(a.default) for a in attrs if a.has_default}
     domains: dict[str, tuple[tuple[float, float], ...]] = {}
     shapes: dict[str, lang.Node] = {}
-    raw_sets: list[tuple[Any, Location]] = [({}, op_loc)]
+    raw_sets: list[tuple[Any, Location]] = [({}, op_loc)]  # no test.attrs: the defaults
     if isinstance(section, MarkedDict):
         domain: Any = section.get("domain") or MarkedDict()
         for dname, value in domain.items():
@@ -505,10 +505,11 @@ def _test_settings(section: Any, op_name: str, inputs: list[Input], attrs: list[
             if aname not in attr_names:
                 err(loc, f"test.attrs names unknown attr '{aname}'", did_you_mean(aname, attr_names))
         missing = [n for n in attr_names if n not in values and n not in defaults]
-        if missing:
+        if missing and loc is not op_loc:  # without test.attrs, only opgen test needs them (testing.read_settings)
             err(loc, f"attr(s) {', '.join(repr(n) for n in missing)} have no default; give their values in every "
                 "entry of test.attrs")
-        attr_sets.append({n: _plain(values[n]) if n in values else defaults.get(n) for n in attr_names})
+        attr_sets.append({n: _plain(values[n]) if n in values else defaults.get(n)
+                          for n in attr_names if n in values or n in defaults})
     return TestSettings(domains, tuple(attr_sets), shapes, tuple(loc for _, loc in raw_sets))
 
 

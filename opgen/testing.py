@@ -58,7 +58,7 @@ from mindspore import nn
 
 from . import runtime
 from . import shapes as lang
-from .diagnostics import SpecError
+from .diagnostics import Diagnostic, SpecError
 from .model import DEFAULT_DOMAIN, Op, TestSettings
 
 Array = Any
@@ -126,7 +126,15 @@ OpTestSettings = TestSettings
 
 
 def read_settings(op: Op) -> OpTestSettings:
-    """The ``test`` section of ``op``'s spec, as the model holds it (``opgen validate`` checked it)."""
+    """The ``test`` section of ``op``'s spec, as the model holds it (``opgen validate`` checked it).
+
+    Raises:
+        SpecError: an attr without a default and no ``test.attrs`` to give its value.
+    """
+    missing = [a.name for a in op.attrs if any(a.name not in s for s in op.test.attr_sets)]
+    if missing:
+        raise SpecError([Diagnostic(op.location, f"attr(s) {', '.join(repr(n) for n in missing)} have no default; "
+                                    "give their values in every entry of test.attrs", op.name)])
     return op.test
 
 

@@ -68,7 +68,7 @@ def test_shape_rules_in_words() -> None:
     def words(text: str | list[object]) -> str:
         return signatures.shape_in_words(ShapeExpr(str(text), lang.parse_shape(text, scope), Location("t")))
 
-    assert words("broadcast(x, y)") == "`x.shape` and `y.shape` broadcast together (NumPy rules)"
+    assert words("broadcast(x, y)") == "the NumPy broadcast of the shape of `x`, the shape of `y`"
     assert words(["x.shape[0]", 3]) == "[`x.shape[0]`, `3`]"
     assert words("x") == "the shape of `x`"
     assert words("[] if reduction != 'none' else x.shape") == \

@@ -627,7 +627,7 @@ SHOULD_BE_DIAGNOSTICS: dict[str, tuple[dict[str, Any], str]] = {
     "negative_literal_dim": (_base(outputs=[{"name": "out", "doc": "o", "shape": [-1], "dtype": "x"}]),
                              "output 'out': shape dim -1 is negative"),
     "dim_beyond_int64": (_base(outputs=[{"name": "out", "doc": "o", "shape": [2 ** 70], "dtype": "x"}]),
-                         "output 'out': shape dim 1180591620717411303424 is larger than int64 allows"),
+                         "output 'out': shape dim 0: integer 1180591620717411303424 does not fit in int64"),
     "reference_syntax_error": (_base(reference="return x +\n"), "reference body does not compile: invalid syntax"),
     "reference_return_outside": (_base(reference="y = x\n  return y\n"), "reference body does not compile: "
                                  "unexpected indent (line 2 of the body)"),

@@ -61,11 +61,11 @@ def _add_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
     x, y, = _rt.regroup(shapes, _meta.ADD["kinds"], layout)
     try:
         return (_rt.check_output(_rt.broadcast_shape(_rt.ints(x), _rt.ints(y)), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"add(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"add(): {opgen_exc}") from None
 
 
-def _make_add(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_add(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.ADD["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.ADD["inputs"], kinds, layout)]
     attrs = [
@@ -87,7 +87,7 @@ def _make_add(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_add_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_add_backward" + _rt.layout_suffix(kinds, layout),
@@ -105,7 +105,7 @@ def _make_add(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_add_forward",
         out_shape=None,  # the library's opgen_ops_add_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_add" + _rt.layout_suffix(kinds, layout),
@@ -121,17 +121,17 @@ def _make_add(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _add_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def add_primitive(layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
+def add_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     """The ``ops.Custom`` primitive of ``add`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``add(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``add(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``add(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("add", {}, _meta.ADD["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("add", {}, _meta.ADD["attrs"])
     prim = _add_cache.get(key)
     if prim is None:
         prim = _make_add(*key)
@@ -143,18 +143,18 @@ _add_resolved: Dict[Any, Any] = {}
 
 
 def _add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _add_resolved[key]
+        return _add_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("add", dtypes, _meta.ADD["inputs"], _meta.ADD["kinds"], layout, _meta.ADD["rows"], _meta.ADD["outputs"])
-    values = _rt.check_attrs("add", {}, _meta.ADD["attrs"])
+    opgen_values = _rt.check_attrs("add", {}, _meta.ADD["attrs"])
     if _rt.shapes_known(shapes):
-        _add_shapes(layout, shapes, *values)
-    prim = add_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_add_resolved, key, prim)
-    return prim
+        _add_shapes(layout, shapes, *opgen_values)
+    opgen_prim = add_primitive(layout=layout)
+    _rt.remember(_add_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _add_resolve = ops.constexpr(_add_checked)
@@ -217,11 +217,11 @@ def _avg_pool2d_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], kernel:
         if not (_rt.holds(lambda: ((_rt.at(_rt.ints(x), 2) >= _rt.at(_rt.ints(kernel), 0)) and (_rt.at(_rt.ints(x), 3) >= _rt.at(_rt.ints(kernel), 1))))):
             raise _rt.violation('x.shape[2] >= kernel[0] and x.shape[3] >= kernel[1]', [('x', x), ], [('kernel', kernel), ])
         return (_rt.check_output((_rt.ints(x)[:2] + [_rt.add(_rt.floordiv(_rt.sub(_rt.at(_rt.ints(x), 2), _rt.at(_rt.ints(kernel), 0)), _rt.at(_rt.ints(stride), 0)), 1), _rt.add(_rt.floordiv(_rt.sub(_rt.at(_rt.ints(x), 3), _rt.at(_rt.ints(kernel), 1)), _rt.at(_rt.ints(stride), 1)), 1)]), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"avg_pool2d(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"avg_pool2d(): {opgen_exc}") from None
 
 
-def _make_avg_pool2d(layout: Tuple[int, ...], dtypes: Any, kernel: Any, stride: Any) -> Any:
+def _make_avg_pool2d(layout: Tuple[int, ...], kernel: Any, stride: Any) -> Any:
     kinds = _meta.AVG_POOL2D["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.AVG_POOL2D["inputs"], kinds, layout)]
     attrs = [
@@ -245,7 +245,7 @@ def _make_avg_pool2d(layout: Tuple[int, ...], dtypes: Any, kernel: Any, stride: 
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_avg_pool2d_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_avg_pool2d_backward" + _rt.layout_suffix(kinds, layout),
@@ -263,7 +263,7 @@ def _make_avg_pool2d(layout: Tuple[int, ...], dtypes: Any, kernel: Any, stride: 
     return ops.Custom(
         f"{_LIB}:opgen_ops_avg_pool2d_forward",
         out_shape=None,  # the library's opgen_ops_avg_pool2d_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_avg_pool2d" + _rt.layout_suffix(kinds, layout),
@@ -279,17 +279,17 @@ def _make_avg_pool2d(layout: Tuple[int, ...], dtypes: Any, kernel: Any, stride: 
 _avg_pool2d_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def avg_pool2d_primitive(kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2), layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def avg_pool2d_primitive(kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2), layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``avg_pool2d`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``avg_pool2d(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``avg_pool2d(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``avg_pool2d(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("avg_pool2d", {"kernel": kernel, "stride": stride}, _meta.AVG_POOL2D["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("avg_pool2d", {"kernel": kernel, "stride": stride}, _meta.AVG_POOL2D["attrs"])
     prim = _avg_pool2d_cache.get(key)
     if prim is None:
         prim = _make_avg_pool2d(*key)
@@ -301,18 +301,18 @@ _avg_pool2d_resolved: Dict[Any, Any] = {}
 
 
 def _avg_pool2d_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], kernel: Any, stride: Any) -> Any:
-    key = (layout, dtypes, shapes, kernel, stride)
+    opgen_key = (layout, dtypes, shapes, kernel, stride)
     try:
-        return _avg_pool2d_resolved[key]
+        return _avg_pool2d_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("avg_pool2d", dtypes, _meta.AVG_POOL2D["inputs"], _meta.AVG_POOL2D["kinds"], layout, _meta.AVG_POOL2D["rows"], _meta.AVG_POOL2D["outputs"])
-    values = _rt.check_attrs("avg_pool2d", {"kernel": kernel, "stride": stride}, _meta.AVG_POOL2D["attrs"])
+    opgen_values = _rt.check_attrs("avg_pool2d", {"kernel": kernel, "stride": stride}, _meta.AVG_POOL2D["attrs"])
     if _rt.shapes_known(shapes):
-        _avg_pool2d_shapes(layout, shapes, *values)
-    prim = avg_pool2d_primitive(kernel=values[0], stride=values[1], layout=layout, dtypes=dtypes)
-    _rt.remember(_avg_pool2d_resolved, key, prim)
-    return prim
+        _avg_pool2d_shapes(layout, shapes, *opgen_values)
+    opgen_prim = avg_pool2d_primitive(kernel=opgen_values[0], stride=opgen_values[1], layout=layout)
+    _rt.remember(_avg_pool2d_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _avg_pool2d_resolve = ops.constexpr(_avg_pool2d_checked)
@@ -373,11 +373,11 @@ def _broadcast_to_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], shape
         if not (_rt.holds(lambda: (_rt.broadcast_shape(_rt.ints(x), _rt.ints(shape)) == _rt.ints(shape)))):
             raise _rt.violation('broadcast(x, shape) == shape', [('x', x), ], [('shape', shape), ])
         return (_rt.check_output(_rt.ints(shape), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"broadcast_to(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"broadcast_to(): {opgen_exc}") from None
 
 
-def _make_broadcast_to(layout: Tuple[int, ...], dtypes: Any, shape: Any) -> Any:
+def _make_broadcast_to(layout: Tuple[int, ...], shape: Any) -> Any:
     kinds = _meta.BROADCAST_TO["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.BROADCAST_TO["inputs"], kinds, layout)]
     attrs = [
@@ -400,7 +400,7 @@ def _make_broadcast_to(layout: Tuple[int, ...], dtypes: Any, shape: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_broadcast_to_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_broadcast_to_backward" + _rt.layout_suffix(kinds, layout),
@@ -418,7 +418,7 @@ def _make_broadcast_to(layout: Tuple[int, ...], dtypes: Any, shape: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_broadcast_to_forward",
         out_shape=None,  # the library's opgen_ops_broadcast_to_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_broadcast_to" + _rt.layout_suffix(kinds, layout),
@@ -434,17 +434,17 @@ def _make_broadcast_to(layout: Tuple[int, ...], dtypes: Any, shape: Any) -> Any:
 _broadcast_to_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def broadcast_to_primitive(shape: Sequence[int], layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def broadcast_to_primitive(shape: Sequence[int], layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``broadcast_to`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``broadcast_to(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``broadcast_to(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``broadcast_to(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("broadcast_to", {"shape": shape}, _meta.BROADCAST_TO["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("broadcast_to", {"shape": shape}, _meta.BROADCAST_TO["attrs"])
     prim = _broadcast_to_cache.get(key)
     if prim is None:
         prim = _make_broadcast_to(*key)
@@ -456,18 +456,18 @@ _broadcast_to_resolved: Dict[Any, Any] = {}
 
 
 def _broadcast_to_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], shape: Any) -> Any:
-    key = (layout, dtypes, shapes, shape)
+    opgen_key = (layout, dtypes, shapes, shape)
     try:
-        return _broadcast_to_resolved[key]
+        return _broadcast_to_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("broadcast_to", dtypes, _meta.BROADCAST_TO["inputs"], _meta.BROADCAST_TO["kinds"], layout, _meta.BROADCAST_TO["rows"], _meta.BROADCAST_TO["outputs"])
-    values = _rt.check_attrs("broadcast_to", {"shape": shape}, _meta.BROADCAST_TO["attrs"])
+    opgen_values = _rt.check_attrs("broadcast_to", {"shape": shape}, _meta.BROADCAST_TO["attrs"])
     if _rt.shapes_known(shapes):
-        _broadcast_to_shapes(layout, shapes, *values)
-    prim = broadcast_to_primitive(shape=values[0], layout=layout, dtypes=dtypes)
-    _rt.remember(_broadcast_to_resolved, key, prim)
-    return prim
+        _broadcast_to_shapes(layout, shapes, *opgen_values)
+    opgen_prim = broadcast_to_primitive(shape=opgen_values[0], layout=layout)
+    _rt.remember(_broadcast_to_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _broadcast_to_resolve = ops.constexpr(_broadcast_to_checked)
@@ -521,11 +521,11 @@ def _clip_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], min: Any, max
     x, = _rt.regroup(shapes, _meta.CLIP["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"clip(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"clip(): {opgen_exc}") from None
 
 
-def _make_clip(layout: Tuple[int, ...], dtypes: Any, min: Any, max: Any) -> Any:
+def _make_clip(layout: Tuple[int, ...], min: Any, max: Any) -> Any:
     kinds = _meta.CLIP["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CLIP["inputs"], kinds, layout)]
     attrs = [
@@ -549,7 +549,7 @@ def _make_clip(layout: Tuple[int, ...], dtypes: Any, min: Any, max: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_clip_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_clip_backward" + _rt.layout_suffix(kinds, layout),
@@ -567,7 +567,7 @@ def _make_clip(layout: Tuple[int, ...], dtypes: Any, min: Any, max: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_clip_forward",
         out_shape=None,  # the library's opgen_ops_clip_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_clip" + _rt.layout_suffix(kinds, layout),
@@ -583,17 +583,17 @@ def _make_clip(layout: Tuple[int, ...], dtypes: Any, min: Any, max: Any) -> Any:
 _clip_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def clip_primitive(min: float, max: float, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def clip_primitive(min: float, max: float, layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``clip`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``clip(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``clip(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``clip(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("clip", {"min": min, "max": max}, _meta.CLIP["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("clip", {"min": min, "max": max}, _meta.CLIP["attrs"])
     prim = _clip_cache.get(key)
     if prim is None:
         prim = _make_clip(*key)
@@ -605,18 +605,18 @@ _clip_resolved: Dict[Any, Any] = {}
 
 
 def _clip_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], min: Any, max: Any) -> Any:
-    key = (layout, dtypes, shapes, min, max)
+    opgen_key = (layout, dtypes, shapes, min, max)
     try:
-        return _clip_resolved[key]
+        return _clip_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("clip", dtypes, _meta.CLIP["inputs"], _meta.CLIP["kinds"], layout, _meta.CLIP["rows"], _meta.CLIP["outputs"])
-    values = _rt.check_attrs("clip", {"min": min, "max": max}, _meta.CLIP["attrs"])
+    opgen_values = _rt.check_attrs("clip", {"min": min, "max": max}, _meta.CLIP["attrs"])
     if _rt.shapes_known(shapes):
-        _clip_shapes(layout, shapes, *values)
-    prim = clip_primitive(min=values[0], max=values[1], layout=layout, dtypes=dtypes)
-    _rt.remember(_clip_resolved, key, prim)
-    return prim
+        _clip_shapes(layout, shapes, *opgen_values)
+    opgen_prim = clip_primitive(min=opgen_values[0], max=opgen_values[1], layout=layout)
+    _rt.remember(_clip_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _clip_resolve = ops.constexpr(_clip_checked)
@@ -676,11 +676,11 @@ def _concat_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any) 
     xs, = _rt.regroup(shapes, _meta.CONCAT["kinds"], layout)
     try:
         return (_rt.check_output(_rt.concat_shape(xs, axis), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"concat(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"concat(): {opgen_exc}") from None
 
 
-def _make_concat(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
+def _make_concat(layout: Tuple[int, ...], axis: Any) -> Any:
     kinds = _meta.CONCAT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CONCAT["inputs"], kinds, layout)]
     attrs = [
@@ -704,7 +704,7 @@ def _make_concat(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_concat_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_concat_backward" + _rt.layout_suffix(kinds, layout),
@@ -722,7 +722,7 @@ def _make_concat(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_concat_forward",
         out_shape=None,  # the library's opgen_ops_concat_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_concat" + _rt.layout_suffix(kinds, layout),
@@ -738,17 +738,17 @@ def _make_concat(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
 _concat_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def concat_primitive(axis: int = 0, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def concat_primitive(axis: int = 0, layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``concat`` for these attr values and input layout
     (tensors per input: dynamic), created once, then cached. ``concat(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``concat(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``concat(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("concat", {"axis": axis}, _meta.CONCAT["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("concat", {"axis": axis}, _meta.CONCAT["attrs"])
     prim = _concat_cache.get(key)
     if prim is None:
         prim = _make_concat(*key)
@@ -760,18 +760,18 @@ _concat_resolved: Dict[Any, Any] = {}
 
 
 def _concat_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any) -> Any:
-    key = (layout, dtypes, shapes, axis)
+    opgen_key = (layout, dtypes, shapes, axis)
     try:
-        return _concat_resolved[key]
+        return _concat_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("concat", dtypes, _meta.CONCAT["inputs"], _meta.CONCAT["kinds"], layout, _meta.CONCAT["rows"], _meta.CONCAT["outputs"])
-    values = _rt.check_attrs("concat", {"axis": axis}, _meta.CONCAT["attrs"])
+    opgen_values = _rt.check_attrs("concat", {"axis": axis}, _meta.CONCAT["attrs"])
     if _rt.shapes_known(shapes):
-        _concat_shapes(layout, shapes, *values)
-    prim = concat_primitive(axis=values[0], layout=layout, dtypes=dtypes)
-    _rt.remember(_concat_resolved, key, prim)
-    return prim
+        _concat_shapes(layout, shapes, *opgen_values)
+    opgen_prim = concat_primitive(axis=opgen_values[0], layout=layout)
+    _rt.remember(_concat_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _concat_resolve = ops.constexpr(_concat_checked)
@@ -823,11 +823,11 @@ def _cumsum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any, 
     x, = _rt.regroup(shapes, _meta.CUMSUM["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"cumsum(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"cumsum(): {opgen_exc}") from None
 
 
-def _make_cumsum(layout: Tuple[int, ...], dtypes: Any, axis: Any, exclusive: Any, reverse: Any) -> Any:
+def _make_cumsum(layout: Tuple[int, ...], axis: Any, exclusive: Any, reverse: Any) -> Any:
     kinds = _meta.CUMSUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CUMSUM["inputs"], kinds, layout)]
     attrs = [
@@ -852,7 +852,7 @@ def _make_cumsum(layout: Tuple[int, ...], dtypes: Any, axis: Any, exclusive: Any
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_cumsum_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_cumsum_backward" + _rt.layout_suffix(kinds, layout),
@@ -870,7 +870,7 @@ def _make_cumsum(layout: Tuple[int, ...], dtypes: Any, axis: Any, exclusive: Any
     return ops.Custom(
         f"{_LIB}:opgen_ops_cumsum_forward",
         out_shape=None,  # the library's opgen_ops_cumsum_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_cumsum" + _rt.layout_suffix(kinds, layout),
@@ -886,17 +886,17 @@ def _make_cumsum(layout: Tuple[int, ...], dtypes: Any, axis: Any, exclusive: Any
 _cumsum_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def cumsum_primitive(axis: int = 0, exclusive: bool = False, reverse: bool = False, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def cumsum_primitive(axis: int = 0, exclusive: bool = False, reverse: bool = False, layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``cumsum`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``cumsum(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``cumsum(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``cumsum(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"])
     prim = _cumsum_cache.get(key)
     if prim is None:
         prim = _make_cumsum(*key)
@@ -908,18 +908,18 @@ _cumsum_resolved: Dict[Any, Any] = {}
 
 
 def _cumsum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any, exclusive: Any, reverse: Any) -> Any:
-    key = (layout, dtypes, shapes, axis, exclusive, reverse)
+    opgen_key = (layout, dtypes, shapes, axis, exclusive, reverse)
     try:
-        return _cumsum_resolved[key]
+        return _cumsum_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("cumsum", dtypes, _meta.CUMSUM["inputs"], _meta.CUMSUM["kinds"], layout, _meta.CUMSUM["rows"], _meta.CUMSUM["outputs"])
-    values = _rt.check_attrs("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"])
+    opgen_values = _rt.check_attrs("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"])
     if _rt.shapes_known(shapes):
-        _cumsum_shapes(layout, shapes, *values)
-    prim = cumsum_primitive(axis=values[0], exclusive=values[1], reverse=values[2], layout=layout, dtypes=dtypes)
-    _rt.remember(_cumsum_resolved, key, prim)
-    return prim
+        _cumsum_shapes(layout, shapes, *opgen_values)
+    opgen_prim = cumsum_primitive(axis=opgen_values[0], exclusive=opgen_values[1], reverse=opgen_values[2], layout=layout)
+    _rt.remember(_cumsum_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _cumsum_resolve = ops.constexpr(_cumsum_checked)
@@ -977,11 +977,11 @@ def _div_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
     x, y, = _rt.regroup(shapes, _meta.DIV["kinds"], layout)
     try:
         return (_rt.check_output(_rt.broadcast_shape(_rt.ints(x), _rt.ints(y)), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"div(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"div(): {opgen_exc}") from None
 
 
-def _make_div(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_div(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.DIV["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.DIV["inputs"], kinds, layout)]
     attrs = [
@@ -1003,7 +1003,7 @@ def _make_div(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_div_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_div_backward" + _rt.layout_suffix(kinds, layout),
@@ -1021,7 +1021,7 @@ def _make_div(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_div_forward",
         out_shape=None,  # the library's opgen_ops_div_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_div" + _rt.layout_suffix(kinds, layout),
@@ -1037,17 +1037,17 @@ def _make_div(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _div_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def div_primitive(layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
+def div_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     """The ``ops.Custom`` primitive of ``div`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``div(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``div(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``div(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("div", {}, _meta.DIV["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("div", {}, _meta.DIV["attrs"])
     prim = _div_cache.get(key)
     if prim is None:
         prim = _make_div(*key)
@@ -1059,18 +1059,18 @@ _div_resolved: Dict[Any, Any] = {}
 
 
 def _div_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _div_resolved[key]
+        return _div_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("div", dtypes, _meta.DIV["inputs"], _meta.DIV["kinds"], layout, _meta.DIV["rows"], _meta.DIV["outputs"])
-    values = _rt.check_attrs("div", {}, _meta.DIV["attrs"])
+    opgen_values = _rt.check_attrs("div", {}, _meta.DIV["attrs"])
     if _rt.shapes_known(shapes):
-        _div_shapes(layout, shapes, *values)
-    prim = div_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_div_resolved, key, prim)
-    return prim
+        _div_shapes(layout, shapes, *opgen_values)
+    opgen_prim = div_primitive(layout=layout)
+    _rt.remember(_div_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _div_resolve = ops.constexpr(_div_checked)
@@ -1126,11 +1126,11 @@ def _dropout_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], keep_prob:
     x, = _rt.regroup(shapes, _meta.DROPOUT["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'y'), _rt.check_output(_rt.ints(x), 'mask'),)
-    except ValueError as exc:
-        raise ValueError(f"dropout(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"dropout(): {opgen_exc}") from None
 
 
-def _make_dropout(layout: Tuple[int, ...], dtypes: Any, keep_prob: Any, seed: Any) -> Any:
+def _make_dropout(layout: Tuple[int, ...], keep_prob: Any, seed: Any) -> Any:
     kinds = _meta.DROPOUT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.DROPOUT["inputs"], kinds, layout)]
     attrs = [
@@ -1154,7 +1154,7 @@ def _make_dropout(layout: Tuple[int, ...], dtypes: Any, keep_prob: Any, seed: An
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_dropout_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_dropout_backward" + _rt.layout_suffix(kinds, layout),
@@ -1172,7 +1172,7 @@ def _make_dropout(layout: Tuple[int, ...], dtypes: Any, keep_prob: Any, seed: An
     return ops.Custom(
         f"{_LIB}:opgen_ops_dropout_forward",
         out_shape=None,  # the library's opgen_ops_dropout_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_dropout" + _rt.layout_suffix(kinds, layout),
@@ -1188,17 +1188,17 @@ def _make_dropout(layout: Tuple[int, ...], dtypes: Any, keep_prob: Any, seed: An
 _dropout_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def dropout_primitive(keep_prob: float = 0.5, seed: int = 0, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def dropout_primitive(keep_prob: float = 0.5, seed: int = 0, layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``dropout`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``dropout(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``dropout(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``dropout(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"])
     prim = _dropout_cache.get(key)
     if prim is None:
         prim = _make_dropout(*key)
@@ -1210,18 +1210,18 @@ _dropout_resolved: Dict[Any, Any] = {}
 
 
 def _dropout_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], keep_prob: Any, seed: Any) -> Any:
-    key = (layout, dtypes, shapes, keep_prob, seed)
+    opgen_key = (layout, dtypes, shapes, keep_prob, seed)
     try:
-        return _dropout_resolved[key]
+        return _dropout_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("dropout", dtypes, _meta.DROPOUT["inputs"], _meta.DROPOUT["kinds"], layout, _meta.DROPOUT["rows"], _meta.DROPOUT["outputs"])
-    values = _rt.check_attrs("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"])
+    opgen_values = _rt.check_attrs("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"])
     if _rt.shapes_known(shapes):
-        _dropout_shapes(layout, shapes, *values)
-    prim = dropout_primitive(keep_prob=values[0], seed=values[1], layout=layout, dtypes=dtypes)
-    _rt.remember(_dropout_resolved, key, prim)
-    return prim
+        _dropout_shapes(layout, shapes, *opgen_values)
+    opgen_prim = dropout_primitive(keep_prob=opgen_values[0], seed=opgen_values[1], layout=layout)
+    _rt.remember(_dropout_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _dropout_resolve = ops.constexpr(_dropout_checked)
@@ -1281,11 +1281,11 @@ def _exp_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
     x, = _rt.regroup(shapes, _meta.EXP["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"exp(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"exp(): {opgen_exc}") from None
 
 
-def _make_exp(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_exp(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.EXP["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.EXP["inputs"], kinds, layout)]
     attrs = [
@@ -1307,7 +1307,7 @@ def _make_exp(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_exp_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_exp_backward" + _rt.layout_suffix(kinds, layout),
@@ -1325,7 +1325,7 @@ def _make_exp(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_exp_forward",
         out_shape=None,  # the library's opgen_ops_exp_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_exp" + _rt.layout_suffix(kinds, layout),
@@ -1341,17 +1341,17 @@ def _make_exp(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _exp_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def exp_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def exp_primitive(layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``exp`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``exp(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``exp(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``exp(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("exp", {}, _meta.EXP["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("exp", {}, _meta.EXP["attrs"])
     prim = _exp_cache.get(key)
     if prim is None:
         prim = _make_exp(*key)
@@ -1363,18 +1363,18 @@ _exp_resolved: Dict[Any, Any] = {}
 
 
 def _exp_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _exp_resolved[key]
+        return _exp_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("exp", dtypes, _meta.EXP["inputs"], _meta.EXP["kinds"], layout, _meta.EXP["rows"], _meta.EXP["outputs"])
-    values = _rt.check_attrs("exp", {}, _meta.EXP["attrs"])
+    opgen_values = _rt.check_attrs("exp", {}, _meta.EXP["attrs"])
     if _rt.shapes_known(shapes):
-        _exp_shapes(layout, shapes, *values)
-    prim = exp_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_exp_resolved, key, prim)
-    return prim
+        _exp_shapes(layout, shapes, *opgen_values)
+    opgen_prim = exp_primitive(layout=layout)
+    _rt.remember(_exp_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _exp_resolve = ops.constexpr(_exp_checked)
@@ -1425,11 +1425,11 @@ def _gather_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any) 
     x, indices, = _rt.regroup(shapes, _meta.GATHER["kinds"], layout)
     try:
         return (_rt.check_output(_rt.gather_shape(_rt.ints(x), _rt.ints(indices), axis), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"gather(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"gather(): {opgen_exc}") from None
 
 
-def _make_gather(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
+def _make_gather(layout: Tuple[int, ...], axis: Any) -> Any:
     kinds = _meta.GATHER["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.GATHER["inputs"], kinds, layout)]
     attrs = [
@@ -1452,7 +1452,7 @@ def _make_gather(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_gather_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_gather_backward" + _rt.layout_suffix(kinds, layout),
@@ -1470,7 +1470,7 @@ def _make_gather(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_gather_forward",
         out_shape=None,  # the library's opgen_ops_gather_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_gather" + _rt.layout_suffix(kinds, layout),
@@ -1486,17 +1486,17 @@ def _make_gather(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
 _gather_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def gather_primitive(axis: int = 0, layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
+def gather_primitive(axis: int = 0, layout: Sequence[int] = (1, 1)) -> Any:
     """The ``ops.Custom`` primitive of ``gather`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``gather(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``gather(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``gather(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("gather", {"axis": axis}, _meta.GATHER["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("gather", {"axis": axis}, _meta.GATHER["attrs"])
     prim = _gather_cache.get(key)
     if prim is None:
         prim = _make_gather(*key)
@@ -1508,18 +1508,18 @@ _gather_resolved: Dict[Any, Any] = {}
 
 
 def _gather_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any) -> Any:
-    key = (layout, dtypes, shapes, axis)
+    opgen_key = (layout, dtypes, shapes, axis)
     try:
-        return _gather_resolved[key]
+        return _gather_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("gather", dtypes, _meta.GATHER["inputs"], _meta.GATHER["kinds"], layout, _meta.GATHER["rows"], _meta.GATHER["outputs"])
-    values = _rt.check_attrs("gather", {"axis": axis}, _meta.GATHER["attrs"])
+    opgen_values = _rt.check_attrs("gather", {"axis": axis}, _meta.GATHER["attrs"])
     if _rt.shapes_known(shapes):
-        _gather_shapes(layout, shapes, *values)
-    prim = gather_primitive(axis=values[0], layout=layout, dtypes=dtypes)
-    _rt.remember(_gather_resolved, key, prim)
-    return prim
+        _gather_shapes(layout, shapes, *opgen_values)
+    opgen_prim = gather_primitive(axis=opgen_values[0], layout=layout)
+    _rt.remember(_gather_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _gather_resolve = ops.constexpr(_gather_checked)
@@ -1578,11 +1578,11 @@ def _gelu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], approximate: 
     x, = _rt.regroup(shapes, _meta.GELU["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"gelu(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"gelu(): {opgen_exc}") from None
 
 
-def _make_gelu(layout: Tuple[int, ...], dtypes: Any, approximate: Any) -> Any:
+def _make_gelu(layout: Tuple[int, ...], approximate: Any) -> Any:
     kinds = _meta.GELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.GELU["inputs"], kinds, layout)]
     attrs = [
@@ -1605,7 +1605,7 @@ def _make_gelu(layout: Tuple[int, ...], dtypes: Any, approximate: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_gelu_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_gelu_backward" + _rt.layout_suffix(kinds, layout),
@@ -1623,7 +1623,7 @@ def _make_gelu(layout: Tuple[int, ...], dtypes: Any, approximate: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_gelu_forward",
         out_shape=None,  # the library's opgen_ops_gelu_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_gelu" + _rt.layout_suffix(kinds, layout),
@@ -1639,17 +1639,17 @@ def _make_gelu(layout: Tuple[int, ...], dtypes: Any, approximate: Any) -> Any:
 _gelu_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def gelu_primitive(approximate: str = 'none', layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def gelu_primitive(approximate: str = 'none', layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``gelu`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``gelu(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``gelu(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``gelu(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("gelu", {"approximate": approximate}, _meta.GELU["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("gelu", {"approximate": approximate}, _meta.GELU["attrs"])
     prim = _gelu_cache.get(key)
     if prim is None:
         prim = _make_gelu(*key)
@@ -1661,18 +1661,18 @@ _gelu_resolved: Dict[Any, Any] = {}
 
 
 def _gelu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], approximate: Any) -> Any:
-    key = (layout, dtypes, shapes, approximate)
+    opgen_key = (layout, dtypes, shapes, approximate)
     try:
-        return _gelu_resolved[key]
+        return _gelu_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("gelu", dtypes, _meta.GELU["inputs"], _meta.GELU["kinds"], layout, _meta.GELU["rows"], _meta.GELU["outputs"])
-    values = _rt.check_attrs("gelu", {"approximate": approximate}, _meta.GELU["attrs"])
+    opgen_values = _rt.check_attrs("gelu", {"approximate": approximate}, _meta.GELU["attrs"])
     if _rt.shapes_known(shapes):
-        _gelu_shapes(layout, shapes, *values)
-    prim = gelu_primitive(approximate=values[0], layout=layout, dtypes=dtypes)
-    _rt.remember(_gelu_resolved, key, prim)
-    return prim
+        _gelu_shapes(layout, shapes, *opgen_values)
+    opgen_prim = gelu_primitive(approximate=opgen_values[0], layout=layout)
+    _rt.remember(_gelu_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _gelu_resolve = ops.constexpr(_gelu_checked)
@@ -1726,11 +1726,11 @@ def _layer_norm_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], eps: An
     x, gamma, beta, = _rt.regroup(shapes, _meta.LAYER_NORM["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'y'), _rt.check_output(_rt.reduce_shape(_rt.ints(x), [-1], True), 'mean'), _rt.check_output(_rt.reduce_shape(_rt.ints(x), [-1], True), 'rstd'),)
-    except ValueError as exc:
-        raise ValueError(f"layer_norm(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"layer_norm(): {opgen_exc}") from None
 
 
-def _make_layer_norm(layout: Tuple[int, ...], dtypes: Any, eps: Any) -> Any:
+def _make_layer_norm(layout: Tuple[int, ...], eps: Any) -> Any:
     kinds = _meta.LAYER_NORM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LAYER_NORM["inputs"], kinds, layout)]
     attrs = [
@@ -1754,7 +1754,7 @@ def _make_layer_norm(layout: Tuple[int, ...], dtypes: Any, eps: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_layer_norm_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_layer_norm_backward" + _rt.layout_suffix(kinds, layout),
@@ -1772,7 +1772,7 @@ def _make_layer_norm(layout: Tuple[int, ...], dtypes: Any, eps: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_layer_norm_forward",
         out_shape=None,  # the library's opgen_ops_layer_norm_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_layer_norm" + _rt.layout_suffix(kinds, layout),
@@ -1788,17 +1788,17 @@ def _make_layer_norm(layout: Tuple[int, ...], dtypes: Any, eps: Any) -> Any:
 _layer_norm_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def layer_norm_primitive(eps: float = 1e-05, layout: Sequence[int] = (1, 1, 1), dtypes: Any = None) -> Any:
+def layer_norm_primitive(eps: float = 1e-05, layout: Sequence[int] = (1, 1, 1)) -> Any:
     """The ``ops.Custom`` primitive of ``layer_norm`` for these attr values and input layout
     (tensors per input: required, optional, optional), created once, then cached. ``layer_norm(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``layer_norm(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``layer_norm(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("layer_norm", {"eps": eps}, _meta.LAYER_NORM["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("layer_norm", {"eps": eps}, _meta.LAYER_NORM["attrs"])
     prim = _layer_norm_cache.get(key)
     if prim is None:
         prim = _make_layer_norm(*key)
@@ -1810,18 +1810,18 @@ _layer_norm_resolved: Dict[Any, Any] = {}
 
 
 def _layer_norm_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], eps: Any) -> Any:
-    key = (layout, dtypes, shapes, eps)
+    opgen_key = (layout, dtypes, shapes, eps)
     try:
-        return _layer_norm_resolved[key]
+        return _layer_norm_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("layer_norm", dtypes, _meta.LAYER_NORM["inputs"], _meta.LAYER_NORM["kinds"], layout, _meta.LAYER_NORM["rows"], _meta.LAYER_NORM["outputs"])
-    values = _rt.check_attrs("layer_norm", {"eps": eps}, _meta.LAYER_NORM["attrs"])
+    opgen_values = _rt.check_attrs("layer_norm", {"eps": eps}, _meta.LAYER_NORM["attrs"])
     if _rt.shapes_known(shapes):
-        _layer_norm_shapes(layout, shapes, *values)
-    prim = layer_norm_primitive(eps=values[0], layout=layout, dtypes=dtypes)
-    _rt.remember(_layer_norm_resolved, key, prim)
-    return prim
+        _layer_norm_shapes(layout, shapes, *opgen_values)
+    opgen_prim = layer_norm_primitive(eps=opgen_values[0], layout=layout)
+    _rt.remember(_layer_norm_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _layer_norm_resolve = ops.constexpr(_layer_norm_checked)
@@ -1877,11 +1877,11 @@ def _leaky_relu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], alpha: 
     x, = _rt.regroup(shapes, _meta.LEAKY_RELU["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"leaky_relu(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"leaky_relu(): {opgen_exc}") from None
 
 
-def _make_leaky_relu(layout: Tuple[int, ...], dtypes: Any, alpha: Any) -> Any:
+def _make_leaky_relu(layout: Tuple[int, ...], alpha: Any) -> Any:
     kinds = _meta.LEAKY_RELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LEAKY_RELU["inputs"], kinds, layout)]
     attrs = [
@@ -1904,7 +1904,7 @@ def _make_leaky_relu(layout: Tuple[int, ...], dtypes: Any, alpha: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_leaky_relu_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_leaky_relu_backward" + _rt.layout_suffix(kinds, layout),
@@ -1922,7 +1922,7 @@ def _make_leaky_relu(layout: Tuple[int, ...], dtypes: Any, alpha: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_leaky_relu_forward",
         out_shape=None,  # the library's opgen_ops_leaky_relu_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_leaky_relu" + _rt.layout_suffix(kinds, layout),
@@ -1938,17 +1938,17 @@ def _make_leaky_relu(layout: Tuple[int, ...], dtypes: Any, alpha: Any) -> Any:
 _leaky_relu_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def leaky_relu_primitive(alpha: float = 0.01, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def leaky_relu_primitive(alpha: float = 0.01, layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``leaky_relu`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``leaky_relu(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``leaky_relu(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``leaky_relu(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("leaky_relu", {"alpha": alpha}, _meta.LEAKY_RELU["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("leaky_relu", {"alpha": alpha}, _meta.LEAKY_RELU["attrs"])
     prim = _leaky_relu_cache.get(key)
     if prim is None:
         prim = _make_leaky_relu(*key)
@@ -1960,18 +1960,18 @@ _leaky_relu_resolved: Dict[Any, Any] = {}
 
 
 def _leaky_relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], alpha: Any) -> Any:
-    key = (layout, dtypes, shapes, alpha)
+    opgen_key = (layout, dtypes, shapes, alpha)
     try:
-        return _leaky_relu_resolved[key]
+        return _leaky_relu_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("leaky_relu", dtypes, _meta.LEAKY_RELU["inputs"], _meta.LEAKY_RELU["kinds"], layout, _meta.LEAKY_RELU["rows"], _meta.LEAKY_RELU["outputs"])
-    values = _rt.check_attrs("leaky_relu", {"alpha": alpha}, _meta.LEAKY_RELU["attrs"])
+    opgen_values = _rt.check_attrs("leaky_relu", {"alpha": alpha}, _meta.LEAKY_RELU["attrs"])
     if _rt.shapes_known(shapes):
-        _leaky_relu_shapes(layout, shapes, *values)
-    prim = leaky_relu_primitive(alpha=values[0], layout=layout, dtypes=dtypes)
-    _rt.remember(_leaky_relu_resolved, key, prim)
-    return prim
+        _leaky_relu_shapes(layout, shapes, *opgen_values)
+    opgen_prim = leaky_relu_primitive(alpha=opgen_values[0], layout=layout)
+    _rt.remember(_leaky_relu_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _leaky_relu_resolve = ops.constexpr(_leaky_relu_checked)
@@ -2025,11 +2025,11 @@ def _log_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
     x, = _rt.regroup(shapes, _meta.LOG["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"log(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"log(): {opgen_exc}") from None
 
 
-def _make_log(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_log(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.LOG["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LOG["inputs"], kinds, layout)]
     attrs = [
@@ -2051,7 +2051,7 @@ def _make_log(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_log_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_log_backward" + _rt.layout_suffix(kinds, layout),
@@ -2069,7 +2069,7 @@ def _make_log(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_log_forward",
         out_shape=None,  # the library's opgen_ops_log_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_log" + _rt.layout_suffix(kinds, layout),
@@ -2085,17 +2085,17 @@ def _make_log(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _log_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def log_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def log_primitive(layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``log`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``log(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``log(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``log(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("log", {}, _meta.LOG["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("log", {}, _meta.LOG["attrs"])
     prim = _log_cache.get(key)
     if prim is None:
         prim = _make_log(*key)
@@ -2107,18 +2107,18 @@ _log_resolved: Dict[Any, Any] = {}
 
 
 def _log_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _log_resolved[key]
+        return _log_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("log", dtypes, _meta.LOG["inputs"], _meta.LOG["kinds"], layout, _meta.LOG["rows"], _meta.LOG["outputs"])
-    values = _rt.check_attrs("log", {}, _meta.LOG["attrs"])
+    opgen_values = _rt.check_attrs("log", {}, _meta.LOG["attrs"])
     if _rt.shapes_known(shapes):
-        _log_shapes(layout, shapes, *values)
-    prim = log_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_log_resolved, key, prim)
-    return prim
+        _log_shapes(layout, shapes, *opgen_values)
+    opgen_prim = log_primitive(layout=layout)
+    _rt.remember(_log_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _log_resolve = ops.constexpr(_log_checked)
@@ -2170,11 +2170,11 @@ def _log_softmax_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: 
     x, = _rt.regroup(shapes, _meta.LOG_SOFTMAX["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"log_softmax(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"log_softmax(): {opgen_exc}") from None
 
 
-def _make_log_softmax(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
+def _make_log_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
     kinds = _meta.LOG_SOFTMAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LOG_SOFTMAX["inputs"], kinds, layout)]
     attrs = [
@@ -2197,7 +2197,7 @@ def _make_log_softmax(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_log_softmax_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_log_softmax_backward" + _rt.layout_suffix(kinds, layout),
@@ -2215,7 +2215,7 @@ def _make_log_softmax(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_log_softmax_forward",
         out_shape=None,  # the library's opgen_ops_log_softmax_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_log_softmax" + _rt.layout_suffix(kinds, layout),
@@ -2231,17 +2231,17 @@ def _make_log_softmax(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
 _log_softmax_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def log_softmax_primitive(axis: int = -1, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def log_softmax_primitive(axis: int = -1, layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``log_softmax`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``log_softmax(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``log_softmax(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``log_softmax(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("log_softmax", {"axis": axis}, _meta.LOG_SOFTMAX["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("log_softmax", {"axis": axis}, _meta.LOG_SOFTMAX["attrs"])
     prim = _log_softmax_cache.get(key)
     if prim is None:
         prim = _make_log_softmax(*key)
@@ -2253,18 +2253,18 @@ _log_softmax_resolved: Dict[Any, Any] = {}
 
 
 def _log_softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any) -> Any:
-    key = (layout, dtypes, shapes, axis)
+    opgen_key = (layout, dtypes, shapes, axis)
     try:
-        return _log_softmax_resolved[key]
+        return _log_softmax_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("log_softmax", dtypes, _meta.LOG_SOFTMAX["inputs"], _meta.LOG_SOFTMAX["kinds"], layout, _meta.LOG_SOFTMAX["rows"], _meta.LOG_SOFTMAX["outputs"])
-    values = _rt.check_attrs("log_softmax", {"axis": axis}, _meta.LOG_SOFTMAX["attrs"])
+    opgen_values = _rt.check_attrs("log_softmax", {"axis": axis}, _meta.LOG_SOFTMAX["attrs"])
     if _rt.shapes_known(shapes):
-        _log_softmax_shapes(layout, shapes, *values)
-    prim = log_softmax_primitive(axis=values[0], layout=layout, dtypes=dtypes)
-    _rt.remember(_log_softmax_resolved, key, prim)
-    return prim
+        _log_softmax_shapes(layout, shapes, *opgen_values)
+    opgen_prim = log_softmax_primitive(axis=opgen_values[0], layout=layout)
+    _rt.remember(_log_softmax_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _log_softmax_resolve = ops.constexpr(_log_softmax_checked)
@@ -2318,11 +2318,11 @@ def _matmul_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], transpose_a
     a, b, = _rt.regroup(shapes, _meta.MATMUL["kinds"], layout)
     try:
         return (_rt.check_output(_rt.matmul_shape(_rt.ints(a), _rt.ints(b), transpose_a, transpose_b), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"matmul(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"matmul(): {opgen_exc}") from None
 
 
-def _make_matmul(layout: Tuple[int, ...], dtypes: Any, transpose_a: Any, transpose_b: Any) -> Any:
+def _make_matmul(layout: Tuple[int, ...], transpose_a: Any, transpose_b: Any) -> Any:
     kinds = _meta.MATMUL["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.MATMUL["inputs"], kinds, layout)]
     attrs = [
@@ -2346,7 +2346,7 @@ def _make_matmul(layout: Tuple[int, ...], dtypes: Any, transpose_a: Any, transpo
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_matmul_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_matmul_backward" + _rt.layout_suffix(kinds, layout),
@@ -2364,7 +2364,7 @@ def _make_matmul(layout: Tuple[int, ...], dtypes: Any, transpose_a: Any, transpo
     return ops.Custom(
         f"{_LIB}:opgen_ops_matmul_forward",
         out_shape=None,  # the library's opgen_ops_matmul_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_matmul" + _rt.layout_suffix(kinds, layout),
@@ -2380,17 +2380,17 @@ def _make_matmul(layout: Tuple[int, ...], dtypes: Any, transpose_a: Any, transpo
 _matmul_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def matmul_primitive(transpose_a: bool = False, transpose_b: bool = False, layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
+def matmul_primitive(transpose_a: bool = False, transpose_b: bool = False, layout: Sequence[int] = (1, 1)) -> Any:
     """The ``ops.Custom`` primitive of ``matmul`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``matmul(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``matmul(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``matmul(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _meta.MATMUL["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _meta.MATMUL["attrs"])
     prim = _matmul_cache.get(key)
     if prim is None:
         prim = _make_matmul(*key)
@@ -2402,18 +2402,18 @@ _matmul_resolved: Dict[Any, Any] = {}
 
 
 def _matmul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], transpose_a: Any, transpose_b: Any) -> Any:
-    key = (layout, dtypes, shapes, transpose_a, transpose_b)
+    opgen_key = (layout, dtypes, shapes, transpose_a, transpose_b)
     try:
-        return _matmul_resolved[key]
+        return _matmul_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("matmul", dtypes, _meta.MATMUL["inputs"], _meta.MATMUL["kinds"], layout, _meta.MATMUL["rows"], _meta.MATMUL["outputs"])
-    values = _rt.check_attrs("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _meta.MATMUL["attrs"])
+    opgen_values = _rt.check_attrs("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _meta.MATMUL["attrs"])
     if _rt.shapes_known(shapes):
-        _matmul_shapes(layout, shapes, *values)
-    prim = matmul_primitive(transpose_a=values[0], transpose_b=values[1], layout=layout, dtypes=dtypes)
-    _rt.remember(_matmul_resolved, key, prim)
-    return prim
+        _matmul_shapes(layout, shapes, *opgen_values)
+    opgen_prim = matmul_primitive(transpose_a=opgen_values[0], transpose_b=opgen_values[1], layout=layout)
+    _rt.remember(_matmul_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _matmul_resolve = ops.constexpr(_matmul_checked)
@@ -2470,11 +2470,11 @@ def _maximum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[A
     x, y, = _rt.regroup(shapes, _meta.MAXIMUM["kinds"], layout)
     try:
         return (_rt.check_output(_rt.broadcast_shape(_rt.ints(x), _rt.ints(y)), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"maximum(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"maximum(): {opgen_exc}") from None
 
 
-def _make_maximum(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_maximum(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.MAXIMUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.MAXIMUM["inputs"], kinds, layout)]
     attrs = [
@@ -2496,7 +2496,7 @@ def _make_maximum(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_maximum_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_maximum_backward" + _rt.layout_suffix(kinds, layout),
@@ -2514,7 +2514,7 @@ def _make_maximum(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_maximum_forward",
         out_shape=None,  # the library's opgen_ops_maximum_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_maximum" + _rt.layout_suffix(kinds, layout),
@@ -2530,17 +2530,17 @@ def _make_maximum(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _maximum_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def maximum_primitive(layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
+def maximum_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     """The ``ops.Custom`` primitive of ``maximum`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``maximum(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``maximum(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``maximum(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("maximum", {}, _meta.MAXIMUM["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("maximum", {}, _meta.MAXIMUM["attrs"])
     prim = _maximum_cache.get(key)
     if prim is None:
         prim = _make_maximum(*key)
@@ -2552,18 +2552,18 @@ _maximum_resolved: Dict[Any, Any] = {}
 
 
 def _maximum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _maximum_resolved[key]
+        return _maximum_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("maximum", dtypes, _meta.MAXIMUM["inputs"], _meta.MAXIMUM["kinds"], layout, _meta.MAXIMUM["rows"], _meta.MAXIMUM["outputs"])
-    values = _rt.check_attrs("maximum", {}, _meta.MAXIMUM["attrs"])
+    opgen_values = _rt.check_attrs("maximum", {}, _meta.MAXIMUM["attrs"])
     if _rt.shapes_known(shapes):
-        _maximum_shapes(layout, shapes, *values)
-    prim = maximum_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_maximum_resolved, key, prim)
-    return prim
+        _maximum_shapes(layout, shapes, *opgen_values)
+    opgen_prim = maximum_primitive(layout=layout)
+    _rt.remember(_maximum_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _maximum_resolve = ops.constexpr(_maximum_checked)
@@ -2620,11 +2620,11 @@ def _mul_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
     x, y, = _rt.regroup(shapes, _meta.MUL["kinds"], layout)
     try:
         return (_rt.check_output(_rt.broadcast_shape(_rt.ints(x), _rt.ints(y)), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"mul(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"mul(): {opgen_exc}") from None
 
 
-def _make_mul(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_mul(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.MUL["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.MUL["inputs"], kinds, layout)]
     attrs = [
@@ -2646,7 +2646,7 @@ def _make_mul(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_mul_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_mul_backward" + _rt.layout_suffix(kinds, layout),
@@ -2664,7 +2664,7 @@ def _make_mul(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_mul_forward",
         out_shape=None,  # the library's opgen_ops_mul_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_mul" + _rt.layout_suffix(kinds, layout),
@@ -2680,17 +2680,17 @@ def _make_mul(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _mul_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def mul_primitive(layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
+def mul_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     """The ``ops.Custom`` primitive of ``mul`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``mul(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``mul(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``mul(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("mul", {}, _meta.MUL["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("mul", {}, _meta.MUL["attrs"])
     prim = _mul_cache.get(key)
     if prim is None:
         prim = _make_mul(*key)
@@ -2702,18 +2702,18 @@ _mul_resolved: Dict[Any, Any] = {}
 
 
 def _mul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _mul_resolved[key]
+        return _mul_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("mul", dtypes, _meta.MUL["inputs"], _meta.MUL["kinds"], layout, _meta.MUL["rows"], _meta.MUL["outputs"])
-    values = _rt.check_attrs("mul", {}, _meta.MUL["attrs"])
+    opgen_values = _rt.check_attrs("mul", {}, _meta.MUL["attrs"])
     if _rt.shapes_known(shapes):
-        _mul_shapes(layout, shapes, *values)
-    prim = mul_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_mul_resolved, key, prim)
-    return prim
+        _mul_shapes(layout, shapes, *opgen_values)
+    opgen_prim = mul_primitive(layout=layout)
+    _rt.remember(_mul_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _mul_resolve = ops.constexpr(_mul_checked)
@@ -2768,11 +2768,11 @@ def _pow_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
     x, y, = _rt.regroup(shapes, _meta.POW["kinds"], layout)
     try:
         return (_rt.check_output(_rt.broadcast_shape(_rt.ints(x), _rt.ints(y)), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"pow(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"pow(): {opgen_exc}") from None
 
 
-def _make_pow(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_pow(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.POW["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.POW["inputs"], kinds, layout)]
     attrs = [
@@ -2794,7 +2794,7 @@ def _make_pow(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_pow_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_pow_backward" + _rt.layout_suffix(kinds, layout),
@@ -2812,7 +2812,7 @@ def _make_pow(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_pow_forward",
         out_shape=None,  # the library's opgen_ops_pow_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_pow" + _rt.layout_suffix(kinds, layout),
@@ -2828,17 +2828,17 @@ def _make_pow(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _pow_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def pow_primitive(layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
+def pow_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     """The ``ops.Custom`` primitive of ``pow`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``pow(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``pow(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``pow(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("pow", {}, _meta.POW["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("pow", {}, _meta.POW["attrs"])
     prim = _pow_cache.get(key)
     if prim is None:
         prim = _make_pow(*key)
@@ -2850,18 +2850,18 @@ _pow_resolved: Dict[Any, Any] = {}
 
 
 def _pow_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _pow_resolved[key]
+        return _pow_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("pow", dtypes, _meta.POW["inputs"], _meta.POW["kinds"], layout, _meta.POW["rows"], _meta.POW["outputs"])
-    values = _rt.check_attrs("pow", {}, _meta.POW["attrs"])
+    opgen_values = _rt.check_attrs("pow", {}, _meta.POW["attrs"])
     if _rt.shapes_known(shapes):
-        _pow_shapes(layout, shapes, *values)
-    prim = pow_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_pow_resolved, key, prim)
-    return prim
+        _pow_shapes(layout, shapes, *opgen_values)
+    opgen_prim = pow_primitive(layout=layout)
+    _rt.remember(_pow_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _pow_resolve = ops.constexpr(_pow_checked)
@@ -2917,11 +2917,11 @@ def _reduce_max_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: A
     x, = _rt.regroup(shapes, _meta.REDUCE_MAX["kinds"], layout)
     try:
         return (_rt.check_output(_rt.reduce_shape(_rt.ints(x), _rt.ints(axis), keep_dims), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"reduce_max(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"reduce_max(): {opgen_exc}") from None
 
 
-def _make_reduce_max(layout: Tuple[int, ...], dtypes: Any, axis: Any, keep_dims: Any) -> Any:
+def _make_reduce_max(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
     kinds = _meta.REDUCE_MAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_MAX["inputs"], kinds, layout)]
     attrs = [
@@ -2945,7 +2945,7 @@ def _make_reduce_max(layout: Tuple[int, ...], dtypes: Any, axis: Any, keep_dims:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_reduce_max_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_reduce_max_backward" + _rt.layout_suffix(kinds, layout),
@@ -2963,7 +2963,7 @@ def _make_reduce_max(layout: Tuple[int, ...], dtypes: Any, axis: Any, keep_dims:
     return ops.Custom(
         f"{_LIB}:opgen_ops_reduce_max_forward",
         out_shape=None,  # the library's opgen_ops_reduce_max_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_reduce_max" + _rt.layout_suffix(kinds, layout),
@@ -2979,17 +2979,17 @@ def _make_reduce_max(layout: Tuple[int, ...], dtypes: Any, axis: Any, keep_dims:
 _reduce_max_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def reduce_max_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def reduce_max_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``reduce_max`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``reduce_max(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``reduce_max(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``reduce_max(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"])
     prim = _reduce_max_cache.get(key)
     if prim is None:
         prim = _make_reduce_max(*key)
@@ -3001,18 +3001,18 @@ _reduce_max_resolved: Dict[Any, Any] = {}
 
 
 def _reduce_max_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Any:
-    key = (layout, dtypes, shapes, axis, keep_dims)
+    opgen_key = (layout, dtypes, shapes, axis, keep_dims)
     try:
-        return _reduce_max_resolved[key]
+        return _reduce_max_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("reduce_max", dtypes, _meta.REDUCE_MAX["inputs"], _meta.REDUCE_MAX["kinds"], layout, _meta.REDUCE_MAX["rows"], _meta.REDUCE_MAX["outputs"])
-    values = _rt.check_attrs("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"])
+    opgen_values = _rt.check_attrs("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"])
     if _rt.shapes_known(shapes):
-        _reduce_max_shapes(layout, shapes, *values)
-    prim = reduce_max_primitive(axis=values[0], keep_dims=values[1], layout=layout, dtypes=dtypes)
-    _rt.remember(_reduce_max_resolved, key, prim)
-    return prim
+        _reduce_max_shapes(layout, shapes, *opgen_values)
+    opgen_prim = reduce_max_primitive(axis=opgen_values[0], keep_dims=opgen_values[1], layout=layout)
+    _rt.remember(_reduce_max_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _reduce_max_resolve = ops.constexpr(_reduce_max_checked)
@@ -3069,11 +3069,11 @@ def _reduce_mean_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: 
     x, = _rt.regroup(shapes, _meta.REDUCE_MEAN["kinds"], layout)
     try:
         return (_rt.check_output(_rt.reduce_shape(_rt.ints(x), _rt.ints(axis), keep_dims), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"reduce_mean(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"reduce_mean(): {opgen_exc}") from None
 
 
-def _make_reduce_mean(layout: Tuple[int, ...], dtypes: Any, axis: Any, keep_dims: Any) -> Any:
+def _make_reduce_mean(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
     kinds = _meta.REDUCE_MEAN["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_MEAN["inputs"], kinds, layout)]
     attrs = [
@@ -3097,7 +3097,7 @@ def _make_reduce_mean(layout: Tuple[int, ...], dtypes: Any, axis: Any, keep_dims
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_reduce_mean_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_reduce_mean_backward" + _rt.layout_suffix(kinds, layout),
@@ -3115,7 +3115,7 @@ def _make_reduce_mean(layout: Tuple[int, ...], dtypes: Any, axis: Any, keep_dims
     return ops.Custom(
         f"{_LIB}:opgen_ops_reduce_mean_forward",
         out_shape=None,  # the library's opgen_ops_reduce_mean_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_reduce_mean" + _rt.layout_suffix(kinds, layout),
@@ -3131,17 +3131,17 @@ def _make_reduce_mean(layout: Tuple[int, ...], dtypes: Any, axis: Any, keep_dims
 _reduce_mean_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def reduce_mean_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def reduce_mean_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``reduce_mean`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``reduce_mean(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``reduce_mean(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``reduce_mean(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"])
     prim = _reduce_mean_cache.get(key)
     if prim is None:
         prim = _make_reduce_mean(*key)
@@ -3153,18 +3153,18 @@ _reduce_mean_resolved: Dict[Any, Any] = {}
 
 
 def _reduce_mean_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Any:
-    key = (layout, dtypes, shapes, axis, keep_dims)
+    opgen_key = (layout, dtypes, shapes, axis, keep_dims)
     try:
-        return _reduce_mean_resolved[key]
+        return _reduce_mean_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("reduce_mean", dtypes, _meta.REDUCE_MEAN["inputs"], _meta.REDUCE_MEAN["kinds"], layout, _meta.REDUCE_MEAN["rows"], _meta.REDUCE_MEAN["outputs"])
-    values = _rt.check_attrs("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"])
+    opgen_values = _rt.check_attrs("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"])
     if _rt.shapes_known(shapes):
-        _reduce_mean_shapes(layout, shapes, *values)
-    prim = reduce_mean_primitive(axis=values[0], keep_dims=values[1], layout=layout, dtypes=dtypes)
-    _rt.remember(_reduce_mean_resolved, key, prim)
-    return prim
+        _reduce_mean_shapes(layout, shapes, *opgen_values)
+    opgen_prim = reduce_mean_primitive(axis=opgen_values[0], keep_dims=opgen_values[1], layout=layout)
+    _rt.remember(_reduce_mean_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _reduce_mean_resolve = ops.constexpr(_reduce_mean_checked)
@@ -3218,11 +3218,11 @@ def _reduce_sum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: A
     x, = _rt.regroup(shapes, _meta.REDUCE_SUM["kinds"], layout)
     try:
         return (_rt.check_output(_rt.reduce_shape(_rt.ints(x), _rt.ints(axis), keep_dims), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"reduce_sum(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"reduce_sum(): {opgen_exc}") from None
 
 
-def _make_reduce_sum(layout: Tuple[int, ...], dtypes: Any, axis: Any, keep_dims: Any) -> Any:
+def _make_reduce_sum(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
     kinds = _meta.REDUCE_SUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_SUM["inputs"], kinds, layout)]
     attrs = [
@@ -3246,7 +3246,7 @@ def _make_reduce_sum(layout: Tuple[int, ...], dtypes: Any, axis: Any, keep_dims:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_reduce_sum_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_reduce_sum_backward" + _rt.layout_suffix(kinds, layout),
@@ -3264,7 +3264,7 @@ def _make_reduce_sum(layout: Tuple[int, ...], dtypes: Any, axis: Any, keep_dims:
     return ops.Custom(
         f"{_LIB}:opgen_ops_reduce_sum_forward",
         out_shape=None,  # the library's opgen_ops_reduce_sum_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_reduce_sum" + _rt.layout_suffix(kinds, layout),
@@ -3280,17 +3280,17 @@ def _make_reduce_sum(layout: Tuple[int, ...], dtypes: Any, axis: Any, keep_dims:
 _reduce_sum_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def reduce_sum_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def reduce_sum_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``reduce_sum`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``reduce_sum(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``reduce_sum(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``reduce_sum(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"])
     prim = _reduce_sum_cache.get(key)
     if prim is None:
         prim = _make_reduce_sum(*key)
@@ -3302,18 +3302,18 @@ _reduce_sum_resolved: Dict[Any, Any] = {}
 
 
 def _reduce_sum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Any:
-    key = (layout, dtypes, shapes, axis, keep_dims)
+    opgen_key = (layout, dtypes, shapes, axis, keep_dims)
     try:
-        return _reduce_sum_resolved[key]
+        return _reduce_sum_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("reduce_sum", dtypes, _meta.REDUCE_SUM["inputs"], _meta.REDUCE_SUM["kinds"], layout, _meta.REDUCE_SUM["rows"], _meta.REDUCE_SUM["outputs"])
-    values = _rt.check_attrs("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"])
+    opgen_values = _rt.check_attrs("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"])
     if _rt.shapes_known(shapes):
-        _reduce_sum_shapes(layout, shapes, *values)
-    prim = reduce_sum_primitive(axis=values[0], keep_dims=values[1], layout=layout, dtypes=dtypes)
-    _rt.remember(_reduce_sum_resolved, key, prim)
-    return prim
+        _reduce_sum_shapes(layout, shapes, *opgen_values)
+    opgen_prim = reduce_sum_primitive(axis=opgen_values[0], keep_dims=opgen_values[1], layout=layout)
+    _rt.remember(_reduce_sum_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _reduce_sum_resolve = ops.constexpr(_reduce_sum_checked)
@@ -3367,11 +3367,11 @@ def _relu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any,
     x, = _rt.regroup(shapes, _meta.RELU["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"relu(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"relu(): {opgen_exc}") from None
 
 
-def _make_relu(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_relu(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.RELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.RELU["inputs"], kinds, layout)]
     attrs = [
@@ -3393,7 +3393,7 @@ def _make_relu(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_relu_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_relu_backward" + _rt.layout_suffix(kinds, layout),
@@ -3411,7 +3411,7 @@ def _make_relu(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_relu_forward",
         out_shape=None,  # the library's opgen_ops_relu_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_relu" + _rt.layout_suffix(kinds, layout),
@@ -3427,17 +3427,17 @@ def _make_relu(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _relu_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def relu_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def relu_primitive(layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``relu`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``relu(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``relu(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``relu(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("relu", {}, _meta.RELU["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("relu", {}, _meta.RELU["attrs"])
     prim = _relu_cache.get(key)
     if prim is None:
         prim = _make_relu(*key)
@@ -3449,18 +3449,18 @@ _relu_resolved: Dict[Any, Any] = {}
 
 
 def _relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _relu_resolved[key]
+        return _relu_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("relu", dtypes, _meta.RELU["inputs"], _meta.RELU["kinds"], layout, _meta.RELU["rows"], _meta.RELU["outputs"])
-    values = _rt.check_attrs("relu", {}, _meta.RELU["attrs"])
+    opgen_values = _rt.check_attrs("relu", {}, _meta.RELU["attrs"])
     if _rt.shapes_known(shapes):
-        _relu_shapes(layout, shapes, *values)
-    prim = relu_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_relu_resolved, key, prim)
-    return prim
+        _relu_shapes(layout, shapes, *opgen_values)
+    opgen_prim = relu_primitive(layout=layout)
+    _rt.remember(_relu_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _relu_resolve = ops.constexpr(_relu_checked)
@@ -3516,11 +3516,11 @@ def _rms_norm_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], eps: Any)
         if not (_rt.holds(lambda: (_rt.ints(weight) == [_rt.at(_rt.ints(x), -1)]))):
             raise _rt.violation('weight.shape == [x.shape[-1]]', [('x', x), ('weight', weight), ], [])
         return (_rt.check_output(_rt.ints(x), 'y'),)
-    except ValueError as exc:
-        raise ValueError(f"rms_norm(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"rms_norm(): {opgen_exc}") from None
 
 
-def _make_rms_norm(layout: Tuple[int, ...], dtypes: Any, eps: Any) -> Any:
+def _make_rms_norm(layout: Tuple[int, ...], eps: Any) -> Any:
     kinds = _meta.RMS_NORM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.RMS_NORM["inputs"], kinds, layout)]
     attrs = [
@@ -3543,7 +3543,7 @@ def _make_rms_norm(layout: Tuple[int, ...], dtypes: Any, eps: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_rms_norm_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_rms_norm_backward" + _rt.layout_suffix(kinds, layout),
@@ -3561,7 +3561,7 @@ def _make_rms_norm(layout: Tuple[int, ...], dtypes: Any, eps: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_rms_norm_forward",
         out_shape=None,  # the library's opgen_ops_rms_norm_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_rms_norm" + _rt.layout_suffix(kinds, layout),
@@ -3577,17 +3577,17 @@ def _make_rms_norm(layout: Tuple[int, ...], dtypes: Any, eps: Any) -> Any:
 _rms_norm_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def rms_norm_primitive(eps: float = 1e-06, layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
+def rms_norm_primitive(eps: float = 1e-06, layout: Sequence[int] = (1, 1)) -> Any:
     """The ``ops.Custom`` primitive of ``rms_norm`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``rms_norm(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``rms_norm(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``rms_norm(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("rms_norm", {"eps": eps}, _meta.RMS_NORM["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("rms_norm", {"eps": eps}, _meta.RMS_NORM["attrs"])
     prim = _rms_norm_cache.get(key)
     if prim is None:
         prim = _make_rms_norm(*key)
@@ -3599,18 +3599,18 @@ _rms_norm_resolved: Dict[Any, Any] = {}
 
 
 def _rms_norm_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], eps: Any) -> Any:
-    key = (layout, dtypes, shapes, eps)
+    opgen_key = (layout, dtypes, shapes, eps)
     try:
-        return _rms_norm_resolved[key]
+        return _rms_norm_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("rms_norm", dtypes, _meta.RMS_NORM["inputs"], _meta.RMS_NORM["kinds"], layout, _meta.RMS_NORM["rows"], _meta.RMS_NORM["outputs"])
-    values = _rt.check_attrs("rms_norm", {"eps": eps}, _meta.RMS_NORM["attrs"])
+    opgen_values = _rt.check_attrs("rms_norm", {"eps": eps}, _meta.RMS_NORM["attrs"])
     if _rt.shapes_known(shapes):
-        _rms_norm_shapes(layout, shapes, *values)
-    prim = rms_norm_primitive(eps=values[0], layout=layout, dtypes=dtypes)
-    _rt.remember(_rms_norm_resolved, key, prim)
-    return prim
+        _rms_norm_shapes(layout, shapes, *opgen_values)
+    opgen_prim = rms_norm_primitive(eps=opgen_values[0], layout=layout)
+    _rt.remember(_rms_norm_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _rms_norm_resolve = ops.constexpr(_rms_norm_checked)
@@ -3666,11 +3666,11 @@ def _rsqrt_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any
     x, = _rt.regroup(shapes, _meta.RSQRT["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"rsqrt(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"rsqrt(): {opgen_exc}") from None
 
 
-def _make_rsqrt(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_rsqrt(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.RSQRT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.RSQRT["inputs"], kinds, layout)]
     attrs = [
@@ -3692,7 +3692,7 @@ def _make_rsqrt(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_rsqrt_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_rsqrt_backward" + _rt.layout_suffix(kinds, layout),
@@ -3710,7 +3710,7 @@ def _make_rsqrt(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_rsqrt_forward",
         out_shape=None,  # the library's opgen_ops_rsqrt_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_rsqrt" + _rt.layout_suffix(kinds, layout),
@@ -3726,17 +3726,17 @@ def _make_rsqrt(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _rsqrt_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def rsqrt_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def rsqrt_primitive(layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``rsqrt`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``rsqrt(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``rsqrt(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``rsqrt(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("rsqrt", {}, _meta.RSQRT["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("rsqrt", {}, _meta.RSQRT["attrs"])
     prim = _rsqrt_cache.get(key)
     if prim is None:
         prim = _make_rsqrt(*key)
@@ -3748,18 +3748,18 @@ _rsqrt_resolved: Dict[Any, Any] = {}
 
 
 def _rsqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _rsqrt_resolved[key]
+        return _rsqrt_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("rsqrt", dtypes, _meta.RSQRT["inputs"], _meta.RSQRT["kinds"], layout, _meta.RSQRT["rows"], _meta.RSQRT["outputs"])
-    values = _rt.check_attrs("rsqrt", {}, _meta.RSQRT["attrs"])
+    opgen_values = _rt.check_attrs("rsqrt", {}, _meta.RSQRT["attrs"])
     if _rt.shapes_known(shapes):
-        _rsqrt_shapes(layout, shapes, *values)
-    prim = rsqrt_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_rsqrt_resolved, key, prim)
-    return prim
+        _rsqrt_shapes(layout, shapes, *opgen_values)
+    opgen_prim = rsqrt_primitive(layout=layout)
+    _rt.remember(_rsqrt_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _rsqrt_resolve = ops.constexpr(_rsqrt_checked)
@@ -3811,11 +3811,11 @@ def _scale_add_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], scale: A
     x, y, = _rt.regroup(shapes, _meta.SCALE_ADD["kinds"], layout)
     try:
         return (_rt.check_output(_rt.broadcast_shape(_rt.ints(x), _rt.ints(y)), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"scale_add(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"scale_add(): {opgen_exc}") from None
 
 
-def _make_scale_add(layout: Tuple[int, ...], dtypes: Any, scale: Any, paddings: Any) -> Any:
+def _make_scale_add(layout: Tuple[int, ...], scale: Any, paddings: Any) -> Any:
     kinds = _meta.SCALE_ADD["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SCALE_ADD["inputs"], kinds, layout)]
     attrs = [
@@ -3839,7 +3839,7 @@ def _make_scale_add(layout: Tuple[int, ...], dtypes: Any, scale: Any, paddings: 
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_scale_add_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_scale_add_backward" + _rt.layout_suffix(kinds, layout),
@@ -3857,7 +3857,7 @@ def _make_scale_add(layout: Tuple[int, ...], dtypes: Any, scale: Any, paddings: 
     return ops.Custom(
         f"{_LIB}:opgen_ops_scale_add_forward",
         out_shape=None,  # the library's opgen_ops_scale_add_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_scale_add" + _rt.layout_suffix(kinds, layout),
@@ -3873,17 +3873,17 @@ def _make_scale_add(layout: Tuple[int, ...], dtypes: Any, scale: Any, paddings: 
 _scale_add_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def scale_add_primitive(scale: float = 1.0, paddings: Sequence[float] = (0.0,), layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
+def scale_add_primitive(scale: float = 1.0, paddings: Sequence[float] = (0.0,), layout: Sequence[int] = (1, 1)) -> Any:
     """The ``ops.Custom`` primitive of ``scale_add`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``scale_add(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``scale_add(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``scale_add(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"])
     prim = _scale_add_cache.get(key)
     if prim is None:
         prim = _make_scale_add(*key)
@@ -3895,18 +3895,18 @@ _scale_add_resolved: Dict[Any, Any] = {}
 
 
 def _scale_add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], scale: Any, paddings: Any) -> Any:
-    key = (layout, dtypes, shapes, scale, paddings)
+    opgen_key = (layout, dtypes, shapes, scale, paddings)
     try:
-        return _scale_add_resolved[key]
+        return _scale_add_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("scale_add", dtypes, _meta.SCALE_ADD["inputs"], _meta.SCALE_ADD["kinds"], layout, _meta.SCALE_ADD["rows"], _meta.SCALE_ADD["outputs"])
-    values = _rt.check_attrs("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"])
+    opgen_values = _rt.check_attrs("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"])
     if _rt.shapes_known(shapes):
-        _scale_add_shapes(layout, shapes, *values)
-    prim = scale_add_primitive(scale=values[0], paddings=values[1], layout=layout, dtypes=dtypes)
-    _rt.remember(_scale_add_resolved, key, prim)
-    return prim
+        _scale_add_shapes(layout, shapes, *opgen_values)
+    opgen_prim = scale_add_primitive(scale=opgen_values[0], paddings=opgen_values[1], layout=layout)
+    _rt.remember(_scale_add_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _scale_add_resolve = ops.constexpr(_scale_add_checked)
@@ -3965,11 +3965,11 @@ def _sigmoid_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[A
     x, = _rt.regroup(shapes, _meta.SIGMOID["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"sigmoid(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"sigmoid(): {opgen_exc}") from None
 
 
-def _make_sigmoid(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_sigmoid(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.SIGMOID["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SIGMOID["inputs"], kinds, layout)]
     attrs = [
@@ -3991,7 +3991,7 @@ def _make_sigmoid(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_sigmoid_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_sigmoid_backward" + _rt.layout_suffix(kinds, layout),
@@ -4009,7 +4009,7 @@ def _make_sigmoid(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_sigmoid_forward",
         out_shape=None,  # the library's opgen_ops_sigmoid_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_sigmoid" + _rt.layout_suffix(kinds, layout),
@@ -4025,17 +4025,17 @@ def _make_sigmoid(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _sigmoid_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def sigmoid_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def sigmoid_primitive(layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``sigmoid`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``sigmoid(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``sigmoid(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``sigmoid(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("sigmoid", {}, _meta.SIGMOID["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("sigmoid", {}, _meta.SIGMOID["attrs"])
     prim = _sigmoid_cache.get(key)
     if prim is None:
         prim = _make_sigmoid(*key)
@@ -4047,18 +4047,18 @@ _sigmoid_resolved: Dict[Any, Any] = {}
 
 
 def _sigmoid_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _sigmoid_resolved[key]
+        return _sigmoid_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("sigmoid", dtypes, _meta.SIGMOID["inputs"], _meta.SIGMOID["kinds"], layout, _meta.SIGMOID["rows"], _meta.SIGMOID["outputs"])
-    values = _rt.check_attrs("sigmoid", {}, _meta.SIGMOID["attrs"])
+    opgen_values = _rt.check_attrs("sigmoid", {}, _meta.SIGMOID["attrs"])
     if _rt.shapes_known(shapes):
-        _sigmoid_shapes(layout, shapes, *values)
-    prim = sigmoid_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_sigmoid_resolved, key, prim)
-    return prim
+        _sigmoid_shapes(layout, shapes, *opgen_values)
+    opgen_prim = sigmoid_primitive(layout=layout)
+    _rt.remember(_sigmoid_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _sigmoid_resolve = ops.constexpr(_sigmoid_checked)
@@ -4114,11 +4114,11 @@ def _smooth_l1_loss_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], bet
         if not (_rt.holds(lambda: (beta > 0))):
             raise _rt.violation('beta > 0', [], [('beta', beta), ])
         return (_rt.check_output(([] if (reduction != 'none') else _rt.ints(pred)), 'loss'),)
-    except ValueError as exc:
-        raise ValueError(f"smooth_l1_loss(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"smooth_l1_loss(): {opgen_exc}") from None
 
 
-def _make_smooth_l1_loss(layout: Tuple[int, ...], dtypes: Any, beta: Any, reduction: Any) -> Any:
+def _make_smooth_l1_loss(layout: Tuple[int, ...], beta: Any, reduction: Any) -> Any:
     kinds = _meta.SMOOTH_L1_LOSS["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SMOOTH_L1_LOSS["inputs"], kinds, layout)]
     attrs = [
@@ -4142,7 +4142,7 @@ def _make_smooth_l1_loss(layout: Tuple[int, ...], dtypes: Any, beta: Any, reduct
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_smooth_l1_loss_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_smooth_l1_loss_backward" + _rt.layout_suffix(kinds, layout),
@@ -4160,7 +4160,7 @@ def _make_smooth_l1_loss(layout: Tuple[int, ...], dtypes: Any, beta: Any, reduct
     return ops.Custom(
         f"{_LIB}:opgen_ops_smooth_l1_loss_forward",
         out_shape=None,  # the library's opgen_ops_smooth_l1_loss_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_smooth_l1_loss" + _rt.layout_suffix(kinds, layout),
@@ -4176,17 +4176,17 @@ def _make_smooth_l1_loss(layout: Tuple[int, ...], dtypes: Any, beta: Any, reduct
 _smooth_l1_loss_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def smooth_l1_loss_primitive(beta: float = 1.0, reduction: str = 'none', layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
+def smooth_l1_loss_primitive(beta: float = 1.0, reduction: str = 'none', layout: Sequence[int] = (1, 1)) -> Any:
     """The ``ops.Custom`` primitive of ``smooth_l1_loss`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``smooth_l1_loss(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``smooth_l1_loss(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``smooth_l1_loss(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("smooth_l1_loss", {"beta": beta, "reduction": reduction}, _meta.SMOOTH_L1_LOSS["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("smooth_l1_loss", {"beta": beta, "reduction": reduction}, _meta.SMOOTH_L1_LOSS["attrs"])
     prim = _smooth_l1_loss_cache.get(key)
     if prim is None:
         prim = _make_smooth_l1_loss(*key)
@@ -4198,18 +4198,18 @@ _smooth_l1_loss_resolved: Dict[Any, Any] = {}
 
 
 def _smooth_l1_loss_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], beta: Any, reduction: Any) -> Any:
-    key = (layout, dtypes, shapes, beta, reduction)
+    opgen_key = (layout, dtypes, shapes, beta, reduction)
     try:
-        return _smooth_l1_loss_resolved[key]
+        return _smooth_l1_loss_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("smooth_l1_loss", dtypes, _meta.SMOOTH_L1_LOSS["inputs"], _meta.SMOOTH_L1_LOSS["kinds"], layout, _meta.SMOOTH_L1_LOSS["rows"], _meta.SMOOTH_L1_LOSS["outputs"])
-    values = _rt.check_attrs("smooth_l1_loss", {"beta": beta, "reduction": reduction}, _meta.SMOOTH_L1_LOSS["attrs"])
+    opgen_values = _rt.check_attrs("smooth_l1_loss", {"beta": beta, "reduction": reduction}, _meta.SMOOTH_L1_LOSS["attrs"])
     if _rt.shapes_known(shapes):
-        _smooth_l1_loss_shapes(layout, shapes, *values)
-    prim = smooth_l1_loss_primitive(beta=values[0], reduction=values[1], layout=layout, dtypes=dtypes)
-    _rt.remember(_smooth_l1_loss_resolved, key, prim)
-    return prim
+        _smooth_l1_loss_shapes(layout, shapes, *opgen_values)
+    opgen_prim = smooth_l1_loss_primitive(beta=opgen_values[0], reduction=opgen_values[1], layout=layout)
+    _rt.remember(_smooth_l1_loss_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _smooth_l1_loss_resolve = ops.constexpr(_smooth_l1_loss_checked)
@@ -4267,11 +4267,11 @@ def _softmax_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any)
     x, = _rt.regroup(shapes, _meta.SOFTMAX["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"softmax(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"softmax(): {opgen_exc}") from None
 
 
-def _make_softmax(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
+def _make_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
     kinds = _meta.SOFTMAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SOFTMAX["inputs"], kinds, layout)]
     attrs = [
@@ -4294,7 +4294,7 @@ def _make_softmax(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_softmax_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_softmax_backward" + _rt.layout_suffix(kinds, layout),
@@ -4312,7 +4312,7 @@ def _make_softmax(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_softmax_forward",
         out_shape=None,  # the library's opgen_ops_softmax_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_softmax" + _rt.layout_suffix(kinds, layout),
@@ -4328,17 +4328,17 @@ def _make_softmax(layout: Tuple[int, ...], dtypes: Any, axis: Any) -> Any:
 _softmax_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def softmax_primitive(axis: int = -1, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def softmax_primitive(axis: int = -1, layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``softmax`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``softmax(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``softmax(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``softmax(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("softmax", {"axis": axis}, _meta.SOFTMAX["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("softmax", {"axis": axis}, _meta.SOFTMAX["attrs"])
     prim = _softmax_cache.get(key)
     if prim is None:
         prim = _make_softmax(*key)
@@ -4350,18 +4350,18 @@ _softmax_resolved: Dict[Any, Any] = {}
 
 
 def _softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any) -> Any:
-    key = (layout, dtypes, shapes, axis)
+    opgen_key = (layout, dtypes, shapes, axis)
     try:
-        return _softmax_resolved[key]
+        return _softmax_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("softmax", dtypes, _meta.SOFTMAX["inputs"], _meta.SOFTMAX["kinds"], layout, _meta.SOFTMAX["rows"], _meta.SOFTMAX["outputs"])
-    values = _rt.check_attrs("softmax", {"axis": axis}, _meta.SOFTMAX["attrs"])
+    opgen_values = _rt.check_attrs("softmax", {"axis": axis}, _meta.SOFTMAX["attrs"])
     if _rt.shapes_known(shapes):
-        _softmax_shapes(layout, shapes, *values)
-    prim = softmax_primitive(axis=values[0], layout=layout, dtypes=dtypes)
-    _rt.remember(_softmax_resolved, key, prim)
-    return prim
+        _softmax_shapes(layout, shapes, *opgen_values)
+    opgen_prim = softmax_primitive(axis=opgen_values[0], layout=layout)
+    _rt.remember(_softmax_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _softmax_resolve = ops.constexpr(_softmax_checked)
@@ -4415,11 +4415,11 @@ def _softplus_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[
     x, = _rt.regroup(shapes, _meta.SOFTPLUS["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"softplus(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"softplus(): {opgen_exc}") from None
 
 
-def _make_softplus(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_softplus(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.SOFTPLUS["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SOFTPLUS["inputs"], kinds, layout)]
     attrs = [
@@ -4441,7 +4441,7 @@ def _make_softplus(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_softplus_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_softplus_backward" + _rt.layout_suffix(kinds, layout),
@@ -4459,7 +4459,7 @@ def _make_softplus(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_softplus_forward",
         out_shape=None,  # the library's opgen_ops_softplus_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_softplus" + _rt.layout_suffix(kinds, layout),
@@ -4475,17 +4475,17 @@ def _make_softplus(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _softplus_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def softplus_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def softplus_primitive(layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``softplus`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``softplus(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``softplus(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``softplus(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("softplus", {}, _meta.SOFTPLUS["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("softplus", {}, _meta.SOFTPLUS["attrs"])
     prim = _softplus_cache.get(key)
     if prim is None:
         prim = _make_softplus(*key)
@@ -4497,18 +4497,18 @@ _softplus_resolved: Dict[Any, Any] = {}
 
 
 def _softplus_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _softplus_resolved[key]
+        return _softplus_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("softplus", dtypes, _meta.SOFTPLUS["inputs"], _meta.SOFTPLUS["kinds"], layout, _meta.SOFTPLUS["rows"], _meta.SOFTPLUS["outputs"])
-    values = _rt.check_attrs("softplus", {}, _meta.SOFTPLUS["attrs"])
+    opgen_values = _rt.check_attrs("softplus", {}, _meta.SOFTPLUS["attrs"])
     if _rt.shapes_known(shapes):
-        _softplus_shapes(layout, shapes, *values)
-    prim = softplus_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_softplus_resolved, key, prim)
-    return prim
+        _softplus_shapes(layout, shapes, *opgen_values)
+    opgen_prim = softplus_primitive(layout=layout)
+    _rt.remember(_softplus_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _softplus_resolve = ops.constexpr(_softplus_checked)
@@ -4561,11 +4561,11 @@ def _sqrt_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any,
     x, = _rt.regroup(shapes, _meta.SQRT["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"sqrt(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"sqrt(): {opgen_exc}") from None
 
 
-def _make_sqrt(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_sqrt(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.SQRT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SQRT["inputs"], kinds, layout)]
     attrs = [
@@ -4587,7 +4587,7 @@ def _make_sqrt(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_sqrt_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_sqrt_backward" + _rt.layout_suffix(kinds, layout),
@@ -4605,7 +4605,7 @@ def _make_sqrt(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_sqrt_forward",
         out_shape=None,  # the library's opgen_ops_sqrt_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_sqrt" + _rt.layout_suffix(kinds, layout),
@@ -4621,17 +4621,17 @@ def _make_sqrt(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _sqrt_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def sqrt_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def sqrt_primitive(layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``sqrt`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``sqrt(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``sqrt(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``sqrt(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("sqrt", {}, _meta.SQRT["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("sqrt", {}, _meta.SQRT["attrs"])
     prim = _sqrt_cache.get(key)
     if prim is None:
         prim = _make_sqrt(*key)
@@ -4643,18 +4643,18 @@ _sqrt_resolved: Dict[Any, Any] = {}
 
 
 def _sqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _sqrt_resolved[key]
+        return _sqrt_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("sqrt", dtypes, _meta.SQRT["inputs"], _meta.SQRT["kinds"], layout, _meta.SQRT["rows"], _meta.SQRT["outputs"])
-    values = _rt.check_attrs("sqrt", {}, _meta.SQRT["attrs"])
+    opgen_values = _rt.check_attrs("sqrt", {}, _meta.SQRT["attrs"])
     if _rt.shapes_known(shapes):
-        _sqrt_shapes(layout, shapes, *values)
-    prim = sqrt_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_sqrt_resolved, key, prim)
-    return prim
+        _sqrt_shapes(layout, shapes, *opgen_values)
+    opgen_prim = sqrt_primitive(layout=layout)
+    _rt.remember(_sqrt_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _sqrt_resolve = ops.constexpr(_sqrt_checked)
@@ -4706,11 +4706,11 @@ def _square_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[An
     x, = _rt.regroup(shapes, _meta.SQUARE["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"square(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"square(): {opgen_exc}") from None
 
 
-def _make_square(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_square(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.SQUARE["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SQUARE["inputs"], kinds, layout)]
     attrs = [
@@ -4732,7 +4732,7 @@ def _make_square(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_square_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_square_backward" + _rt.layout_suffix(kinds, layout),
@@ -4750,7 +4750,7 @@ def _make_square(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_square_forward",
         out_shape=None,  # the library's opgen_ops_square_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_square" + _rt.layout_suffix(kinds, layout),
@@ -4766,17 +4766,17 @@ def _make_square(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _square_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def square_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def square_primitive(layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``square`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``square(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``square(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``square(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("square", {}, _meta.SQUARE["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("square", {}, _meta.SQUARE["attrs"])
     prim = _square_cache.get(key)
     if prim is None:
         prim = _make_square(*key)
@@ -4788,18 +4788,18 @@ _square_resolved: Dict[Any, Any] = {}
 
 
 def _square_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _square_resolved[key]
+        return _square_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("square", dtypes, _meta.SQUARE["inputs"], _meta.SQUARE["kinds"], layout, _meta.SQUARE["rows"], _meta.SQUARE["outputs"])
-    values = _rt.check_attrs("square", {}, _meta.SQUARE["attrs"])
+    opgen_values = _rt.check_attrs("square", {}, _meta.SQUARE["attrs"])
     if _rt.shapes_known(shapes):
-        _square_shapes(layout, shapes, *values)
-    prim = square_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_square_resolved, key, prim)
-    return prim
+        _square_shapes(layout, shapes, *opgen_values)
+    opgen_prim = square_primitive(layout=layout)
+    _rt.remember(_square_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _square_resolve = ops.constexpr(_square_checked)
@@ -4851,11 +4851,11 @@ def _sub_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
     x, y, = _rt.regroup(shapes, _meta.SUB["kinds"], layout)
     try:
         return (_rt.check_output(_rt.broadcast_shape(_rt.ints(x), _rt.ints(y)), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"sub(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"sub(): {opgen_exc}") from None
 
 
-def _make_sub(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_sub(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.SUB["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SUB["inputs"], kinds, layout)]
     attrs = [
@@ -4877,7 +4877,7 @@ def _make_sub(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_sub_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_sub_backward" + _rt.layout_suffix(kinds, layout),
@@ -4895,7 +4895,7 @@ def _make_sub(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_sub_forward",
         out_shape=None,  # the library's opgen_ops_sub_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_sub" + _rt.layout_suffix(kinds, layout),
@@ -4911,17 +4911,17 @@ def _make_sub(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _sub_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def sub_primitive(layout: Sequence[int] = (1, 1), dtypes: Any = None) -> Any:
+def sub_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     """The ``ops.Custom`` primitive of ``sub`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``sub(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``sub(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``sub(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("sub", {}, _meta.SUB["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("sub", {}, _meta.SUB["attrs"])
     prim = _sub_cache.get(key)
     if prim is None:
         prim = _make_sub(*key)
@@ -4933,18 +4933,18 @@ _sub_resolved: Dict[Any, Any] = {}
 
 
 def _sub_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _sub_resolved[key]
+        return _sub_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("sub", dtypes, _meta.SUB["inputs"], _meta.SUB["kinds"], layout, _meta.SUB["rows"], _meta.SUB["outputs"])
-    values = _rt.check_attrs("sub", {}, _meta.SUB["attrs"])
+    opgen_values = _rt.check_attrs("sub", {}, _meta.SUB["attrs"])
     if _rt.shapes_known(shapes):
-        _sub_shapes(layout, shapes, *values)
-    prim = sub_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_sub_resolved, key, prim)
-    return prim
+        _sub_shapes(layout, shapes, *opgen_values)
+    opgen_prim = sub_primitive(layout=layout)
+    _rt.remember(_sub_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _sub_resolve = ops.constexpr(_sub_checked)
@@ -5003,11 +5003,11 @@ def _swiglu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[An
         if not (_rt.holds(lambda: (_rt.mod(_rt.at(_rt.ints(x), -1), 2) == 0))):
             raise _rt.violation('x.shape[-1] % 2 == 0', [('x', x), ], [])
         return (_rt.check_output((_rt.ints(x)[:-1] + [_rt.floordiv(_rt.at(_rt.ints(x), -1), 2)]), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"swiglu(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"swiglu(): {opgen_exc}") from None
 
 
-def _make_swiglu(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_swiglu(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.SWIGLU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SWIGLU["inputs"], kinds, layout)]
     attrs = [
@@ -5029,7 +5029,7 @@ def _make_swiglu(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_swiglu_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_swiglu_backward" + _rt.layout_suffix(kinds, layout),
@@ -5047,7 +5047,7 @@ def _make_swiglu(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_swiglu_forward",
         out_shape=None,  # the library's opgen_ops_swiglu_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_swiglu" + _rt.layout_suffix(kinds, layout),
@@ -5063,17 +5063,17 @@ def _make_swiglu(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _swiglu_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def swiglu_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def swiglu_primitive(layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``swiglu`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``swiglu(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``swiglu(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``swiglu(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("swiglu", {}, _meta.SWIGLU["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("swiglu", {}, _meta.SWIGLU["attrs"])
     prim = _swiglu_cache.get(key)
     if prim is None:
         prim = _make_swiglu(*key)
@@ -5085,18 +5085,18 @@ _swiglu_resolved: Dict[Any, Any] = {}
 
 
 def _swiglu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _swiglu_resolved[key]
+        return _swiglu_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("swiglu", dtypes, _meta.SWIGLU["inputs"], _meta.SWIGLU["kinds"], layout, _meta.SWIGLU["rows"], _meta.SWIGLU["outputs"])
-    values = _rt.check_attrs("swiglu", {}, _meta.SWIGLU["attrs"])
+    opgen_values = _rt.check_attrs("swiglu", {}, _meta.SWIGLU["attrs"])
     if _rt.shapes_known(shapes):
-        _swiglu_shapes(layout, shapes, *values)
-    prim = swiglu_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_swiglu_resolved, key, prim)
-    return prim
+        _swiglu_shapes(layout, shapes, *opgen_values)
+    opgen_prim = swiglu_primitive(layout=layout)
+    _rt.remember(_swiglu_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _swiglu_resolve = ops.constexpr(_swiglu_checked)
@@ -5148,11 +5148,11 @@ def _tanh_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any,
     x, = _rt.regroup(shapes, _meta.TANH["kinds"], layout)
     try:
         return (_rt.check_output(_rt.ints(x), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"tanh(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"tanh(): {opgen_exc}") from None
 
 
-def _make_tanh(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_tanh(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.TANH["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.TANH["inputs"], kinds, layout)]
     attrs = [
@@ -5174,7 +5174,7 @@ def _make_tanh(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_tanh_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_tanh_backward" + _rt.layout_suffix(kinds, layout),
@@ -5192,7 +5192,7 @@ def _make_tanh(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_tanh_forward",
         out_shape=None,  # the library's opgen_ops_tanh_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_tanh" + _rt.layout_suffix(kinds, layout),
@@ -5208,17 +5208,17 @@ def _make_tanh(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _tanh_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def tanh_primitive(layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def tanh_primitive(layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``tanh`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``tanh(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``tanh(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``tanh(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("tanh", {}, _meta.TANH["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("tanh", {}, _meta.TANH["attrs"])
     prim = _tanh_cache.get(key)
     if prim is None:
         prim = _make_tanh(*key)
@@ -5230,18 +5230,18 @@ _tanh_resolved: Dict[Any, Any] = {}
 
 
 def _tanh_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _tanh_resolved[key]
+        return _tanh_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("tanh", dtypes, _meta.TANH["inputs"], _meta.TANH["kinds"], layout, _meta.TANH["rows"], _meta.TANH["outputs"])
-    values = _rt.check_attrs("tanh", {}, _meta.TANH["attrs"])
+    opgen_values = _rt.check_attrs("tanh", {}, _meta.TANH["attrs"])
     if _rt.shapes_known(shapes):
-        _tanh_shapes(layout, shapes, *values)
-    prim = tanh_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_tanh_resolved, key, prim)
-    return prim
+        _tanh_shapes(layout, shapes, *opgen_values)
+    opgen_prim = tanh_primitive(layout=layout)
+    _rt.remember(_tanh_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _tanh_resolve = ops.constexpr(_tanh_checked)
@@ -5297,11 +5297,11 @@ def _topk_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], k: Any) -> Tu
         if not (_rt.holds(lambda: (k <= _rt.at(_rt.ints(x), -1)))):
             raise _rt.violation('k <= x.shape[-1]', [('x', x), ], [('k', k), ])
         return (_rt.check_output((_rt.ints(x)[:-1] + [k]), 'values'), _rt.check_output((_rt.ints(x)[:-1] + [k]), 'indices'),)
-    except ValueError as exc:
-        raise ValueError(f"topk(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"topk(): {opgen_exc}") from None
 
 
-def _make_topk(layout: Tuple[int, ...], dtypes: Any, k: Any) -> Any:
+def _make_topk(layout: Tuple[int, ...], k: Any) -> Any:
     kinds = _meta.TOPK["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.TOPK["inputs"], kinds, layout)]
     attrs = [
@@ -5324,7 +5324,7 @@ def _make_topk(layout: Tuple[int, ...], dtypes: Any, k: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_topk_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_topk_backward" + _rt.layout_suffix(kinds, layout),
@@ -5342,7 +5342,7 @@ def _make_topk(layout: Tuple[int, ...], dtypes: Any, k: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_topk_forward",
         out_shape=None,  # the library's opgen_ops_topk_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_topk" + _rt.layout_suffix(kinds, layout),
@@ -5358,17 +5358,17 @@ def _make_topk(layout: Tuple[int, ...], dtypes: Any, k: Any) -> Any:
 _topk_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def topk_primitive(k: int = 1, layout: Sequence[int] = (1,), dtypes: Any = None) -> Any:
+def topk_primitive(k: int = 1, layout: Sequence[int] = (1,)) -> Any:
     """The ``ops.Custom`` primitive of ``topk`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``topk(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``topk(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``topk(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("topk", {"k": k}, _meta.TOPK["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("topk", {"k": k}, _meta.TOPK["attrs"])
     prim = _topk_cache.get(key)
     if prim is None:
         prim = _make_topk(*key)
@@ -5380,18 +5380,18 @@ _topk_resolved: Dict[Any, Any] = {}
 
 
 def _topk_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], k: Any) -> Any:
-    key = (layout, dtypes, shapes, k)
+    opgen_key = (layout, dtypes, shapes, k)
     try:
-        return _topk_resolved[key]
+        return _topk_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("topk", dtypes, _meta.TOPK["inputs"], _meta.TOPK["kinds"], layout, _meta.TOPK["rows"], _meta.TOPK["outputs"])
-    values = _rt.check_attrs("topk", {"k": k}, _meta.TOPK["attrs"])
+    opgen_values = _rt.check_attrs("topk", {"k": k}, _meta.TOPK["attrs"])
     if _rt.shapes_known(shapes):
-        _topk_shapes(layout, shapes, *values)
-    prim = topk_primitive(k=values[0], layout=layout, dtypes=dtypes)
-    _rt.remember(_topk_resolved, key, prim)
-    return prim
+        _topk_shapes(layout, shapes, *opgen_values)
+    opgen_prim = topk_primitive(k=opgen_values[0], layout=layout)
+    _rt.remember(_topk_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _topk_resolve = ops.constexpr(_topk_checked)
@@ -5445,11 +5445,11 @@ def _where_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any
     cond, x, y, = _rt.regroup(shapes, _meta.WHERE["kinds"], layout)
     try:
         return (_rt.check_output(_rt.broadcast_shape(_rt.ints(cond), _rt.ints(x), _rt.ints(y)), 'out'),)
-    except ValueError as exc:
-        raise ValueError(f"where(): {exc}") from None
+    except ValueError as opgen_exc:
+        raise ValueError(f"where(): {opgen_exc}") from None
 
 
-def _make_where(layout: Tuple[int, ...], dtypes: Any) -> Any:
+def _make_where(layout: Tuple[int, ...]) -> Any:
     kinds = _meta.WHERE["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.WHERE["inputs"], kinds, layout)]
     attrs = [
@@ -5471,7 +5471,7 @@ def _make_where(layout: Tuple[int, ...], dtypes: Any) -> Any:
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_where_backward" + ("" if single_grad else "_m"),
         out_shape=None,
-        out_dtype=backward_dtype if dtypes is None else backward_dtype(*dtypes),
+        out_dtype=backward_dtype,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_where_backward" + _rt.layout_suffix(kinds, layout),
@@ -5489,7 +5489,7 @@ def _make_where(layout: Tuple[int, ...], dtypes: Any) -> Any:
     return ops.Custom(
         f"{_LIB}:opgen_ops_where_forward",
         out_shape=None,  # the library's opgen_ops_where_forwardInferShape
-        out_dtype=out_dtype if dtypes is None else out_dtype(*dtypes),
+        out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_where" + _rt.layout_suffix(kinds, layout),
@@ -5505,17 +5505,17 @@ def _make_where(layout: Tuple[int, ...], dtypes: Any) -> Any:
 _where_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def where_primitive(layout: Sequence[int] = (1, 1, 1), dtypes: Any = None) -> Any:
+def where_primitive(layout: Sequence[int] = (1, 1, 1)) -> Any:
     """The ``ops.Custom`` primitive of ``where`` for these attr values and input layout
     (tensors per input: required, required, required), created once, then cached. ``where(...)``
-    picks it for you; use this to hold the primitive yourself. ``dtypes`` (one per input tensor)
-    fixes the output dtypes; None infers them per call. Contracts are checked by the library's
-    ``InferShape`` (a RuntimeError from MindSpore); ``where(...)`` checks them first.
+    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
+    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``where(...)``
+    checks them first (a ValueError).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout), dtypes) + _rt.check_attrs("where", {}, _meta.WHERE["attrs"])
+    key = (tuple(layout),) + _rt.check_attrs("where", {}, _meta.WHERE["attrs"])
     prim = _where_cache.get(key)
     if prim is None:
         prim = _make_where(*key)
@@ -5527,18 +5527,18 @@ _where_resolved: Dict[Any, Any] = {}
 
 
 def _where_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    key = (layout, dtypes, shapes)
+    opgen_key = (layout, dtypes, shapes)
     try:
-        return _where_resolved[key]
+        return _where_resolved[opgen_key]
     except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
         pass
     _rt.check_dtypes("where", dtypes, _meta.WHERE["inputs"], _meta.WHERE["kinds"], layout, _meta.WHERE["rows"], _meta.WHERE["outputs"])
-    values = _rt.check_attrs("where", {}, _meta.WHERE["attrs"])
+    opgen_values = _rt.check_attrs("where", {}, _meta.WHERE["attrs"])
     if _rt.shapes_known(shapes):
-        _where_shapes(layout, shapes, *values)
-    prim = where_primitive(layout=layout, dtypes=dtypes)
-    _rt.remember(_where_resolved, key, prim)
-    return prim
+        _where_shapes(layout, shapes, *opgen_values)
+    opgen_prim = where_primitive(layout=layout)
+    _rt.remember(_where_resolved, opgen_key, opgen_prim)
+    return opgen_prim
 
 
 _where_resolve = ops.constexpr(_where_checked)

@@ -264,7 +264,7 @@ def to_words(node: Node) -> str:
     if isinstance(node, ShapeOf):
         return f"the shape of `{node.tensor.name}`"
     if isinstance(node, Call):
-        return node.fn.words([code(a) for a in node.args])
+        return node.fn.words(node.args)
     if isinstance(node, ListOf):
         if not node.items:
             return "a scalar (0-d)"

@@ -122,8 +122,8 @@ class ShapeFunction:
             out.append(arg)
         return Call(self, tuple(out), col)
 
-    def words(self, args: list[str]) -> str:
-        """The call in words, given its arguments in words."""
+    def words(self, args: tuple[Node, ...]) -> str:
+        """The call in words (Markdown), e.g. "the shape of `x` reduced over axis -1"."""
         raise NotImplementedError
 
     def sample(self, args: tuple[Node, ...], ctx: SampleContext) -> None:
@@ -148,6 +148,50 @@ def _tensor_name(node: Node) -> str | None:
     return None
 
 
+def _code(node: Node) -> str:
+    from .emit import to_source
+    from .syntax import ShapeOf
+
+    return f"`{node.tensor.name}`" if isinstance(node, ShapeOf) else f"`{to_source(node)}`"
+
+
+def _shape_words(node: Node) -> str:
+    from .syntax import ShapeOf
+
+    return f"the shape of `{node.tensor.name}`" if isinstance(node, ShapeOf) else _code(node)
+
+
+def _literal(node: Node) -> bool:
+    from .syntax import Const, ListOf
+
+    return isinstance(node, Const) or (isinstance(node, ListOf) and all(isinstance(i, Const) for i in node.items))
+
+
+def _when(node: Node, what: str) -> str:
+    """``what`` qualified by a bool argument: always, never (''), or when it holds."""
+    from .syntax import Const
+
+    if isinstance(node, Const):
+        return what if node.value else ""
+    return f"{what} when {_code(node)} is true"
+
+
+def _axes_words(node: Node) -> str:
+    from .emit import to_source
+    from .syntax import AttrRef, Const, ListOf
+
+    if isinstance(node, Const):
+        return f"axis {node.value}"
+    if isinstance(node, ListOf) and all(isinstance(i, Const) for i in node.items):
+        values = [to_source(i) for i in node.items]
+        if not values:
+            return "all axes"
+        return f"axis {values[0]}" if len(values) == 1 else "axes " + ", ".join(values)
+    if isinstance(node, AttrRef):
+        return f"the axes in attr `{node.name}`" + (" (all axes when empty)" if node.type.value == "list[int]" else "")
+    return f"the axes `{to_source(node)}`"
+
+
 def _axes_ndim(axis: Any) -> int:
     """The fewest dimensions for which every axis in ``axis`` (int or list) is valid."""
     axes = [axis] if isinstance(axis, int) else list(axis)
@@ -163,8 +207,8 @@ class Broadcast(ShapeFunction):
     cpp = "opgen::sym::broadcast"
     styles = frozenset({"plain", "broadcast", "scalar", "scalar-broadcast", "empty"})
 
-    def words(self, args: list[str]) -> str:
-        return f"{' and '.join(args)} broadcast together (NumPy rules)"
+    def words(self, args: tuple[Node, ...]) -> str:
+        return "the NumPy broadcast of " + ", ".join(_shape_words(a) for a in args)
 
     def sample(self, args: tuple[Node, ...], ctx: SampleContext) -> None:
         import numpy as np
@@ -214,8 +258,10 @@ class Reduce(ShapeFunction):
     cpp = "opgen::sym::reduce"
     styles = frozenset({"plain", "scalar", "empty"})
 
-    def words(self, args: list[str]) -> str:
-        return f"{args[0]} reduced over axes {args[1]} (reduced axes kept as 1 when {args[2]}, else dropped)"
+    def words(self, args: tuple[Node, ...]) -> str:
+        keep = _when(args[2], "kept as size-1 dims")
+        return f"{_shape_words(args[0])} reduced over {_axes_words(args[1])}, reduced axes " + (
+            keep + ", else dropped" if keep and not _literal(args[2]) else (keep or "dropped"))
 
     def sample(self, args: tuple[Node, ...], ctx: SampleContext) -> None:
         name = _tensor_name(args[0])
@@ -234,9 +280,10 @@ class Matmul(ShapeFunction):
     cpp = "opgen::sym::matmul"
     styles = frozenset({"plain", "empty"})
 
-    def words(self, args: list[str]) -> str:
-        return f"the matrix product of {args[0]} (transposed when {args[2]}) and {args[1]} (transposed when " \
-               f"{args[3]}): [m, n]"
+    def words(self, args: tuple[Node, ...]) -> str:
+        a, b = _code(args[0]), _code(args[1])
+        notes = [n for n in (_when(args[2], f"{a} transposed"), _when(args[3], f"{b} transposed")) if n]
+        return f"the matrix product's (rows of {a}, columns of {b})" + (" with " + " and ".join(notes) if notes else "")
 
     def sample(self, args: tuple[Node, ...], ctx: SampleContext) -> None:
         a, b = _tensor_name(args[0]), _tensor_name(args[1])
@@ -264,8 +311,8 @@ class Concat(ShapeFunction):
     cpp = "opgen::sym::concat"
     styles = frozenset({"plain", "empty"})
 
-    def words(self, args: list[str]) -> str:
-        return f"the tensors of {args[0]} joined along axis {args[1]}"
+    def words(self, args: tuple[Node, ...]) -> str:
+        return f"the tensors of {_code(args[0])} joined along {_axes_words(args[1])}"
 
     def sample(self, args: tuple[Node, ...], ctx: SampleContext) -> None:
         from opgen import runtime
@@ -297,8 +344,9 @@ class Gather(ShapeFunction):
     cpp = "opgen::sym::gather"
     styles = frozenset({"plain", "scalar", "empty"})
 
-    def words(self, args: list[str]) -> str:
-        return f"{args[0]} with axis {args[2]} replaced by the shape of {args[1]} (as numpy.take)"
+    def words(self, args: tuple[Node, ...]) -> str:
+        return (f"{_shape_words(args[0])} with the dim on {_axes_words(args[2])} replaced by "
+                f"{_shape_words(args[1])} (numpy.take)")
 
     def sample(self, args: tuple[Node, ...], ctx: SampleContext) -> None:
         from opgen import runtime
