@@ -86,7 +86,7 @@ def test_spec_checks(write_spec: Callable[[str, str], Path]) -> None:
     assert "gather() takes integer indices, but this row gives F32_Default for 'indices'" in str(diags[0])
     bad = SPEC.replace("{name: axis, type: int,", "{name: axis, type: bool,").replace("default: 0", "default: false")
     _, diags = load_ops([write_spec("take.yaml", bad)])
-    assert "gather() argument 'axis' is attr 'axis' of type bool; expected int" in str(diags[0])
+    assert "bad shape: argument 'axis' of gather() must be an int, but 'axis' is a bool" in str(diags[0])
 
 
 def _py(x: list[int], i: list[int], axis: int) -> str:
