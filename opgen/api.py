@@ -14,7 +14,7 @@ from typing import Any
 
 from .check import identifiers, indent_python
 from .exprs import RuleArg, ShapeRule
-from .model import ATTR_CPP, Attr, Body, Op
+from .model import ATTR_CPP, Attr, Body, Input, Op, Output
 
 LINE_RESET = "//@@opgen-line-reset@@"
 """Marker the renderer replaces with ``#line N "generated file"`` after a spliced YAML body."""
@@ -261,6 +261,26 @@ def _rows_text(op: Op) -> str:
 PY_TENSOR_TYPE = {"required": "Tensor", "optional": "Tensor or None", "dynamic": "list of Tensor"}
 
 
+def _kernel_signatures(inputs: Sequence[Input], outputs: Sequence[Output], diff: Sequence[str],
+                       cpp_types: Sequence[str]) -> dict[str, str]:
+    """Parameter types of ``forward`` and ``backward`` for one dtype row (explicit instantiations).
+
+    ``<op>_kernel.cc`` instantiates the kernel templates once per row with these; the aot and
+    Function<T> units see only the declarations (``<op>_kernel_decl.h``), never the bodies.
+    """
+    t = dict(zip([x.name for x in inputs] + [o.name for o in outputs], cpp_types))
+
+    def view(x: Input, direction: str) -> str:
+        return f"const opgen::{direction}{'List' if x.kind == 'dynamic' else ''}<{t[x.name]}> &"
+
+    ins = [view(x, "In") for x in inputs]
+    by_name = {x.name: x for x in inputs}
+    fw = ["const Attrs &", *ins, *(f"const opgen::Out<{t[o.name]}> &" for o in outputs)]
+    bw = ["const Attrs &", *ins, *(f"const opgen::In<{t[o.name]}> &" for o in outputs),
+          *(f"const opgen::In<{t[o.name]}> &" for o in outputs), *(view(by_name[n], "Out") for n in diff)]
+    return {"forward_params": ", ".join(fw), "backward_params": ", ".join(bw)}
+
+
 def op_context(op: Op, package: str) -> dict[str, Any]:
     """Every field the templates need for one op."""
     inputs = list(op.inputs)
@@ -298,6 +318,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
                 "bw_columns": list(r.columns)
                 + list(r.columns[len(inputs):])
                 + [r.columns[in_names.index(n)] for n in diff],
+                **_kernel_signatures(inputs, outputs, diff, [c.cpp for c in cols]),
             }
         )
 

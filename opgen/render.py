@@ -135,6 +135,9 @@ def render_package(ops: Sequence[Op], package: str, out_prefix: str) -> dict[str
         guard = f"{package}_{ctx['name']}_KERNEL_H_".upper()
         emit("kernel.h.j2", f"csrc/{ctx['name']}_kernel.h", header, op=ctx, guard=guard,
              line_reset=api.LINE_RESET)
+        emit("kernel_decl.h.j2", f"csrc/{ctx['name']}_kernel_decl.h", header, op=ctx,
+             guard=f"{package}_{ctx['name']}_KERNEL_DECL_H_".upper())
+        emit("kernel.cc.j2", f"csrc/{ctx['name']}_kernel.cc", header, op=ctx)
         emit("aot.cc.j2", f"csrc/{ctx['name']}_aot.cc", header, op=ctx)
         emit("function.cc.j2", f"csrc/{ctx['name']}_function.cc", header, op=ctx)
     all_header = GENERATED_BY.format(sources=", ".join(sources))

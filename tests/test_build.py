@@ -151,9 +151,9 @@ def test_no_change_build_runs_no_compiler(package: Path, cxx: Compilers, monkeyp
     first = build.build_library(package, "aot", quiet=True)
     assert not first.cached and first.path.is_file()
     assert first.path.parent == build.package_build_dir(package)
-    assert len(cxx.calls()) == 3  # two units and the link
+    assert len(cxx.calls()) == 5  # two kernel units, two aot units and the link
     assert cxx.inherited() == []  # the compilers never held the build lock
-    assert sorted(first.compiled) == ["halve (aot)", "twice (aot)"]
+    assert sorted(first.compiled) == ["halve (aot)", "halve (kernel)", "twice (aot)", "twice (kernel)"]
 
     def forbidden(*args: object, **kwargs: object) -> None:
         raise AssertionError(f"a process was started on a no-change build: {args}")
@@ -161,7 +161,7 @@ def test_no_change_build_runs_no_compiler(package: Path, cxx: Compilers, monkeyp
     monkeypatch.setattr(subprocess, "Popen", forbidden)
     again = build.build_library(package, "aot", quiet=True)
     assert again.cached and again.path == first.path
-    assert len(cxx.calls()) == 3
+    assert len(cxx.calls()) == 5
     assert call_halve(again.path, [2.0, -3.0]) == [1.0, -1.5]
 
 
@@ -174,9 +174,9 @@ def test_editing_one_op_recompiles_only_its_unit(package: Path, cxx: Compilers,
     second = build.build_library(package, "aot", quiet=True)
     assert second.path != first.path
     calls = cxx.calls()
-    assert len(calls) == 2, calls  # halve's unit, then the link
-    assert "halve_aot.cc" in calls[0] and "-shared" in calls[1]
-    assert second.compiled == ("halve (aot)",)
+    assert len(calls) == 2, calls  # halve's kernel unit (not its aot unit), then the link
+    assert "halve_kernel.cc" in calls[0] and "-shared" in calls[1]
+    assert second.compiled == ("halve (kernel)",)
     assert call_halve(second.path, [4.0]) == [2.0]
 
 
@@ -228,14 +228,14 @@ def test_killed_build_does_not_block_or_poison_the_next(package: Path, cxx: Comp
     child.wait()
     bdir = build.package_build_dir(package)
     assert (bdir / "build.lock").read_text().strip() == str(child.pid)
-    assert list(bdir.glob("aot/*.tmp")), "the stalled compiler should have left a partial object"
+    assert list(bdir.glob("*/*.tmp")), "the stalled compiler should have left a partial object"
 
     started = time.monotonic()
     result = build.build_library(package, "aot", quiet=True, build_dir=None)
     assert time.monotonic() - started < 60
-    assert not result.cached and len(result.compiled) == 2  # nothing from the killed build was reused
+    assert not result.cached and len(result.compiled) == 4  # nothing from the killed build was reused
     assert call_halve(result.path, [8.0]) == [4.0]
-    assert not list(bdir.glob("aot/*.tmp"))
+    assert not list(bdir.glob("*/*.tmp"))
     # ninja was told its parent died and stopped the stalled compiler
     for _ in range(200):
         if not Path(f"/proc/{stalled_pid}").exists():
@@ -288,12 +288,12 @@ def test_precompiled_header_is_built_once_and_rebuilt_with_the_toolchain(
     first = build.build_library(package, "aot", pch=True)
     calls = cxx.calls()
     pch = [c for c in calls if "c++-header" in c]
-    units = [c for c in calls if " -c " in c]
+    units = [c for c in calls if " -c " in c and "_aot.cc" in c]
     assert len(pch) == 1 and len(units) == 2
     assert all("-include aot/pch/opgen_pch.h -Winvalid-pch" in c for c in units)
     err = capsys.readouterr().err
     assert "not used because" not in err and "precompiled header was not used" not in err
-    assert "[1/4] precompiling opgen/aot.h" in err  # progress lines (not a terminal: plain lines)
+    assert "precompiling opgen/aot.h" in err  # progress lines (not a terminal: plain lines)
     assert call_halve(first.path, [1.0]) == [0.5]
     # PCH on or off is part of the key
     assert build.target_key(build.aot_target(package, pch=True)) != build.target_key(build.aot_target(package))
@@ -304,7 +304,7 @@ def test_precompiled_header_is_built_once_and_rebuilt_with_the_toolchain(
     again = build.build_library(package, "aot", quiet=True, pch=True)
     assert again.path != first.path
     assert sum("c++-header" in c for c in cxx.calls()) == 1
-    assert sum(" -c " in c for c in cxx.calls()) == 2
+    assert sum(" -c " in c for c in cxx.calls()) == 4  # every aot and kernel unit
 
 
 def test_unit_grouping() -> None:
@@ -338,7 +338,7 @@ def test_build_on_import_says_so_once(package: Path, capsys: pytest.CaptureFixtu
     monkeypatch.delenv("OPGEN_QUIET", raising=False)
     lib = runtime.aot_library(str(package / "custom.py"))
     err = capsys.readouterr().err
-    assert "opgen: building libtiny_aot (2 units" in err and "opgen: built libtiny_aot-" in err
+    assert "opgen: building libtiny_aot (2 units + 2 kernel" in err and "opgen: built libtiny_aot-" in err
     assert runtime.aot_library(str(package / "custom.py")) == lib
     assert capsys.readouterr().err == ""  # cached: silent
 
@@ -351,13 +351,17 @@ class FakeTerminal(io.StringIO):
 def test_progress_updates_one_line_on_a_terminal_and_prints_lines_otherwise(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setattr(build._Progress, "TICK_S", 0.05)
     term = FakeTerminal()
     progress = build._Progress(term, quiet=False)
     progress.step(1, 3, "compiling add (aot)")
     progress.step(2, 3, "compiling mul (aot)")
+    time.sleep(0.3)  # a long step: the line is redrawn with the elapsed seconds
     progress.close()
-    assert term.getvalue() == ("\r\x1b[Kopgen: [1/3] compiling add (aot)"
-                               "\r\x1b[Kopgen: [2/3] compiling mul (aot)\n")
+    shown = term.getvalue()
+    assert shown.startswith("\r\x1b[Kopgen: [1/3] compiling add (aot) (0 s)"
+                            "\r\x1b[Kopgen: [2/3] compiling mul (aot) (0 s)")
+    assert shown.count("\r\x1b[Kopgen: [2/3] compiling mul (aot) (0 s)") >= 2 and shown.endswith("\n")
     plain = io.StringIO()
     progress = build._Progress(plain, quiet=False)
     progress.step(1, 3, "compiling add (aot)")
