@@ -7,14 +7,16 @@ knows about Jinja, and nothing in the templates knows about YAML.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .check import identifiers, indent_python
 from .exprs import RuleArg, ShapeRule
-from .model import ATTR_CPP, Attr, Body, Input, Op, Output
+from .model import ATTR_CPP, Attr, Body, BuildFlags, Input, Op, Output
 
 LINE_RESET = "//@@opgen-line-reset@@"
 """Marker the renderer replaces with ``#line N "generated file"`` after a spliced YAML body."""
@@ -523,6 +525,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         "reference": _reference(op),
         "grad_reference": _grad_reference(op),
         "single_output": len(outputs) == 1,
+        "includes": [h if h[:1] in "<\"" else f'"{h}"' for h in op.build.includes],
     }
 
 
@@ -567,3 +570,34 @@ def _grad_reference(op: Op) -> dict[str, Any] | None:
             results.append("None")
     lines.append("    return (" + ", ".join(results) + ("," if len(results) == 1 else "") + ")")
     return {"params": params, "body": "\n".join(lines)}
+
+
+def build_flags(ops: Sequence[Op], package_dir: str, package: BuildFlags | None = None) -> str:
+    """``csrc/build.json`` for :func:`opgen.build.user_flags`, or ``""`` when nobody adds flags.
+
+    Paths (include dirs, ``-L`` dirs, libraries given as files) become relative to the package directory:
+    a spec's are written relative to its own directory, the package's relative to where opgen
+    runs. Absolute paths stay as they are.
+    """
+
+    def rebase(path: str, base: str) -> str:
+        if os.path.isabs(path):
+            return path
+        return os.path.relpath(os.path.join(base, path), package_dir).replace(os.sep, "/")
+
+    def entry(flags: BuildFlags, base: str) -> dict[str, list[str]]:
+        out = {
+            "cflags": list(flags.cflags),
+            "include_dirs": [rebase(d, base) for d in flags.include_dirs],
+            "ldflags": ["-L" + rebase(f[2:], base) if f.startswith("-L") and len(f) > 2 else f for f in flags.ldflags],
+            "libraries": [rebase(lib, base) if "/" in lib else lib for lib in flags.libraries],
+        }
+        return {k: v for k, v in out.items() if v}
+
+    data: dict[str, Any] = {}
+    if package is not None and entry(package, "."):
+        data["package"] = entry(package, ".")
+    ops_flags = {op.name: entry(op.build, os.path.dirname(op.file)) for op in sorted(ops, key=lambda o: o.name)}
+    if any(ops_flags.values()):
+        data["ops"] = {name: f for name, f in ops_flags.items() if f}
+    return json.dumps(data, indent=2, sort_keys=True) + "\n" if data else ""

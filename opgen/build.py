@@ -246,9 +246,10 @@ class UserFlags:
         return self.cflags + tuple(f"-I{(base / d).resolve()}" for d in self.include_dirs)
 
     def link_flags(self, base: Path) -> tuple[str, ...]:
-        """The link flags, then each library as ``-l`` (or as a path, when it names a file)."""
+        """The link flags (``-L`` dirs taken from ``base``), then each library as ``-l`` (or its path)."""
         libs = tuple(str((base / lib).resolve()) if "/" in lib else f"-l{lib}" for lib in self.libraries)
-        return self.ldflags + libs
+        dirs = tuple(f"-L{(base / f[2:]).resolve()}" if f.startswith("-L") and len(f) > 2 else f for f in self.ldflags)
+        return dirs + libs
 
     def __or__(self, other: UserFlags) -> UserFlags:
         def merged(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
@@ -404,12 +405,13 @@ def _ms_location() -> tuple[str, str]:
     return str(list(spec.submodule_search_locations)[0]), version
 
 
-def _ms_flags() -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _ms_flags(allow_import: bool = True) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(compile flags, link flags) of MindSpore's ``CustomOpBuilder(backend="CPU")``, without the
     extension's name, plus Python's and opgen's include dirs.
 
     Asking CustomOpBuilder means importing MindSpore (seconds); its answer is kept in the build
     root per MindSpore location and version, so a build that finds it there imports nothing.
+    With ``allow_import=False`` a missing answer raises ImportError unless MindSpore is imported.
     """
     where, version = _ms_location()
     tag = hashlib.sha256(f"{where}\n{version}\n{sys.executable}\n{sys.version}".encode()).hexdigest()[:16]
@@ -418,6 +420,8 @@ def _ms_flags() -> tuple[tuple[str, ...], tuple[str, ...]]:
         data = json.loads(cache.read_text(encoding="utf-8"))
         includes, ms_cflags, ms_ldflags = (tuple(str(x) for x in data[k]) for k in ("include", "cflags", "ldflags"))
     except (OSError, ValueError, KeyError, TypeError):
+        if not allow_import and "mindspore" not in sys.modules:
+            raise ImportError("MindSpore's build flags are not known yet") from None
         from mindspore.ops import CustomOpBuilder  # the real MindSpore; imported only to build
 
         builder = CustomOpBuilder("opgen_flags", [], backend="CPU")
@@ -447,7 +451,7 @@ def support_object(root: str | os.PathLike[str] | None = None) -> tuple[Path, tu
 
 
 def ext_target(pkg_dir: Path, *, ops_per_unit: int | None = None, pch: bool = False,
-               build_dir: str | os.PathLike[str] | None = None) -> Target:
+               build_dir: str | os.PathLike[str] | None = None, allow_import: bool = True) -> Target:
     """The pybind11 extension of a generated package, with CustomOpBuilder's CPU flags.
 
     Its units include ``opgen/ms.h`` (MindSpore's ``function.h``, not ``ms_extension.h``); it links
@@ -457,13 +461,14 @@ def ext_target(pkg_dir: Path, *, ops_per_unit: int | None = None, pch: bool = Fa
         ops_per_unit: sources per translation unit (``None``: automatic, see :func:`group_units`).
         pch: precompile ``opgen/ms.h`` (MindSpore's headers) once and use it in every unit.
         build_dir: the build root, where the support object lives.
+        allow_import: whether MindSpore may be imported to learn its flags (see :func:`_ms_flags`).
     """
     name = f"{pkg_dir.name}_ext"
     csrc = pkg_dir / "csrc"
     sources = tuple(sorted(csrc.glob("*_function.cc")))
     if (csrc / "bindings.cc").is_file():
         sources += (csrc / "bindings.cc",)
-    ms_cflags, ms_ldflags = _ms_flags()
+    ms_cflags, ms_ldflags = _ms_flags(allow_import)
     cflags = ms_cflags + (f"-I{csrc}", f"-DMS_EXTENSION_NAME={name}")
     ldflags = ms_ldflags[:1] + _user_link_flags(pkg_dir) + ms_ldflags[1:]
     units = group_units("ext", sources, ops_per_unit)
@@ -996,8 +1001,9 @@ def build_library(pkg_dir: Path, kind: str, quiet: bool = False, *,
     use_pch = _env_flag("OPGEN_PCH") if pch is None else pch
     per_unit = ops_per_unit if ops_per_unit is not None else _env_ops_per_unit()
 
-    def ext() -> Target:
-        return ext_target(pkg_dir, ops_per_unit=per_unit, pch=use_pch, build_dir=build_dir)
+    def ext(allow_import: bool = True) -> Target:
+        return ext_target(pkg_dir, ops_per_unit=per_unit, pch=use_pch, build_dir=build_dir,
+                          allow_import=allow_import)
 
     target = aot_target(pkg_dir, pch=use_pch) if kind == "aot" else ext()
     if not target.sources:
@@ -1013,14 +1019,15 @@ def build_library(pkg_dir: Path, kind: str, quiet: bool = False, *,
     with build_lock(bdir, quiet=quiet):
         if artifact.exists():  # another process built it while we waited
             return BuildResult(artifact, support, time.monotonic() - started, True)
-        # One ninja file for the package: the other library's edges are written too (when
-        # MindSpore is there), so that kernel units compiled for one are not compiled again.
+        # One ninja file (and ninja log) for the package: the other library's edges are written
+        # too (the extension's when MindSpore's flags are known without importing it), so that
+        # kernel units compiled for one library are not compiled again for the other.
         others: list[Target] = []
         if kind == "ext":
             others.append(aot_target(pkg_dir, pch=use_pch))
         else:
             try:
-                others.append(ext())
+                others.append(ext(allow_import=False))
             except ImportError:
                 pass
         targets = [kernel_target(pkg_dir), target, *others]

@@ -16,9 +16,13 @@ import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .diagnostics import Diagnostic, display_path
+
+if TYPE_CHECKING:
+    from .model import BuildFlags
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 DEFAULT_PACKAGE = "opgen_ops"
@@ -71,7 +75,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     try:
-        res = generate(args.paths, Path(args.out), args.package, dry_run=args.dry_run, check_only=args.check)
+        res = generate(args.paths, Path(args.out), args.package, dry_run=args.dry_run, check_only=args.check,
+                       flags=_package_flags(args))
     except OSError as exc:  # the output directory cannot be written (a file, no space, a held lock...)
         where = display_path(exc.filename) if isinstance(exc.filename, str) else display_path(args.out)
         print(f"opgen: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
@@ -112,6 +117,15 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     if args.build and not args.dry_run:
         return _build(res.package_dir, args, ("aot", "ext"))
     return EXIT_OK
+
+
+def _package_flags(args: argparse.Namespace) -> BuildFlags | None:
+    """The package-wide compile/link settings given to ``opgen generate``, if any."""
+    from .model import BuildFlags
+
+    flags = BuildFlags(tuple(args.cflag or ()), tuple(args.include_dir or ()), tuple(args.ldflag or ()),
+                       tuple(args.library or ()))
+    return flags if flags != BuildFlags() else None
 
 
 def _build(pkg_dir: Path, args: argparse.Namespace, kinds: Sequence[str]) -> int:
@@ -432,6 +446,13 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the output differs")
     p.add_argument("--dry-run", action="store_true", help="write nothing; list what would change")
     p.add_argument("--build", action="store_true", help="also build the aot library and the extension")
+    g = p.add_argument_group("user flags (package-wide, kept in csrc/build.json, part of the build's cache key)")
+    g.add_argument("--cflag", action="append", metavar="FLAG",
+                   help="compile flag for every kernel unit (repeatable; write --cflag=-march=native)")
+    g.add_argument("--include-dir", action="append", metavar="DIR", help="include directory for every kernel unit")
+    g.add_argument("--ldflag", action="append", metavar="FLAG", help="link flag for both libraries (repeatable)")
+    g.add_argument("--library", action="append", metavar="LIB",
+                   help="library both libraries link: a name as for -l, or a file (repeatable)")
     _add_build_options(p)
     p.set_defaults(func=_cmd_generate)
 

@@ -372,3 +372,61 @@ def test_progress_updates_one_line_on_a_terminal_and_prints_lines_otherwise(
     progress.step(1, 3, "compiling add (aot)")
     progress.close()
     assert silent.getvalue() == ""
+
+
+TRIPLE = """
+name: triple
+doc: Calls into a user library.
+inputs:
+  - {name: x, doc: any tensor, differentiable: false}
+outputs:
+  - {name: out, doc: x * 3 * SCALE, shape: x, dtype: x}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default]
+kernel:
+  forward: |
+    for (int64_t i = 0; i < out.numel; ++i) out[i] = user_triple(x[i]) * USER_SCALE;
+build:
+  includes: [user_triple.h]
+  include_dirs: [../ulib/include]
+  cflags: [-DUSER_SCALE=10]
+  ldflags: [-L../ulib, "-Wl,-rpath,{lib}"]
+  libraries: [user_triple]
+"""
+
+
+def test_user_flags_reach_the_compiler_and_a_library_gets_linked(
+        package: Path, cxx: Compilers, write_spec: Callable[[str, str], Path], tmp_path: Path) -> None:
+    ulib = tmp_path / "ulib"
+    (ulib / "include").mkdir(parents=True)
+    (ulib / "include" / "user_triple.h").write_text('extern "C" float user_triple(float);\n')
+    (ulib / "triple.cc").write_text('extern "C" float user_triple(float v) { return 3 * v; }\n')
+    subprocess.run(["g++", "-shared", "-fPIC", str(ulib / "triple.cc"), "-o", str(ulib / "libuser_triple.so")],
+                   check=True)
+    write_spec("triple.yaml", TRIPLE.replace("{lib}", str(ulib)))
+    regenerate()
+    lib = build.build_library(package, "aot", quiet=True)
+    calls = cxx.calls()
+    kernel = [c for c in calls if "triple_kernel.cc" in c]
+    assert len(kernel) == 1 and "-DUSER_SCALE=10" in kernel[0] and f"-I{ulib / 'include'}" in kernel[0]
+    assert not any("-DUSER_SCALE" in c for c in calls if "halve_kernel.cc" in c or "_aot.cc" in c)
+    link = [c for c in calls if "-shared" in c]
+    assert len(link) == 1 and "-luser_triple" in link[0] and f"-L{ulib} " in link[0]  # relative to the spec
+    # the library is linked (a DT_NEEDED entry) and called
+    needed = subprocess.run(["readelf", "-d", str(lib.path)], capture_output=True, text=True).stdout
+    assert "libuser_triple.so" in needed
+    x = np.array([1.0, -2.0], dtype=np.float32)
+    out = np.zeros_like(x)
+    fn = ctypes.CDLL(str(lib.path)).tiny_triple_forward
+    params = (ctypes.c_void_p * 2)(x.ctypes.data, out.ctypes.data)
+    shape = (ctypes.c_int64 * 1)(2)
+    rc = fn(2, params, (ctypes.c_int * 2)(1, 1), (ctypes.POINTER(ctypes.c_int64) * 2)(shape, shape),
+            (ctypes.c_char_p * 2)(b"float32", b"float32"), None, None)
+    assert rc == 0 and out.tolist() == [30.0, -60.0]
+    # the flags are part of the key: another value rebuilds only that kernel unit
+    cxx.reset()
+    write_spec("triple.yaml", TRIPLE.replace("{lib}", str(ulib)).replace("USER_SCALE=10", "USER_SCALE=20"))
+    regenerate()
+    again = build.build_library(package, "aot", quiet=True)
+    assert again.path != lib.path and again.compiled == ("triple (kernel)",)
