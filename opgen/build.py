@@ -22,10 +22,11 @@ Optionally (``pch=True``) the ext units share a precompiled ``opgen/ms.h``.
 Safety.  Objects, the precompiled header and the linked library are written to a temporary
 name and renamed, so a killed build never leaves a truncated file under a real name; only a
 successful link is published (copied, then renamed into place) and only published files are
-ever loaded.  The build folder is guarded by an ``flock`` (released by the kernel when its
-holder dies, never inherited by ninja or the compilers) with a timeout whose error names the
-PID holding it; on Linux ninja is told to stop (and stops its compilers) when the process that
-started it dies.
+ever loaded; each has a record of its size and sha256 beside it, and one that no longer matches
+its record (truncated or altered after publishing) is rebuilt.  The build folder is guarded by
+an ``flock`` (released by the kernel when its holder dies, never inherited by ninja or the
+compilers) with a timeout whose error names the PID holding it; on Linux ninja is told to stop
+(and stops its compilers) when the process that started it dies.
 """
 
 from __future__ import annotations
@@ -526,6 +527,50 @@ def artifact_path(pkg_dir: Path, target: Target, key: str, root: str | os.PathLi
     return package_build_dir(pkg_dir, root) / f"{target.name}-{key[:16]}.so"
 
 
+# --------------------------------------------------------------------------- publish
+
+
+def _record_path(artifact: Path) -> Path:
+    return artifact.with_name(artifact.name + ".sha256")
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _publish(built: Path, artifact: Path) -> None:
+    """Copy ``built`` to ``artifact`` with its record (size and sha256, ``<artifact>.sha256``).
+
+    The record is in place before the library: a library under its real name always has one,
+    so :func:`is_published` can tell a library that was damaged later (truncated by a full disk,
+    a copy or a user) from the one this build made.
+    """
+    tmp = artifact.with_name(f".{artifact.name}.{os.getpid()}.tmp")
+    shutil.copy2(built, tmp)
+    record = _record_path(artifact)
+    rtmp = record.with_name(f".{record.name}.{os.getpid()}.tmp")
+    rtmp.write_text(f"{tmp.stat().st_size} {_digest(tmp)}\n", encoding="ascii")
+    os.replace(rtmp, record)
+    os.replace(tmp, artifact)
+
+
+def is_published(artifact: Path, *, verify: bool = True) -> bool:
+    """Whether ``artifact`` is the library a build published, unchanged: it exists, its record
+    does, and its size and sha256 are the recorded ones (``verify=False``: its size only).
+    Anything else is rebuilt.  Hashing a 2 MB library takes about 3 ms."""
+    try:
+        size, digest = _record_path(artifact).read_text(encoding="ascii").split()
+        if artifact.stat().st_size != int(size):
+            return False
+        return not verify or _digest(artifact) == digest
+    except (OSError, ValueError):
+        return False
+
+
 # --------------------------------------------------------------------------- lock
 
 
@@ -559,10 +604,17 @@ def build_lock(bdir: Path, timeout: float | None = None, quiet: bool = False) ->
         BuildError: when another process holds the lock for longer than ``timeout`` seconds
             (default ``$OPGEN_LOCK_TIMEOUT`` or :data:`LOCK_TIMEOUT_S`); the message names its PID.
     """
-    bdir.mkdir(parents=True, exist_ok=True)
     path = bdir / "build.lock"
     limit = _lock_timeout() if timeout is None else timeout
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        bdir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise BuildError(
+            f"opgen: cannot use the build folder {bdir}: {exc.strerror or exc}"
+            f"{f' ({exc.filename})' if exc.filename and os.fspath(exc.filename) != os.fspath(bdir) else ''}; "
+            "give a writable one with --build-dir or OPGEN_BUILD_DIR"
+        ) from None
     try:
         deadline = time.monotonic() + limit
         announced = False
@@ -1010,14 +1062,14 @@ def build_library(pkg_dir: Path, kind: str, quiet: bool = False, *,
         raise BuildError(f"{pkg_dir}/csrc has no sources for the {kind} library; run 'opgen generate' first")
     key = target_key(target)
     artifact = artifact_path(pkg_dir, target, key, build_dir)
-    if artifact.exists():
+    if is_published(artifact):
         return BuildResult(artifact, (), time.monotonic() - started, True)
     support: tuple[str, ...] = ()
     if kind == "ext" and target.objects and target.objects[-1].endswith(".o") and os.path.isabs(target.objects[-1]):
         support = ensure_support(build_dir, quiet=quiet)
     bdir = package_build_dir(pkg_dir, build_dir)
     with build_lock(bdir, quiet=quiet):
-        if artifact.exists():  # another process built it while we waited
+        if is_published(artifact):  # another process built it while we waited
             return BuildResult(artifact, support, time.monotonic() - started, True)
         # One ninja file (and ninja log) for the package: the other library's edges are written
         # too (the extension's when MindSpore's flags are known without importing it), so that
@@ -1051,12 +1103,11 @@ def build_library(pkg_dir: Path, kind: str, quiet: bool = False, *,
         if "not used because" in run.output and not quiet:
             print("opgen: warning: the precompiled header was not used (see the compiler's note above)",
                   file=sys.stderr)
-        tmp = bdir / f".{artifact.name}.{os.getpid()}.tmp"
-        shutil.copy2(bdir / kind / f"{target.name}.so", tmp)
-        os.replace(tmp, artifact)
+        _publish(bdir / kind / f"{target.name}.so", artifact)
         for old in bdir.glob(f"{target.name}-*.so"):
             if old != artifact and time.time() - old.stat().st_mtime > 3600:
                 old.unlink(missing_ok=True)
+                _record_path(old).unlink(missing_ok=True)
         took = time.monotonic() - started
         compiled = support + tuple(run.compiled)
         if not quiet:

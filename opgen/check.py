@@ -9,6 +9,7 @@ in both Python and C++ and do not collide with each other or with generated help
 
 from __future__ import annotations
 
+import ast
 import keyword
 import re
 from collections.abc import Iterable, Sequence
@@ -83,6 +84,27 @@ def _reference_problem(body: Body, params: Sequence[str]) -> tuple[Location, str
         loc = Location(body.location.file, body.location.line + line, col if block or line else body.location.col
                        + col - 1)
         return loc, f"reference body does not compile: {exc.msg} (line {line + 1} of the body)"
+    except (RecursionError, MemoryError, ValueError):
+        return body.location, "reference body is nested too deeply to compile"
+    func = ast.parse(source).body[0]
+    if not isinstance(func, ast.FunctionDef):  # pragma: no cover - the source is one def
+        return None
+    returns = False
+    stack: list[ast.AST] = list(func.body)
+    while stack:  # the function's own statements, not those of functions or lambdas it defines
+        node = stack.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            word = "yield from" if isinstance(node, ast.YieldFrom) else "yield"
+            line = getattr(node, "lineno", 2) - 2
+            loc = Location(body.location.file, body.location.line + line, body.location.col if line == 0 else 1)
+            return loc, (f"reference body uses '{word}', which makes it a generator; it must return the "
+                         "output(s)")
+        if isinstance(node, ast.Return) and node.value is not None:
+            returns = True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    if not returns and not any(isinstance(n, ast.Raise) for n in ast.walk(func)):
+        return body.location, "reference body never returns a value; it must return the output(s)"
     return None
 
 

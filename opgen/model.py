@@ -9,6 +9,7 @@ at the ``file:line:col`` of the string that holds them.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -252,7 +253,7 @@ def build_op(tree: MarkedDict, file: str) -> Op:
                 item["doc"],
                 "default" in item,
                 _plain(item.get("default")),
-                (float(rng[0]), float(rng[1])) if rng else None,
+                (_bound(rng[0]), _bound(rng[1])) if rng else None,
                 tuple(_plain(c) for c in choices) if choices else None,
                 tree["attrs"].loc(i),
             )
@@ -379,3 +380,12 @@ def _plain(value: Any) -> Any:
     if isinstance(value, MarkedDict):
         return {k: _plain(v) for k, v in value.items()}
     return value
+
+
+def _bound(value: int | float) -> float:
+    """A range bound as a float; an integer beyond float64 (``10**400``) bounds nothing an int64
+    or a float can hold, so it is an infinite bound of its sign."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf

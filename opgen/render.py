@@ -80,6 +80,7 @@ def environment() -> jinja2.Environment:
     env.filters["to_cpp_string"] = api.cpp_string
     env.filters["tojson_py"] = lambda v: repr(tuple(v))
     env.filters["to_docstring"] = api.docstring_text
+    env.filters["to_py_string"] = api.py_string
     env.filters["to_cpp_comment"] = api.cpp_comment
     return env
 

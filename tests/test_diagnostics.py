@@ -46,6 +46,12 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
      "s.yaml:9:1: error: op 'twice': unknown key 'dtype_fromat' in spec; expected one of: $schema, name, doc, "
      "targets, inputs, outputs, attrs, type_vars, dtype_format, elementwise, kernel, reference, test\n"
      "s.yaml:9:1: note: did you mean 'dtype_format'?"),
+    ("comma_split_flow_value", [("doc: any tensor}", "doc: any tensor, any shape.}")],
+     "s.yaml:4:32: error: op 'twice': unknown key 'any shape.' in inputs[0]; expected one of: name, doc, kind, "
+     "differentiable\n"
+     "s.yaml:4:20: note: in a flow mapping {...} a comma ends a plain value: 'doc: any tensor, any shape.' was "
+     "split at the comma into 'doc: any tensor' and a key 'any shape.'; quote the value: "
+     "doc: \"any tensor, any shape.\""),
     ("keyword_input", [("name: x,", "name: class,"), ("2 * x * alpha", "2 * alpha"), ("    x: 2", "    class: 2")],
      "s.yaml:4:5: error: op 'twice': input name 'class' is a Python keyword\n"
      "s.yaml:6:5: error: op 'twice': output 'out': dtype rule 'x' is neither an input name nor a dtype\n"
