@@ -75,7 +75,9 @@ def test_wheel_installs_and_runs_without_a_compiler(tmp_path: Path, monkeypatch)
                     "--no-deps", "--no-index", str(wheels[0])], check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPGEN_", "CXX", "PYTHONPATH"))}
     env.update(PATH=str(venv / "bin"), OPGEN_BUILD_DIR=str(tmp_path / "empty-build-root"), GLOG_v="3")
-    run = subprocess.run([str(venv / "bin" / "python"), "-c", SCRIPT], env=env, cwd=tmp_path / "dist",
+    script = tmp_path / "dist" / "use_wheel.py"  # GRAPH_MODE parses the Cell's source file
+    script.write_text(SCRIPT)
+    run = subprocess.run([str(venv / "bin" / "python"), str(script)], env=env, cwd=tmp_path / "dist",
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "custom [1.0, -1.5] [0.5, 0.5]" in run.stdout
