@@ -944,6 +944,7 @@ def format_compiler_output(output: str, csrc: Path) -> tuple[str, bool]:
     body_lines, ops, root = _yaml_body_lines(csrc)
     out: list[str] = []
     seen: set[str] = set()
+    repeats: dict[str, list[int]] = {}  # YAML location of an error in a body -> [where it ends in out, repeats]
     keep_snippet = False
     for raw in output.splitlines():
         m = _DIAG.match(raw)
@@ -961,8 +962,11 @@ def format_compiler_output(output: str, csrc: Path) -> tuple[str, bool]:
         op = spliced.op if spliced else ops.get(file)
         level, msg = m.group("level"), m.group("msg").replace("\u2018", "'").replace("\u2019", "'")
         prefix = f"op '{op}': " if op and level != "note" else ""
-        shown = f"{_display(root, file)}:{line}:{col}: {level}: {prefix}{msg}"
-        if shown in seen:
+        where = f"{_display(root, file)}:{line}:{col}"
+        shown = f"{where}: {level}: {prefix}{msg}"
+        if shown in seen or (spliced is not None and level == "error" and where in repeats):
+            if shown not in seen and where in repeats:  # the same mistake, another dtype row's types
+                repeats[where][1] += 1
             keep_snippet = False
             continue
         seen.add(shown)
@@ -973,6 +977,12 @@ def format_compiler_output(output: str, csrc: Path) -> tuple[str, bool]:
             keep_snippet = False  # ours replaces the compiler's (it could not read the file)
         else:
             keep_snippet = True
+        if spliced is not None and level == "error":
+            repeats[where] = [len(out), 0]
+    for where, (after, more) in sorted(repeats.items(), key=lambda kv: -kv[1][0]):
+        if more:
+            out.insert(after, f"{where}: note: the same error for {more} more dtype_format row{'s' if more > 1 else ''}"
+                       " (the body is compiled once per row)")
     if out:
         return "\n".join(out), True
     noise = ("FAILED: ", "ninja: ")

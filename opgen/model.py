@@ -85,6 +85,8 @@ class Attr:
     range: tuple[float, float] | None
     choices: tuple[Any, ...] | None
     location: Location
+    default_location: Location | None = None
+    """Where the default value is written (for diagnostics about it)."""
 
     @property
     def cpp_type(self) -> str:
@@ -256,6 +258,7 @@ def build_op(tree: MarkedDict, file: str) -> Op:
                 (_bound(rng[0]), _bound(rng[1])) if rng else None,
                 tuple(_plain(c) for c in choices) if choices else None,
                 tree["attrs"].loc(i),
+                item.loc("default") if "default" in item and hasattr(item, "loc") else None,
             )
         )
     outputs = []

@@ -198,6 +198,20 @@ def test_kernel_error_names_yaml_line_and_op_and_keeps_last_good_library(
     assert call_halve(good, [3.0]) == [1.5]
 
 
+def test_an_error_that_differs_per_dtype_row_is_printed_once(
+        package: Path, write_spec: Callable[[str, str], Path]) -> None:
+    # `.value` on a float and on a double: g++ words the error once per row, with that row's type
+    write_spec("halve.yaml", HALVE.replace("out[i] = x[i] / 2;", "out[i] = x[i].value / 2;").replace(
+        "    - [F32_Default, F32_Default]\n", "    - [F32_Default, F32_Default]\n    - [F64_Default, F64_Default]\n"))
+    regenerate()
+    with pytest.raises(build.BuildError) as info:
+        build.build(package, "aot", quiet=True)
+    msg = str(info.value)
+    assert msg.count("error:") == 1, msg
+    assert "specs/halve.yaml:14:21: error: op 'halve': request for member 'value'" in msg
+    assert "note: the same error for 1 more dtype_format row (the body is compiled once per row)" in msg
+
+
 def test_cli_build_failure_exits_1_without_traceback(package: Path, write_spec: Callable[[str, str], Path],
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     write_spec("twice.yaml", TWICE.replace("forward: 2 * x", "forward: 2 * x").replace(
