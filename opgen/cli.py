@@ -19,10 +19,14 @@ import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .config import DEFAULT_PACKAGE, Config
 from .diagnostics import Diagnostic, display_path
+
+if TYPE_CHECKING:
+    from .model import BuildFlags
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -88,7 +92,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     args.package = args.package or cfg.package
     started = time.perf_counter()
     try:
-        res = generate(args.paths, Path(args.out), args.package, dry_run=args.dry_run, check_only=args.check)
+        res = generate(args.paths, Path(args.out), args.package, dry_run=args.dry_run, check_only=args.check,
+                       flags=_package_flags(args))
     except OSError as exc:  # the output directory cannot be written (a file, no space, a held lock...)
         where = display_path(exc.filename) if isinstance(exc.filename, str) else display_path(args.out)
         print(f"opgen: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
@@ -133,6 +138,15 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     if args.build and not args.dry_run:
         return _build(res.package_dir, args, ("aot", "ext"))
     return EXIT_OK
+
+
+def _package_flags(args: argparse.Namespace) -> BuildFlags | None:
+    """The package-wide compile/link settings given to ``opgen generate``, if any."""
+    from .model import BuildFlags
+
+    flags = BuildFlags(tuple(args.cflag or ()), tuple(args.include_dir or ()), tuple(args.ldflag or ()),
+                       tuple(args.library or ()))
+    return flags if flags != BuildFlags() else None
 
 
 def _generate_command(paths: Sequence[str], out: str, package: str, cfg: Config) -> str:
@@ -190,6 +204,30 @@ def _cmd_build(args: argparse.Namespace) -> int:
         return EXIT_ERRORS
     kinds = ("aot", "ext") if args.only is None else (args.only,)
     return _build(pkg_dir, args, kinds)
+
+
+def _cmd_wheel(args: argparse.Namespace) -> int:
+    from .build import BuildError
+    from .wheel import build_wheel
+
+    cfg: Config = args.config
+    pkg_dir = Path(args.package_dir or cfg.package_dir)
+    if not (pkg_dir / "csrc").is_dir():
+        print(f"opgen: {display_path(pkg_dir)} is not a generated package (no csrc/); run 'opgen generate' first",
+              file=sys.stderr)
+        return EXIT_ERRORS
+    if _need_run_extra("wheel", ("ninja", "mindspore")):
+        return EXIT_ERRORS
+    try:
+        wheel = build_wheel(pkg_dir, Path(args.out), version=args.version, quiet=args.quiet,
+                            build_dir=args.build_dir, jobs=args.jobs)
+    except BuildError as exc:
+        print(str(exc), file=sys.stderr)
+        print(f"opgen: wheel of {display_path(pkg_dir)}: the build failed; no wheel written.", file=sys.stderr)
+        return EXIT_ERRORS
+    if not args.quiet:
+        print(f"opgen: wrote {display_path(wheel)}")
+    return EXIT_OK
 
 
 def _positive(text: str) -> int:
@@ -479,6 +517,9 @@ run 'opgen COMMAND --help' for the options of each command.""",
     "build": """examples:
   opgen build                          # generated/opgen_ops: aot library and extension
   opgen build generated/my_ops --only aot -j 2""",
+    "wheel": """examples:
+  opgen wheel generated/my_ops         # dist/my_ops-0.1.0-cp311-cp311-linux_x86_64.whl
+  opgen wheel generated/my_ops -o wheels --version 1.2.0""",
     "test": """examples:
   opgen test                           # every spec in ops/, every check
   opgen test ops/ exp log              # only exp and log
@@ -547,6 +588,13 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the output differs")
     p.add_argument("--dry-run", action="store_true", help="write nothing; list what would change")
     p.add_argument("--build", action="store_true", help="also build the aot library and the extension")
+    g = p.add_argument_group("user flags (package-wide, kept in csrc/build.json, part of the build's cache key)")
+    g.add_argument("--cflag", action="append", metavar="FLAG",
+                   help="compile flag for every kernel unit (repeatable; write --cflag=-march=native)")
+    g.add_argument("--include-dir", action="append", metavar="DIR", help="include directory for every kernel unit")
+    g.add_argument("--ldflag", action="append", metavar="FLAG", help="link flag for both libraries (repeatable)")
+    g.add_argument("--library", action="append", metavar="LIB",
+                   help="library both libraries link: a name as for -l, or a file (repeatable)")
     _add_build_options(p)
     p.set_defaults(func=_cmd_generate)
 
@@ -559,6 +607,18 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", choices=("aot", "ext"), help="build only one of the two libraries")
     _add_build_options(p)
     p.set_defaults(func=_cmd_build)
+
+    p = add("wheel", "build an installable wheel of a generated package, its libraries prebuilt",
+            "Build both libraries (cached as for 'opgen build') and write a wheel holding the package "
+            "and them, for this MindSpore version, Python and platform: it installs and runs with no "
+            "compiler; under another MindSpore its import names the version it was built for.")
+    p.add_argument("package_dir", nargs="?",
+                   help="generated package directory (default: [tool.opgen] output/package, else "
+                   f"generated/{DEFAULT_PACKAGE})")
+    p.add_argument("-o", "--out", default="dist", help="output directory (default: dist)")
+    p.add_argument("--version", default="0.1.0", help="the wheel's version (default: 0.1.0)")
+    _add_build_options(p)
+    p.set_defaults(func=_cmd_wheel)
 
     p = add("test", "check ops against their numpy reference, finite differences and dtype rows",
             "Check every op (forward vs numpy reference, gradients vs central differences, "

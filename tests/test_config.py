@@ -68,7 +68,7 @@ def test_build_and_test_read_the_table(project: Path, capsys: pytest.CaptureFixt
     assert main(_hint(err)[1:] + ["-q"]) == 0
     assert main(["build", "--only", "aot"]) == 0
     captured = capsys.readouterr()
-    assert "1 unit, 1 job)" in captured.err  # jobs = 1 from the table
+    assert "1 kernel, 1 job)" in captured.err  # jobs = 1 from the table
     assert f"{tmp_path / 'builds'}" in captured.out
     assert main(["test", "--only", "reference"]) == 0
     out = capsys.readouterr()
