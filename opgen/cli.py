@@ -191,16 +191,23 @@ def _build(pkg_dir: Path, args: argparse.Namespace, kinds: Sequence[str]) -> int
     return EXIT_OK
 
 
+def _not_generated(pkg_dir: Path, cfg: Config) -> bool:
+    """Say how to generate ``pkg_dir`` (a command that works as printed) when it has no csrc/."""
+    if (pkg_dir / "csrc").is_dir():
+        return False
+    if all(Path(s).exists() for s in cfg.specs):
+        hint = f"run '{_generate_command(cfg.specs, str(pkg_dir.parent), pkg_dir.name, cfg)}' first"
+    else:  # the specs are not where the defaults say: a template of the command
+        cmd = _generate_command(["SPECS"], str(pkg_dir.parent), pkg_dir.name, cfg)
+        hint = f"generate it first: {cmd} (SPECS: your spec files or directories; or set [tool.opgen] specs)"
+    print(f"opgen: {display_path(pkg_dir)} is not a generated package (no csrc/); {hint}", file=sys.stderr)
+    return True
+
+
 def _cmd_build(args: argparse.Namespace) -> int:
     cfg: Config = args.config
     pkg_dir = Path(args.package_dir or cfg.package_dir)
-    if not (pkg_dir / "csrc").is_dir():
-        if all(Path(s).exists() for s in cfg.specs):
-            hint = f"run '{_generate_command(cfg.specs, str(pkg_dir.parent), pkg_dir.name, cfg)}' first"
-        else:  # the specs are not where the defaults say: a template of the command
-            cmd = _generate_command(["SPECS"], str(pkg_dir.parent), pkg_dir.name, cfg)
-            hint = f"generate it first: {cmd} (SPECS: your spec files or directories; or set [tool.opgen] specs)"
-        print(f"opgen: {display_path(pkg_dir)} is not a generated package (no csrc/); {hint}", file=sys.stderr)
+    if _not_generated(pkg_dir, cfg):
         return EXIT_ERRORS
     kinds = ("aot", "ext") if args.only is None else (args.only,)
     return _build(pkg_dir, args, kinds)
@@ -212,9 +219,7 @@ def _cmd_wheel(args: argparse.Namespace) -> int:
 
     cfg: Config = args.config
     pkg_dir = Path(args.package_dir or cfg.package_dir)
-    if not (pkg_dir / "csrc").is_dir():
-        print(f"opgen: {display_path(pkg_dir)} is not a generated package (no csrc/); run 'opgen generate' first",
-              file=sys.stderr)
+    if _not_generated(pkg_dir, cfg):
         return EXIT_ERRORS
     if _need_run_extra("wheel", ("ninja", "mindspore")):
         return EXIT_ERRORS

@@ -44,7 +44,7 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
     ("typo_top_key", [("dtype_format:", "dtype_fromat:")],
      "s.yaml:1:1: error: op 'twice': spec is missing required key 'dtype_format'\n"
      "s.yaml:9:1: error: op 'twice': unknown key 'dtype_fromat' in spec; expected one of: $schema, name, doc, "
-     "targets, inputs, outputs, attrs, type_vars, dtype_format, elementwise, kernel, reference, test\n"
+     "targets, inputs, outputs, attrs, type_vars, dtype_format, elementwise, kernel, reference, build, test\n"
      "s.yaml:9:1: note: did you mean 'dtype_format'?"),
     ("comma_split_flow_value", [("doc: any tensor}", "doc: any tensor, any shape.}")],
      "s.yaml:4:32: error: op 'twice': unknown key 'any shape.' in inputs[0]; expected one of: name, doc, kind, "
