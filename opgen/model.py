@@ -118,6 +118,8 @@ class Attr:
     range: tuple[float, float] | None
     choices: tuple[Any, ...] | None
     location: Location
+    default_location: Location | None = None
+    """Where the default value is written (for diagnostics about it)."""
 
     @property
     def cpp_type(self) -> str:
@@ -216,6 +218,19 @@ class TestSettings:
 
 
 @dataclass(frozen=True)
+class BuildFlags:
+    """The spec's ``build:`` section: extra compile/link settings for its kernel."""
+
+    cflags: tuple[str, ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    """As written: relative to the spec file's directory unless absolute."""
+    ldflags: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()
+    includes: tuple[str, ...] = ()
+    """Headers the kernel layer includes, as after ``#include`` (or a bare name)."""
+
+
+@dataclass(frozen=True)
 class Op:
     """One op, as stated once in its YAML file (``file``)."""
 
@@ -238,6 +253,7 @@ class Op:
     late_diagnostics: tuple[Diagnostic, ...] = ()
     """Errors in shape expressions and contracts, found while building the model and reported by
     the semantic checks (so that one run shows them with everything else)."""
+    build: BuildFlags = BuildFlags()
 
     @property
     def class_name(self) -> str:
@@ -307,6 +323,7 @@ def build_op(tree: MarkedDict, file: str) -> Op:
                 (_bound(rng[0]), _bound(rng[1])) if rng else None,
                 tuple(_plain(c) for c in choices) if choices else None,
                 tree["attrs"].loc(i),
+                item.loc("default") if "default" in item and hasattr(item, "loc") else None,
             )
         )
     scope = lang.Scope({x.name: x.kind for x in inputs}, {a.name: a.type for a in attrs})
@@ -429,6 +446,9 @@ def build_op(tree: MarkedDict, file: str) -> Op:
         except lang.ShapeError as exc:
             lang_error(loc, f"requires[{j}]", exc)
     test = _test_settings(tree.get("test"), name, inputs, attrs, scope, tree.location, err)
+    b = tree.get("build", {})
+    build = BuildFlags(*(tuple(str(x) for x in b.get(k, ()))
+                         for k in ("cflags", "include_dirs", "ldflags", "libraries", "includes")))
     if diags:
         raise SpecError(diags)
     return Op(
@@ -449,6 +469,7 @@ def build_op(tree: MarkedDict, file: str) -> Op:
         requires=tuple(requires),
         test=test,
         late_diagnostics=tuple(late),
+        build=build,
     )
 
 

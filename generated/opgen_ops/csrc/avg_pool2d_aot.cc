@@ -12,7 +12,7 @@
 
 #include "opgen/aot.h"
 #include "opgen/sym.h"
-#include "avg_pool2d_kernel.h"
+#include "avg_pool2d_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

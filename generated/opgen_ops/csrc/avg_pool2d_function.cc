@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "avg_pool2d_kernel.h"
+#include "avg_pool2d_kernel_decl.h"
 
 namespace opgen_ops {
 namespace avg_pool2d {

@@ -12,7 +12,7 @@
 
 #include "opgen/aot.h"
 #include "opgen/sym.h"
-#include "broadcast_to_kernel.h"
+#include "broadcast_to_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "broadcast_to_kernel.h"
+#include "broadcast_to_kernel_decl.h"
 
 namespace opgen_ops {
 namespace broadcast_to {

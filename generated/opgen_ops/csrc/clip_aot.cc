@@ -12,7 +12,7 @@
 
 #include "opgen/aot.h"
 #include "opgen/sym.h"
-#include "clip_kernel.h"
+#include "clip_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

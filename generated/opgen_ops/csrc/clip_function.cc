@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "clip_kernel.h"
+#include "clip_kernel_decl.h"
 
 namespace opgen_ops {
 namespace clip {

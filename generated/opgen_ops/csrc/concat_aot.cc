@@ -13,7 +13,7 @@
 
 #include "opgen/aot.h"
 #include "opgen/sym.h"
-#include "concat_kernel.h"
+#include "concat_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

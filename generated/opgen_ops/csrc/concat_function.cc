@@ -13,7 +13,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "concat_kernel.h"
+#include "concat_kernel_decl.h"
 
 namespace opgen_ops {
 namespace concat {

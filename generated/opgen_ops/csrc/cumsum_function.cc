@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "cumsum_kernel.h"
+#include "cumsum_kernel_decl.h"
 
 namespace opgen_ops {
 namespace cumsum {

@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "div_kernel.h"
+#include "div_kernel_decl.h"
 
 namespace opgen_ops {
 namespace div {

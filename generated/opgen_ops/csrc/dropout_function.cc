@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "dropout_kernel.h"
+#include "dropout_kernel_decl.h"
 
 namespace opgen_ops {
 namespace dropout {

@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "exp_kernel.h"
+#include "exp_kernel_decl.h"
 
 namespace opgen_ops {
 namespace exp {

@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "gather_kernel.h"
+#include "gather_kernel_decl.h"
 
 namespace opgen_ops {
 namespace gather {

@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "gelu_kernel.h"
+#include "gelu_kernel_decl.h"
 
 namespace opgen_ops {
 namespace gelu {

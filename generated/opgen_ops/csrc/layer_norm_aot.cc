@@ -13,7 +13,7 @@
 
 #include "opgen/aot.h"
 #include "opgen/sym.h"
-#include "layer_norm_kernel.h"
+#include "layer_norm_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

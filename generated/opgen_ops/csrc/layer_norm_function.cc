@@ -11,7 +11,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "layer_norm_kernel.h"
+#include "layer_norm_kernel_decl.h"
 
 namespace opgen_ops {
 namespace layer_norm {

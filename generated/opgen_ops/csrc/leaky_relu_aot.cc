@@ -12,7 +12,7 @@
 
 #include "opgen/aot.h"
 #include "opgen/sym.h"
-#include "leaky_relu_kernel.h"
+#include "leaky_relu_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

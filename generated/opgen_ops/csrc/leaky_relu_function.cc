@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "leaky_relu_kernel.h"
+#include "leaky_relu_kernel_decl.h"
 
 namespace opgen_ops {
 namespace leaky_relu {

@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "log_kernel.h"
+#include "log_kernel_decl.h"
 
 namespace opgen_ops {
 namespace log {

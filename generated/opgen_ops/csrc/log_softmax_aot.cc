@@ -12,7 +12,7 @@
 
 #include "opgen/aot.h"
 #include "opgen/sym.h"
-#include "log_softmax_kernel.h"
+#include "log_softmax_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

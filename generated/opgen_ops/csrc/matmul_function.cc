@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "matmul_kernel.h"
+#include "matmul_kernel_decl.h"
 
 namespace opgen_ops {
 namespace matmul {

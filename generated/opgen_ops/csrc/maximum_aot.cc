@@ -12,7 +12,7 @@
 
 #include "opgen/aot.h"
 #include "opgen/sym.h"
-#include "maximum_kernel.h"
+#include "maximum_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

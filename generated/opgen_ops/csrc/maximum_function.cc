@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "maximum_kernel.h"
+#include "maximum_kernel_decl.h"
 
 namespace opgen_ops {
 namespace maximum {

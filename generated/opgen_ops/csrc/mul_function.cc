@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "mul_kernel.h"
+#include "mul_kernel_decl.h"
 
 namespace opgen_ops {
 namespace mul {

@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "pow_kernel.h"
+#include "pow_kernel_decl.h"
 
 namespace opgen_ops {
 namespace pow {

@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "reduce_max_kernel.h"
+#include "reduce_max_kernel_decl.h"
 
 namespace opgen_ops {
 namespace reduce_max {

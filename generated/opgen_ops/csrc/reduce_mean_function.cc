@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "reduce_mean_kernel.h"
+#include "reduce_mean_kernel_decl.h"
 
 namespace opgen_ops {
 namespace reduce_mean {

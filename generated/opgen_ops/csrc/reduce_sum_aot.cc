@@ -12,7 +12,7 @@
 
 #include "opgen/aot.h"
 #include "opgen/sym.h"
-#include "reduce_sum_kernel.h"
+#include "reduce_sum_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "relu_kernel.h"
+#include "relu_kernel_decl.h"
 
 namespace opgen_ops {
 namespace relu {

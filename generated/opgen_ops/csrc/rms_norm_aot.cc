@@ -12,7 +12,7 @@
 
 #include "opgen/aot.h"
 #include "opgen/sym.h"
-#include "rms_norm_kernel.h"
+#include "rms_norm_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "rms_norm_kernel.h"
+#include "rms_norm_kernel_decl.h"
 
 namespace opgen_ops {
 namespace rms_norm {

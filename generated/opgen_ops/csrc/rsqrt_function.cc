@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "rsqrt_kernel.h"
+#include "rsqrt_kernel_decl.h"
 
 namespace opgen_ops {
 namespace rsqrt {

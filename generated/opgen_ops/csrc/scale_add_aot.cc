@@ -12,7 +12,7 @@
 
 #include "opgen/aot.h"
 #include "opgen/sym.h"
-#include "scale_add_kernel.h"
+#include "scale_add_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "scale_add_kernel.h"
+#include "scale_add_kernel_decl.h"
 
 namespace opgen_ops {
 namespace scale_add {

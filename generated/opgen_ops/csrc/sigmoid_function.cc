@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "sigmoid_kernel.h"
+#include "sigmoid_kernel_decl.h"
 
 namespace opgen_ops {
 namespace sigmoid {

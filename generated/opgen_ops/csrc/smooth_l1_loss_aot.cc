@@ -12,7 +12,7 @@
 
 #include "opgen/aot.h"
 #include "opgen/sym.h"
-#include "smooth_l1_loss_kernel.h"
+#include "smooth_l1_loss_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "smooth_l1_loss_kernel.h"
+#include "smooth_l1_loss_kernel_decl.h"
 
 namespace opgen_ops {
 namespace smooth_l1_loss {

@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "softmax_kernel.h"
+#include "softmax_kernel_decl.h"
 
 namespace opgen_ops {
 namespace softmax {

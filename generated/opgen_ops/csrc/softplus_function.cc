@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "softplus_kernel.h"
+#include "softplus_kernel_decl.h"
 
 namespace opgen_ops {
 namespace softplus {

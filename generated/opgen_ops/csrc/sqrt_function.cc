@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "sqrt_kernel.h"
+#include "sqrt_kernel_decl.h"
 
 namespace opgen_ops {
 namespace sqrt {

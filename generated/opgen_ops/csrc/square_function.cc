@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "square_kernel.h"
+#include "square_kernel_decl.h"
 
 namespace opgen_ops {
 namespace square {

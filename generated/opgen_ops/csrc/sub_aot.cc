@@ -12,7 +12,7 @@
 
 #include "opgen/aot.h"
 #include "opgen/sym.h"
-#include "sub_kernel.h"
+#include "sub_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

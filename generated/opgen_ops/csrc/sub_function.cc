@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "sub_kernel.h"
+#include "sub_kernel_decl.h"
 
 namespace opgen_ops {
 namespace sub {

@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "swiglu_kernel.h"
+#include "swiglu_kernel_decl.h"
 
 namespace opgen_ops {
 namespace swiglu {

@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "tanh_kernel.h"
+#include "tanh_kernel_decl.h"
 
 namespace opgen_ops {
 namespace tanh {

@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "topk_kernel.h"
+#include "topk_kernel_decl.h"
 
 namespace opgen_ops {
 namespace topk {

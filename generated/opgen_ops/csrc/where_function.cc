@@ -10,7 +10,7 @@
 
 #include "opgen/ms.h"
 #include "opgen/sym.h"
-#include "where_kernel.h"
+#include "where_kernel_decl.h"
 
 namespace opgen_ops {
 namespace where {
