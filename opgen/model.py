@@ -450,7 +450,7 @@ def build_op(tree: MarkedDict, file: str) -> Op:
     build = BuildFlags(*(tuple(str(x) for x in b.get(k, ()))
                          for k in ("cflags", "include_dirs", "ldflags", "libraries", "includes")))
     if diags:
-        raise SpecError(diags)
+        raise SpecError(sorted(diags + late, key=lambda d: (d.location.line, d.location.col)))
     return Op(
         name=name,
         doc=tree["doc"],
