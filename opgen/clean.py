@@ -40,7 +40,7 @@ class Cleaned:
 
 def package_of(folder: Path) -> str | None:
     """The generated package a build folder was made for, from its ninja files; None if not a build folder."""
-    for name in ("aot.ninja", "ext.ninja"):
+    for name in ("build.ninja", "aot.ninja", "ext.ninja"):
         try:
             text = (folder / name).read_text(encoding="utf-8", errors="replace")
         except OSError:
