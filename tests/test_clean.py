@@ -57,3 +57,12 @@ def test_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         "my_ops_ext-cccccccccccccccc.so", "my_ops_ext-cccccccccccccccc.so.sha256"]
     assert main(["clean", "-q", "--build-dir", str(root)]) == 0  # the lock is free now
     assert not busy.exists() and kept.is_dir()
+
+
+def test_clean_reads_the_build_dir_of_tool_opgen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    gone = _folder(tmp_path / "cache", tmp_path / "deleted" / "x_ops", {})
+    (tmp_path / "pyproject.toml").write_text("[tool.opgen]\nbuild-dir = 'cache'\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["clean"]) == 0
+    assert not gone.exists() and f"in {tmp_path / 'cache'}" in capsys.readouterr().out
