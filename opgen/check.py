@@ -207,8 +207,12 @@ def check_op(op: Op) -> list[Diagnostic]:
     col_names = [x.name for x in op.inputs] + [o.name for o in op.outputs]
     seen_rows: dict[tuple[str, tuple[str, ...]], Location] = {}
     valid_rows = []
+    wrong_length: set[Location] = set()  # a row of type variables expands to several: report it once
     for row in op.rows:
         if len(row.columns) != n_cols:
+            if row.location in wrong_length:
+                continue
+            wrong_length.add(row.location)
             err(
                 row.location,
                 f"dtype_format row has {len(row.columns)} column(s); expected {n_cols}, "
@@ -330,7 +334,8 @@ def check_op(op: Op) -> list[Diagnostic]:
         if a.has_default and not empty_range:
             problem = _attr_value_problem(a.type, a.default, a.range, a.choices)
             if problem:
-                err(a.location, f"attr '{a.name}': default {_show(a.default)} {problem}")
+                err(a.default_location or a.location, f"attr '{a.name}': default {_show(a.default)} {problem}",
+                    list(_number_note(a.default, a.type)))
         if a.range is not None and a.type not in ("int", "float", "list[int]", "list[float]"):
             err(a.location, f"attr '{a.name}': 'range' applies to int and float attrs, not {a.type}")
         if a.range is not None and empty_range:
@@ -447,6 +452,18 @@ def _attr_value_problem(
     if choices is not None and value not in choices:
         return f"is not one of the choices {list(choices)}"
     return None
+
+
+def _number_note(value: object, typ: str) -> tuple[Note, ...]:
+    """For a float attr whose default YAML 1.1 read as a string (``1e6``): how to write it."""
+    from .schema import _number_note as note
+
+    if typ not in ("float", "list[float]"):
+        return ()
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        if note(item, "number"):
+            return note(item, "number")
+    return ()
 
 
 def _a(typ: str) -> str:

@@ -127,18 +127,20 @@ class GenerateResult:
 
 
 def generate(
-    paths: Sequence[str | Path], out_dir: Path, package: str, *, dry_run: bool = False, check_only: bool = False
+    paths: Sequence[str | Path], out_dir: Path, package: str, *, dry_run: bool = False, check_only: bool = False,
+    flags: model.BuildFlags | None = None,
 ) -> GenerateResult:
     """Validate every spec; when all are valid, render the package and write it.
 
     With ``dry_run`` or ``check_only`` nothing is written; the result says what would change.
-    Any diagnostic means nothing is written at all.
+    Any diagnostic means nothing is written at all.  ``flags``: compile/link settings for the
+    whole package (written to ``csrc/build.json`` with the specs' own ``build:`` settings).
     """
     ops, diags = load_ops(paths)
     pkg_dir = out_dir / package
     if diags or not ops:
         return GenerateResult(ops, diags, pkg_dir, None)
-    files = render.render_package(ops, package, display_path(pkg_dir))
+    files = render.render_package(ops, package, display_path(pkg_dir), flags)
     if dry_run or check_only:
         return GenerateResult(ops, diags, pkg_dir, writer.plan(pkg_dir, files))
     with writer.locked(pkg_dir):

@@ -143,6 +143,22 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
+_YAML11_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _number_note(value: Any, expected: str) -> tuple[Note, ...]:
+    """The note for ``1.0e6`` or ``1e-3``, which YAML 1.1 (PyYAML) reads as strings (no sign, no dot)."""
+    if not (isinstance(value, str) and "number" in expected and _YAML11_EXPONENT.fullmatch(value.strip())):
+        return ()
+    mantissa, exponent = re.split("[eE]", value.strip())
+    if "." not in mantissa:
+        mantissa += ".0"
+    if exponent[0] not in "+-":
+        exponent = "+" + exponent
+    return (Note(f"'{value}' is a string to YAML 1.1, which reads a number with an exponent only with a '.' "
+                 f"and the exponent's sign; write {mantissa}e{exponent}"),)
+
+
 def _comma_split_note(node: Any, key: str) -> tuple[Note, ...]:
     """The note for ``{doc: First factor, any shape.}``: YAML split the value at the comma."""
     before = getattr(node, "comma_split", {}).get(key)
@@ -183,7 +199,8 @@ def _diagnose(tree: Any, err: ValidationError) -> list[Diagnostic]:
         expected = err.validator_value
         exp = " or ".join(expected) if isinstance(expected, list) else str(expected)
         exp = exp.replace("object", "mapping").replace("array", "list")
-        return [Diagnostic(loc, f"{where} must be a {exp}, got {_type_name(err.instance)}", op)]
+        return [Diagnostic(loc, f"{where} must be a {exp}, got {_type_name(err.instance)}", op,
+                           notes=_number_note(err.instance, exp))]
     if v == "enum":
         enum_vals: Any = err.validator_value
         allowed_vals = [str(a) for a in enum_vals]
