@@ -239,6 +239,21 @@ def _rows_text(op: Op) -> str:
 PY_TENSOR_TYPE = {"required": "Tensor", "optional": "Tensor or None", "dynamic": "list of Tensor"}
 
 
+def can_fail(op: Op) -> bool:
+    """Whether the op's kernel may raise an error the Python wrapper cannot check before launch
+    (data-dependent: an index out of range, an integer division by zero), so that its Custom
+    path launches blocking in PyNative and the error reaches the call that caused it: a C++
+    body that throws, or an elementwise ``/`` over an integer row."""
+    if op.kernel is not None:
+        bodies = [op.kernel.forward, op.kernel.backward, *(b for _, b in op.kernel.backward_per_input)]
+        return any(b is not None and "throw" in b.text for b in bodies)
+    if op.elementwise is None:  # pragma: no cover - a spec has one body
+        return False
+    exprs = [op.elementwise.forward, *(e for _, e, _ in op.elementwise.grads)]
+    integer_rows = any(not r.dtype(i).is_float for r in op.rows for i in range(len(r.columns)))
+    return integer_rows and any("/" in e.text for e in exprs)
+
+
 def _kernel_signatures(inputs: Sequence[Input], outputs: Sequence[Output], diff: Sequence[str],
                        cpp_types: Sequence[str]) -> dict[str, str]:
     """Parameter types of ``forward`` and ``backward`` for one dtype row (explicit instantiations).
@@ -523,6 +538,9 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
             for b in bw_blocks
         ],
         "has_backward": op.has_backward,
+        "can_fail": can_fail(op),
+        # a gradient reaches the inputs: some output is differentiable and the spec defines one
+        "grad_flows": op.has_backward and any(o.differentiable for o in op.outputs),
         "saved": [{"name": s.name, "slot": s.slot, "condition": s.condition,
                    "dynamic": s.name == dynamic} for s in saved],
         "saved_names": sorted(saved_names),

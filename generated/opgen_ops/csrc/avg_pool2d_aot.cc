@@ -108,7 +108,7 @@ extern "C" int opgen_ops_avg_pool2d_forward(int nparam, void **params, int *ndim
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("avg_pool2d", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
@@ -150,7 +150,7 @@ extern "C" int opgen_ops_avg_pool2d_backward(int nparam, void **params, int *ndi
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("avg_pool2d", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;

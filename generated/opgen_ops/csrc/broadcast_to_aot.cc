@@ -119,7 +119,7 @@ extern "C" int opgen_ops_broadcast_to_forward(int nparam, void **params, int *nd
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("broadcast_to", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
@@ -181,7 +181,7 @@ extern "C" int opgen_ops_broadcast_to_backward(int nparam, void **params, int *n
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("broadcast_to", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;

@@ -109,7 +109,7 @@ extern "C" int opgen_ops_smooth_l1_loss_forward(int nparam, void **params, int *
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("smooth_l1_loss", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
@@ -155,7 +155,7 @@ extern "C" int opgen_ops_smooth_l1_loss_backward(int nparam, void **params, int 
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("smooth_l1_loss", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
