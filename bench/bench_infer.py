@@ -1,5 +1,6 @@
-"""Per-call cost of the Custom path's shape inference: C++ ``InferShape`` (what opgen generates,
-``out_shape=None``) against a Python ``out_shape`` callable on the same aot kernel, in one process.
+"""Per-call cost of the Custom path's shape inference: the aot library's C++ ``InferShape``
+(``out_shape=None``, needed by GRAPH_MODE graphs with dynamic shapes) against a Python
+``out_shape`` callable on the same aot kernel, in one process.
 
 Run from the repository root::
 
@@ -8,14 +9,16 @@ Run from the repository root::
 Rows (PyNative, ``mindspore.runtime.launch_blocking()``, float32 ``add`` of two tensors):
 
 - ``opgen add``            ``generated.opgen_ops.add``: the wrapper (dtype, attr and contract checks,
-                           memoized per shapes) and the primitive with C++ ``InferShape``
-- ``primitive, C++ infer`` ``add_primitive()`` called directly (no wrapper)
-- ``primitive, Python out_shape`` the same aot kernel and reg info with a Python ``out_shape``
-                           callable (``opgen.runtime.broadcast_shape``), as opgen generated before
+                           memoized per shapes) and the primitive it picks for known shapes
+                           (Python ``out_shape``)
+- ``primitive, C++ infer`` ``add_primitive(dynamic=True)`` called directly: ``out_shape=None``
+- ``primitive, Python out_shape`` ``add_primitive(dynamic=False)`` called directly
+- ``hand-written, Python out_shape`` the same aot kernel registered by hand with a Python
+                           ``out_shape`` (``opgen.runtime.broadcast_shape``), as opgen generated before
 - ``ops.add``              MindSpore's builtin
 
 Calls are interleaved in a new random order each round; medians (10th-90th percentile) are
-printed, with each row's ratio to ``primitive, Python out_shape``. Prints numbers, asserts nothing.
+printed, with each row's ratio to ``hand-written, Python out_shape``. Prints numbers, asserts nothing.
 """
 
 from __future__ import annotations
@@ -58,8 +61,9 @@ def main() -> None:
     )
     rows: dict[str, Callable[[], Any]] = {
         "opgen add": lambda: C.add(x, y),
-        "primitive, C++ infer": lambda: C.add_primitive(layout=layout)(x, y),
-        "primitive, Python out_shape": lambda: py_prim(x, y),
+        "primitive, C++ infer": lambda: C.add_primitive(layout=layout, dynamic=True)(x, y),
+        "primitive, Python out_shape": lambda: C.add_primitive(layout=layout, dynamic=False)(x, y),
+        "hand-written, Python out_shape": lambda: py_prim(x, y),
         "ops.add": lambda: ops.add(x, y),
     }
     want = x.asnumpy() + y.asnumpy()
@@ -75,7 +79,7 @@ def main() -> None:
             t0 = time.perf_counter()
             rows[name]()
             times[name].append(time.perf_counter() - t0)
-    base = statistics.median(times["primitive, Python out_shape"])
+    base = statistics.median(times["hand-written, Python out_shape"])
     print(f"{'row':32s} {'median us':>10s} {'p10':>8s} {'p90':>8s} {'ratio':>7s}")
     for name, ts in times.items():
         ts.sort()

@@ -227,6 +227,14 @@ def shape_check_py(op: Op) -> list[str]:
     return lines
 
 
+def output_shapes_py(op: Op) -> str:
+    """Python expression of the op's output shapes (one list, or a tuple of lists for several
+    outputs) over inputs bound to their shapes and attrs to their values: the Custom path's
+    ``out_shape`` when every shape is known (its contracts were checked just before)."""
+    outs = [lang.to_python(o.shape.node) for o in op.outputs]
+    return outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
+
+
 def _rows_text(op: Op) -> str:
     rows = op.rows_for("CPU")
     names = [x.name for x in op.inputs] + [o.name for o in op.outputs]
@@ -501,6 +509,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         "shape_prelude_fn": fn_prelude,
         "shape_prelude_infer": infer_prelude,
         "shape_check_py": shape_check_py(op),
+        "output_shapes_py": output_shapes_py(op),
         "has_contracts": bool(op.requires),
         "py_params": ", ".join(py_params),
         "primitive_params": "".join(p + ", " for p in attr_params),

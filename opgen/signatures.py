@@ -63,7 +63,7 @@ def stub_context(op: Op) -> dict[str, Any]:
         "name": op.name,
         "params": ", ".join(_param_text(p, True) for p in params(op)),
         "primitive_params": ", ".join([_param_text(p, True) for p in params(op)[len(op.inputs):]]
-                                      + ["layout: Sequence[int] = ..."]),
+                                      + ["layout: Sequence[int] = ...", "dynamic: bool = ..."]),
         "returns": returns(op),
         # the extension takes a dynamic input as a list and returns several outputs as a list
         "ext_params": ", ".join(_param_text(p, True) for p in params(op)).replace("Sequence[Tensor]", "List[Tensor]"),

@@ -2,11 +2,13 @@
 """Custom (aot) path of package ``opgen_ops``: MindSpore ``ops.Custom`` wrappers.
 
 Each op has a ``CustomRegOp`` info (target CPU: inputs, outputs, attrs, dtype_format rows from
-its YAML), C++ shape inference in the aot library (``out_shape=None``: MindSpore calls the
-library's ``<kernel>InferShape``, so GRAPH_MODE graphs with dynamic shapes and ranks work), the
-output dtypes from its dtype rules, and a bprop that calls the op's backward aot kernel. Calls
-with known shapes check the op's contracts (``requires``) and output shapes in Python first, so
-that a violation is a ``ValueError`` naming the op, in PyNative and when a graph compiles. This path works in GRAPH_MODE, inside ``ms.jit``, in
+its YAML), output shapes and dtypes from its shape expressions and dtype rules, and a bprop that
+calls the op's backward aot kernel. Calls whose input shapes are all known (PyNative, and GRAPH_MODE
+with static shapes) check the op's contracts (``requires``) first, so that a violation is a
+``ValueError`` naming the op, and infer shapes in Python; while a GRAPH_MODE graph with dynamic
+shapes or ranks compiles, the primitive has ``out_shape=None`` and MindSpore calls the aot
+library's C++ ``<kernel>InferShape`` (generated from the same expressions), which checks the
+contracts once the real shapes are known. This path works in GRAPH_MODE, inside ``ms.jit``, in
 ``nn.Cell`` networks and in PyNative: call the op functions (``add(...)``) anywhere.
 
 Primitives are created per attr values and per *layout* (how many tensors each optional or
@@ -65,11 +67,15 @@ def _add_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
         raise ValueError(f"add(): {opgen_exc}") from None
 
 
-def _make_add(layout: Tuple[int, ...]) -> Any:
+def _make_add(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.ADD["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.ADD["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, y, = _rt.regroup(shapes, kinds, layout)
+        return _rt.broadcast_shape(_rt.ints(x), _rt.ints(y))
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, y, = _rt.regroup(dtypes, kinds, layout)
@@ -79,15 +85,15 @@ def _make_add(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_add_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_add_backward" + _rt.layout_suffix(kinds, layout),
@@ -104,7 +110,7 @@ def _make_add(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_add_forward",
-        out_shape=None,  # the library's opgen_ops_add_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_add_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -121,17 +127,22 @@ def _make_add(layout: Tuple[int, ...]) -> Any:
 _add_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def add_primitive(layout: Sequence[int] = (1, 1)) -> Any:
+def add_primitive(layout: Sequence[int] = (1, 1), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``add`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``add(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``add(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``add(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("add", {}, _meta.ADD["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("add", {}, _meta.ADD["attrs"])
     prim = _add_cache.get(key)
     if prim is None:
         prim = _make_add(*key)
@@ -150,9 +161,10 @@ def _add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
         pass
     _rt.check_dtypes("add", dtypes, _meta.ADD["inputs"], _meta.ADD["kinds"], layout, _meta.ADD["rows"], _meta.ADD["outputs"])
     opgen_values = _rt.check_attrs("add", {}, _meta.ADD["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _add_shapes(layout, shapes, *opgen_values)
-    opgen_prim = add_primitive(layout=layout)
+    opgen_prim = add_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_add_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -219,13 +231,17 @@ def _avg_pool2d_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], kernel:
         raise ValueError(f"avg_pool2d(): {opgen_exc}") from None
 
 
-def _make_avg_pool2d(layout: Tuple[int, ...], kernel: Any, stride: Any) -> Any:
+def _make_avg_pool2d(layout: Tuple[int, ...], dynamic: bool, kernel: Any, stride: Any) -> Any:
     kinds = _meta.AVG_POOL2D["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.AVG_POOL2D["inputs"], kinds, layout)]
     attrs = [
         ("kernel",) + _rt.encode_attr("list[int]", kernel),
         ("stride",) + _rt.encode_attr("list[int]", stride),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return (_rt.ints(x)[:2] + [_rt.add(_rt.floordiv(_rt.sub(_rt.at(_rt.ints(x), 2), _rt.at(_rt.ints(kernel), 0)), _rt.at(_rt.ints(stride), 0)), 1), _rt.add(_rt.floordiv(_rt.sub(_rt.at(_rt.ints(x), 3), _rt.at(_rt.ints(kernel), 1)), _rt.at(_rt.ints(stride), 1)), 1)])
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -235,15 +251,15 @@ def _make_avg_pool2d(layout: Tuple[int, ...], kernel: Any, stride: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_avg_pool2d_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_avg_pool2d_backward" + _rt.layout_suffix(kinds, layout),
@@ -260,7 +276,7 @@ def _make_avg_pool2d(layout: Tuple[int, ...], kernel: Any, stride: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_avg_pool2d_forward",
-        out_shape=None,  # the library's opgen_ops_avg_pool2d_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_avg_pool2d_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -277,17 +293,22 @@ def _make_avg_pool2d(layout: Tuple[int, ...], kernel: Any, stride: Any) -> Any:
 _avg_pool2d_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def avg_pool2d_primitive(kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2), layout: Sequence[int] = (1,)) -> Any:
+def avg_pool2d_primitive(kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2), layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``avg_pool2d`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``avg_pool2d(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``avg_pool2d(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``avg_pool2d(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("avg_pool2d", {"kernel": kernel, "stride": stride}, _meta.AVG_POOL2D["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("avg_pool2d", {"kernel": kernel, "stride": stride}, _meta.AVG_POOL2D["attrs"])
     prim = _avg_pool2d_cache.get(key)
     if prim is None:
         prim = _make_avg_pool2d(*key)
@@ -306,9 +327,10 @@ def _avg_pool2d_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
         pass
     _rt.check_dtypes("avg_pool2d", dtypes, _meta.AVG_POOL2D["inputs"], _meta.AVG_POOL2D["kinds"], layout, _meta.AVG_POOL2D["rows"], _meta.AVG_POOL2D["outputs"])
     opgen_values = _rt.check_attrs("avg_pool2d", {"kernel": kernel, "stride": stride}, _meta.AVG_POOL2D["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _avg_pool2d_shapes(layout, shapes, *opgen_values)
-    opgen_prim = avg_pool2d_primitive(kernel=opgen_values[0], stride=opgen_values[1], layout=layout)
+    opgen_prim = avg_pool2d_primitive(kernel=opgen_values[0], stride=opgen_values[1], layout=layout, dynamic=not opgen_known)
     _rt.remember(_avg_pool2d_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -374,12 +396,16 @@ def _broadcast_to_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], shape
         raise ValueError(f"broadcast_to(): {opgen_exc}") from None
 
 
-def _make_broadcast_to(layout: Tuple[int, ...], shape: Any) -> Any:
+def _make_broadcast_to(layout: Tuple[int, ...], dynamic: bool, shape: Any) -> Any:
     kinds = _meta.BROADCAST_TO["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.BROADCAST_TO["inputs"], kinds, layout)]
     attrs = [
         ("shape",) + _rt.encode_attr("list[int]", shape),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(shape)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -389,15 +415,15 @@ def _make_broadcast_to(layout: Tuple[int, ...], shape: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_broadcast_to_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_broadcast_to_backward" + _rt.layout_suffix(kinds, layout),
@@ -414,7 +440,7 @@ def _make_broadcast_to(layout: Tuple[int, ...], shape: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_broadcast_to_forward",
-        out_shape=None,  # the library's opgen_ops_broadcast_to_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_broadcast_to_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -431,17 +457,22 @@ def _make_broadcast_to(layout: Tuple[int, ...], shape: Any) -> Any:
 _broadcast_to_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def broadcast_to_primitive(shape: Sequence[int], layout: Sequence[int] = (1,)) -> Any:
+def broadcast_to_primitive(shape: Sequence[int], layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``broadcast_to`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``broadcast_to(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``broadcast_to(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``broadcast_to(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("broadcast_to", {"shape": shape}, _meta.BROADCAST_TO["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("broadcast_to", {"shape": shape}, _meta.BROADCAST_TO["attrs"])
     prim = _broadcast_to_cache.get(key)
     if prim is None:
         prim = _make_broadcast_to(*key)
@@ -460,9 +491,10 @@ def _broadcast_to_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shap
         pass
     _rt.check_dtypes("broadcast_to", dtypes, _meta.BROADCAST_TO["inputs"], _meta.BROADCAST_TO["kinds"], layout, _meta.BROADCAST_TO["rows"], _meta.BROADCAST_TO["outputs"])
     opgen_values = _rt.check_attrs("broadcast_to", {"shape": shape}, _meta.BROADCAST_TO["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _broadcast_to_shapes(layout, shapes, *opgen_values)
-    opgen_prim = broadcast_to_primitive(shape=opgen_values[0], layout=layout)
+    opgen_prim = broadcast_to_primitive(shape=opgen_values[0], layout=layout, dynamic=not opgen_known)
     _rt.remember(_broadcast_to_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -521,13 +553,17 @@ def _clip_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], min: Any, max
         raise ValueError(f"clip(): {opgen_exc}") from None
 
 
-def _make_clip(layout: Tuple[int, ...], min: Any, max: Any) -> Any:
+def _make_clip(layout: Tuple[int, ...], dynamic: bool, min: Any, max: Any) -> Any:
     kinds = _meta.CLIP["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CLIP["inputs"], kinds, layout)]
     attrs = [
         ("min",) + _rt.encode_attr("float", min),
         ("max",) + _rt.encode_attr("float", max),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -537,15 +573,15 @@ def _make_clip(layout: Tuple[int, ...], min: Any, max: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_clip_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_clip_backward" + _rt.layout_suffix(kinds, layout),
@@ -562,7 +598,7 @@ def _make_clip(layout: Tuple[int, ...], min: Any, max: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_clip_forward",
-        out_shape=None,  # the library's opgen_ops_clip_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_clip_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -579,17 +615,22 @@ def _make_clip(layout: Tuple[int, ...], min: Any, max: Any) -> Any:
 _clip_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def clip_primitive(min: float, max: float, layout: Sequence[int] = (1,)) -> Any:
+def clip_primitive(min: float, max: float, layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``clip`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``clip(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``clip(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``clip(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("clip", {"min": min, "max": max}, _meta.CLIP["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("clip", {"min": min, "max": max}, _meta.CLIP["attrs"])
     prim = _clip_cache.get(key)
     if prim is None:
         prim = _make_clip(*key)
@@ -608,9 +649,10 @@ def _clip_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
         pass
     _rt.check_dtypes("clip", dtypes, _meta.CLIP["inputs"], _meta.CLIP["kinds"], layout, _meta.CLIP["rows"], _meta.CLIP["outputs"])
     opgen_values = _rt.check_attrs("clip", {"min": min, "max": max}, _meta.CLIP["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _clip_shapes(layout, shapes, *opgen_values)
-    opgen_prim = clip_primitive(min=opgen_values[0], max=opgen_values[1], layout=layout)
+    opgen_prim = clip_primitive(min=opgen_values[0], max=opgen_values[1], layout=layout, dynamic=not opgen_known)
     _rt.remember(_clip_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -675,13 +717,17 @@ def _concat_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any) 
         raise ValueError(f"concat(): {opgen_exc}") from None
 
 
-def _make_concat(layout: Tuple[int, ...], axis: Any) -> Any:
+def _make_concat(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
     kinds = _meta.CONCAT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CONCAT["inputs"], kinds, layout)]
     attrs = [
         ("axis",) + _rt.encode_attr("int", axis),
         ("opgen_layout",) + _rt.encode_attr("list[int]", layout),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        xs, = _rt.regroup(shapes, kinds, layout)
+        return _rt.concat_shape(xs, axis)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         xs, = _rt.regroup(dtypes, kinds, layout)
@@ -691,15 +737,15 @@ def _make_concat(layout: Tuple[int, ...], axis: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_concat_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_concat_backward" + _rt.layout_suffix(kinds, layout),
@@ -716,7 +762,7 @@ def _make_concat(layout: Tuple[int, ...], axis: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_concat_forward",
-        out_shape=None,  # the library's opgen_ops_concat_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_concat_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -733,17 +779,22 @@ def _make_concat(layout: Tuple[int, ...], axis: Any) -> Any:
 _concat_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def concat_primitive(axis: int = 0, layout: Sequence[int] = (1,)) -> Any:
+def concat_primitive(axis: int = 0, layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``concat`` for these attr values and input layout
     (tensors per input: dynamic), created once, then cached. ``concat(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``concat(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``concat(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("concat", {"axis": axis}, _meta.CONCAT["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("concat", {"axis": axis}, _meta.CONCAT["attrs"])
     prim = _concat_cache.get(key)
     if prim is None:
         prim = _make_concat(*key)
@@ -762,9 +813,10 @@ def _concat_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
         pass
     _rt.check_dtypes("concat", dtypes, _meta.CONCAT["inputs"], _meta.CONCAT["kinds"], layout, _meta.CONCAT["rows"], _meta.CONCAT["outputs"])
     opgen_values = _rt.check_attrs("concat", {"axis": axis}, _meta.CONCAT["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _concat_shapes(layout, shapes, *opgen_values)
-    opgen_prim = concat_primitive(axis=opgen_values[0], layout=layout)
+    opgen_prim = concat_primitive(axis=opgen_values[0], layout=layout, dynamic=not opgen_known)
     _rt.remember(_concat_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -821,7 +873,7 @@ def _cumsum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any, 
         raise ValueError(f"cumsum(): {opgen_exc}") from None
 
 
-def _make_cumsum(layout: Tuple[int, ...], axis: Any, exclusive: Any, reverse: Any) -> Any:
+def _make_cumsum(layout: Tuple[int, ...], dynamic: bool, axis: Any, exclusive: Any, reverse: Any) -> Any:
     kinds = _meta.CUMSUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CUMSUM["inputs"], kinds, layout)]
     attrs = [
@@ -829,6 +881,10 @@ def _make_cumsum(layout: Tuple[int, ...], axis: Any, exclusive: Any, reverse: An
         ("exclusive",) + _rt.encode_attr("bool", exclusive),
         ("reverse",) + _rt.encode_attr("bool", reverse),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -838,15 +894,15 @@ def _make_cumsum(layout: Tuple[int, ...], axis: Any, exclusive: Any, reverse: An
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_cumsum_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_cumsum_backward" + _rt.layout_suffix(kinds, layout),
@@ -863,7 +919,7 @@ def _make_cumsum(layout: Tuple[int, ...], axis: Any, exclusive: Any, reverse: An
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_cumsum_forward",
-        out_shape=None,  # the library's opgen_ops_cumsum_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_cumsum_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -880,17 +936,22 @@ def _make_cumsum(layout: Tuple[int, ...], axis: Any, exclusive: Any, reverse: An
 _cumsum_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def cumsum_primitive(axis: int = 0, exclusive: bool = False, reverse: bool = False, layout: Sequence[int] = (1,)) -> Any:
+def cumsum_primitive(axis: int = 0, exclusive: bool = False, reverse: bool = False, layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``cumsum`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``cumsum(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``cumsum(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``cumsum(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"])
     prim = _cumsum_cache.get(key)
     if prim is None:
         prim = _make_cumsum(*key)
@@ -909,9 +970,10 @@ def _cumsum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
         pass
     _rt.check_dtypes("cumsum", dtypes, _meta.CUMSUM["inputs"], _meta.CUMSUM["kinds"], layout, _meta.CUMSUM["rows"], _meta.CUMSUM["outputs"])
     opgen_values = _rt.check_attrs("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _cumsum_shapes(layout, shapes, *opgen_values)
-    opgen_prim = cumsum_primitive(axis=opgen_values[0], exclusive=opgen_values[1], reverse=opgen_values[2], layout=layout)
+    opgen_prim = cumsum_primitive(axis=opgen_values[0], exclusive=opgen_values[1], reverse=opgen_values[2], layout=layout, dynamic=not opgen_known)
     _rt.remember(_cumsum_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -974,11 +1036,15 @@ def _div_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
         raise ValueError(f"div(): {opgen_exc}") from None
 
 
-def _make_div(layout: Tuple[int, ...]) -> Any:
+def _make_div(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.DIV["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.DIV["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, y, = _rt.regroup(shapes, kinds, layout)
+        return _rt.broadcast_shape(_rt.ints(x), _rt.ints(y))
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, y, = _rt.regroup(dtypes, kinds, layout)
@@ -988,15 +1054,15 @@ def _make_div(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_div_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_div_backward" + _rt.layout_suffix(kinds, layout),
@@ -1013,7 +1079,7 @@ def _make_div(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_div_forward",
-        out_shape=None,  # the library's opgen_ops_div_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_div_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -1030,17 +1096,22 @@ def _make_div(layout: Tuple[int, ...]) -> Any:
 _div_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def div_primitive(layout: Sequence[int] = (1, 1)) -> Any:
+def div_primitive(layout: Sequence[int] = (1, 1), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``div`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``div(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``div(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``div(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("div", {}, _meta.DIV["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("div", {}, _meta.DIV["attrs"])
     prim = _div_cache.get(key)
     if prim is None:
         prim = _make_div(*key)
@@ -1059,9 +1130,10 @@ def _div_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
         pass
     _rt.check_dtypes("div", dtypes, _meta.DIV["inputs"], _meta.DIV["kinds"], layout, _meta.DIV["rows"], _meta.DIV["outputs"])
     opgen_values = _rt.check_attrs("div", {}, _meta.DIV["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _div_shapes(layout, shapes, *opgen_values)
-    opgen_prim = div_primitive(layout=layout)
+    opgen_prim = div_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_div_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -1121,13 +1193,17 @@ def _dropout_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], keep_prob:
         raise ValueError(f"dropout(): {opgen_exc}") from None
 
 
-def _make_dropout(layout: Tuple[int, ...], keep_prob: Any, seed: Any) -> Any:
+def _make_dropout(layout: Tuple[int, ...], dynamic: bool, keep_prob: Any, seed: Any) -> Any:
     kinds = _meta.DROPOUT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.DROPOUT["inputs"], kinds, layout)]
     attrs = [
         ("keep_prob",) + _rt.encode_attr("float", keep_prob),
         ("seed",) + _rt.encode_attr("int", seed),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return (_rt.ints(x), _rt.ints(x),)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -1137,15 +1213,15 @@ def _make_dropout(layout: Tuple[int, ...], keep_prob: Any, seed: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_dropout_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_dropout_backward" + _rt.layout_suffix(kinds, layout),
@@ -1162,7 +1238,7 @@ def _make_dropout(layout: Tuple[int, ...], keep_prob: Any, seed: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_dropout_forward",
-        out_shape=None,  # the library's opgen_ops_dropout_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_dropout_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -1179,17 +1255,22 @@ def _make_dropout(layout: Tuple[int, ...], keep_prob: Any, seed: Any) -> Any:
 _dropout_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def dropout_primitive(keep_prob: float = 0.5, seed: int = 0, layout: Sequence[int] = (1,)) -> Any:
+def dropout_primitive(keep_prob: float = 0.5, seed: int = 0, layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``dropout`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``dropout(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``dropout(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``dropout(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"])
     prim = _dropout_cache.get(key)
     if prim is None:
         prim = _make_dropout(*key)
@@ -1208,9 +1289,10 @@ def _dropout_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: T
         pass
     _rt.check_dtypes("dropout", dtypes, _meta.DROPOUT["inputs"], _meta.DROPOUT["kinds"], layout, _meta.DROPOUT["rows"], _meta.DROPOUT["outputs"])
     opgen_values = _rt.check_attrs("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _dropout_shapes(layout, shapes, *opgen_values)
-    opgen_prim = dropout_primitive(keep_prob=opgen_values[0], seed=opgen_values[1], layout=layout)
+    opgen_prim = dropout_primitive(keep_prob=opgen_values[0], seed=opgen_values[1], layout=layout, dynamic=not opgen_known)
     _rt.remember(_dropout_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -1275,11 +1357,15 @@ def _exp_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
         raise ValueError(f"exp(): {opgen_exc}") from None
 
 
-def _make_exp(layout: Tuple[int, ...]) -> Any:
+def _make_exp(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.EXP["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.EXP["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -1289,15 +1375,15 @@ def _make_exp(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_exp_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_exp_backward" + _rt.layout_suffix(kinds, layout),
@@ -1314,7 +1400,7 @@ def _make_exp(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_exp_forward",
-        out_shape=None,  # the library's opgen_ops_exp_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_exp_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -1331,17 +1417,22 @@ def _make_exp(layout: Tuple[int, ...]) -> Any:
 _exp_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def exp_primitive(layout: Sequence[int] = (1,)) -> Any:
+def exp_primitive(layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``exp`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``exp(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``exp(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``exp(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("exp", {}, _meta.EXP["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("exp", {}, _meta.EXP["attrs"])
     prim = _exp_cache.get(key)
     if prim is None:
         prim = _make_exp(*key)
@@ -1360,9 +1451,10 @@ def _exp_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
         pass
     _rt.check_dtypes("exp", dtypes, _meta.EXP["inputs"], _meta.EXP["kinds"], layout, _meta.EXP["rows"], _meta.EXP["outputs"])
     opgen_values = _rt.check_attrs("exp", {}, _meta.EXP["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _exp_shapes(layout, shapes, *opgen_values)
-    opgen_prim = exp_primitive(layout=layout)
+    opgen_prim = exp_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_exp_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -1418,12 +1510,16 @@ def _gather_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any) 
         raise ValueError(f"gather(): {opgen_exc}") from None
 
 
-def _make_gather(layout: Tuple[int, ...], axis: Any) -> Any:
+def _make_gather(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
     kinds = _meta.GATHER["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.GATHER["inputs"], kinds, layout)]
     attrs = [
         ("axis",) + _rt.encode_attr("int", axis),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, indices, = _rt.regroup(shapes, kinds, layout)
+        return _rt.gather_shape(_rt.ints(x), _rt.ints(indices), axis)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, indices, = _rt.regroup(dtypes, kinds, layout)
@@ -1433,15 +1529,15 @@ def _make_gather(layout: Tuple[int, ...], axis: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_gather_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_gather_backward" + _rt.layout_suffix(kinds, layout),
@@ -1458,7 +1554,7 @@ def _make_gather(layout: Tuple[int, ...], axis: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_gather_forward",
-        out_shape=None,  # the library's opgen_ops_gather_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_gather_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -1475,17 +1571,22 @@ def _make_gather(layout: Tuple[int, ...], axis: Any) -> Any:
 _gather_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def gather_primitive(axis: int = 0, layout: Sequence[int] = (1, 1)) -> Any:
+def gather_primitive(axis: int = 0, layout: Sequence[int] = (1, 1), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``gather`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``gather(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``gather(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``gather(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("gather", {"axis": axis}, _meta.GATHER["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("gather", {"axis": axis}, _meta.GATHER["attrs"])
     prim = _gather_cache.get(key)
     if prim is None:
         prim = _make_gather(*key)
@@ -1504,9 +1605,10 @@ def _gather_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
         pass
     _rt.check_dtypes("gather", dtypes, _meta.GATHER["inputs"], _meta.GATHER["kinds"], layout, _meta.GATHER["rows"], _meta.GATHER["outputs"])
     opgen_values = _rt.check_attrs("gather", {"axis": axis}, _meta.GATHER["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _gather_shapes(layout, shapes, *opgen_values)
-    opgen_prim = gather_primitive(axis=opgen_values[0], layout=layout)
+    opgen_prim = gather_primitive(axis=opgen_values[0], layout=layout, dynamic=not opgen_known)
     _rt.remember(_gather_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -1569,12 +1671,16 @@ def _gelu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], approximate: 
         raise ValueError(f"gelu(): {opgen_exc}") from None
 
 
-def _make_gelu(layout: Tuple[int, ...], approximate: Any) -> Any:
+def _make_gelu(layout: Tuple[int, ...], dynamic: bool, approximate: Any) -> Any:
     kinds = _meta.GELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.GELU["inputs"], kinds, layout)]
     attrs = [
         ("approximate",) + _rt.encode_attr("str", approximate),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -1584,15 +1690,15 @@ def _make_gelu(layout: Tuple[int, ...], approximate: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_gelu_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_gelu_backward" + _rt.layout_suffix(kinds, layout),
@@ -1609,7 +1715,7 @@ def _make_gelu(layout: Tuple[int, ...], approximate: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_gelu_forward",
-        out_shape=None,  # the library's opgen_ops_gelu_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_gelu_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -1626,17 +1732,22 @@ def _make_gelu(layout: Tuple[int, ...], approximate: Any) -> Any:
 _gelu_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def gelu_primitive(approximate: str = 'none', layout: Sequence[int] = (1,)) -> Any:
+def gelu_primitive(approximate: str = 'none', layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``gelu`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``gelu(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``gelu(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``gelu(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("gelu", {"approximate": approximate}, _meta.GELU["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("gelu", {"approximate": approximate}, _meta.GELU["attrs"])
     prim = _gelu_cache.get(key)
     if prim is None:
         prim = _make_gelu(*key)
@@ -1655,9 +1766,10 @@ def _gelu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
         pass
     _rt.check_dtypes("gelu", dtypes, _meta.GELU["inputs"], _meta.GELU["kinds"], layout, _meta.GELU["rows"], _meta.GELU["outputs"])
     opgen_values = _rt.check_attrs("gelu", {"approximate": approximate}, _meta.GELU["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _gelu_shapes(layout, shapes, *opgen_values)
-    opgen_prim = gelu_primitive(approximate=opgen_values[0], layout=layout)
+    opgen_prim = gelu_primitive(approximate=opgen_values[0], layout=layout, dynamic=not opgen_known)
     _rt.remember(_gelu_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -1716,13 +1828,17 @@ def _layer_norm_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], eps: An
         raise ValueError(f"layer_norm(): {opgen_exc}") from None
 
 
-def _make_layer_norm(layout: Tuple[int, ...], eps: Any) -> Any:
+def _make_layer_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
     kinds = _meta.LAYER_NORM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LAYER_NORM["inputs"], kinds, layout)]
     attrs = [
         ("eps",) + _rt.encode_attr("float", eps),
         ("opgen_layout",) + _rt.encode_attr("list[int]", layout),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, gamma, beta, = _rt.regroup(shapes, kinds, layout)
+        return (_rt.ints(x), _rt.reduce_shape(_rt.ints(x), [-1], True), _rt.reduce_shape(_rt.ints(x), [-1], True),)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, gamma, beta, = _rt.regroup(dtypes, kinds, layout)
@@ -1732,15 +1848,15 @@ def _make_layer_norm(layout: Tuple[int, ...], eps: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_layer_norm_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_layer_norm_backward" + _rt.layout_suffix(kinds, layout),
@@ -1757,7 +1873,7 @@ def _make_layer_norm(layout: Tuple[int, ...], eps: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_layer_norm_forward",
-        out_shape=None,  # the library's opgen_ops_layer_norm_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_layer_norm_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -1774,17 +1890,22 @@ def _make_layer_norm(layout: Tuple[int, ...], eps: Any) -> Any:
 _layer_norm_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def layer_norm_primitive(eps: float = 1e-05, layout: Sequence[int] = (1, 1, 1)) -> Any:
+def layer_norm_primitive(eps: float = 1e-05, layout: Sequence[int] = (1, 1, 1), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``layer_norm`` for these attr values and input layout
     (tensors per input: required, optional, optional), created once, then cached. ``layer_norm(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``layer_norm(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``layer_norm(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("layer_norm", {"eps": eps}, _meta.LAYER_NORM["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("layer_norm", {"eps": eps}, _meta.LAYER_NORM["attrs"])
     prim = _layer_norm_cache.get(key)
     if prim is None:
         prim = _make_layer_norm(*key)
@@ -1803,9 +1924,10 @@ def _layer_norm_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
         pass
     _rt.check_dtypes("layer_norm", dtypes, _meta.LAYER_NORM["inputs"], _meta.LAYER_NORM["kinds"], layout, _meta.LAYER_NORM["rows"], _meta.LAYER_NORM["outputs"])
     opgen_values = _rt.check_attrs("layer_norm", {"eps": eps}, _meta.LAYER_NORM["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _layer_norm_shapes(layout, shapes, *opgen_values)
-    opgen_prim = layer_norm_primitive(eps=opgen_values[0], layout=layout)
+    opgen_prim = layer_norm_primitive(eps=opgen_values[0], layout=layout, dynamic=not opgen_known)
     _rt.remember(_layer_norm_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -1870,12 +1992,16 @@ def _leaky_relu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], alpha: 
         raise ValueError(f"leaky_relu(): {opgen_exc}") from None
 
 
-def _make_leaky_relu(layout: Tuple[int, ...], alpha: Any) -> Any:
+def _make_leaky_relu(layout: Tuple[int, ...], dynamic: bool, alpha: Any) -> Any:
     kinds = _meta.LEAKY_RELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LEAKY_RELU["inputs"], kinds, layout)]
     attrs = [
         ("alpha",) + _rt.encode_attr("float", alpha),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -1885,15 +2011,15 @@ def _make_leaky_relu(layout: Tuple[int, ...], alpha: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_leaky_relu_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_leaky_relu_backward" + _rt.layout_suffix(kinds, layout),
@@ -1910,7 +2036,7 @@ def _make_leaky_relu(layout: Tuple[int, ...], alpha: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_leaky_relu_forward",
-        out_shape=None,  # the library's opgen_ops_leaky_relu_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_leaky_relu_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -1927,17 +2053,22 @@ def _make_leaky_relu(layout: Tuple[int, ...], alpha: Any) -> Any:
 _leaky_relu_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def leaky_relu_primitive(alpha: float = 0.01, layout: Sequence[int] = (1,)) -> Any:
+def leaky_relu_primitive(alpha: float = 0.01, layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``leaky_relu`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``leaky_relu(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``leaky_relu(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``leaky_relu(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("leaky_relu", {"alpha": alpha}, _meta.LEAKY_RELU["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("leaky_relu", {"alpha": alpha}, _meta.LEAKY_RELU["attrs"])
     prim = _leaky_relu_cache.get(key)
     if prim is None:
         prim = _make_leaky_relu(*key)
@@ -1956,9 +2087,10 @@ def _leaky_relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
         pass
     _rt.check_dtypes("leaky_relu", dtypes, _meta.LEAKY_RELU["inputs"], _meta.LEAKY_RELU["kinds"], layout, _meta.LEAKY_RELU["rows"], _meta.LEAKY_RELU["outputs"])
     opgen_values = _rt.check_attrs("leaky_relu", {"alpha": alpha}, _meta.LEAKY_RELU["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _leaky_relu_shapes(layout, shapes, *opgen_values)
-    opgen_prim = leaky_relu_primitive(alpha=opgen_values[0], layout=layout)
+    opgen_prim = leaky_relu_primitive(alpha=opgen_values[0], layout=layout, dynamic=not opgen_known)
     _rt.remember(_leaky_relu_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -2017,11 +2149,15 @@ def _log_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
         raise ValueError(f"log(): {opgen_exc}") from None
 
 
-def _make_log(layout: Tuple[int, ...]) -> Any:
+def _make_log(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.LOG["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LOG["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -2031,15 +2167,15 @@ def _make_log(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_log_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_log_backward" + _rt.layout_suffix(kinds, layout),
@@ -2056,7 +2192,7 @@ def _make_log(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_log_forward",
-        out_shape=None,  # the library's opgen_ops_log_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_log_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -2073,17 +2209,22 @@ def _make_log(layout: Tuple[int, ...]) -> Any:
 _log_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def log_primitive(layout: Sequence[int] = (1,)) -> Any:
+def log_primitive(layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``log`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``log(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``log(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``log(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("log", {}, _meta.LOG["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("log", {}, _meta.LOG["attrs"])
     prim = _log_cache.get(key)
     if prim is None:
         prim = _make_log(*key)
@@ -2102,9 +2243,10 @@ def _log_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
         pass
     _rt.check_dtypes("log", dtypes, _meta.LOG["inputs"], _meta.LOG["kinds"], layout, _meta.LOG["rows"], _meta.LOG["outputs"])
     opgen_values = _rt.check_attrs("log", {}, _meta.LOG["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _log_shapes(layout, shapes, *opgen_values)
-    opgen_prim = log_primitive(layout=layout)
+    opgen_prim = log_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_log_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -2161,12 +2303,16 @@ def _log_softmax_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: 
         raise ValueError(f"log_softmax(): {opgen_exc}") from None
 
 
-def _make_log_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
+def _make_log_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
     kinds = _meta.LOG_SOFTMAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LOG_SOFTMAX["inputs"], kinds, layout)]
     attrs = [
         ("axis",) + _rt.encode_attr("int", axis),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -2176,15 +2322,15 @@ def _make_log_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_log_softmax_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_log_softmax_backward" + _rt.layout_suffix(kinds, layout),
@@ -2201,7 +2347,7 @@ def _make_log_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_log_softmax_forward",
-        out_shape=None,  # the library's opgen_ops_log_softmax_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_log_softmax_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -2218,17 +2364,22 @@ def _make_log_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
 _log_softmax_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def log_softmax_primitive(axis: int = -1, layout: Sequence[int] = (1,)) -> Any:
+def log_softmax_primitive(axis: int = -1, layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``log_softmax`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``log_softmax(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``log_softmax(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``log_softmax(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("log_softmax", {"axis": axis}, _meta.LOG_SOFTMAX["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("log_softmax", {"axis": axis}, _meta.LOG_SOFTMAX["attrs"])
     prim = _log_softmax_cache.get(key)
     if prim is None:
         prim = _make_log_softmax(*key)
@@ -2247,9 +2398,10 @@ def _log_softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shape
         pass
     _rt.check_dtypes("log_softmax", dtypes, _meta.LOG_SOFTMAX["inputs"], _meta.LOG_SOFTMAX["kinds"], layout, _meta.LOG_SOFTMAX["rows"], _meta.LOG_SOFTMAX["outputs"])
     opgen_values = _rt.check_attrs("log_softmax", {"axis": axis}, _meta.LOG_SOFTMAX["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _log_softmax_shapes(layout, shapes, *opgen_values)
-    opgen_prim = log_softmax_primitive(axis=opgen_values[0], layout=layout)
+    opgen_prim = log_softmax_primitive(axis=opgen_values[0], layout=layout, dynamic=not opgen_known)
     _rt.remember(_log_softmax_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -2308,13 +2460,17 @@ def _matmul_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], transpose_a
         raise ValueError(f"matmul(): {opgen_exc}") from None
 
 
-def _make_matmul(layout: Tuple[int, ...], transpose_a: Any, transpose_b: Any) -> Any:
+def _make_matmul(layout: Tuple[int, ...], dynamic: bool, transpose_a: Any, transpose_b: Any) -> Any:
     kinds = _meta.MATMUL["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.MATMUL["inputs"], kinds, layout)]
     attrs = [
         ("transpose_a",) + _rt.encode_attr("bool", transpose_a),
         ("transpose_b",) + _rt.encode_attr("bool", transpose_b),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        a, b, = _rt.regroup(shapes, kinds, layout)
+        return _rt.matmul_shape(_rt.ints(a), _rt.ints(b), transpose_a, transpose_b)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         a, b, = _rt.regroup(dtypes, kinds, layout)
@@ -2324,15 +2480,15 @@ def _make_matmul(layout: Tuple[int, ...], transpose_a: Any, transpose_b: Any) ->
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_matmul_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_matmul_backward" + _rt.layout_suffix(kinds, layout),
@@ -2349,7 +2505,7 @@ def _make_matmul(layout: Tuple[int, ...], transpose_a: Any, transpose_b: Any) ->
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_matmul_forward",
-        out_shape=None,  # the library's opgen_ops_matmul_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_matmul_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -2366,17 +2522,22 @@ def _make_matmul(layout: Tuple[int, ...], transpose_a: Any, transpose_b: Any) ->
 _matmul_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def matmul_primitive(transpose_a: bool = False, transpose_b: bool = False, layout: Sequence[int] = (1, 1)) -> Any:
+def matmul_primitive(transpose_a: bool = False, transpose_b: bool = False, layout: Sequence[int] = (1, 1), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``matmul`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``matmul(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``matmul(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``matmul(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _meta.MATMUL["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _meta.MATMUL["attrs"])
     prim = _matmul_cache.get(key)
     if prim is None:
         prim = _make_matmul(*key)
@@ -2395,9 +2556,10 @@ def _matmul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
         pass
     _rt.check_dtypes("matmul", dtypes, _meta.MATMUL["inputs"], _meta.MATMUL["kinds"], layout, _meta.MATMUL["rows"], _meta.MATMUL["outputs"])
     opgen_values = _rt.check_attrs("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _meta.MATMUL["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _matmul_shapes(layout, shapes, *opgen_values)
-    opgen_prim = matmul_primitive(transpose_a=opgen_values[0], transpose_b=opgen_values[1], layout=layout)
+    opgen_prim = matmul_primitive(transpose_a=opgen_values[0], transpose_b=opgen_values[1], layout=layout, dynamic=not opgen_known)
     _rt.remember(_matmul_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -2458,11 +2620,15 @@ def _maximum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[A
         raise ValueError(f"maximum(): {opgen_exc}") from None
 
 
-def _make_maximum(layout: Tuple[int, ...]) -> Any:
+def _make_maximum(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.MAXIMUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.MAXIMUM["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, y, = _rt.regroup(shapes, kinds, layout)
+        return _rt.broadcast_shape(_rt.ints(x), _rt.ints(y))
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, y, = _rt.regroup(dtypes, kinds, layout)
@@ -2472,15 +2638,15 @@ def _make_maximum(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_maximum_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_maximum_backward" + _rt.layout_suffix(kinds, layout),
@@ -2497,7 +2663,7 @@ def _make_maximum(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_maximum_forward",
-        out_shape=None,  # the library's opgen_ops_maximum_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_maximum_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -2514,17 +2680,22 @@ def _make_maximum(layout: Tuple[int, ...]) -> Any:
 _maximum_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def maximum_primitive(layout: Sequence[int] = (1, 1)) -> Any:
+def maximum_primitive(layout: Sequence[int] = (1, 1), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``maximum`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``maximum(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``maximum(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``maximum(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("maximum", {}, _meta.MAXIMUM["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("maximum", {}, _meta.MAXIMUM["attrs"])
     prim = _maximum_cache.get(key)
     if prim is None:
         prim = _make_maximum(*key)
@@ -2543,9 +2714,10 @@ def _maximum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: T
         pass
     _rt.check_dtypes("maximum", dtypes, _meta.MAXIMUM["inputs"], _meta.MAXIMUM["kinds"], layout, _meta.MAXIMUM["rows"], _meta.MAXIMUM["outputs"])
     opgen_values = _rt.check_attrs("maximum", {}, _meta.MAXIMUM["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _maximum_shapes(layout, shapes, *opgen_values)
-    opgen_prim = maximum_primitive(layout=layout)
+    opgen_prim = maximum_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_maximum_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -2606,11 +2778,15 @@ def _mul_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
         raise ValueError(f"mul(): {opgen_exc}") from None
 
 
-def _make_mul(layout: Tuple[int, ...]) -> Any:
+def _make_mul(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.MUL["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.MUL["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, y, = _rt.regroup(shapes, kinds, layout)
+        return _rt.broadcast_shape(_rt.ints(x), _rt.ints(y))
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, y, = _rt.regroup(dtypes, kinds, layout)
@@ -2620,15 +2796,15 @@ def _make_mul(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_mul_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_mul_backward" + _rt.layout_suffix(kinds, layout),
@@ -2645,7 +2821,7 @@ def _make_mul(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_mul_forward",
-        out_shape=None,  # the library's opgen_ops_mul_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_mul_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -2662,17 +2838,22 @@ def _make_mul(layout: Tuple[int, ...]) -> Any:
 _mul_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def mul_primitive(layout: Sequence[int] = (1, 1)) -> Any:
+def mul_primitive(layout: Sequence[int] = (1, 1), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``mul`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``mul(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``mul(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``mul(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("mul", {}, _meta.MUL["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("mul", {}, _meta.MUL["attrs"])
     prim = _mul_cache.get(key)
     if prim is None:
         prim = _make_mul(*key)
@@ -2691,9 +2872,10 @@ def _mul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
         pass
     _rt.check_dtypes("mul", dtypes, _meta.MUL["inputs"], _meta.MUL["kinds"], layout, _meta.MUL["rows"], _meta.MUL["outputs"])
     opgen_values = _rt.check_attrs("mul", {}, _meta.MUL["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _mul_shapes(layout, shapes, *opgen_values)
-    opgen_prim = mul_primitive(layout=layout)
+    opgen_prim = mul_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_mul_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -2752,11 +2934,15 @@ def _pow_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
         raise ValueError(f"pow(): {opgen_exc}") from None
 
 
-def _make_pow(layout: Tuple[int, ...]) -> Any:
+def _make_pow(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.POW["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.POW["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, y, = _rt.regroup(shapes, kinds, layout)
+        return _rt.broadcast_shape(_rt.ints(x), _rt.ints(y))
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, y, = _rt.regroup(dtypes, kinds, layout)
@@ -2766,15 +2952,15 @@ def _make_pow(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_pow_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_pow_backward" + _rt.layout_suffix(kinds, layout),
@@ -2791,7 +2977,7 @@ def _make_pow(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_pow_forward",
-        out_shape=None,  # the library's opgen_ops_pow_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_pow_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -2808,17 +2994,22 @@ def _make_pow(layout: Tuple[int, ...]) -> Any:
 _pow_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def pow_primitive(layout: Sequence[int] = (1, 1)) -> Any:
+def pow_primitive(layout: Sequence[int] = (1, 1), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``pow`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``pow(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``pow(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``pow(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("pow", {}, _meta.POW["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("pow", {}, _meta.POW["attrs"])
     prim = _pow_cache.get(key)
     if prim is None:
         prim = _make_pow(*key)
@@ -2837,9 +3028,10 @@ def _pow_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
         pass
     _rt.check_dtypes("pow", dtypes, _meta.POW["inputs"], _meta.POW["kinds"], layout, _meta.POW["rows"], _meta.POW["outputs"])
     opgen_values = _rt.check_attrs("pow", {}, _meta.POW["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _pow_shapes(layout, shapes, *opgen_values)
-    opgen_prim = pow_primitive(layout=layout)
+    opgen_prim = pow_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_pow_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -2899,13 +3091,17 @@ def _reduce_max_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: A
         raise ValueError(f"reduce_max(): {opgen_exc}") from None
 
 
-def _make_reduce_max(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
+def _make_reduce_max(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dims: Any) -> Any:
     kinds = _meta.REDUCE_MAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_MAX["inputs"], kinds, layout)]
     attrs = [
         ("axis",) + _rt.encode_attr("list[int]", axis),
         ("keep_dims",) + _rt.encode_attr("bool", keep_dims),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.reduce_shape(_rt.ints(x), _rt.ints(axis), keep_dims)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -2915,15 +3111,15 @@ def _make_reduce_max(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_reduce_max_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_reduce_max_backward" + _rt.layout_suffix(kinds, layout),
@@ -2940,7 +3136,7 @@ def _make_reduce_max(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_reduce_max_forward",
-        out_shape=None,  # the library's opgen_ops_reduce_max_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_reduce_max_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -2957,17 +3153,22 @@ def _make_reduce_max(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
 _reduce_max_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def reduce_max_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,)) -> Any:
+def reduce_max_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``reduce_max`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``reduce_max(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``reduce_max(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``reduce_max(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"])
     prim = _reduce_max_cache.get(key)
     if prim is None:
         prim = _make_reduce_max(*key)
@@ -2986,9 +3187,10 @@ def _reduce_max_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
         pass
     _rt.check_dtypes("reduce_max", dtypes, _meta.REDUCE_MAX["inputs"], _meta.REDUCE_MAX["kinds"], layout, _meta.REDUCE_MAX["rows"], _meta.REDUCE_MAX["outputs"])
     opgen_values = _rt.check_attrs("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _reduce_max_shapes(layout, shapes, *opgen_values)
-    opgen_prim = reduce_max_primitive(axis=opgen_values[0], keep_dims=opgen_values[1], layout=layout)
+    opgen_prim = reduce_max_primitive(axis=opgen_values[0], keep_dims=opgen_values[1], layout=layout, dynamic=not opgen_known)
     _rt.remember(_reduce_max_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -3050,13 +3252,17 @@ def _reduce_mean_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: 
         raise ValueError(f"reduce_mean(): {opgen_exc}") from None
 
 
-def _make_reduce_mean(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
+def _make_reduce_mean(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dims: Any) -> Any:
     kinds = _meta.REDUCE_MEAN["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_MEAN["inputs"], kinds, layout)]
     attrs = [
         ("axis",) + _rt.encode_attr("list[int]", axis),
         ("keep_dims",) + _rt.encode_attr("bool", keep_dims),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.reduce_shape(_rt.ints(x), _rt.ints(axis), keep_dims)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -3066,15 +3272,15 @@ def _make_reduce_mean(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_reduce_mean_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_reduce_mean_backward" + _rt.layout_suffix(kinds, layout),
@@ -3091,7 +3297,7 @@ def _make_reduce_mean(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_reduce_mean_forward",
-        out_shape=None,  # the library's opgen_ops_reduce_mean_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_reduce_mean_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -3108,17 +3314,22 @@ def _make_reduce_mean(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any
 _reduce_mean_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def reduce_mean_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,)) -> Any:
+def reduce_mean_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``reduce_mean`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``reduce_mean(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``reduce_mean(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``reduce_mean(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"])
     prim = _reduce_mean_cache.get(key)
     if prim is None:
         prim = _make_reduce_mean(*key)
@@ -3137,9 +3348,10 @@ def _reduce_mean_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shape
         pass
     _rt.check_dtypes("reduce_mean", dtypes, _meta.REDUCE_MEAN["inputs"], _meta.REDUCE_MEAN["kinds"], layout, _meta.REDUCE_MEAN["rows"], _meta.REDUCE_MEAN["outputs"])
     opgen_values = _rt.check_attrs("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _reduce_mean_shapes(layout, shapes, *opgen_values)
-    opgen_prim = reduce_mean_primitive(axis=opgen_values[0], keep_dims=opgen_values[1], layout=layout)
+    opgen_prim = reduce_mean_primitive(axis=opgen_values[0], keep_dims=opgen_values[1], layout=layout, dynamic=not opgen_known)
     _rt.remember(_reduce_mean_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -3198,13 +3410,17 @@ def _reduce_sum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: A
         raise ValueError(f"reduce_sum(): {opgen_exc}") from None
 
 
-def _make_reduce_sum(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
+def _make_reduce_sum(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dims: Any) -> Any:
     kinds = _meta.REDUCE_SUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_SUM["inputs"], kinds, layout)]
     attrs = [
         ("axis",) + _rt.encode_attr("list[int]", axis),
         ("keep_dims",) + _rt.encode_attr("bool", keep_dims),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.reduce_shape(_rt.ints(x), _rt.ints(axis), keep_dims)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -3214,15 +3430,15 @@ def _make_reduce_sum(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_reduce_sum_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_reduce_sum_backward" + _rt.layout_suffix(kinds, layout),
@@ -3239,7 +3455,7 @@ def _make_reduce_sum(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_reduce_sum_forward",
-        out_shape=None,  # the library's opgen_ops_reduce_sum_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_reduce_sum_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -3256,17 +3472,22 @@ def _make_reduce_sum(layout: Tuple[int, ...], axis: Any, keep_dims: Any) -> Any:
 _reduce_sum_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def reduce_sum_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,)) -> Any:
+def reduce_sum_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``reduce_sum`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``reduce_sum(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``reduce_sum(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``reduce_sum(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"])
     prim = _reduce_sum_cache.get(key)
     if prim is None:
         prim = _make_reduce_sum(*key)
@@ -3285,9 +3506,10 @@ def _reduce_sum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
         pass
     _rt.check_dtypes("reduce_sum", dtypes, _meta.REDUCE_SUM["inputs"], _meta.REDUCE_SUM["kinds"], layout, _meta.REDUCE_SUM["rows"], _meta.REDUCE_SUM["outputs"])
     opgen_values = _rt.check_attrs("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _reduce_sum_shapes(layout, shapes, *opgen_values)
-    opgen_prim = reduce_sum_primitive(axis=opgen_values[0], keep_dims=opgen_values[1], layout=layout)
+    opgen_prim = reduce_sum_primitive(axis=opgen_values[0], keep_dims=opgen_values[1], layout=layout, dynamic=not opgen_known)
     _rt.remember(_reduce_sum_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -3346,11 +3568,15 @@ def _relu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any,
         raise ValueError(f"relu(): {opgen_exc}") from None
 
 
-def _make_relu(layout: Tuple[int, ...]) -> Any:
+def _make_relu(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.RELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.RELU["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -3360,15 +3586,15 @@ def _make_relu(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_relu_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_relu_backward" + _rt.layout_suffix(kinds, layout),
@@ -3385,7 +3611,7 @@ def _make_relu(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_relu_forward",
-        out_shape=None,  # the library's opgen_ops_relu_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_relu_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -3402,17 +3628,22 @@ def _make_relu(layout: Tuple[int, ...]) -> Any:
 _relu_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def relu_primitive(layout: Sequence[int] = (1,)) -> Any:
+def relu_primitive(layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``relu`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``relu(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``relu(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``relu(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("relu", {}, _meta.RELU["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("relu", {}, _meta.RELU["attrs"])
     prim = _relu_cache.get(key)
     if prim is None:
         prim = _make_relu(*key)
@@ -3431,9 +3662,10 @@ def _relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
         pass
     _rt.check_dtypes("relu", dtypes, _meta.RELU["inputs"], _meta.RELU["kinds"], layout, _meta.RELU["rows"], _meta.RELU["outputs"])
     opgen_values = _rt.check_attrs("relu", {}, _meta.RELU["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _relu_shapes(layout, shapes, *opgen_values)
-    opgen_prim = relu_primitive(layout=layout)
+    opgen_prim = relu_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_relu_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -3494,12 +3726,16 @@ def _rms_norm_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], eps: Any)
         raise ValueError(f"rms_norm(): {opgen_exc}") from None
 
 
-def _make_rms_norm(layout: Tuple[int, ...], eps: Any) -> Any:
+def _make_rms_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
     kinds = _meta.RMS_NORM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.RMS_NORM["inputs"], kinds, layout)]
     attrs = [
         ("eps",) + _rt.encode_attr("float", eps),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, weight, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, weight, = _rt.regroup(dtypes, kinds, layout)
@@ -3509,15 +3745,15 @@ def _make_rms_norm(layout: Tuple[int, ...], eps: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_rms_norm_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_rms_norm_backward" + _rt.layout_suffix(kinds, layout),
@@ -3534,7 +3770,7 @@ def _make_rms_norm(layout: Tuple[int, ...], eps: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_rms_norm_forward",
-        out_shape=None,  # the library's opgen_ops_rms_norm_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_rms_norm_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -3551,17 +3787,22 @@ def _make_rms_norm(layout: Tuple[int, ...], eps: Any) -> Any:
 _rms_norm_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def rms_norm_primitive(eps: float = 1e-06, layout: Sequence[int] = (1, 1)) -> Any:
+def rms_norm_primitive(eps: float = 1e-06, layout: Sequence[int] = (1, 1), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``rms_norm`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``rms_norm(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``rms_norm(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``rms_norm(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("rms_norm", {"eps": eps}, _meta.RMS_NORM["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("rms_norm", {"eps": eps}, _meta.RMS_NORM["attrs"])
     prim = _rms_norm_cache.get(key)
     if prim is None:
         prim = _make_rms_norm(*key)
@@ -3580,9 +3821,10 @@ def _rms_norm_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: 
         pass
     _rt.check_dtypes("rms_norm", dtypes, _meta.RMS_NORM["inputs"], _meta.RMS_NORM["kinds"], layout, _meta.RMS_NORM["rows"], _meta.RMS_NORM["outputs"])
     opgen_values = _rt.check_attrs("rms_norm", {"eps": eps}, _meta.RMS_NORM["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _rms_norm_shapes(layout, shapes, *opgen_values)
-    opgen_prim = rms_norm_primitive(eps=opgen_values[0], layout=layout)
+    opgen_prim = rms_norm_primitive(eps=opgen_values[0], layout=layout, dynamic=not opgen_known)
     _rt.remember(_rms_norm_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -3642,11 +3884,15 @@ def _rsqrt_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any
         raise ValueError(f"rsqrt(): {opgen_exc}") from None
 
 
-def _make_rsqrt(layout: Tuple[int, ...]) -> Any:
+def _make_rsqrt(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.RSQRT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.RSQRT["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -3656,15 +3902,15 @@ def _make_rsqrt(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_rsqrt_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_rsqrt_backward" + _rt.layout_suffix(kinds, layout),
@@ -3681,7 +3927,7 @@ def _make_rsqrt(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_rsqrt_forward",
-        out_shape=None,  # the library's opgen_ops_rsqrt_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_rsqrt_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -3698,17 +3944,22 @@ def _make_rsqrt(layout: Tuple[int, ...]) -> Any:
 _rsqrt_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def rsqrt_primitive(layout: Sequence[int] = (1,)) -> Any:
+def rsqrt_primitive(layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``rsqrt`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``rsqrt(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``rsqrt(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``rsqrt(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("rsqrt", {}, _meta.RSQRT["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("rsqrt", {}, _meta.RSQRT["attrs"])
     prim = _rsqrt_cache.get(key)
     if prim is None:
         prim = _make_rsqrt(*key)
@@ -3727,9 +3978,10 @@ def _rsqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tup
         pass
     _rt.check_dtypes("rsqrt", dtypes, _meta.RSQRT["inputs"], _meta.RSQRT["kinds"], layout, _meta.RSQRT["rows"], _meta.RSQRT["outputs"])
     opgen_values = _rt.check_attrs("rsqrt", {}, _meta.RSQRT["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _rsqrt_shapes(layout, shapes, *opgen_values)
-    opgen_prim = rsqrt_primitive(layout=layout)
+    opgen_prim = rsqrt_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_rsqrt_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -3786,13 +4038,17 @@ def _scale_add_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], scale: A
         raise ValueError(f"scale_add(): {opgen_exc}") from None
 
 
-def _make_scale_add(layout: Tuple[int, ...], scale: Any, paddings: Any) -> Any:
+def _make_scale_add(layout: Tuple[int, ...], dynamic: bool, scale: Any, paddings: Any) -> Any:
     kinds = _meta.SCALE_ADD["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SCALE_ADD["inputs"], kinds, layout)]
     attrs = [
         ("scale",) + _rt.encode_attr("float", scale),
         ("paddings",) + _rt.encode_attr("list[float]", paddings),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, y, = _rt.regroup(shapes, kinds, layout)
+        return _rt.broadcast_shape(_rt.ints(x), _rt.ints(y))
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, y, = _rt.regroup(dtypes, kinds, layout)
@@ -3802,15 +4058,15 @@ def _make_scale_add(layout: Tuple[int, ...], scale: Any, paddings: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_scale_add_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_scale_add_backward" + _rt.layout_suffix(kinds, layout),
@@ -3827,7 +4083,7 @@ def _make_scale_add(layout: Tuple[int, ...], scale: Any, paddings: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_scale_add_forward",
-        out_shape=None,  # the library's opgen_ops_scale_add_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_scale_add_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -3844,17 +4100,22 @@ def _make_scale_add(layout: Tuple[int, ...], scale: Any, paddings: Any) -> Any:
 _scale_add_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def scale_add_primitive(scale: float = 1.0, paddings: Sequence[float] = (0.0,), layout: Sequence[int] = (1, 1)) -> Any:
+def scale_add_primitive(scale: float = 1.0, paddings: Sequence[float] = (0.0,), layout: Sequence[int] = (1, 1), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``scale_add`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``scale_add(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``scale_add(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``scale_add(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"])
     prim = _scale_add_cache.get(key)
     if prim is None:
         prim = _make_scale_add(*key)
@@ -3873,9 +4134,10 @@ def _scale_add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes:
         pass
     _rt.check_dtypes("scale_add", dtypes, _meta.SCALE_ADD["inputs"], _meta.SCALE_ADD["kinds"], layout, _meta.SCALE_ADD["rows"], _meta.SCALE_ADD["outputs"])
     opgen_values = _rt.check_attrs("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _scale_add_shapes(layout, shapes, *opgen_values)
-    opgen_prim = scale_add_primitive(scale=opgen_values[0], paddings=opgen_values[1], layout=layout)
+    opgen_prim = scale_add_primitive(scale=opgen_values[0], paddings=opgen_values[1], layout=layout, dynamic=not opgen_known)
     _rt.remember(_scale_add_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -3938,11 +4200,15 @@ def _sigmoid_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[A
         raise ValueError(f"sigmoid(): {opgen_exc}") from None
 
 
-def _make_sigmoid(layout: Tuple[int, ...]) -> Any:
+def _make_sigmoid(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.SIGMOID["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SIGMOID["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -3952,15 +4218,15 @@ def _make_sigmoid(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_sigmoid_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_sigmoid_backward" + _rt.layout_suffix(kinds, layout),
@@ -3977,7 +4243,7 @@ def _make_sigmoid(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_sigmoid_forward",
-        out_shape=None,  # the library's opgen_ops_sigmoid_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_sigmoid_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -3994,17 +4260,22 @@ def _make_sigmoid(layout: Tuple[int, ...]) -> Any:
 _sigmoid_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def sigmoid_primitive(layout: Sequence[int] = (1,)) -> Any:
+def sigmoid_primitive(layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``sigmoid`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``sigmoid(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``sigmoid(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``sigmoid(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("sigmoid", {}, _meta.SIGMOID["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("sigmoid", {}, _meta.SIGMOID["attrs"])
     prim = _sigmoid_cache.get(key)
     if prim is None:
         prim = _make_sigmoid(*key)
@@ -4023,9 +4294,10 @@ def _sigmoid_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: T
         pass
     _rt.check_dtypes("sigmoid", dtypes, _meta.SIGMOID["inputs"], _meta.SIGMOID["kinds"], layout, _meta.SIGMOID["rows"], _meta.SIGMOID["outputs"])
     opgen_values = _rt.check_attrs("sigmoid", {}, _meta.SIGMOID["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _sigmoid_shapes(layout, shapes, *opgen_values)
-    opgen_prim = sigmoid_primitive(layout=layout)
+    opgen_prim = sigmoid_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_sigmoid_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -4086,13 +4358,17 @@ def _smooth_l1_loss_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], bet
         raise ValueError(f"smooth_l1_loss(): {opgen_exc}") from None
 
 
-def _make_smooth_l1_loss(layout: Tuple[int, ...], beta: Any, reduction: Any) -> Any:
+def _make_smooth_l1_loss(layout: Tuple[int, ...], dynamic: bool, beta: Any, reduction: Any) -> Any:
     kinds = _meta.SMOOTH_L1_LOSS["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SMOOTH_L1_LOSS["inputs"], kinds, layout)]
     attrs = [
         ("beta",) + _rt.encode_attr("float", beta),
         ("reduction",) + _rt.encode_attr("str", reduction),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        pred, target, = _rt.regroup(shapes, kinds, layout)
+        return ([] if (reduction != 'none') else _rt.ints(pred))
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         pred, target, = _rt.regroup(dtypes, kinds, layout)
@@ -4102,15 +4378,15 @@ def _make_smooth_l1_loss(layout: Tuple[int, ...], beta: Any, reduction: Any) -> 
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_smooth_l1_loss_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_smooth_l1_loss_backward" + _rt.layout_suffix(kinds, layout),
@@ -4127,7 +4403,7 @@ def _make_smooth_l1_loss(layout: Tuple[int, ...], beta: Any, reduction: Any) -> 
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_smooth_l1_loss_forward",
-        out_shape=None,  # the library's opgen_ops_smooth_l1_loss_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_smooth_l1_loss_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -4144,17 +4420,22 @@ def _make_smooth_l1_loss(layout: Tuple[int, ...], beta: Any, reduction: Any) -> 
 _smooth_l1_loss_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def smooth_l1_loss_primitive(beta: float = 1.0, reduction: str = 'none', layout: Sequence[int] = (1, 1)) -> Any:
+def smooth_l1_loss_primitive(beta: float = 1.0, reduction: str = 'none', layout: Sequence[int] = (1, 1), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``smooth_l1_loss`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``smooth_l1_loss(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``smooth_l1_loss(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``smooth_l1_loss(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("smooth_l1_loss", {"beta": beta, "reduction": reduction}, _meta.SMOOTH_L1_LOSS["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("smooth_l1_loss", {"beta": beta, "reduction": reduction}, _meta.SMOOTH_L1_LOSS["attrs"])
     prim = _smooth_l1_loss_cache.get(key)
     if prim is None:
         prim = _make_smooth_l1_loss(*key)
@@ -4173,9 +4454,10 @@ def _smooth_l1_loss_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], sh
         pass
     _rt.check_dtypes("smooth_l1_loss", dtypes, _meta.SMOOTH_L1_LOSS["inputs"], _meta.SMOOTH_L1_LOSS["kinds"], layout, _meta.SMOOTH_L1_LOSS["rows"], _meta.SMOOTH_L1_LOSS["outputs"])
     opgen_values = _rt.check_attrs("smooth_l1_loss", {"beta": beta, "reduction": reduction}, _meta.SMOOTH_L1_LOSS["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _smooth_l1_loss_shapes(layout, shapes, *opgen_values)
-    opgen_prim = smooth_l1_loss_primitive(beta=opgen_values[0], reduction=opgen_values[1], layout=layout)
+    opgen_prim = smooth_l1_loss_primitive(beta=opgen_values[0], reduction=opgen_values[1], layout=layout, dynamic=not opgen_known)
     _rt.remember(_smooth_l1_loss_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -4237,12 +4519,16 @@ def _softmax_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any)
         raise ValueError(f"softmax(): {opgen_exc}") from None
 
 
-def _make_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
+def _make_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
     kinds = _meta.SOFTMAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SOFTMAX["inputs"], kinds, layout)]
     attrs = [
         ("axis",) + _rt.encode_attr("int", axis),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -4252,15 +4538,15 @@ def _make_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_softmax_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_softmax_backward" + _rt.layout_suffix(kinds, layout),
@@ -4277,7 +4563,7 @@ def _make_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_softmax_forward",
-        out_shape=None,  # the library's opgen_ops_softmax_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_softmax_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -4294,17 +4580,22 @@ def _make_softmax(layout: Tuple[int, ...], axis: Any) -> Any:
 _softmax_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def softmax_primitive(axis: int = -1, layout: Sequence[int] = (1,)) -> Any:
+def softmax_primitive(axis: int = -1, layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``softmax`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``softmax(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``softmax(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``softmax(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("softmax", {"axis": axis}, _meta.SOFTMAX["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("softmax", {"axis": axis}, _meta.SOFTMAX["attrs"])
     prim = _softmax_cache.get(key)
     if prim is None:
         prim = _make_softmax(*key)
@@ -4323,9 +4614,10 @@ def _softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: T
         pass
     _rt.check_dtypes("softmax", dtypes, _meta.SOFTMAX["inputs"], _meta.SOFTMAX["kinds"], layout, _meta.SOFTMAX["rows"], _meta.SOFTMAX["outputs"])
     opgen_values = _rt.check_attrs("softmax", {"axis": axis}, _meta.SOFTMAX["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _softmax_shapes(layout, shapes, *opgen_values)
-    opgen_prim = softmax_primitive(axis=opgen_values[0], layout=layout)
+    opgen_prim = softmax_primitive(axis=opgen_values[0], layout=layout, dynamic=not opgen_known)
     _rt.remember(_softmax_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -4384,11 +4676,15 @@ def _softplus_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[
         raise ValueError(f"softplus(): {opgen_exc}") from None
 
 
-def _make_softplus(layout: Tuple[int, ...]) -> Any:
+def _make_softplus(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.SOFTPLUS["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SOFTPLUS["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -4398,15 +4694,15 @@ def _make_softplus(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_softplus_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_softplus_backward" + _rt.layout_suffix(kinds, layout),
@@ -4423,7 +4719,7 @@ def _make_softplus(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_softplus_forward",
-        out_shape=None,  # the library's opgen_ops_softplus_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_softplus_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -4440,17 +4736,22 @@ def _make_softplus(layout: Tuple[int, ...]) -> Any:
 _softplus_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def softplus_primitive(layout: Sequence[int] = (1,)) -> Any:
+def softplus_primitive(layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``softplus`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``softplus(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``softplus(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``softplus(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("softplus", {}, _meta.SOFTPLUS["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("softplus", {}, _meta.SOFTPLUS["attrs"])
     prim = _softplus_cache.get(key)
     if prim is None:
         prim = _make_softplus(*key)
@@ -4469,9 +4770,10 @@ def _softplus_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: 
         pass
     _rt.check_dtypes("softplus", dtypes, _meta.SOFTPLUS["inputs"], _meta.SOFTPLUS["kinds"], layout, _meta.SOFTPLUS["rows"], _meta.SOFTPLUS["outputs"])
     opgen_values = _rt.check_attrs("softplus", {}, _meta.SOFTPLUS["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _softplus_shapes(layout, shapes, *opgen_values)
-    opgen_prim = softplus_primitive(layout=layout)
+    opgen_prim = softplus_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_softplus_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -4529,11 +4831,15 @@ def _sqrt_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any,
         raise ValueError(f"sqrt(): {opgen_exc}") from None
 
 
-def _make_sqrt(layout: Tuple[int, ...]) -> Any:
+def _make_sqrt(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.SQRT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SQRT["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -4543,15 +4849,15 @@ def _make_sqrt(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_sqrt_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_sqrt_backward" + _rt.layout_suffix(kinds, layout),
@@ -4568,7 +4874,7 @@ def _make_sqrt(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_sqrt_forward",
-        out_shape=None,  # the library's opgen_ops_sqrt_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_sqrt_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -4585,17 +4891,22 @@ def _make_sqrt(layout: Tuple[int, ...]) -> Any:
 _sqrt_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def sqrt_primitive(layout: Sequence[int] = (1,)) -> Any:
+def sqrt_primitive(layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``sqrt`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``sqrt(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``sqrt(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``sqrt(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("sqrt", {}, _meta.SQRT["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("sqrt", {}, _meta.SQRT["attrs"])
     prim = _sqrt_cache.get(key)
     if prim is None:
         prim = _make_sqrt(*key)
@@ -4614,9 +4925,10 @@ def _sqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
         pass
     _rt.check_dtypes("sqrt", dtypes, _meta.SQRT["inputs"], _meta.SQRT["kinds"], layout, _meta.SQRT["rows"], _meta.SQRT["outputs"])
     opgen_values = _rt.check_attrs("sqrt", {}, _meta.SQRT["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _sqrt_shapes(layout, shapes, *opgen_values)
-    opgen_prim = sqrt_primitive(layout=layout)
+    opgen_prim = sqrt_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_sqrt_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -4673,11 +4985,15 @@ def _square_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[An
         raise ValueError(f"square(): {opgen_exc}") from None
 
 
-def _make_square(layout: Tuple[int, ...]) -> Any:
+def _make_square(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.SQUARE["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SQUARE["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -4687,15 +5003,15 @@ def _make_square(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_square_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_square_backward" + _rt.layout_suffix(kinds, layout),
@@ -4712,7 +5028,7 @@ def _make_square(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_square_forward",
-        out_shape=None,  # the library's opgen_ops_square_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_square_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -4729,17 +5045,22 @@ def _make_square(layout: Tuple[int, ...]) -> Any:
 _square_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def square_primitive(layout: Sequence[int] = (1,)) -> Any:
+def square_primitive(layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``square`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``square(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``square(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``square(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("square", {}, _meta.SQUARE["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("square", {}, _meta.SQUARE["attrs"])
     prim = _square_cache.get(key)
     if prim is None:
         prim = _make_square(*key)
@@ -4758,9 +5079,10 @@ def _square_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
         pass
     _rt.check_dtypes("square", dtypes, _meta.SQUARE["inputs"], _meta.SQUARE["kinds"], layout, _meta.SQUARE["rows"], _meta.SQUARE["outputs"])
     opgen_values = _rt.check_attrs("square", {}, _meta.SQUARE["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _square_shapes(layout, shapes, *opgen_values)
-    opgen_prim = square_primitive(layout=layout)
+    opgen_prim = square_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_square_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -4817,11 +5139,15 @@ def _sub_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
         raise ValueError(f"sub(): {opgen_exc}") from None
 
 
-def _make_sub(layout: Tuple[int, ...]) -> Any:
+def _make_sub(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.SUB["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SUB["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, y, = _rt.regroup(shapes, kinds, layout)
+        return _rt.broadcast_shape(_rt.ints(x), _rt.ints(y))
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, y, = _rt.regroup(dtypes, kinds, layout)
@@ -4831,15 +5157,15 @@ def _make_sub(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_sub_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_sub_backward" + _rt.layout_suffix(kinds, layout),
@@ -4856,7 +5182,7 @@ def _make_sub(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_sub_forward",
-        out_shape=None,  # the library's opgen_ops_sub_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_sub_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -4873,17 +5199,22 @@ def _make_sub(layout: Tuple[int, ...]) -> Any:
 _sub_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def sub_primitive(layout: Sequence[int] = (1, 1)) -> Any:
+def sub_primitive(layout: Sequence[int] = (1, 1), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``sub`` for these attr values and input layout
     (tensors per input: required, required), created once, then cached. ``sub(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``sub(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``sub(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("sub", {}, _meta.SUB["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("sub", {}, _meta.SUB["attrs"])
     prim = _sub_cache.get(key)
     if prim is None:
         prim = _make_sub(*key)
@@ -4902,9 +5233,10 @@ def _sub_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
         pass
     _rt.check_dtypes("sub", dtypes, _meta.SUB["inputs"], _meta.SUB["kinds"], layout, _meta.SUB["rows"], _meta.SUB["outputs"])
     opgen_values = _rt.check_attrs("sub", {}, _meta.SUB["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _sub_shapes(layout, shapes, *opgen_values)
-    opgen_prim = sub_primitive(layout=layout)
+    opgen_prim = sub_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_sub_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -4967,11 +5299,15 @@ def _swiglu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[An
         raise ValueError(f"swiglu(): {opgen_exc}") from None
 
 
-def _make_swiglu(layout: Tuple[int, ...]) -> Any:
+def _make_swiglu(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.SWIGLU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SWIGLU["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return (_rt.ints(x)[:-1] + [_rt.floordiv(_rt.at(_rt.ints(x), -1), 2)])
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -4981,15 +5317,15 @@ def _make_swiglu(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_swiglu_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_swiglu_backward" + _rt.layout_suffix(kinds, layout),
@@ -5006,7 +5342,7 @@ def _make_swiglu(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_swiglu_forward",
-        out_shape=None,  # the library's opgen_ops_swiglu_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_swiglu_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -5023,17 +5359,22 @@ def _make_swiglu(layout: Tuple[int, ...]) -> Any:
 _swiglu_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def swiglu_primitive(layout: Sequence[int] = (1,)) -> Any:
+def swiglu_primitive(layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``swiglu`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``swiglu(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``swiglu(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``swiglu(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("swiglu", {}, _meta.SWIGLU["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("swiglu", {}, _meta.SWIGLU["attrs"])
     prim = _swiglu_cache.get(key)
     if prim is None:
         prim = _make_swiglu(*key)
@@ -5052,9 +5393,10 @@ def _swiglu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
         pass
     _rt.check_dtypes("swiglu", dtypes, _meta.SWIGLU["inputs"], _meta.SWIGLU["kinds"], layout, _meta.SWIGLU["rows"], _meta.SWIGLU["outputs"])
     opgen_values = _rt.check_attrs("swiglu", {}, _meta.SWIGLU["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _swiglu_shapes(layout, shapes, *opgen_values)
-    opgen_prim = swiglu_primitive(layout=layout)
+    opgen_prim = swiglu_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_swiglu_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -5111,11 +5453,15 @@ def _tanh_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any,
         raise ValueError(f"tanh(): {opgen_exc}") from None
 
 
-def _make_tanh(layout: Tuple[int, ...]) -> Any:
+def _make_tanh(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.TANH["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.TANH["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return _rt.ints(x)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -5125,15 +5471,15 @@ def _make_tanh(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_tanh_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_tanh_backward" + _rt.layout_suffix(kinds, layout),
@@ -5150,7 +5496,7 @@ def _make_tanh(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_tanh_forward",
-        out_shape=None,  # the library's opgen_ops_tanh_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_tanh_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -5167,17 +5513,22 @@ def _make_tanh(layout: Tuple[int, ...]) -> Any:
 _tanh_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def tanh_primitive(layout: Sequence[int] = (1,)) -> Any:
+def tanh_primitive(layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``tanh`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``tanh(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``tanh(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``tanh(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("tanh", {}, _meta.TANH["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("tanh", {}, _meta.TANH["attrs"])
     prim = _tanh_cache.get(key)
     if prim is None:
         prim = _make_tanh(*key)
@@ -5196,9 +5547,10 @@ def _tanh_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
         pass
     _rt.check_dtypes("tanh", dtypes, _meta.TANH["inputs"], _meta.TANH["kinds"], layout, _meta.TANH["rows"], _meta.TANH["outputs"])
     opgen_values = _rt.check_attrs("tanh", {}, _meta.TANH["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _tanh_shapes(layout, shapes, *opgen_values)
-    opgen_prim = tanh_primitive(layout=layout)
+    opgen_prim = tanh_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_tanh_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -5259,12 +5611,16 @@ def _topk_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], k: Any) -> Tu
         raise ValueError(f"topk(): {opgen_exc}") from None
 
 
-def _make_topk(layout: Tuple[int, ...], k: Any) -> Any:
+def _make_topk(layout: Tuple[int, ...], dynamic: bool, k: Any) -> Any:
     kinds = _meta.TOPK["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.TOPK["inputs"], kinds, layout)]
     attrs = [
         ("k",) + _rt.encode_attr("int", k),
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        x, = _rt.regroup(shapes, kinds, layout)
+        return ((_rt.ints(x)[:-1] + [k]), (_rt.ints(x)[:-1] + [k]),)
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         x, = _rt.regroup(dtypes, kinds, layout)
@@ -5274,15 +5630,15 @@ def _make_topk(layout: Tuple[int, ...], k: Any) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_topk_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_topk_backward" + _rt.layout_suffix(kinds, layout),
@@ -5299,7 +5655,7 @@ def _make_topk(layout: Tuple[int, ...], k: Any) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_topk_forward",
-        out_shape=None,  # the library's opgen_ops_topk_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_topk_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -5316,17 +5672,22 @@ def _make_topk(layout: Tuple[int, ...], k: Any) -> Any:
 _topk_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def topk_primitive(k: int = 1, layout: Sequence[int] = (1,)) -> Any:
+def topk_primitive(k: int = 1, layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``topk`` for these attr values and input layout
     (tensors per input: required), created once, then cached. ``topk(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``topk(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``topk(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("topk", {"k": k}, _meta.TOPK["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("topk", {"k": k}, _meta.TOPK["attrs"])
     prim = _topk_cache.get(key)
     if prim is None:
         prim = _make_topk(*key)
@@ -5345,9 +5706,10 @@ def _topk_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
         pass
     _rt.check_dtypes("topk", dtypes, _meta.TOPK["inputs"], _meta.TOPK["kinds"], layout, _meta.TOPK["rows"], _meta.TOPK["outputs"])
     opgen_values = _rt.check_attrs("topk", {"k": k}, _meta.TOPK["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _topk_shapes(layout, shapes, *opgen_values)
-    opgen_prim = topk_primitive(k=opgen_values[0], layout=layout)
+    opgen_prim = topk_primitive(k=opgen_values[0], layout=layout, dynamic=not opgen_known)
     _rt.remember(_topk_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
@@ -5406,11 +5768,15 @@ def _where_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any
         raise ValueError(f"where(): {opgen_exc}") from None
 
 
-def _make_where(layout: Tuple[int, ...]) -> Any:
+def _make_where(layout: Tuple[int, ...], dynamic: bool) -> Any:
     kinds = _meta.WHERE["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.WHERE["inputs"], kinds, layout)]
     attrs = [
     ]
+
+    def out_shape(*shapes):  # type: ignore[no-untyped-def]
+        cond, x, y, = _rt.regroup(shapes, kinds, layout)
+        return _rt.broadcast_shape(_rt.ints(cond), _rt.ints(x), _rt.ints(y))
 
     def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
         cond, x, y, = _rt.regroup(dtypes, kinds, layout)
@@ -5420,15 +5786,15 @@ def _make_where(layout: Tuple[int, ...]) -> Any:
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
     single_grad = len(grad_of) == 1
 
-    def backward_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        return dtypes[grad_of[0]] if single_grad else tuple(dtypes[p] for p in grad_of)
+    def backward_like(*shapes_or_dtypes):  # type: ignore[no-untyped-def]
+        return shapes_or_dtypes[grad_of[0]] if single_grad else tuple(shapes_or_dtypes[p] for p in grad_of)
 
-    # out_shape=None: MindSpore asks the library's <kernel>InferShape (GRAPH_MODE dynamic shapes
-    # included); a backward with several output tensors is the kernel's "_m" twin
+    # dynamic: MindSpore asks the library's <kernel>InferShape (out_shape=None); a backward with
+    # several output tensors is then the kernel's "_m" twin
     backward = ops.Custom(
         f"{_LIB}:opgen_ops_where_backward" + ("" if single_grad else "_m"),
-        out_shape=None,
-        out_dtype=backward_dtype,
+        out_shape=None if dynamic else backward_like,
+        out_dtype=backward_like,
         func_type="aot",
         reg_info=_rt.reg_info(
             "opgen_ops_where_backward" + _rt.layout_suffix(kinds, layout),
@@ -5445,7 +5811,7 @@ def _make_where(layout: Tuple[int, ...]) -> Any:
 
     return ops.Custom(
         f"{_LIB}:opgen_ops_where_forward",
-        out_shape=None,  # the library's opgen_ops_where_forwardInferShape
+        out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_where_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
         reg_info=_rt.reg_info(
@@ -5462,17 +5828,22 @@ def _make_where(layout: Tuple[int, ...]) -> Any:
 _where_cache: Dict[Tuple[Any, ...], Any] = {}
 
 
-def where_primitive(layout: Sequence[int] = (1, 1, 1)) -> Any:
+def where_primitive(layout: Sequence[int] = (1, 1, 1), dynamic: bool = True) -> Any:
     """The ``ops.Custom`` primitive of ``where`` for these attr values and input layout
     (tensors per input: required, required, required), created once, then cached. ``where(...)``
-    picks it for you; use this to hold the primitive yourself. Called directly, its contracts are
-    checked by the library's ``InferShape`` (a RuntimeError from MindSpore); ``where(...)``
-    checks them first (a ValueError).
+    picks it for you; use this to hold the primitive yourself.
+
+    ``dynamic=True`` infers shapes with the aot library's C++ ``InferShape`` (works everywhere,
+    GRAPH_MODE with dynamic shapes and ranks included; a contract it finds broken is a
+    RuntimeError from MindSpore). ``dynamic=False`` infers them in Python: about 10 us less per
+    PyNative call (MindSpore loads the library for every C++ infer call; bench/bench_infer.py), but
+    GRAPH_MODE then needs static shapes. ``where(...)`` picks the Python one whenever every
+    input shape is known, after checking the contracts (a ValueError naming the op).
 
     Raises:
         TypeError, ValueError: when an attr has the wrong type or is outside its constraints.
     """
-    key = (tuple(layout),) + _rt.check_attrs("where", {}, _meta.WHERE["attrs"])
+    key = (tuple(layout), dynamic) + _rt.check_attrs("where", {}, _meta.WHERE["attrs"])
     prim = _where_cache.get(key)
     if prim is None:
         prim = _make_where(*key)
@@ -5491,9 +5862,10 @@ def _where_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tup
         pass
     _rt.check_dtypes("where", dtypes, _meta.WHERE["inputs"], _meta.WHERE["kinds"], layout, _meta.WHERE["rows"], _meta.WHERE["outputs"])
     opgen_values = _rt.check_attrs("where", {}, _meta.WHERE["attrs"])
-    if _rt.shapes_known(shapes):
+    opgen_known = _rt.shapes_known(shapes)
+    if opgen_known:
         _where_shapes(layout, shapes, *opgen_values)
-    opgen_prim = where_primitive(layout=layout)
+    opgen_prim = where_primitive(layout=layout, dynamic=not opgen_known)
     _rt.remember(_where_resolved, opgen_key, opgen_prim)
     return opgen_prim
 

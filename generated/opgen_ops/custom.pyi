@@ -12,7 +12,7 @@ def add(x: Tensor, y: Tensor) -> Tensor:
     """Element-wise sum x + y with NumPy broadcasting (MindSpore tutorial custom_operator_custom: [[0,0],[1,1]] + [[2,2],[3,3]] = [[2,2],[4,4]])."""
 
 
-def add_primitive(layout: Sequence[int] = ...) -> Any:
+def add_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``add`` for these attr values and input layout."""
 
 
@@ -20,7 +20,7 @@ def avg_pool2d(x: Tensor, kernel: Sequence[int] = (2, 2), stride: Sequence[int] 
     """2-D average pooling of an NCHW input without padding (mindspore.ops.avg_pool2d with padding=0): each output element is the mean of a kernel[0] x kernel[1] window, windows stride[0] x stride[1] apart. Output H' = (H - kernel[0]) // stride[0] + 1, likewise W'."""
 
 
-def avg_pool2d_primitive(kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2), layout: Sequence[int] = ...) -> Any:
+def avg_pool2d_primitive(kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2), layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``avg_pool2d`` for these attr values and input layout."""
 
 
@@ -28,7 +28,7 @@ def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
     """x broadcast to the given shape with NumPy rules (mindspore.ops.broadcast_to, numpy.broadcast_to): x's dims align with the trailing dims of shape, and each is 1 or equal. Gradient: dout summed over the broadcast dims."""
 
 
-def broadcast_to_primitive(shape: Sequence[int], layout: Sequence[int] = ...) -> Any:
+def broadcast_to_primitive(shape: Sequence[int], layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``broadcast_to`` for these attr values and input layout."""
 
 
@@ -36,7 +36,7 @@ def clip(x: Tensor, min: float, max: float) -> Tensor:
     """Element-wise clipping to [min, max]: min(max(x, min), max) (numpy.clip, mindspore.ops.clamp). Its gradient is dout where min <= x <= max and 0 elsewhere (the bounds included, as mindspore.ops.clamp). With min > max every element is max, as numpy.clip; a NaN element gives min (numpy.clip keeps the NaN)."""
 
 
-def clip_primitive(min: float, max: float, layout: Sequence[int] = ...) -> Any:
+def clip_primitive(min: float, max: float, layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``clip`` for these attr values and input layout."""
 
 
@@ -44,7 +44,7 @@ def concat(xs: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Joins a list of tensors along an existing axis (numpy.concatenate / mindspore.ops.concat)."""
 
 
-def concat_primitive(axis: int = 0, layout: Sequence[int] = ...) -> Any:
+def concat_primitive(axis: int = 0, layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``concat`` for these attr values and input layout."""
 
 
@@ -52,7 +52,7 @@ def cumsum(x: Tensor, axis: int = 0, exclusive: bool = False, reverse: bool = Fa
     """Cumulative sum along one axis (numpy.cumsum, mindspore.ops.CumSum(exclusive, reverse)): out[k] = sum of x[j] for j <= k; with exclusive, j < k (the first is 0); with reverse, the sums run from the end (j >= k, or j > k with exclusive). Sums accumulate in order, in the element type's compute type. Gradient: the cumsum of dout in the opposite direction (same exclusive). A 0-d input is one element."""
 
 
-def cumsum_primitive(axis: int = 0, exclusive: bool = False, reverse: bool = False, layout: Sequence[int] = ...) -> Any:
+def cumsum_primitive(axis: int = 0, exclusive: bool = False, reverse: bool = False, layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``cumsum`` for these attr values and input layout."""
 
 
@@ -60,7 +60,7 @@ def div(x: Tensor, y: Tensor) -> Tensor:
     """Element-wise quotient x / y with NumPy broadcasting (true division; numpy.divide, mindspore.ops.div). Gradients: dx = dout / y, dy = -dout * x / y**2 = -dout * out / y. y == 0 gives inf or nan, as in IEEE 754."""
 
 
-def div_primitive(layout: Sequence[int] = ...) -> Any:
+def div_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``div`` for these attr values and input layout."""
 
 
@@ -68,7 +68,7 @@ def dropout(x: Tensor, keep_prob: float = 0.5, seed: int = 0) -> Tuple[Tensor, T
     """Inverted dropout: keeps each element with probability keep_prob and scales kept ones by 1 / keep_prob, so y = x * mask / keep_prob (mindspore.ops.dropout with p = 1 - keep_prob). Deterministic: the mask depends only on seed, keep_prob and the element's flat (row-major) index i, never on a hidden RNG state -- pass a new seed per step for fresh masks. The RNG is counter-based: z = splitmix64(seed + (i + 1) * 0x9E3779B97F4A7C15) (the SplitMix64 finalizer, seed taken as uint64 modulo 2^64), u = (z >> 40) * 2^-24 in [0, 1), and element i is kept when u < keep_prob (keep_prob as float32, as both paths pass it); the numpy reference computes the same bits. Gradient: dx = dy * mask / keep_prob; mask is not differentiable."""
 
 
-def dropout_primitive(keep_prob: float = 0.5, seed: int = 0, layout: Sequence[int] = ...) -> Any:
+def dropout_primitive(keep_prob: float = 0.5, seed: int = 0, layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``dropout`` for these attr values and input layout."""
 
 
@@ -76,7 +76,7 @@ def exp(x: Tensor) -> Tensor:
     """Element-wise exponential e ** x; its gradient is dout * out (numpy.exp, mindspore.ops.exp)."""
 
 
-def exp_primitive(layout: Sequence[int] = ...) -> Any:
+def exp_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``exp`` for these attr values and input layout."""
 
 
@@ -84,7 +84,7 @@ def gather(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
     """Takes slices of x along one axis at the given indices (numpy.take(x, indices, axis), mindspore.ops.gather): out[a, i, b] = x[a, indices[i], b], of shape x.shape[:axis] + indices.shape + x.shape[axis + 1:]. An index in [-n, 0) counts from the end (n = x.shape[axis]); one outside [-n, n) is an error naming the op. Gradient: dx is zero except where gathered, where dout is added (repeated indices accumulate); indices get none."""
 
 
-def gather_primitive(axis: int = 0, layout: Sequence[int] = ...) -> Any:
+def gather_primitive(axis: int = 0, layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``gather`` for these attr values and input layout."""
 
 
@@ -92,7 +92,7 @@ def gelu(x: Tensor, approximate: str = 'none') -> Tensor:
     """Gaussian error linear unit (Hendrycks & Gimpel 2016; torch.nn.functional.gelu): exact x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))), or with approximate='tanh' 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""
 
 
-def gelu_primitive(approximate: str = 'none', layout: Sequence[int] = ...) -> Any:
+def gelu_primitive(approximate: str = 'none', layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``gelu`` for these attr values and input layout."""
 
 
@@ -100,7 +100,7 @@ def layer_norm(x: Tensor, gamma: Optional[Tensor] = None, beta: Optional[Tensor]
     """Layer normalization over the last axis (PyTorch/MindSpore LayerNorm with normalized_shape = last dim): y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps), var biased. mean and rstd are returned (shape (..., 1)) for reuse and are not differentiable."""
 
 
-def layer_norm_primitive(eps: float = 1e-05, layout: Sequence[int] = ...) -> Any:
+def layer_norm_primitive(eps: float = 1e-05, layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``layer_norm`` for these attr values and input layout."""
 
 
@@ -108,7 +108,7 @@ def leaky_relu(x: Tensor, alpha: float = 0.01) -> Tensor:
     """Element-wise leaky rectified linear unit: x where x > 0, alpha * x elsewhere (Maas, Hannun and Ng, 2013; mindspore.ops.leaky_relu). Its gradient is dout where x > 0 and alpha * dout elsewhere."""
 
 
-def leaky_relu_primitive(alpha: float = 0.01, layout: Sequence[int] = ...) -> Any:
+def leaky_relu_primitive(alpha: float = 0.01, layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``leaky_relu`` for these attr values and input layout."""
 
 
@@ -116,7 +116,7 @@ def log(x: Tensor) -> Tensor:
     """Element-wise natural logarithm ln(x); its gradient is dout / x (numpy.log, mindspore.ops.log). log(0) = -inf and log(x < 0) = nan, as in IEEE 754."""
 
 
-def log_primitive(layout: Sequence[int] = ...) -> Any:
+def log_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``log`` for these attr values and input layout."""
 
 
@@ -124,7 +124,7 @@ def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """Log of the softmax along one axis: x - max - log(sum(exp(x - max))) (mindspore.ops.log_softmax, scipy.special.log_softmax). Gradient: dx = dy - exp(y) * sum(dy) along the axis. A 0-d input is one group of one element (its log_softmax is 0)."""
 
 
-def log_softmax_primitive(axis: int = -1, layout: Sequence[int] = ...) -> Any:
+def log_softmax_primitive(axis: int = -1, layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``log_softmax`` for these attr values and input layout."""
 
 
@@ -132,7 +132,7 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
     """Matrix product of 2-D a and b with optional transposes: op(a) @ op(b) (mindspore.ops.MatMul(transpose_a, transpose_b))."""
 
 
-def matmul_primitive(transpose_a: bool = False, transpose_b: bool = False, layout: Sequence[int] = ...) -> Any:
+def matmul_primitive(transpose_a: bool = False, transpose_b: bool = False, layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``matmul`` for these attr values and input layout."""
 
 
@@ -140,7 +140,7 @@ def maximum(x: Tensor, y: Tensor) -> Tensor:
     """Element-wise maximum of x and y with NumPy broadcasting (numpy.maximum, mindspore.ops.maximum). The gradient goes to the larger input; at ties x == y it is split in halves, as mindspore.ops.maximum does. NaN: maximum(nan, y) = y and maximum(x, nan) = nan (numpy.maximum gives nan for both)."""
 
 
-def maximum_primitive(layout: Sequence[int] = ...) -> Any:
+def maximum_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``maximum`` for these attr values and input layout."""
 
 
@@ -148,7 +148,7 @@ def mul(x: Tensor, y: Tensor) -> Tensor:
     """Element-wise product x * y with NumPy broadcasting; each gradient is reduced back to its input's shape (MindSpore tutorial op_custom_pyboost: CustomMul)."""
 
 
-def mul_primitive(layout: Sequence[int] = ...) -> Any:
+def mul_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``mul`` for these attr values and input layout."""
 
 
@@ -156,7 +156,7 @@ def pow(x: Tensor, y: Tensor) -> Tensor:
     """Element-wise power x ** y with NumPy broadcasting (std::pow; numpy.power, mindspore.ops.pow). Gradients: dx = dout * y * x ** (y - 1), dy = dout * out * log(x). Defined for x > 0; a negative x with a non-integer y gives nan, and dy is nan for x <= 0."""
 
 
-def pow_primitive(layout: Sequence[int] = ...) -> Any:
+def pow_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``pow`` for these attr values and input layout."""
 
 
@@ -164,7 +164,7 @@ def reduce_max(x: Tensor, axis: Sequence[int] = (), keep_dims: bool = False) -> 
     """Maximum over the given axes (numpy.amax(x, axis, keepdims), mindspore.ops.amax); an empty axis list reduces every axis. A NaN in a group makes its maximum NaN, as numpy. The maximum of an empty group is -inf, the identity of max (numpy.amax(..., initial=-inf)). Gradient: each group's incoming gradient goes to the elements equal to its maximum, split evenly among them when several tie (as torch.amax and tf.reduce_max); a NaN maximum passes no gradient."""
 
 
-def reduce_max_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = ...) -> Any:
+def reduce_max_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``reduce_max`` for these attr values and input layout."""
 
 
@@ -172,7 +172,7 @@ def reduce_mean(x: Tensor, axis: Sequence[int] = (), keep_dims: bool = False) ->
     """Mean over the given axes (numpy.mean(x, axis, keepdims), mindspore.ops.mean); an empty axis list averages every axis. Reducing over an empty axis gives NaN, as numpy does."""
 
 
-def reduce_mean_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = ...) -> Any:
+def reduce_mean_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``reduce_mean`` for these attr values and input layout."""
 
 
@@ -180,7 +180,7 @@ def reduce_sum(x: Tensor, axis: Sequence[int] = (), keep_dims: bool = False) -> 
     """Sum over the given axes (numpy.sum(x, axis, keepdims)); an empty axis list sums every axis (MindSpore aot test `reduce`: axis 1 of a (4, 5) input gives np.sum(x, 1))."""
 
 
-def reduce_sum_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = ...) -> Any:
+def reduce_sum_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``reduce_sum`` for these attr values and input layout."""
 
 
@@ -188,7 +188,7 @@ def relu(x: Tensor) -> Tensor:
     """Element-wise rectified linear unit max(x, 0) (Nair and Hinton, 2010; mindspore.ops.relu); its gradient is dout where x > 0 and 0 elsewhere (0 at x == 0, as mindspore.ops.relu)."""
 
 
-def relu_primitive(layout: Sequence[int] = ...) -> Any:
+def relu_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``relu`` for these attr values and input layout."""
 
 
@@ -196,7 +196,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-06) -> Tensor:
     """RMS normalization over the last axis (as in LLaMA; mindspore.ops.rms_norm without its rstd output): y = x / sqrt(mean(x**2) + eps) * weight, with weight of shape (D,) for x of shape (..., D)."""
 
 
-def rms_norm_primitive(eps: float = 1e-06, layout: Sequence[int] = ...) -> Any:
+def rms_norm_primitive(eps: float = 1e-06, layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``rms_norm`` for these attr values and input layout."""
 
 
@@ -204,7 +204,7 @@ def rsqrt(x: Tensor) -> Tensor:
     """Element-wise reciprocal square root 1 / sqrt(x); its gradient is -0.5 * dout * x ** -1.5 = -0.5 * dout * out / x (mindspore.ops.rsqrt). rsqrt(0) = inf, rsqrt(x < 0) = nan."""
 
 
-def rsqrt_primitive(layout: Sequence[int] = ...) -> Any:
+def rsqrt_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``rsqrt`` for these attr values and input layout."""
 
 
@@ -212,7 +212,7 @@ def scale_add(x: Tensor, y: Tensor, scale: float = 1.0, paddings: Sequence[float
     """x + sum over p in paddings of (scale * y + p), with NumPy broadcasting: the kernel of MindSpore's aot test `add_with_attr` (tests/st/graph_kernel/custom/aot_test_files), which adds scale * y once per padding, so scale 0.7 and paddings [2.0, 2.0] give x + 1.4 * y + 4. With one padding (the default [0.0]) it is x + scale * y + p."""
 
 
-def scale_add_primitive(scale: float = 1.0, paddings: Sequence[float] = (0.0,), layout: Sequence[int] = ...) -> Any:
+def scale_add_primitive(scale: float = 1.0, paddings: Sequence[float] = (0.0,), layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``scale_add`` for these attr values and input layout."""
 
 
@@ -220,7 +220,7 @@ def sigmoid(x: Tensor) -> Tensor:
     """Element-wise logistic sigmoid 1 / (1 + exp(-x)); its gradient is dout * out * (1 - out) (mindspore.ops.sigmoid; scipy.special.expit)."""
 
 
-def sigmoid_primitive(layout: Sequence[int] = ...) -> Any:
+def sigmoid_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``sigmoid`` for these attr values and input layout."""
 
 
@@ -228,7 +228,7 @@ def smooth_l1_loss(pred: Tensor, target: Tensor, beta: float = 1.0, reduction: s
     """Smooth L1 (Huber-like) loss between pred and target, of the same shape (mindspore.ops.smooth_l1_loss): with d = pred - target, l = 0.5 * d**2 / beta where |d| < beta, else |d| - 0.5 * beta; then 'none' returns l, 'sum' its sum and 'mean' its mean (a 0-d output)."""
 
 
-def smooth_l1_loss_primitive(beta: float = 1.0, reduction: str = 'none', layout: Sequence[int] = ...) -> Any:
+def smooth_l1_loss_primitive(beta: float = 1.0, reduction: str = 'none', layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``smooth_l1_loss`` for these attr values and input layout."""
 
 
@@ -236,7 +236,7 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """Softmax along one axis: exp(x - max) / sum(exp(x - max)) (mindspore.ops.softmax, scipy.special.softmax). Gradient: dx = y * (dy - sum(dy * y)) along the axis. A 0-d input is one group of one element (its softmax is 1)."""
 
 
-def softmax_primitive(axis: int = -1, layout: Sequence[int] = ...) -> Any:
+def softmax_primitive(axis: int = -1, layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``softmax`` for these attr values and input layout."""
 
 
@@ -244,7 +244,7 @@ def softplus(x: Tensor) -> Tensor:
     """Element-wise softplus log(1 + exp(x)) (Dugas et al., 2001; mindspore.ops.softplus with beta = 1 and no threshold), computed as max(x, 0) + log1p(exp(-|x|)) so that it neither overflows for large x nor loses precision for very negative x. Its gradient is dout * sigmoid(x)."""
 
 
-def softplus_primitive(layout: Sequence[int] = ...) -> Any:
+def softplus_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``softplus`` for these attr values and input layout."""
 
 
@@ -252,7 +252,7 @@ def sqrt(x: Tensor) -> Tensor:
     """Element-wise square root sqrt(x); its gradient is dout / (2 * sqrt(x)) = 0.5 * dout / out (numpy.sqrt, mindspore.ops.sqrt). sqrt(x < 0) = nan; the gradient at 0 is inf."""
 
 
-def sqrt_primitive(layout: Sequence[int] = ...) -> Any:
+def sqrt_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``sqrt`` for these attr values and input layout."""
 
 
@@ -260,7 +260,7 @@ def square(x: Tensor) -> Tensor:
     """Element-wise square x * x; its gradient is 2 * x * dout (MindSpore tutorial op_custom_adv: grad at [1, 4, 9] is [2, 8, 18])."""
 
 
-def square_primitive(layout: Sequence[int] = ...) -> Any:
+def square_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``square`` for these attr values and input layout."""
 
 
@@ -268,7 +268,7 @@ def sub(x: Tensor, y: Tensor) -> Tensor:
     """Element-wise difference x - y with NumPy broadcasting; the gradients dout and -dout are each reduced back to its input's shape (numpy.subtract, mindspore.ops.sub)."""
 
 
-def sub_primitive(layout: Sequence[int] = ...) -> Any:
+def sub_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``sub`` for these attr values and input layout."""
 
 
@@ -276,7 +276,7 @@ def swiglu(x: Tensor) -> Tensor:
     """SwiGLU gate: the last axis of x holds two halves a and b, and out = silu(a) * b = a * sigmoid(a) * b (as in LLaMA's feed-forward). Any rank >= 1; the last dim must be even."""
 
 
-def swiglu_primitive(layout: Sequence[int] = ...) -> Any:
+def swiglu_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``swiglu`` for these attr values and input layout."""
 
 
@@ -284,7 +284,7 @@ def tanh(x: Tensor) -> Tensor:
     """Element-wise hyperbolic tangent tanh(x); its gradient is dout * (1 - out ** 2) (numpy.tanh, mindspore.ops.tanh)."""
 
 
-def tanh_primitive(layout: Sequence[int] = ...) -> Any:
+def tanh_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``tanh`` for these attr values and input layout."""
 
 
@@ -292,7 +292,7 @@ def topk(x: Tensor, k: int = 1) -> Tuple[Tensor, Tensor]:
     """The k largest entries along the last axis, largest first, and their indices (mindspore.ops.topk with sorted=True); equal values keep their order (lower index first). Any rank >= 1. Gradient: dvalues is scattered back to the positions the values came from; indices get none."""
 
 
-def topk_primitive(k: int = 1, layout: Sequence[int] = ...) -> Any:
+def topk_primitive(k: int = 1, layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``topk`` for these attr values and input layout."""
 
 
@@ -300,5 +300,5 @@ def where(cond: Tensor, x: Tensor, y: Tensor) -> Tensor:
     """Element-wise selection with NumPy broadcasting: x where cond is true, else y (numpy.where). cond is bool and receives no gradient."""
 
 
-def where_primitive(layout: Sequence[int] = ...) -> Any:
+def where_primitive(layout: Sequence[int] = ..., dynamic: bool = ...) -> Any:
     """The ``ops.Custom`` primitive of ``where`` for these attr values and input layout."""
