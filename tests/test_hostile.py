@@ -608,7 +608,8 @@ def test_required_attr_after_default_is_keyword_only(tmp_path: Path) -> None:
                           {"name": "a2", "type": "int", "doc": "a"}])]
     files = _render(tmp_path, specs)[1]
     assert "def op(x, a1: int = 1, *, a2: int) -> Any:" in files["custom.py"]
-    assert "def op_primitive(a1: int = 1, *, a2: int, layout: Sequence[int] = (1,)) -> Any:" in files["custom.py"]
+    assert "def op_primitive(a1: int = 1, *, a2: int, layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:" \
+        in files["custom.py"]
     assert "def op(x, a1: int = 1, *, a2: int) -> Any:" in files["function.py"]
 
 
