@@ -30,10 +30,13 @@ started it dies.
 
 from __future__ import annotations
 
+import ctypes.util
 import fcntl
+import functools
 import hashlib
 import math
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -166,6 +169,38 @@ def sanitize_flags() -> tuple[str, ...]:
 # --------------------------------------------------------------------------- targets and units
 
 
+def kernel_flags() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Compile and link flags of the kernel layer (both libraries): vector loops and math, BLAS.
+
+    - ``-fopenmp-simd`` (the SIMD directives only, no OpenMP runtime), ``-fno-math-errno`` and
+      ``-fno-trapping-math`` (neither changes a result: no errno is read, no FP trap is enabled)
+      let ``OPGEN_SIMD`` loops (``-DOPGEN_OMP_SIMD``) vectorise, selects included; on x86-64 glibc with libmvec,
+      ``-DOPGEN_VECTOR_MATH`` + ``-lmvec`` vectorise exp/log/tanh/erf... (``opgen/kernel.h``).
+    - OpenBLAS from the ``scipy-openblas32`` wheel (the ``run`` extra), when importable:
+      ``-DOPGEN_BLAS`` + its library, found through its rpath (``opgen/blas.h`` declares the two
+      routines it calls: the wheel's ``cblas.h`` clashes with MindSpore's headers).
+    """
+    return _kernel_flags()
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel_flags() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    cflags: tuple[str, ...] = ("-fopenmp-simd", "-DOPGEN_OMP_SIMD=1", "-fno-math-errno", "-fno-trapping-math")
+    ldflags: tuple[str, ...] = ()
+    if sys.platform.startswith("linux") and platform.machine() == "x86_64" and ctypes.util.find_library("mvec"):
+        cflags += ("-DOPGEN_VECTOR_MATH=1",)
+        ldflags += ("-lmvec",)
+    try:
+        import scipy_openblas32 as blas  # type: ignore[import-not-found, import-untyped, unused-ignore]
+
+        lib = blas.get_lib_dir()
+        cflags += ("-DOPGEN_BLAS=1",)
+        ldflags += (f"-L{lib}", f"-l{blas.get_library()}", f"-Wl,-rpath,{lib}")
+    except (ImportError, AttributeError):
+        pass
+    return cflags, ldflags
+
+
 @dataclass(frozen=True)
 class Unit:
     """One translation unit: the object it makes (relative to the build folder) and its sources.
@@ -250,8 +285,8 @@ def aot_target(pkg_dir: Path, *, pch: bool = False) -> Target:
     cflags = (
         "-O3", "-std=c++17", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=0", "-Wall", "-Wno-unused-variable",
         f"-I{include_dir()}", f"-I{csrc}",
-    ) + sanitize_flags()
-    ldflags = ("-shared", "-pthread") + sanitize_flags()
+    ) + kernel_flags()[0] + sanitize_flags()
+    ldflags = ("-shared", "-pthread") + kernel_flags()[1] + sanitize_flags()
     return Target("aot", f"lib{pkg_dir.name}_aot", sources, cflags, ldflags,
                   group_units("aot", sources, 1), "opgen/aot.h" if pch else None)
 
@@ -274,8 +309,8 @@ def ext_target(pkg_dir: Path, *, ops_per_unit: int | None = None, pch: bool = Fa
     includes = [f"-I{p}" for p in builder.get_include_paths()]
     py_inc = sysconfig.get_path("include", scheme="posix_prefix")
     cflags = tuple(includes) + (f"-isystem{py_inc}", f"-I{include_dir()}", f"-I{csrc}")
-    cflags += tuple(builder.get_cflags()) + sanitize_flags()
-    ldflags = tuple(builder.get_ldflags()) + ("-pthread",) + sanitize_flags()
+    cflags += tuple(builder.get_cflags()) + kernel_flags()[0] + sanitize_flags()
+    ldflags = tuple(builder.get_ldflags()) + ("-pthread",) + kernel_flags()[1] + sanitize_flags()
     units = group_units("ext", sources, ops_per_unit)
     return Target("ext", name, sources, cflags, ldflags, units, "opgen/ms.h" if pch else None)
 
