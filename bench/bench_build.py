@@ -24,6 +24,12 @@ Measured, each ``--repeat`` times (default 2), with the load average before each
    precompiled ``opgen/ms.h`` (and the time to build it), at -O3, -O1, -O0, and a unit holding
    only the headers: where an extension unit's time goes.
 
+5. ``--targets``: the targets of issue 15 next to their measured figures, each through the
+   ``opgen`` command in fresh processes with a fresh build root: the per-machine work (the
+   MindSpore support object), a new one-op package cold once it is cached, an edited kernel
+   body rebuilt (``opgen generate`` + ``opgen build``) and importable, a ``--targets-ops``-op
+   package cold (default 100; 0 leaves it out), a no-change import.
+
 Nothing outside a temporary directory is touched (``--keep DIR`` keeps it for inspection).
 """
 
@@ -402,6 +408,92 @@ def bench_units(work: Path, repeat: int) -> None:
         print(f"| {r + 1} | a unit holding only `#include \"opgen/ms.h\"` (-O2) | {ld} | {wall:.1f} | {cpu:.1f} |")
 
 
+TARGET_SPEC = """\
+name: {name}
+doc: Scales x.
+inputs:
+  - {{name: x, doc: Input.}}
+outputs:
+  - {{name: out, doc: Result., shape: x, dtype: x}}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default]
+kernel:
+  forward: |
+    for (int64_t i = 0; i < out.numel; ++i) out[i] = x[i] * {factor};
+  backward: |
+    for (int64_t i = 0; i < dx.numel; ++i) dx[i] = dout[i] * {factor};
+"""
+
+IMPORT_BOTH = """
+import sys, time
+import mindspore
+t0 = time.perf_counter()
+import {pkg}
+from {pkg} import function
+print(time.perf_counter() - t0)
+"""
+
+
+def _opgen(args: list[str], env: dict[str, str]) -> float:
+    """Wall seconds of one ``opgen`` command in a fresh process (fails loudly)."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "opgen", *args, "-q"], env=env, check=True)
+    return time.perf_counter() - t0
+
+
+def bench_targets(work: Path, big: int) -> None:
+    """Figure 5: the build targets of issue 15 next to their measured figures."""
+    root = work / "targets-build"
+    env = dict(os.environ, OPGEN_BUILD_DIR=str(root), PYTHONPATH=str(ROOT))
+    env.pop("OPGEN_CXX_LAUNCHER", None)
+    rows: list[tuple[str, str, str]] = []
+    one = work / "one"
+    (one / "specs").mkdir(parents=True, exist_ok=True)
+    (one / "specs" / "scale_one.yaml").write_text(TARGET_SPEC.format(name="scale_one", factor="2"))
+    out = one / "out"
+
+    # per-machine work: MindSpore's flags and the support object, in a fresh build root
+    ld = load()
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "from opgen import build; build.ensure_support(quiet=True)"],
+                   env=env, check=True)
+    rows.append(("per-machine work (support object), once", "<= 90 s", f"{time.perf_counter() - t0:.1f} s (load {ld})"))
+
+    # a new one-op package, cold, once the per-machine work is cached
+    _opgen(["generate", str(one / "specs"), "-o", str(out), "-p", "one_ops"], env)
+    ld = load()
+    cold = _opgen(["build", str(out / "one_ops")], env)
+    rows.append(("new one-op package, cold (aot + extension)", "<= 15 s", f"{cold:.1f} s (load {ld})"))
+
+    # an edited kernel body: generate + build, then importable (both paths, fresh process)
+    spec = one / "specs" / "scale_one.yaml"
+    spec.write_text(TARGET_SPEC.format(name="scale_one", factor="3"))
+    ld = load()
+    edit = _opgen(["generate", str(one / "specs"), "-o", str(out), "-p", "one_ops"], env)
+    edit += _opgen(["build", str(out / "one_ops")], env)
+    ienv = dict(env, PYTHONPATH=f"{out}{os.pathsep}{ROOT}")
+    imp = float(subprocess.run([sys.executable, "-c", IMPORT_BOTH.format(pkg="one_ops")], env=ienv, check=True,
+                               capture_output=True, text=True).stdout.split()[-1])
+    rows.append(("edited kernel body rebuilt and importable", "<= 5 s",
+                 f"{edit:.1f} s generate + build, then {imp:.2f} s import (load {ld})"))
+    rows.append(("no-change import (both paths, after `import mindspore`)", "<= 0.1 s", f"{imp:.3f} s"))
+
+    if big:
+        specs = work / "big-specs"
+        write_synthetic_specs(specs, big)
+        _opgen(["generate", str(specs), "-o", str(work / "big"), "-p", "big_ops"], env)
+        ld = load()
+        t = _opgen(["build", str(work / "big" / "big_ops")], env)
+        rows.append((f"{big}-op package, cold (aot + extension)", "<= 180 s" if big >= 100 else "-",
+                     f"{t:.1f} s (load {ld})"))
+    print("\n## targets (issue 15)")
+    print("| target | goal | measured |")
+    print("|---|---|---|")
+    for what, goal, got in rows:
+        print(f"| {what} | {goal} | {got} |")
+
+
 def main() -> int:
     """Run the benchmarks and print Markdown tables."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -415,12 +507,17 @@ def main() -> int:
     p.add_argument("--pch", action="store_true", help="precompiled header for the units")
     p.add_argument("--units", action="store_true",
                    help="also compile one extension unit with -O0..-O3 and a precompiled header (minutes)")
+    p.add_argument("--targets", action="store_true", help="only the issue-15 targets next to their figures")
+    p.add_argument("--targets-ops", type=int, default=100, help="ops of the big package for --targets (0: none)")
     p.add_argument("--keep", help="work in this directory and keep it")
     args = p.parse_args()
     print(f"machine: {machine()}")
     work = Path(args.keep).resolve() if args.keep else Path(tempfile.mkdtemp(prefix="opgen-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
+        if args.targets:
+            bench_targets(work, args.targets_ops)
+            return 0
         if not args.skip_generate:
             bench_generate(work, args.ops, args.repeat)
         if not args.skip_build:

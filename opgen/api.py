@@ -7,14 +7,16 @@ knows about Jinja, and nothing in the templates knows about YAML.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .check import identifiers, indent_python
 from .exprs import RuleArg, ShapeRule
-from .model import ATTR_CPP, Attr, Body, Op
+from .model import ATTR_CPP, Attr, Body, BuildFlags, Input, Op, Output
 
 LINE_RESET = "//@@opgen-line-reset@@"
 """Marker the renderer replaces with ``#line N "generated file"`` after a spliced YAML body."""
@@ -278,6 +280,26 @@ def attr_same(op: str, attrs: Sequence[Attr]) -> str:
     return " and ".join(f"{a.name} is _{op.upper()}_LAST[{i}]" for i, a in enumerate(attrs))
 
 
+def _kernel_signatures(inputs: Sequence[Input], outputs: Sequence[Output], diff: Sequence[str],
+                       cpp_types: Sequence[str]) -> dict[str, str]:
+    """Parameter types of ``forward`` and ``backward`` for one dtype row (explicit instantiations).
+
+    ``<op>_kernel.cc`` instantiates the kernel templates once per row with these; the aot and
+    Function<T> units see only the declarations (``<op>_kernel_decl.h``), never the bodies.
+    """
+    t = dict(zip([x.name for x in inputs] + [o.name for o in outputs], cpp_types))
+
+    def view(x: Input, direction: str) -> str:
+        return f"const opgen::{direction}{'List' if x.kind == 'dynamic' else ''}<{t[x.name]}> &"
+
+    ins = [view(x, "In") for x in inputs]
+    by_name = {x.name: x for x in inputs}
+    fw = ["const Attrs &", *ins, *(f"const opgen::Out<{t[o.name]}> &" for o in outputs)]
+    bw = ["const Attrs &", *ins, *(f"const opgen::In<{t[o.name]}> &" for o in outputs),
+          *(f"const opgen::In<{t[o.name]}> &" for o in outputs), *(view(by_name[n], "Out") for n in diff)]
+    return {"forward_params": ", ".join(fw), "backward_params": ", ".join(bw)}
+
+
 def op_context(op: Op, package: str) -> dict[str, Any]:
     """Every field the templates need for one op."""
     inputs = list(op.inputs)
@@ -315,6 +337,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
                 "bw_columns": list(r.columns)
                 + list(r.columns[len(inputs):])
                 + [r.columns[in_names.index(n)] for n in diff],
+                **_kernel_signatures(inputs, outputs, diff, [c.cpp for c in cols]),
             }
         )
 
@@ -521,6 +544,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         "reference": _reference(op),
         "grad_reference": _grad_reference(op),
         "single_output": len(outputs) == 1,
+        "includes": [h if h[:1] in "<\"" else f'"{h}"' for h in op.build.includes],
     }
 
 
@@ -565,3 +589,34 @@ def _grad_reference(op: Op) -> dict[str, Any] | None:
             results.append("None")
     lines.append("    return (" + ", ".join(results) + ("," if len(results) == 1 else "") + ")")
     return {"params": params, "body": "\n".join(lines)}
+
+
+def build_flags(ops: Sequence[Op], package_dir: str, package: BuildFlags | None = None) -> str:
+    """``csrc/build.json`` for :func:`opgen.build.user_flags`, or ``""`` when nobody adds flags.
+
+    Paths (include dirs, ``-L`` dirs, libraries given as files) become relative to the package directory:
+    a spec's are written relative to its own directory, the package's relative to where opgen
+    runs. Absolute paths stay as they are.
+    """
+
+    def rebase(path: str, base: str) -> str:
+        if os.path.isabs(path):
+            return path
+        return os.path.relpath(os.path.join(base, path), package_dir).replace(os.sep, "/")
+
+    def entry(flags: BuildFlags, base: str) -> dict[str, list[str]]:
+        out = {
+            "cflags": list(flags.cflags),
+            "include_dirs": [rebase(d, base) for d in flags.include_dirs],
+            "ldflags": ["-L" + rebase(f[2:], base) if f.startswith("-L") and len(f) > 2 else f for f in flags.ldflags],
+            "libraries": [rebase(lib, base) if "/" in lib else lib for lib in flags.libraries],
+        }
+        return {k: v for k, v in out.items() if v}
+
+    data: dict[str, Any] = {}
+    if package is not None and entry(package, "."):
+        data["package"] = entry(package, ".")
+    ops_flags = {op.name: entry(op.build, os.path.dirname(op.file)) for op in sorted(ops, key=lambda o: o.name)}
+    if any(ops_flags.values()):
+        data["ops"] = {name: f for name, f in ops_flags.items() if f}
+    return json.dumps(data, indent=2, sort_keys=True) + "\n" if data else ""

@@ -22,10 +22,11 @@ Optionally (``pch=True``) the ext units share a precompiled ``opgen/ms.h``.
 Safety.  Objects, the precompiled header and the linked library are written to a temporary
 name and renamed, so a killed build never leaves a truncated file under a real name; only a
 successful link is published (copied, then renamed into place) and only published files are
-ever loaded.  The build folder is guarded by an ``flock`` (released by the kernel when its
-holder dies, never inherited by ninja or the compilers) with a timeout whose error names the
-PID holding it; on Linux ninja is told to stop (and stops its compilers) when the process that
-started it dies.
+ever loaded; each has a record of its size and sha256 beside it, and one that no longer matches
+its record (truncated or altered after publishing) is rebuilt.  The build folder is guarded by
+an ``flock`` (released by the kernel when its holder dies, never inherited by ninja or the
+compilers) with a timeout whose error names the PID holding it; on Linux ninja is told to stop
+(and stops its compilers) when the process that started it dies.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import ctypes.util
 import fcntl
 import functools
 import hashlib
+import json
 import math
 import os
 import platform
@@ -43,6 +45,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -119,17 +122,40 @@ def _compiler() -> str:
     return os.environ.get("CXX", "g++").strip() or "g++"
 
 
-def _compiler_argv() -> list[str]:
-    """``$CXX`` as words (``CXX="ccache g++"`` is two)."""
+LAUNCHERS = frozenset({"ccache", "sccache", "distcc", "icecc", "buildcache"})
+"""Programs recognised as compiler launchers at the front of ``$CXX`` (``CXX="ccache g++"``)."""
+
+
+def _launcher_and_compiler() -> tuple[list[str], list[str]]:
+    """(launcher words, compiler words): ``$OPGEN_CXX_LAUNCHER`` plus any launcher leading ``$CXX``."""
     try:
-        return shlex.split(_compiler())
+        words = shlex.split(_compiler())
     except ValueError:
-        return [_compiler()]
+        words = [_compiler()]
+    try:
+        launcher = shlex.split(os.environ.get("OPGEN_CXX_LAUNCHER", ""))
+    except ValueError:
+        launcher = [os.environ.get("OPGEN_CXX_LAUNCHER", "")]
+    while len(words) > 1 and os.path.basename(words[0]) in LAUNCHERS:
+        launcher.append(words.pop(0))
+    return launcher, words
+
+
+def _compiler_argv() -> list[str]:
+    """The command that compiles: the launcher's words (if any), then ``$CXX`` as words."""
+    launcher, words = _launcher_and_compiler()
+    return launcher + words
 
 
 def _compiler_identity() -> str:
-    """The compiler's path, size and mtime (of each word of ``$CXX`` that is a program)."""
-    argv = _compiler_argv()
+    """The compiler's path, size and mtime (of each word of ``$CXX`` that is a program).
+
+    A launcher (ccache, sccache...) is not part of it: it does not change what is built.
+    """
+    launcher, argv = _launcher_and_compiler()
+    for word in launcher[:1]:
+        if shutil.which(word) is None:
+            raise BuildError(f"compiler launcher '{word}' not found (OPGEN_CXX_LAUNCHER / CXX)")
     parts = []
     for i, word in enumerate(argv):
         path = shutil.which(word)
@@ -141,7 +167,7 @@ def _compiler_identity() -> str:
         real = os.path.realpath(path)
         st = os.stat(real)
         parts.append(f"{real}:{st.st_size}:{int(st.st_mtime)}")
-    return f"{_compiler()} = {' '.join(parts)}"
+    return f"{' '.join(argv)} = {' '.join(parts)}"
 
 
 def _ninja() -> str:
@@ -211,6 +237,8 @@ class Unit:
     obj: str
     sources: tuple[Path, ...]
     label: str
+    cflags: tuple[str, ...] = ()
+    """Flags for this unit alone, after the target's (the op's own ``build:`` flags)."""
 
     @property
     def wrapper(self) -> str | None:
@@ -220,7 +248,11 @@ class Unit:
 
 @dataclass(frozen=True)
 class Target:
-    """One library to build: its kind (``aot`` or ``ext``), sources, flags and units."""
+    """One set of units to compile with the same flags, and (unless ``name`` is empty) link.
+
+    Kinds: ``aot`` and ``ext`` (the two libraries), ``kernels`` (each op's kernel layer, compiled
+    once and linked into both libraries: ``objects`` of the other two).
+    """
 
     kind: str
     name: str
@@ -230,11 +262,73 @@ class Target:
     units: tuple[Unit, ...] = ()
     pch: str | None = None
     """Header (as included, e.g. ``opgen/ms.h``) to precompile once and use in every unit."""
+    objects: tuple[str, ...] = ()
+    """Objects linked besides the units': kernel units (relative), the support object (absolute)."""
+    inputs: tuple[Path, ...] = ()
+    """Sources compiled elsewhere whose objects are linked here (the kernel units' ``*_kernel.cc``)."""
+
+
+@dataclass(frozen=True)
+class UserFlags:
+    """Compile flags, include dirs, link flags and libraries a user adds (docs/build.md)."""
+
+    cflags: tuple[str, ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    ldflags: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()
+
+    def compile_flags(self, base: Path) -> tuple[str, ...]:
+        """The compile flags, include dirs as ``-I`` (relative ones taken from ``base``)."""
+        return self.cflags + tuple(f"-I{(base / d).resolve()}" for d in self.include_dirs)
+
+    def link_flags(self, base: Path) -> tuple[str, ...]:
+        """The link flags (``-L`` dirs taken from ``base``), then each library as ``-l`` (or its path)."""
+        libs = tuple(str((base / lib).resolve()) if "/" in lib else f"-l{lib}" for lib in self.libraries)
+        dirs = tuple(f"-L{(base / f[2:]).resolve()}" if f.startswith("-L") and len(f) > 2 else f for f in self.ldflags)
+        return dirs + libs
+
+    def __or__(self, other: UserFlags) -> UserFlags:
+        def merged(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+            return a + tuple(x for x in b if x not in a)
+
+        return UserFlags(self.cflags + other.cflags, merged(self.include_dirs, other.include_dirs),
+                         self.ldflags + other.ldflags, merged(self.libraries, other.libraries))
+
+
+USER_FLAGS_FILE = "csrc/build.json"
+"""Written by ``opgen generate`` when a spec or the package has user flags (see :func:`user_flags`)."""
+
+
+def user_flags(pkg_dir: Path) -> tuple[UserFlags, dict[str, UserFlags]]:
+    """The package's user flags and each op's, from ``csrc/build.json`` (none if absent).
+
+    The file holds ``{"package": {...}, "ops": {"<op>": {...}}}``, each ``{...}`` with the lists
+    ``cflags``, ``include_dirs``, ``ldflags``, ``libraries``; relative paths are relative to the
+    package directory.
+
+    Raises:
+        BuildError: when the file is not such JSON.
+    """
+    path = pkg_dir / USER_FLAGS_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return UserFlags(), {}
+    try:
+        data = json.loads(text)
+
+        def flags(d: dict[str, list[str]]) -> UserFlags:
+            return UserFlags(*(tuple(str(x) for x in d.get(k, ())) for k in
+                               ("cflags", "include_dirs", "ldflags", "libraries")))
+
+        return flags(data.get("package", {})), {op: flags(d) for op, d in sorted(data.get("ops", {}).items())}
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise BuildError(f"{path}: not valid build flags ({exc}); run 'opgen generate' again") from None
 
 
 def _op_of(src: Path) -> str:
     stem = src.stem
-    for suffix in ("_function", "_aot"):
+    for suffix in ("_function", "_aot", "_kernel"):
         if stem.endswith(suffix):
             return stem[: -len(suffix)]
     return stem
@@ -246,19 +340,22 @@ def _label(names: Sequence[str]) -> str:
     return f"{names[0]} ... {names[-1]} ({len(names)} units)"
 
 
+_KIND_LABEL = {"aot": " (aot)", "ext": " (Function<T>)", "kernels": " (kernel)"}
+
+
 def group_units(kind: str, sources: Sequence[Path], ops_per_unit: int | None) -> tuple[Unit, ...]:
     """Split ``sources`` into translation units.
 
-    ``ops_per_unit=1`` (and every aot build) gives one unit per source.  ``None`` (automatic)
-    makes :data:`MIN_UNITS` units, or more so that none holds over :data:`MAX_OPS_PER_UNIT`
-    sources; any other number makes units of at most that many.  Units hold consecutive sources
-    (sorted by name) and differ in size by at most one, so the layout depends only on the list
-    of sources.
+    ``ops_per_unit=1`` (and every aot or kernels build) gives one unit per source.  ``None``
+    (automatic) makes :data:`MIN_UNITS` units, or more so that none holds over
+    :data:`MAX_OPS_PER_UNIT` sources; any other number makes units of at most that many.  Units
+    hold consecutive sources (sorted by name) and differ in size by at most one, so the layout
+    depends only on the list of sources.
     """
-    suffix = " (aot)" if kind == "aot" else " (Function<T>)"
+    suffix = _KIND_LABEL.get(kind, f" ({kind})")
     srcs = sorted(sources, key=lambda p: p.name)
     n = len(srcs)
-    if kind == "aot" or ops_per_unit == 1 or n <= 1:
+    if kind != "ext" or ops_per_unit == 1 or n <= 1:
         return tuple(Unit(f"{kind}/{s.stem}.o", (s,), _op_of(s) + suffix) for s in srcs)
     if ops_per_unit is None:
         count = min(n, max(MIN_UNITS, math.ceil(n / MAX_OPS_PER_UNIT)))
@@ -273,8 +370,40 @@ def group_units(kind: str, sources: Sequence[Path], ops_per_unit: int | None) ->
     return tuple(units)
 
 
+def _plain_cflags(csrc: Path) -> tuple[str, ...]:
+    """Flags of the framework-free units (kernels, aot entry points)."""
+    return (
+        "-O3", "-std=c++17", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=0", "-Wall", "-Wno-unused-variable",
+        "-Wno-unused-function", f"-I{include_dir()}", f"-I{csrc}",
+    ) + kernel_flags()[0] + sanitize_flags()
+
+
+def kernel_target(pkg_dir: Path) -> Target:
+    """The kernel layer of every op (``csrc/<op>_kernel.cc``): one unit per op, no link.
+
+    Each unit gets the package's user compile flags and its op's (``csrc/build.json``).
+    """
+    csrc = pkg_dir / "csrc"
+    sources = tuple(sorted(csrc.glob("*_kernel.cc")))
+    package, ops = user_flags(pkg_dir)
+    units = tuple(
+        Unit(u.obj, u.sources, u.label,
+             package.compile_flags(pkg_dir) + ops.get(_op_of(u.sources[0]), UserFlags()).compile_flags(pkg_dir))
+        for u in group_units("kernels", sources, 1)
+    )
+    return Target("kernels", "", sources, _plain_cflags(csrc), (), units)
+
+
+def _user_link_flags(pkg_dir: Path) -> tuple[str, ...]:
+    package, ops = user_flags(pkg_dir)
+    merged = package
+    for flags in ops.values():
+        merged = merged | flags
+    return merged.link_flags(pkg_dir)
+
+
 def aot_target(pkg_dir: Path, *, pch: bool = False) -> Target:
-    """The aot library of a generated package (one unit per op).
+    """The aot library of a generated package (one unit per op, plus each op's kernel unit).
 
     Args:
         pch: precompile ``opgen/aot.h`` once for every unit (measured: no gain for aot units,
@@ -282,45 +411,121 @@ def aot_target(pkg_dir: Path, *, pch: bool = False) -> Target:
     """
     csrc = pkg_dir / "csrc"
     sources = tuple(sorted(csrc.glob("*_aot.cc")))
-    cflags = (
-        "-O3", "-std=c++17", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=0", "-Wall", "-Wno-unused-variable",
-        f"-I{include_dir()}", f"-I{csrc}",
-    ) + kernel_flags()[0] + sanitize_flags()
-    ldflags = ("-shared", "-pthread") + kernel_flags()[1] + sanitize_flags()
-    return Target("aot", f"lib{pkg_dir.name}_aot", sources, cflags, ldflags,
-                  group_units("aot", sources, 1), "opgen/aot.h" if pch else None)
+    kernels = kernel_target(pkg_dir)
+    ldflags = ("-shared", "-pthread") + _user_link_flags(pkg_dir) + kernel_flags()[1] + sanitize_flags()
+    return Target("aot", f"lib{pkg_dir.name}_aot", sources, _plain_cflags(csrc), ldflags,
+                  group_units("aot", sources, 1), "opgen/aot.h" if pch else None,
+                  tuple(u.obj for u in kernels.units), kernels.sources)
 
 
-def ext_target(pkg_dir: Path, *, ops_per_unit: int | None = None, pch: bool = False) -> Target:
+SUPPORT_SOURCE = "opgen/ms_support.cc"
+"""opgen's MindSpore support unit (under :func:`~opgen.resources.include_dir`), built once per machine."""
+
+
+def _ms_location() -> tuple[str, str]:
+    """(MindSpore's package directory, its version), found without importing MindSpore.
+
+    Raises:
+        ImportError: when MindSpore is not installed.
+    """
+    import importlib.metadata
+    import importlib.util
+
+    spec = importlib.util.find_spec("mindspore")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("MindSpore is not installed (pip install mindspore): the extension needs it")
+    try:
+        version = importlib.metadata.version("mindspore")
+    except importlib.metadata.PackageNotFoundError:
+        version = _ms_version()
+    return str(list(spec.submodule_search_locations)[0]), version
+
+
+def _ms_flags(allow_import: bool = True) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(compile flags, link flags) of MindSpore's ``CustomOpBuilder(backend="CPU")``, without the
+    extension's name, plus Python's and opgen's include dirs.
+
+    Asking CustomOpBuilder means importing MindSpore (seconds); its answer is kept in the build
+    root per MindSpore location and version, so a build that finds it there imports nothing.
+    With ``allow_import=False`` a missing answer raises ImportError unless MindSpore is imported.
+    """
+    where, version = _ms_location()
+    tag = hashlib.sha256(f"{where}\n{version}\n{sys.executable}\n{sys.version}".encode()).hexdigest()[:16]
+    cache = build_root() / "support" / f"ms-flags-{tag}.json"
+    try:
+        data = json.loads(cache.read_text(encoding="utf-8"))
+        includes, ms_cflags, ms_ldflags = (tuple(str(x) for x in data[k]) for k in ("include", "cflags", "ldflags"))
+    except (OSError, ValueError, KeyError, TypeError):
+        if not allow_import and "mindspore" not in sys.modules:
+            raise ImportError("MindSpore's build flags are not known yet") from None
+        from mindspore.ops import CustomOpBuilder  # the real MindSpore; imported only to build
+
+        builder = CustomOpBuilder("opgen_flags", [], backend="CPU")
+        includes = tuple(builder.get_include_paths())
+        ms_cflags = tuple(f for f in builder.get_cflags() if not f.startswith("-DMS_EXTENSION_NAME="))
+        ms_ldflags = tuple(builder.get_ldflags())
+        _write_if_changed(cache, json.dumps({"include": includes, "cflags": ms_cflags, "ldflags": ms_ldflags}))
+    py_inc = sysconfig.get_path("include", scheme="posix_prefix")
+    cflags = tuple(f"-I{p}" for p in includes) + (f"-isystem{py_inc}", f"-I{include_dir()}") + ms_cflags
+    return cflags + sanitize_flags(), ms_ldflags + ("-pthread",) + sanitize_flags()
+
+
+def support_object(root: str | os.PathLike[str] | None = None) -> tuple[Path, tuple[str, ...], str]:
+    """Where opgen's MindSpore support object lives for this toolchain, its flags and its key.
+
+    It depends only on MindSpore, the compiler, Python and opgen, so one copy per build root
+    (``support/ms_support-<key16>.o``) serves every package; :func:`ensure_support` builds it.
+    """
+    cflags, _ = _ms_flags()
+    h = hashlib.sha256(f"support\n{BUILD_FORMAT}\n{_compiler_identity()}\npython {sys.version_info[:2]}\n"
+                       f"mindspore {_ms_version()}\n".encode())
+    h.update("\0".join(cflags).encode())
+    for f in [include_dir() / SUPPORT_SOURCE, *sorted((include_dir() / "opgen").glob("*.h"))]:
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    key = h.hexdigest()
+    return build_root(root) / "support" / f"ms_support-{key[:16]}.o", cflags, key
+
+
+def ext_target(pkg_dir: Path, *, ops_per_unit: int | None = None, pch: bool = False,
+               build_dir: str | os.PathLike[str] | None = None, allow_import: bool = True) -> Target:
     """The pybind11 extension of a generated package, with CustomOpBuilder's CPU flags.
+
+    Its units include ``opgen/ms.h`` (MindSpore's ``function.h``, not ``ms_extension.h``); it links
+    each op's kernel unit and the per-machine support object (:func:`support_object`).
 
     Args:
         ops_per_unit: sources per translation unit (``None``: automatic, see :func:`group_units`).
         pch: precompile ``opgen/ms.h`` (MindSpore's headers) once and use it in every unit.
+        build_dir: the build root, where the support object lives.
+        allow_import: whether MindSpore may be imported to learn its flags (see :func:`_ms_flags`).
     """
-    from mindspore.ops import CustomOpBuilder  # the real MindSpore; imported only to build
-
     name = f"{pkg_dir.name}_ext"
     csrc = pkg_dir / "csrc"
     sources = tuple(sorted(csrc.glob("*_function.cc")))
     if (csrc / "bindings.cc").is_file():
         sources += (csrc / "bindings.cc",)
-    builder = CustomOpBuilder(name, [str(s) for s in sources], backend="CPU")
-    includes = [f"-I{p}" for p in builder.get_include_paths()]
-    py_inc = sysconfig.get_path("include", scheme="posix_prefix")
-    cflags = tuple(includes) + (f"-isystem{py_inc}", f"-I{include_dir()}", f"-I{csrc}")
-    cflags += tuple(builder.get_cflags()) + kernel_flags()[0] + sanitize_flags()
-    ldflags = tuple(builder.get_ldflags()) + ("-pthread",) + kernel_flags()[1] + sanitize_flags()
+    ms_cflags, ms_ldflags = _ms_flags(allow_import)
+    cflags = ms_cflags + (f"-I{csrc}", f"-DMS_EXTENSION_NAME={name}") + kernel_flags()[0]
+    ldflags = ms_ldflags[:1] + _user_link_flags(pkg_dir) + ms_ldflags[1:] + kernel_flags()[1]
     units = group_units("ext", sources, ops_per_unit)
-    return Target("ext", name, sources, cflags, ldflags, units, "opgen/ms.h" if pch else None)
+    kernels = kernel_target(pkg_dir)
+    objects = tuple(u.obj for u in kernels.units)
+    if (include_dir() / SUPPORT_SOURCE).is_file():
+        objects += (str(support_object(build_dir)[0]),)
+    return Target("ext", name, sources, cflags, ldflags, units, "opgen/ms.h" if pch else None,
+                  objects, kernels.sources)
 
 
 def _ms_version() -> str:
-    try:
-        import mindspore
+    """MindSpore's version (from its metadata when it is not imported yet), or ``none``."""
+    module = sys.modules.get("mindspore")
+    if module is not None:
+        return str(getattr(module, "__version__", "unknown"))
+    import importlib.metadata
 
-        return str(mindspore.__version__)
-    except ImportError:
+    try:
+        return importlib.metadata.version("mindspore")
+    except importlib.metadata.PackageNotFoundError:
         return "none"
 
 
@@ -334,14 +539,16 @@ def target_key(target: Target) -> str:
     """Content hash (sha256, hex) of everything that determines the library's bytes."""
     h = hashlib.sha256()
     h.update(f"{target.kind}\n{target.name}\n{_toolchain(target)}".encode())
-    h.update("\0".join(target.cflags + ("--",) + target.ldflags).encode())
+    h.update("\0".join(target.cflags + ("--",) + target.ldflags + ("--",) + target.objects).encode())
     h.update(f"\npch={target.pch}\n".encode())
     for unit in target.units:
-        h.update(f"{unit.obj}:{','.join(s.name for s in unit.sources)}\n".encode())
+        h.update(f"{unit.obj}:{','.join(s.name for s in unit.sources)}:{' '.join(unit.cflags)}\n".encode())
     csrc = target.sources[0].parent if target.sources else None
-    files = list(target.sources)
+    files = list(target.sources) + list(target.inputs)
     if csrc is not None:
         files += sorted(csrc.glob("*.h"))
+        if (csrc.parent / USER_FLAGS_FILE).is_file():
+            files.append(csrc.parent / USER_FLAGS_FILE)
     files += sorted((include_dir() / "opgen").glob("*.h"))
     for f in files:
         h.update(str(f.name).encode() + b"\0")
@@ -353,6 +560,50 @@ def target_key(target: Target) -> str:
 def artifact_path(pkg_dir: Path, target: Target, key: str, root: str | os.PathLike[str] | None = None) -> Path:
     """Where the published library for ``key`` lives."""
     return package_build_dir(pkg_dir, root) / f"{target.name}-{key[:16]}.so"
+
+
+# --------------------------------------------------------------------------- publish
+
+
+def _record_path(artifact: Path) -> Path:
+    return artifact.with_name(artifact.name + ".sha256")
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _publish(built: Path, artifact: Path) -> None:
+    """Copy ``built`` to ``artifact`` with its record (size and sha256, ``<artifact>.sha256``).
+
+    The record is in place before the library: a library under its real name always has one,
+    so :func:`is_published` can tell a library that was damaged later (truncated by a full disk,
+    a copy or a user) from the one this build made.
+    """
+    tmp = artifact.with_name(f".{artifact.name}.{os.getpid()}.tmp")
+    shutil.copy2(built, tmp)
+    record = _record_path(artifact)
+    rtmp = record.with_name(f".{record.name}.{os.getpid()}.tmp")
+    rtmp.write_text(f"{tmp.stat().st_size} {_digest(tmp)}\n", encoding="ascii")
+    os.replace(rtmp, record)
+    os.replace(tmp, artifact)
+
+
+def is_published(artifact: Path, *, verify: bool = True) -> bool:
+    """Whether ``artifact`` is the library a build published, unchanged: it exists, its record
+    does, and its size and sha256 are the recorded ones (``verify=False``: its size only).
+    Anything else is rebuilt.  Hashing a 2 MB library takes about 3 ms."""
+    try:
+        size, digest = _record_path(artifact).read_text(encoding="ascii").split()
+        if artifact.stat().st_size != int(size):
+            return False
+        return not verify or _digest(artifact) == digest
+    except (OSError, ValueError):
+        return False
 
 
 # --------------------------------------------------------------------------- lock
@@ -388,10 +639,17 @@ def build_lock(bdir: Path, timeout: float | None = None, quiet: bool = False) ->
         BuildError: when another process holds the lock for longer than ``timeout`` seconds
             (default ``$OPGEN_LOCK_TIMEOUT`` or :data:`LOCK_TIMEOUT_S`); the message names its PID.
     """
-    bdir.mkdir(parents=True, exist_ok=True)
     path = bdir / "build.lock"
     limit = _lock_timeout() if timeout is None else timeout
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        bdir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise BuildError(
+            f"opgen: cannot use the build folder {bdir}: {exc.strerror or exc}"
+            f"{f' ({exc.filename})' if exc.filename and os.fspath(exc.filename) != os.fspath(bdir) else ''}; "
+            "give a writable one with --build-dir or OPGEN_BUILD_DIR"
+        ) from None
     try:
         deadline = time.monotonic() + limit
         announced = False
@@ -419,19 +677,26 @@ def build_lock(bdir: Path, timeout: float | None = None, quiet: bool = False) ->
 # --------------------------------------------------------------------------- ninja
 
 
-def _ninja_file(target: Target) -> str:
+def _ninja_file(targets: Sequence[Target]) -> str:
+    """One ninja file for a package: the kernel units, the aot library and the extension.
+
+    One file (and one ``.ninja_log``) for all of them, so a kernel unit is compiled once for both
+    libraries; each library is built by naming it as ninja's target.
+    """
     q = shlex.quote
-    k = target.kind
-    stamp = f"{k}/toolchain.stamp"
     # $$$$ is the shell's $$: a per-command temporary name, renamed once complete.
     tmp = "$out.$$$$.tmp"
     lines = [
         "# @generated by opgen build -- do not edit",
         "ninja_required_version = 1.7",
-        f"builddir = {k}",
+        "builddir = state",
         f"cxx = {' '.join(q(w) for w in _compiler_argv())}",
-        f"cflags = {' '.join(q(f) for f in target.cflags)}",
-        f"ldflags = {' '.join(q(f) for f in target.ldflags)}",
+    ]
+    for t in targets:
+        lines.append(f"{t.kind}_cflags = {' '.join(q(f) for f in t.cflags)}")
+        if t.name:
+            lines.append(f"{t.kind}_ldflags = {' '.join(q(f) for f in t.ldflags)}")
+    lines += [
         "",
         "rule compile",
         f"  command = $cxx -MMD -MT $out -MF $out.d $cflags $pchflags -c $in -o {tmp} && mv -f {tmp} $out",
@@ -450,25 +715,32 @@ def _ninja_file(target: Target) -> str:
         "  description = linking $label",
         "",
     ]
-    implicit = [stamp]
-    pchflags = ""
-    if target.pch:
-        header = f"{k}/pch/opgen_pch.h"
-        lines += [f"build {header}.gch: pch {header} | {stamp}", f"  label = {target.pch}", ""]
-        implicit.append(f"{header}.gch")
-        pchflags = f"-include {header} -Winvalid-pch"
-    objs = []
-    for unit in target.units:
-        src = unit.wrapper or str(unit.sources[0])
-        objs.append(unit.obj)
-        lines.append(f"build {unit.obj}: compile {_esc(src)} | {' '.join(implicit)}")
-        lines.append(f"  label = {unit.label}")
-        if pchflags:
-            lines.append(f"  pchflags = {pchflags}")
-    lines.append(f"build {k}/{target.name}.so: link {' '.join(objs)} | {stamp}")
-    lines.append(f"  label = {target.name}.so")
-    lines.append(f"default {k}/{target.name}.so")
-    return "\n".join(lines) + "\n"
+    stamp_of = {t.kind: f"{'aot' if t.kind == 'kernels' else t.kind}/toolchain.stamp" for t in targets}
+    for t in targets:
+        k = t.kind
+        implicit = [stamp_of[k]]
+        pchflags = ""
+        if t.pch:
+            header = f"{k}/pch/opgen_pch.h"
+            lines += [f"build {header}.gch: pch {header} | {stamp_of[k]}", f"  label = {t.pch}",
+                      f"  cflags = ${k}_cflags", ""]
+            implicit.append(f"{header}.gch")
+            pchflags = f"-include {header} -Winvalid-pch"
+        for unit in t.units:
+            src = unit.wrapper or str(unit.sources[0])
+            lines.append(f"build {unit.obj}: compile {_esc(src)} | {' '.join(implicit)}")
+            lines.append(f"  label = {unit.label}")
+            extra = "".join(" " + q(f) for f in unit.cflags)
+            lines.append(f"  cflags = ${k}_cflags{extra}")
+            if pchflags:
+                lines.append(f"  pchflags = {pchflags}")
+        if t.name:
+            objs = [u.obj for u in t.units] + [_esc(o) for o in t.objects]
+            lines.append(f"build {k}/{t.name}.so: link {' '.join(objs)} | {stamp_of[k]}")
+            lines.append(f"  label = {t.name}.so")
+            lines.append(f"  ldflags = ${k}_ldflags")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def _esc(path: str) -> str:
@@ -492,25 +764,27 @@ def _c_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _write_inputs(bdir: Path, target: Target) -> Path:
-    """Write the ninja file, unity sources, PCH header and toolchain stamp; return the ninja file.
+def _write_inputs(bdir: Path, targets: Sequence[Target]) -> Path:
+    """Write the ninja file, unity sources, PCH headers and toolchain stamps; return the ninja file.
 
     Objects and unity sources of an earlier unit layout are deleted.
     """
-    k = target.kind
-    keep = {unit.obj for unit in target.units} | {unit.wrapper for unit in target.units if unit.wrapper}
-    for old in list((bdir / k).glob("*.o")) + list((bdir / k).glob("*.cc")):
-        if f"{k}/{old.name}" not in keep:
-            old.unlink(missing_ok=True)
-    for unit in target.units:
-        if unit.wrapper:
-            body = "".join(f"#include {_c_string(str(s))}\n" for s in unit.sources)
-            _write_if_changed(bdir / unit.wrapper, f"// @generated by opgen build: unit {unit.label}\n{body}")
-    if target.pch:
-        _write_if_changed(bdir / k / "pch" / "opgen_pch.h", f'#include "{target.pch}"\n')
-    _write_if_changed(bdir / k / "toolchain.stamp", _toolchain(target))
-    ninja_path = bdir / f"{k}.ninja"
-    _write_if_changed(ninja_path, _ninja_file(target))
+    for target in targets:
+        k = target.kind
+        keep = {unit.obj for unit in target.units} | {unit.wrapper for unit in target.units if unit.wrapper}
+        for old in list((bdir / k).glob("*.o")) + list((bdir / k).glob("*.cc")):
+            if f"{k}/{old.name}" not in keep:
+                old.unlink(missing_ok=True)
+        for unit in target.units:
+            if unit.wrapper:
+                body = "".join(f"#include {_c_string(str(s))}\n" for s in unit.sources)
+                _write_if_changed(bdir / unit.wrapper, f"// @generated by opgen build: unit {unit.label}\n{body}")
+        if target.pch:
+            _write_if_changed(bdir / k / "pch" / "opgen_pch.h", f'#include "{target.pch}"\n')
+        if k != "kernels":
+            _write_if_changed(bdir / k / "toolchain.stamp", _toolchain(target))
+    ninja_path = bdir / "build.ninja"
+    _write_if_changed(ninja_path, _ninja_file(targets))
     return ninja_path
 
 
@@ -535,30 +809,59 @@ _STATUS = re.compile(r"^\[(\d+)/(\d+)\] (.*)$")
 
 
 class _Progress:
-    """Compile progress on stderr: one updating line on a terminal, plain lines otherwise."""
+    """Compile progress on stderr: one updating line on a terminal, plain lines otherwise.
+
+    On a terminal the line also counts the seconds since the build started, refreshed every
+    second, so a long single step (a big unit, the support object) shows that it is alive.
+    """
+
+    TICK_S = 1.0
 
     def __init__(self, stream: TextIO, quiet: bool):
         self.stream = stream
         self.quiet = quiet
         self.tty = stream.isatty() and os.environ.get("TERM", "") != "dumb"
         self.open_line = False
+        self.started = time.monotonic()
+        self.text = "opgen: building"
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        if self.tty and not quiet:
+            self._ticker = threading.Thread(target=self._tick, name="opgen-progress", daemon=True)
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.TICK_S):
+            with self._lock:
+                if self.text:
+                    self._draw()
+
+    def _draw(self) -> None:
+        self.stream.write(f"\r\x1b[K{self.text} ({time.monotonic() - self.started:.0f} s)")
+        self.stream.flush()
+        self.open_line = True
 
     def step(self, done: int, total: int, what: str) -> None:
         if self.quiet:
             return
-        text = f"opgen: [{done}/{total}] {what}"
-        if self.tty:
-            self.stream.write(f"\r\x1b[K{text}")
-            self.open_line = True
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
+        with self._lock:
+            self.text = f"opgen: [{done}/{total}] {what}"
+            if self.tty:
+                self._draw()
+            else:
+                self.stream.write(self.text + "\n")
+                self.stream.flush()
 
     def close(self) -> None:
-        if self.open_line:
-            self.stream.write("\n")
-            self.stream.flush()
-            self.open_line = False
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
+        with self._lock:
+            if self.open_line:
+                self.stream.write("\n")
+                self.stream.flush()
+                self.open_line = False
 
 
 @dataclass
@@ -570,9 +873,9 @@ class NinjaRun:
     compiled: list[str]
 
 
-def _run_ninja(bdir: Path, ninja_path: Path, jobs: int, quiet: bool) -> NinjaRun:
+def _run_ninja(bdir: Path, ninja_path: Path, jobs: int, quiet: bool, goals: Sequence[str] = ()) -> NinjaRun:
     env = dict(os.environ, NINJA_STATUS="[%f/%t] ")
-    cmd = [_ninja(), "-f", ninja_path.name, "-j", str(jobs), "-k", "0"]
+    cmd = [_ninja(), "-f", ninja_path.name, "-j", str(jobs), "-k", "0", *goals]
     if sys.platform.startswith("linux"):
         cmd = [sys.executable, "-S", "-c", _DEATHSIG_SHIM, str(os.getpid()), *cmd]
     progress = _Progress(sys.stderr, quiet)
@@ -676,6 +979,7 @@ def format_compiler_output(output: str, csrc: Path) -> tuple[str, bool]:
     body_lines, ops, root = _yaml_body_lines(csrc)
     out: list[str] = []
     seen: set[str] = set()
+    repeats: dict[str, list[int]] = {}  # YAML location of an error in a body -> [where it ends in out, repeats]
     keep_snippet = False
     for raw in output.splitlines():
         m = _DIAG.match(raw)
@@ -693,8 +997,11 @@ def format_compiler_output(output: str, csrc: Path) -> tuple[str, bool]:
         op = spliced.op if spliced else ops.get(file)
         level, msg = m.group("level"), m.group("msg").replace("\u2018", "'").replace("\u2019", "'")
         prefix = f"op '{op}': " if op and level != "note" else ""
-        shown = f"{_display(root, file)}:{line}:{col}: {level}: {prefix}{msg}"
-        if shown in seen:
+        where = f"{_display(root, file)}:{line}:{col}"
+        shown = f"{where}: {level}: {prefix}{msg}"
+        if shown in seen or (spliced is not None and level == "error" and where in repeats):
+            if shown not in seen and where in repeats:  # the same mistake, another dtype row's types
+                repeats[where][1] += 1
             keep_snippet = False
             continue
         seen.add(shown)
@@ -705,6 +1012,12 @@ def format_compiler_output(output: str, csrc: Path) -> tuple[str, bool]:
             keep_snippet = False  # ours replaces the compiler's (it could not read the file)
         else:
             keep_snippet = True
+        if spliced is not None and level == "error":
+            repeats[where] = [len(out), 0]
+    for where, (after, more) in sorted(repeats.items(), key=lambda kv: -kv[1][0]):
+        if more:
+            out.insert(after, f"{where}: note: the same error for {more} more dtype_format row{'s' if more > 1 else ''}"
+                       " (the body is compiled once per row)")
     if out:
         return "\n".join(out), True
     noise = ("FAILED: ", "ninja: ")
@@ -783,27 +1096,46 @@ def build_library(pkg_dir: Path, kind: str, quiet: bool = False, *,
     pkg_dir = pkg_dir.resolve()
     njobs = jobs or default_jobs()
     use_pch = _env_flag("OPGEN_PCH") if pch is None else pch
-    if kind == "aot":
-        target = aot_target(pkg_dir, pch=use_pch)
-    else:
-        per_unit = ops_per_unit if ops_per_unit is not None else _env_ops_per_unit()
-        target = ext_target(pkg_dir, ops_per_unit=per_unit, pch=use_pch)
+    per_unit = ops_per_unit if ops_per_unit is not None else _env_ops_per_unit()
+
+    def ext(allow_import: bool = True) -> Target:
+        return ext_target(pkg_dir, ops_per_unit=per_unit, pch=use_pch, build_dir=build_dir,
+                          allow_import=allow_import)
+
+    target = aot_target(pkg_dir, pch=use_pch) if kind == "aot" else ext()
     if not target.sources:
         raise BuildError(f"{pkg_dir}/csrc has no sources for the {kind} library; run 'opgen generate' first")
     key = target_key(target)
     artifact = artifact_path(pkg_dir, target, key, build_dir)
-    if artifact.exists():
+    if is_published(artifact):
         return BuildResult(artifact, (), time.monotonic() - started, True)
+    support: tuple[str, ...] = ()
+    if kind == "ext" and target.objects and target.objects[-1].endswith(".o") and os.path.isabs(target.objects[-1]):
+        support = ensure_support(build_dir, quiet=quiet)
     bdir = package_build_dir(pkg_dir, build_dir)
     with build_lock(bdir, quiet=quiet):
-        if artifact.exists():  # another process built it while we waited
-            return BuildResult(artifact, (), time.monotonic() - started, True)
+        if is_published(artifact):  # another process built it while we waited
+            return BuildResult(artifact, support, time.monotonic() - started, True)
+        # One ninja file (and ninja log) for the package: the other library's edges are written
+        # too (the extension's when MindSpore's flags are known without importing it), so that
+        # kernel units compiled for one library are not compiled again for the other.
+        others: list[Target] = []
+        if kind == "ext":
+            others.append(aot_target(pkg_dir, pch=use_pch))
+        else:
+            try:
+                others.append(ext(allow_import=False))
+            except ImportError:
+                pass
+        targets = [kernel_target(pkg_dir), target, *others]
         if not quiet:
-            print(f"opgen: building {target.name} ({len(target.units)} unit{'s' if len(target.units) != 1 else ''}, "
-                  f"{njobs} job{'s' if njobs != 1 else ''}) in {bdir}", file=sys.stderr)
-        _remove_stale_temporaries(bdir, kind)
-        ninja_path = _write_inputs(bdir, target)
-        run = _run_ninja(bdir, ninja_path, njobs, quiet)
+            print(f"opgen: building {target.name} ({len(target.units)} unit{'s' if len(target.units) != 1 else ''}"
+                  f" + {len(targets[0].units)} kernel, {njobs} job{'s' if njobs != 1 else ''}) in {bdir}",
+                  file=sys.stderr)
+        for k in ("kernels", *KINDS):
+            _remove_stale_temporaries(bdir, k)
+        ninja_path = _write_inputs(bdir, targets)
+        run = _run_ninja(bdir, ninja_path, njobs, quiet, [f"{kind}/{target.name}.so"])
         csrc = pkg_dir / "csrc"
         if run.returncode != 0:
             text, _ = format_compiler_output(run.output, csrc)
@@ -816,14 +1148,62 @@ def build_library(pkg_dir: Path, kind: str, quiet: bool = False, *,
         if "not used because" in run.output and not quiet:
             print("opgen: warning: the precompiled header was not used (see the compiler's note above)",
                   file=sys.stderr)
-        tmp = bdir / f".{artifact.name}.{os.getpid()}.tmp"
-        shutil.copy2(bdir / kind / f"{target.name}.so", tmp)
-        os.replace(tmp, artifact)
+        _publish(bdir / kind / f"{target.name}.so", artifact)
         for old in bdir.glob(f"{target.name}-*.so"):
             if old != artifact and time.time() - old.stat().st_mtime > 3600:
                 old.unlink(missing_ok=True)
+                _record_path(old).unlink(missing_ok=True)
         took = time.monotonic() - started
+        compiled = support + tuple(run.compiled)
         if not quiet:
             print(f"opgen: built {artifact.name} in {took:.1f}s "
-                  f"({len(run.compiled)} unit{'s' if len(run.compiled) != 1 else ''} compiled)", file=sys.stderr)
-    return BuildResult(artifact, tuple(run.compiled), took, False)
+                  f"({len(compiled)} unit{'s' if len(compiled) != 1 else ''} compiled)", file=sys.stderr)
+    return BuildResult(artifact, compiled, took, False)
+
+
+def ensure_support(build_dir: str | os.PathLike[str] | None = None, quiet: bool = False) -> tuple[str, ...]:
+    """Build opgen's MindSpore support object for this toolchain unless the build root has it.
+
+    Once per machine (per build root, MindSpore version, compiler, Python and opgen): ~35 CPU
+    seconds, then every package's extension links the same object.  Guarded by its own lock.
+
+    Returns:
+        The labels of what was compiled (empty when the object was there).
+    """
+    obj, cflags, _ = support_object(build_dir)
+    if obj.exists():
+        return ()
+    sdir = obj.parent
+    with build_lock(sdir, quiet=quiet):
+        if obj.exists():
+            return ()
+        for leftover in sdir.glob("*.tmp"):
+            leftover.unlink(missing_ok=True)
+        label = "opgen's MindSpore support (once per toolchain)"
+        q = shlex.quote
+        text = "\n".join([
+            "# @generated by opgen build -- do not edit",
+            "ninja_required_version = 1.7",
+            "builddir = state",
+            "rule compile",
+            f"  command = {' '.join(q(w) for w in _compiler_argv())} {' '.join(q(f) for f in cflags)} "
+            "-c $in -o $out.$$$$.tmp && mv -f $out.$$$$.tmp $out",
+            f"  description = compiling {label}",
+            f"build {_esc(obj.name)}: compile {_esc(str(include_dir() / SUPPORT_SOURCE))}",
+            "",
+        ])
+        ninja_path = sdir / f"{obj.stem}.ninja"
+        _write_if_changed(ninja_path, text)
+        if not quiet:
+            print(f"opgen: building opgen's MindSpore support object once for this toolchain in {sdir}",
+                  file=sys.stderr)
+        run = _run_ninja(sdir, ninja_path, 1, quiet)
+        if run.returncode != 0:
+            text, _ = format_compiler_output(run.output, sdir)
+            raise BuildError((text or f"ninja exited with status {run.returncode}") +
+                             "\nopgen: the MindSpore support object does not compile with this MindSpore "
+                             f"({_ms_version()}) and compiler")
+        for old in sdir.glob("ms_support-*.o"):
+            if old != obj and time.time() - old.stat().st_mtime > 7 * 86400:
+                old.unlink(missing_ok=True)
+    return (label,)

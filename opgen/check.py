@@ -9,6 +9,7 @@ in both Python and C++ and do not collide with each other or with generated help
 
 from __future__ import annotations
 
+import ast
 import keyword
 import re
 from collections.abc import Iterable, Sequence
@@ -83,6 +84,27 @@ def _reference_problem(body: Body, params: Sequence[str]) -> tuple[Location, str
         loc = Location(body.location.file, body.location.line + line, col if block or line else body.location.col
                        + col - 1)
         return loc, f"reference body does not compile: {exc.msg} (line {line + 1} of the body)"
+    except (RecursionError, MemoryError, ValueError):
+        return body.location, "reference body is nested too deeply to compile"
+    func = ast.parse(source).body[0]
+    if not isinstance(func, ast.FunctionDef):  # pragma: no cover - the source is one def
+        return None
+    returns = False
+    stack: list[ast.AST] = list(func.body)
+    while stack:  # the function's own statements, not those of functions or lambdas it defines
+        node = stack.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            word = "yield from" if isinstance(node, ast.YieldFrom) else "yield"
+            line = getattr(node, "lineno", 2) - 2
+            loc = Location(body.location.file, body.location.line + line, body.location.col if line == 0 else 1)
+            return loc, (f"reference body uses '{word}', which makes it a generator; it must return the "
+                         "output(s)")
+        if isinstance(node, ast.Return) and node.value is not None:
+            returns = True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    if not returns and not any(isinstance(n, ast.Raise) for n in ast.walk(func)):
+        return body.location, "reference body never returns a value; it must return the output(s)"
     return None
 
 
@@ -185,8 +207,12 @@ def check_op(op: Op) -> list[Diagnostic]:
     col_names = [x.name for x in op.inputs] + [o.name for o in op.outputs]
     seen_rows: dict[tuple[str, tuple[str, ...]], Location] = {}
     valid_rows = []
+    wrong_length: set[Location] = set()  # a row of type variables expands to several: report it once
     for row in op.rows:
         if len(row.columns) != n_cols:
+            if row.location in wrong_length:
+                continue
+            wrong_length.add(row.location)
             err(
                 row.location,
                 f"dtype_format row has {len(row.columns)} column(s); expected {n_cols}, "
@@ -308,7 +334,8 @@ def check_op(op: Op) -> list[Diagnostic]:
         if a.has_default and not empty_range:
             problem = _attr_value_problem(a.type, a.default, a.range, a.choices)
             if problem:
-                err(a.location, f"attr '{a.name}': default {_show(a.default)} {problem}")
+                err(a.default_location or a.location, f"attr '{a.name}': default {_show(a.default)} {problem}",
+                    list(_number_note(a.default, a.type)))
         if a.range is not None and a.type not in ("int", "float", "list[int]", "list[float]"):
             err(a.location, f"attr '{a.name}': 'range' applies to int and float attrs, not {a.type}")
         if a.range is not None and empty_range:
@@ -425,6 +452,13 @@ def _attr_value_problem(
     if choices is not None and value not in choices:
         return f"is not one of the choices {list(choices)}"
     return None
+
+
+def _number_note(value: object, typ: str) -> tuple[Note, ...]:
+    """For a float attr whose default YAML 1.1 read as a string (``1e6``): how to write it."""
+    from .schema import _number_note as note
+
+    return note(value, "number") if typ in ("float", "list[float]") else ()
 
 
 def _a(typ: str) -> str:

@@ -11,17 +11,22 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import sys
 import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
+from .config import DEFAULT_PACKAGE, Config
 from .diagnostics import Diagnostic, display_path
 
+if TYPE_CHECKING:
+    from .model import BuildFlags
+
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
-DEFAULT_PACKAGE = "opgen_ops"
 
 
 _LEVEL_COLORS = {"error": "1;31", "warning": "1;35", "note": "1;36"}
@@ -54,7 +59,7 @@ def _print_diags(diags: Sequence[Diagnostic]) -> None:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from .pipeline import load_ops
 
-    ops, diags = load_ops(args.paths)
+    ops, diags = load_ops(args.paths or args.config.specs)
     _print_diags(diags)
     if diags:
         return EXIT_ERRORS
@@ -69,9 +74,14 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_generate(args: argparse.Namespace) -> int:
     from .pipeline import generate
 
+    cfg: Config = args.config
+    args.paths = args.paths or list(cfg.specs)
+    args.out = args.out or cfg.output
+    args.package = args.package or cfg.package
     started = time.perf_counter()
     try:
-        res = generate(args.paths, Path(args.out), args.package, dry_run=args.dry_run, check_only=args.check)
+        res = generate(args.paths, Path(args.out), args.package, dry_run=args.dry_run, check_only=args.check,
+                       flags=_package_flags(args))
     except OSError as exc:  # the output directory cannot be written (a file, no space, a held lock...)
         where = display_path(exc.filename) if isinstance(exc.filename, str) else display_path(args.out)
         print(f"opgen: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
@@ -85,13 +95,17 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     w = res.write
     pkg = display_path(res.package_dir)
     if args.check:
+        if not res.package_dir.is_dir():
+            print(f"opgen: {pkg} does not exist; run '{_generate_command(args.paths, args.out, args.package, cfg)}' "
+                  "to write it.", file=sys.stderr)
+            return EXIT_ERRORS
         if w.changed:
             print(f"opgen: {pkg} is out of date with its specs:", file=sys.stderr)
             for rel in w.written:
                 print(f"  differs: {pkg}/{rel}", file=sys.stderr)
             for rel in w.removed:
                 print(f"  stale:   {pkg}/{rel}", file=sys.stderr)
-            print("run 'opgen generate' to update it.", file=sys.stderr)
+            print(f"run '{_generate_command(args.paths, args.out, args.package, cfg)}' to update it.", file=sys.stderr)
             return EXIT_ERRORS
         if not args.quiet:
             print(f"opgen: {pkg} is up to date ({len(res.ops)} ops).")
@@ -114,8 +128,42 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _package_flags(args: argparse.Namespace) -> BuildFlags | None:
+    """The package-wide compile/link settings given to ``opgen generate``, if any."""
+    from .model import BuildFlags
+
+    flags = BuildFlags(tuple(args.cflag or ()), tuple(args.include_dir or ()), tuple(args.ldflag or ()),
+                       tuple(args.library or ()))
+    return flags if flags != BuildFlags() else None
+
+
+def _generate_command(paths: Sequence[str], out: str, package: str, cfg: Config) -> str:
+    """The ``opgen generate`` command line that writes ``out/package`` from ``paths``, as short as works."""
+    parts = ["opgen", "generate"]
+    if [display_path(p) for p in paths] != [display_path(p) for p in cfg.specs]:
+        parts += [display_path(p) for p in paths]
+    if display_path(out) != display_path(cfg.output):
+        parts += ["-o", display_path(out)]
+    if package != cfg.package:
+        parts += ["-p", package]
+    return shlex.join(parts)
+
+
+def _need_run_extra(command: str, modules: tuple[str, ...]) -> bool:
+    """Print what to install and return True when ``modules`` of the 'run' extra are missing."""
+    from . import extras
+
+    absent = extras.missing(modules)
+    if absent:
+        print(extras.message(command, absent), file=sys.stderr)
+    return bool(absent)
+
+
 def _build(pkg_dir: Path, args: argparse.Namespace, kinds: Sequence[str]) -> int:
     from .build import BuildError, build
+
+    if _need_run_extra("build", ("ninja", "mindspore") if "ext" in kinds else ("ninja",)):
+        return EXIT_ERRORS
 
     for kind in kinds:
         try:
@@ -132,13 +180,42 @@ def _build(pkg_dir: Path, args: argparse.Namespace, kinds: Sequence[str]) -> int
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    pkg_dir = Path(args.package_dir)
+    cfg: Config = args.config
+    pkg_dir = Path(args.package_dir or cfg.package_dir)
     if not (pkg_dir / "csrc").is_dir():
-        print(f"opgen: {display_path(pkg_dir)} is not a generated package (no csrc/); "
-              "run 'opgen generate' first", file=sys.stderr)
+        if all(Path(s).exists() for s in cfg.specs):
+            hint = f"run '{_generate_command(cfg.specs, str(pkg_dir.parent), pkg_dir.name, cfg)}' first"
+        else:  # the specs are not where the defaults say: a template of the command
+            cmd = _generate_command(["SPECS"], str(pkg_dir.parent), pkg_dir.name, cfg)
+            hint = f"generate it first: {cmd} (SPECS: your spec files or directories; or set [tool.opgen] specs)"
+        print(f"opgen: {display_path(pkg_dir)} is not a generated package (no csrc/); {hint}", file=sys.stderr)
         return EXIT_ERRORS
     kinds = ("aot", "ext") if args.only is None else (args.only,)
     return _build(pkg_dir, args, kinds)
+
+
+def _cmd_wheel(args: argparse.Namespace) -> int:
+    from .build import BuildError
+    from .wheel import build_wheel
+
+    cfg: Config = args.config
+    pkg_dir = Path(args.package_dir or cfg.package_dir)
+    if not (pkg_dir / "csrc").is_dir():
+        print(f"opgen: {display_path(pkg_dir)} is not a generated package (no csrc/); run 'opgen generate' first",
+              file=sys.stderr)
+        return EXIT_ERRORS
+    if _need_run_extra("wheel", ("ninja", "mindspore")):
+        return EXIT_ERRORS
+    try:
+        wheel = build_wheel(pkg_dir, Path(args.out), version=args.version, quiet=args.quiet,
+                            build_dir=args.build_dir, jobs=args.jobs)
+    except BuildError as exc:
+        print(str(exc), file=sys.stderr)
+        print(f"opgen: wheel of {display_path(pkg_dir)}: the build failed; no wheel written.", file=sys.stderr)
+        return EXIT_ERRORS
+    if not args.quiet:
+        print(f"opgen: wrote {display_path(wheel)}")
+    return EXIT_OK
 
 
 def _positive(text: str) -> int:
@@ -197,7 +274,8 @@ def _op_name(text: str) -> str:
 def _cmd_new(args: argparse.Namespace) -> int:
     from .skeleton import write_skeleton
 
-    out = Path(args.out)
+    cfg: Config = args.config
+    out = Path(args.out or next((s for s in cfg.specs if not s.endswith((".yaml", ".yml"))), "ops"))
     try:
         path = write_skeleton(args.name, out, elementwise=args.elementwise)
     except FileExistsError:
@@ -209,12 +287,39 @@ def _cmd_new(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_ERRORS
     shown = display_path(path)
+    from .skeleton import refresh_schema_copy
+
+    try:
+        copied = refresh_schema_copy(out)
+    except OSError as exc:
+        print(f"opgen new: cannot write the schema copy: {exc.strerror or exc}", file=sys.stderr)
+        copied = None
+    if copied is not None and not args.quiet:
+        print(f"opgen: wrote {display_path(copied)} (what the spec's $schema line points at; "
+              "'opgen new' refreshes it)")
     if not args.quiet:
         print(f"opgen: wrote {shown} ({'elementwise' if args.elementwise else 'kernel'} form). Next:")
+        configured = display_path(out) in [display_path(s) for s in cfg.specs]
         print(f"  opgen validate {shown}")
-        print(f"  opgen generate {display_path(out)}/   # writes generated/{DEFAULT_PACKAGE}; then: opgen build")
-        print(f"  opgen test {args.name}" + ("" if display_path(out) == "ops" else f" {display_path(out)}/"))
+        print(f"  {'opgen generate' if configured else f'opgen generate {display_path(out)}/'}"
+              f"   # writes {display_path(cfg.package_dir)}; then: opgen build")
+        print(f"  opgen test {args.name}" + ("" if configured else f" {display_path(out)}/"))
     return EXIT_OK
+
+
+def _docs_command(args: argparse.Namespace) -> str:
+    """The ``opgen docs`` command line that rewrites what ``args`` checked."""
+    cfg: Config = args.config
+    parts = ["opgen", "docs"]
+    if args.spec_reference:
+        parts.append("--spec-reference")
+    elif [display_path(p) for p in args.paths] != [display_path(p) for p in cfg.specs]:
+        parts += [display_path(p) for p in args.paths]
+    if args.out:
+        parts += ["-o", args.out]
+    if not args.spec_reference and args.package != cfg.package:
+        parts += ["-p", args.package]
+    return shlex.join(parts)
 
 
 def _write_or_check(path: Path, text: str, args: argparse.Namespace) -> int:
@@ -226,7 +331,7 @@ def _write_or_check(path: Path, text: str, args: argparse.Namespace) -> int:
         old = None
     if args.check:
         if old != text:
-            print(f"opgen docs: {shown} is out of date; run 'opgen docs' to update it", file=sys.stderr)
+            print(f"opgen docs: {shown} is out of date; run '{_docs_command(args)}' to update it", file=sys.stderr)
             return EXIT_ERRORS
         if not args.quiet:
             print(f"opgen: {shown} is up to date.")
@@ -259,7 +364,10 @@ def _cmd_docs(args: argparse.Namespace) -> int:
     from .opdoc import render_package
     from .pipeline import load_ops
 
-    ops, diags = load_ops(args.paths or ["ops"])
+    cfg: Config = args.config
+    args.paths = args.paths or list(cfg.specs)
+    args.package = args.package or cfg.package
+    ops, diags = load_ops(args.paths)
     _print_diags(diags)
     if diags:
         return EXIT_ERRORS
@@ -273,13 +381,14 @@ def _cmd_docs(args: argparse.Namespace) -> int:
 def _cmd_test(args: argparse.Namespace) -> int:
     from .pipeline import load_ops
 
+    cfg: Config = args.config
     paths = [a for a in args.targets if Path(a).exists()]
     names = [a for a in args.targets if not Path(a).exists()]
     if not paths:
-        if not Path("ops").is_dir():
-            print("opgen test: no spec path given and no ops/ directory here", file=sys.stderr)
+        if not all(Path(s).exists() for s in cfg.specs):
+            print(f"opgen test: no spec path given and no {', '.join(cfg.specs)} here", file=sys.stderr)
             return EXIT_USAGE
-        paths = ["ops"]
+        paths = list(cfg.specs)
     ops, diags = load_ops(paths)
     _print_diags(diags)
     if diags:
@@ -295,6 +404,8 @@ def _cmd_test(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     if names:
         ops = [o for o in ops if o.name in names]
+    if _need_run_extra("test", ("mindspore", "numpy", "ninja")):
+        return EXIT_ERRORS
     if not args.verbose:
         # The dtype checks make MindSpore reject calls on purpose; in GRAPH_MODE it logs each
         # rejection at ERROR level with a Python stack (thousands of lines for ops/). opgen test
@@ -309,7 +420,7 @@ def _cmd_test(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         pkg_dir, note = testing.package_for(paths, Path(args.package_dir) if args.package_dir else None,
-                                            quiet=args.quiet)
+                                            quiet=args.quiet, default_dir=Path(cfg.package_dir))
     except testing.StalePackage as exc:
         print(f"opgen test: {exc}", file=sys.stderr)
         return EXIT_ERRORS
@@ -374,6 +485,9 @@ run 'opgen COMMAND --help' for the options of each command.""",
     "build": """examples:
   opgen build                          # generated/opgen_ops: aot library and extension
   opgen build generated/my_ops --only aot -j 2""",
+    "wheel": """examples:
+  opgen wheel generated/my_ops         # dist/my_ops-0.1.0-cp311-cp311-linux_x86_64.whl
+  opgen wheel generated/my_ops -o wheels --version 1.2.0""",
     "test": """examples:
   opgen test                           # every spec in ops/, every check
   opgen test ops/ exp log              # only exp and log
@@ -396,6 +510,8 @@ def _epilog(command: str, codes: str = EXIT_CODES) -> str:
 
 def make_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``opgen`` command."""
+    from .resources import doc
+
     fmt = _Formatter
     parser = argparse.ArgumentParser(
         prog="opgen",
@@ -419,41 +535,65 @@ def make_parser() -> argparse.ArgumentParser:
     p = add("validate", "check specs (schema + semantic rules); writes nothing",
             "Check specs: the JSON Schema, then every rule across fields and ops; all errors at once, "
             "each at its file:line:col.")
-    p.add_argument("paths", nargs="+", help="spec files or directories of *.yaml")
+    p.add_argument("paths", nargs="*", help="spec files or directories of *.yaml (default: [tool.opgen] specs, "
+                   "else ops/)")
     p.set_defaults(func=_cmd_validate)
 
     p = add("generate", "validate, then write the generated package",
             "Validate specs and write generated/<package>: only files whose bytes change are rewritten; "
             "nothing at all is written when a spec has an error.")
-    p.add_argument("paths", nargs="+", help="spec files or directories of *.yaml")
-    p.add_argument("-o", "--out", default="generated", help="output directory (default: generated)")
-    p.add_argument("-p", "--package", default=DEFAULT_PACKAGE, type=package_name,
-                   help=f"Python package name (default: {DEFAULT_PACKAGE})")
+    p.add_argument("paths", nargs="*", help="spec files or directories of *.yaml (default: [tool.opgen] specs, "
+                   "else ops/)")
+    p.add_argument("-o", "--out", help="output directory (default: [tool.opgen] output, else generated)")
+    p.add_argument("-p", "--package", type=package_name,
+                   help=f"Python package name (default: [tool.opgen] package, else {DEFAULT_PACKAGE})")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the output differs")
     p.add_argument("--dry-run", action="store_true", help="write nothing; list what would change")
     p.add_argument("--build", action="store_true", help="also build the aot library and the extension")
+    g = p.add_argument_group("user flags (package-wide, kept in csrc/build.json, part of the build's cache key)")
+    g.add_argument("--cflag", action="append", metavar="FLAG",
+                   help="compile flag for every kernel unit (repeatable; write --cflag=-march=native)")
+    g.add_argument("--include-dir", action="append", metavar="DIR", help="include directory for every kernel unit")
+    g.add_argument("--ldflag", action="append", metavar="FLAG", help="link flag for both libraries (repeatable)")
+    g.add_argument("--library", action="append", metavar="LIB",
+                   help="library both libraries link: a name as for -l, or a file (repeatable)")
     _add_build_options(p)
     p.set_defaults(func=_cmd_generate)
 
     p = add("build", "compile a generated package's aot library and extension",
             "Build a generated package (cached by content hash: nothing runs when nothing changed). "
             "Builds live in --build-dir, else $OPGEN_BUILD_DIR, else ~/.cache/opgen.")
-    p.add_argument("package_dir", nargs="?", default=f"generated/{DEFAULT_PACKAGE}",
-                   help=f"generated package directory (default: generated/{DEFAULT_PACKAGE})")
+    p.add_argument("package_dir", nargs="?",
+                   help="generated package directory (default: [tool.opgen] output/package, else "
+                   f"generated/{DEFAULT_PACKAGE})")
     p.add_argument("--only", choices=("aot", "ext"), help="build only one of the two libraries")
     _add_build_options(p)
     p.set_defaults(func=_cmd_build)
 
+    p = add("wheel", "build an installable wheel of a generated package, its libraries prebuilt",
+            "Build both libraries (cached as for 'opgen build') and write a wheel holding the package "
+            "and them, for this MindSpore version, Python and platform: it installs and runs with no "
+            "compiler; under another MindSpore its import names the version it was built for.")
+    p.add_argument("package_dir", nargs="?",
+                   help="generated package directory (default: [tool.opgen] output/package, else "
+                   f"generated/{DEFAULT_PACKAGE})")
+    p.add_argument("-o", "--out", default="dist", help="output directory (default: dist)")
+    p.add_argument("--version", default="0.1.0", help="the wheel's version (default: 0.1.0)")
+    _add_build_options(p)
+    p.set_defaults(func=_cmd_wheel)
+
     p = add("test", "check ops against their numpy reference, finite differences and dtype rows",
             "Check every op (forward vs numpy reference, gradients vs central differences, "
             "rejection of dtypes outside its rows) on the Custom path in GRAPH_MODE and PyNative and on the "
-            "Function<T> path. See docs/testing.md.",
+            f"Function<T> path. See {doc('testing.md')}.",
             "exit codes: 0 every check passed, 1 a check failed or a spec/build error, 2 usage errors")
     p.add_argument("targets", nargs="*", metavar="PATH|OP",
-                   help="spec files or directories (default: ops/), and op names to restrict the run to")
+                   help="spec files or directories (default: [tool.opgen] specs, else ops/), and op names to "
+                   "restrict the run to")
     p.add_argument("--package-dir", metavar="DIR",
                    help="test this generated package (it must be up to date with the specs); default: "
-                   "generated/opgen_ops when up to date, else a package generated into the build cache")
+                   "[tool.opgen] output/package (else generated/opgen_ops) when up to date, else a package "
+                   "generated into the build cache")
     p.add_argument("--only", action="append", metavar="GLOB",
                    help="run only checks matching GLOB (repeatable), e.g. 'forward/*', '*custom*', reference")
     p.add_argument("--skip", action="append", metavar="GLOB", help="skip checks matching GLOB (repeatable)")
@@ -467,7 +607,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("name", type=_op_name, metavar="NAME", help="op name, snake_case (e.g. my_op)")
     p.add_argument("--elementwise", action="store_true",
                    help="use the elementwise shorthand (scalar expressions) instead of C++ bodies")
-    p.add_argument("-o", "--out", default="ops", metavar="DIR", help="directory of the new spec (default: ops)")
+    p.add_argument("-o", "--out", metavar="DIR",
+                   help="directory of the new spec (default: [tool.opgen] specs, else ops)")
     p.set_defaults(func=_cmd_new)
 
     p = add("docs", "write the Markdown op reference of a package (or the spec reference)",
@@ -475,12 +616,13 @@ def make_parser() -> argparse.ArgumentParser:
             "shape rule in words, differentiability and source YAML. With --spec-reference, write the "
             "reference of every spec key from schemas/op.schema.json instead.",
             "exit codes: 0 ok, 1 spec errors (or, with --check, a stale page), 2 usage errors")
-    p.add_argument("paths", nargs="*", metavar="PATH", help="spec files or directories (default: ops/)")
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="spec files or directories (default: [tool.opgen] specs, else ops/)")
     p.add_argument("-o", "--out", metavar="DIR",
                    help="output directory (default: docs/ops); with --spec-reference, the output file "
                    "(default: docs/spec-reference.md)")
-    p.add_argument("-p", "--package", default=DEFAULT_PACKAGE, type=package_name,
-                   help=f"package name the pages show (default: {DEFAULT_PACKAGE})")
+    p.add_argument("-p", "--package", type=package_name,
+                   help=f"package name the pages show (default: [tool.opgen] package, else {DEFAULT_PACKAGE})")
     p.add_argument("--spec-reference", action="store_true",
                    help="write the spec reference (from the schema) instead of an op reference")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page differs")
@@ -490,7 +632,15 @@ def make_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``opgen`` console script; returns the exit code."""
-    args = make_parser().parse_args(argv)
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    from .config import ConfigError, apply
+
+    try:
+        apply(parser, args)
+    except ConfigError as exc:
+        _print_diags(exc.diagnostics)
+        return EXIT_ERRORS
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

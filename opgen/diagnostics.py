@@ -22,9 +22,10 @@ class Location:
     col: int = 0
 
     def __str__(self) -> str:
+        file = printable(self.file)
         if self.line <= 0:
-            return self.file
-        return f"{self.file}:{self.line}:{self.col}"
+            return file
+        return f"{file}:{self.line}:{self.col}"
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class Diagnostic:
 
     def format(self) -> str:
         """Render as ``file:line:col: error: [op 'x'] message`` followed by ``note:`` lines."""
-        prefix = f"op '{self.op}': " if self.op else ""
+        prefix = f"op '{printable(self.op)}': " if self.op else ""
         lines = [f"{self.location}: {self.level}: {prefix}{self.message}"]
         for note in self.notes:
             where = f"{note.location}: " if note.location else f"{self.location}: "
@@ -64,6 +65,23 @@ class SpecError(Exception):
     def __init__(self, diagnostics: Sequence[Diagnostic]):
         self.diagnostics = list(diagnostics)
         super().__init__("\n".join(d.format() for d in self.diagnostics))
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters, line separators and unpaired surrogates (the bytes of a
+    non-UTF-8 file name) escaped, so that it prints on one line to any terminal or pipe."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's escape of a byte that is not UTF-8
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif ch.isprintable() or ch == " ":
+            out.append(ch)
+        else:
+            out.append(ascii(ch)[1:-1])
+    return "".join(out)
 
 
 def display_path(path: str | os.PathLike[str]) -> str:

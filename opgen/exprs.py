@@ -9,6 +9,7 @@ rule such as ``broadcast(x, y)`` or ``[x.shape[0], n]`` becomes a :class:`ShapeR
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Callable
@@ -67,11 +68,31 @@ class Expr:
     numpy: str
 
 
+MAX_EXPR_DEPTH = 100
+"""Deepest nesting of an expression or shape rule (operators, calls, parentheses); a real one
+needs about 10.  Deeper ones are diagnostics, never a RecursionError."""
+
+
+def _shown(text: str, keep: int = 30) -> str:
+    """``text`` as quoted in a diagnostic: whole when short, its two ends otherwise."""
+    return repr(text) if len(text) <= 2 * keep + 5 else repr(f"{text[:keep]} ... {text[-keep:]}")
+
+
 def _parse(text: str) -> ast.expr:
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
-        raise ExprError(f"cannot parse expression {text.strip()!r}: {exc.msg}", exc.offset or 1) from None
+        raise ExprError(f"cannot parse expression {_shown(text.strip())}: {exc.msg}", exc.offset or 1) from None
+    except (RecursionError, MemoryError):
+        raise ExprError(f"expression {_shown(text.strip())} is nested more than {MAX_EXPR_DEPTH} levels "
+                        "deep") from None
+    stack: list[tuple[ast.AST, int]] = [(tree.body, 1)]
+    while stack:  # no recursion: the depth check itself must not overflow the stack
+        node, depth = stack.pop()
+        if depth > MAX_EXPR_DEPTH:
+            raise ExprError(f"expression {_shown(text.strip())} is nested more than {MAX_EXPR_DEPTH} levels "
+                            "deep", getattr(node, "col_offset", 0) + 1)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
     return tree.body
 
 
@@ -104,8 +125,14 @@ def parse_expr(text: str, known: Callable[[str], bool], attrs: Collection[str] =
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(
             node.value, bool
         ):
-            lit = repr(float(node.value))
-            return f"C({lit})", repr(node.value)
+            try:
+                value = float(node.value)
+            except OverflowError:
+                value = math.inf
+            if not math.isfinite(value):
+                raise ExprError(f"number {_shown(ast.get_source_segment(text.strip(), node) or str(node.value), 12)}"
+                                " is too large (beyond float64)", col)
+            return f"C({value!r})", repr(node.value)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             c, n = go(node.operand)
             op = "-" if isinstance(node.op, ast.USub) else "+"

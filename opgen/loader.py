@@ -12,6 +12,7 @@ input must be UTF-8 without NUL bytes and at most :data:`MAX_FILE_BYTES` long.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Union
 
@@ -37,6 +38,9 @@ class MarkedDict(dict):  # type: ignore[type-arg]
     location: Location
     key_locations: dict[str, Location]
     value_locations: dict[str, Location]
+    comma_split: dict[str, str]
+    """In a flow mapping ``{doc: a, b.}``: a valueless plain key (``b.``) -> the key before it
+    (``doc``) whose plain value the comma most likely cut; set only where that happened."""
 
     def loc(self, key: str) -> Location:
         """Location of the value under ``key`` (of the mapping itself if absent)."""
@@ -112,7 +116,14 @@ class _Converter:
             out.location = self.loc(node)
             out.key_locations = {}
             out.value_locations = {}
+            out.comma_split = {}
+            previous: tuple[yaml.Node, yaml.Node] | None = None
             for key_node, value_node in node.value:
+                if (node.flow_style and previous is not None and _plain(key_node) and _plain(value_node)
+                        and value_node.value == "" and _plain(previous[1]) and previous[1].value
+                        and isinstance(previous[0], yaml.ScalarNode)):
+                    out.comma_split[str(key_node.value)] = str(previous[0].value)
+                previous = (key_node, value_node)
                 before = len(self.diags)
                 key = self.convert(key_node, depth + 1)
                 if not isinstance(key, str) and len(self.diags) > before:
@@ -150,6 +161,10 @@ class _Converter:
             self.diags.append(Diagnostic(self.loc(node), f"number {_shorten(node.value)} is too long "
                                          f"({len(node.value)} characters)"))
             return None
+        if _overflowed(value, node.value):
+            self.diags.append(Diagnostic(self.loc(node), f"number {_shorten(node.value)} is beyond float64 "
+                                         "(at most about 1.8e308 in magnitude); write .inf for infinity"))
+            return None
         if isinstance(value, str):
             try:
                 value.encode("utf-8")
@@ -159,6 +174,15 @@ class _Converter:
                     "is not a Unicode character (from a \\u escape?)"))
                 return None
         return value
+
+
+def _overflowed(value: Any, text: str) -> bool:
+    """Whether a YAML float became infinite by overflow (``1.0e+400``), not as ``.inf``."""
+    return isinstance(value, float) and math.isinf(value) and "inf" not in text.lower()
+
+
+def _plain(node: yaml.Node) -> bool:
+    return isinstance(node, yaml.ScalarNode) and not node.style  # libyaml says '', PyYAML None
 
 
 def _shorten(text: str, keep: int = 12) -> str:
@@ -334,6 +358,9 @@ def _load_plain(text: str, file: str, loader_class: Any) -> Any:
             mark = event.start_mark
             value: Any
             if cls is ev.ScalarEvent:
+                if (event.value == "" and not event.style and stack and stack[-1][1] is not None
+                        and isinstance(stack[-1][0], MarkedDict) and stack[-1][2]):
+                    raise _Unusual  # {a: b, c}: the general path notes a comma-split value
                 tag = event.tag
                 if tag is None or tag == "!":
                     tag = resolve(yaml.ScalarNode, event.value, event.implicit)
@@ -342,6 +369,8 @@ def _load_plain(text: str, file: str, loader_class: Any) -> Any:
                 elif tag in _CORE_TAGS:
                     node = yaml.ScalarNode(tag, event.value, mark, event.end_mark, style=event.style)
                     value = _SCALAR_CONSTRUCTOR.construct_object(node)
+                    if _overflowed(value, event.value):
+                        raise _Unusual
                 else:
                     raise _Unusual
                 if event.style in ("|", ">"):
@@ -358,6 +387,7 @@ def _load_plain(text: str, file: str, loader_class: Any) -> Any:
                     value.location = where
                     value.key_locations = {}
                     value.value_locations = {}
+                    value.comma_split = {}
                 else:
                     value = MarkedList()
                     value.location = where
@@ -384,7 +414,7 @@ def _load_plain(text: str, file: str, loader_class: Any) -> Any:
             else:
                 root = value
             if cls is ev.MappingStartEvent or cls is ev.SequenceStartEvent:
-                stack.append([value, None])
+                stack.append([value, None, bool(getattr(event, "flow_style", False))])
                 if len(stack) > MAX_DEPTH:
                     raise _Unusual
         if root is None or not isinstance(get(), ev.StreamEndEvent):
@@ -406,7 +436,7 @@ def load_file(path: str | Path) -> Any:
         size = p.stat().st_size
         if size > MAX_FILE_BYTES:
             raise SpecError(
-                [Diagnostic(Location(file), f"spec file is {size} bytes; the limit is {MAX_FILE_BYTES}")]
+                [Diagnostic(Location(file, 1, 1), f"spec file is {size} bytes; the limit is {MAX_FILE_BYTES}")]
             )
         data = p.read_bytes()
     except OSError as exc:

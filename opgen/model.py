@@ -9,6 +9,7 @@ at the ``file:line:col`` of the string that holds them.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -84,6 +85,8 @@ class Attr:
     range: tuple[float, float] | None
     choices: tuple[Any, ...] | None
     location: Location
+    default_location: Location | None = None
+    """Where the default value is written (for diagnostics about it)."""
 
     @property
     def cpp_type(self) -> str:
@@ -155,6 +158,19 @@ class Kernel:
 
 
 @dataclass(frozen=True)
+class BuildFlags:
+    """The spec's ``build:`` section: extra compile/link settings for its kernel."""
+
+    cflags: tuple[str, ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    """As written: relative to the spec file's directory unless absolute."""
+    ldflags: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()
+    includes: tuple[str, ...] = ()
+    """Headers the kernel layer includes, as after ``#include`` (or a bare name)."""
+
+
+@dataclass(frozen=True)
 class Op:
     """One op, as stated once in its YAML file (``file``)."""
 
@@ -172,6 +188,7 @@ class Op:
     reference: Body | None
     targets_location: Location
     type_vars: tuple[TypeVar, ...] = ()
+    build: BuildFlags = BuildFlags()
 
     @property
     def class_name(self) -> str:
@@ -238,9 +255,10 @@ def build_op(tree: MarkedDict, file: str) -> Op:
                 item["doc"],
                 "default" in item,
                 _plain(item.get("default")),
-                (float(rng[0]), float(rng[1])) if rng else None,
+                (_bound(rng[0]), _bound(rng[1])) if rng else None,
                 tuple(_plain(c) for c in choices) if choices else None,
                 tree["attrs"].loc(i),
+                item.loc("default") if "default" in item and hasattr(item, "loc") else None,
             )
         )
     outputs = []
@@ -334,6 +352,9 @@ def build_op(tree: MarkedDict, file: str) -> Op:
         save = tuple(k["save"]) if "save" in k else None
         kernel = Kernel(forward, backward, tuple(per_input), save, k.loc("save") if "save" in k else None)
     reference = Body(tree["reference"], tree.loc("reference")) if "reference" in tree else None
+    b = tree.get("build", {})
+    build = BuildFlags(*(tuple(str(x) for x in b.get(k, ()))
+                         for k in ("cflags", "include_dirs", "ldflags", "libraries", "includes")))
     if diags:
         raise SpecError(diags)
     return Op(
@@ -351,6 +372,7 @@ def build_op(tree: MarkedDict, file: str) -> Op:
         reference=reference,
         targets_location=tree.loc("targets") if "targets" in tree else tree.key_loc("dtype_format"),
         type_vars=tuple(type_vars),
+        build=build,
     )
 
 
@@ -361,3 +383,12 @@ def _plain(value: Any) -> Any:
     if isinstance(value, MarkedDict):
         return {k: _plain(v) for k, v in value.items()}
     return value
+
+
+def _bound(value: int | float) -> float:
+    """A range bound as a float; an integer beyond float64 (``10**400``) bounds nothing an int64
+    or a float can hold, so it is an infinite bound of its sign."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf

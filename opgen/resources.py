@@ -1,8 +1,9 @@
-"""Where opgen's data files live: templates, schemas and the C++ support headers.
+"""Where opgen's data files live: templates, schemas, docs and the C++ support headers.
 
-From a checkout, ``templates/`` and ``schemas/`` sit beside the ``opgen`` package; after a
-(non-editable) ``pip install`` they are shipped inside it as ``opgen/_templates`` and
-``opgen/_schemas`` (see pyproject.toml).  Both layouts are tried, checkout first.
+From a checkout, ``templates/``, ``schemas/`` and ``docs/`` sit beside the ``opgen`` package;
+after a (non-editable) ``pip install`` they are shipped inside it as ``opgen/_templates``,
+``opgen/_schemas`` and ``opgen/_docs`` (see pyproject.toml).  Both layouts are tried, checkout
+first.
 """
 
 from __future__ import annotations
@@ -27,6 +28,21 @@ def templates_dir() -> Path:
 def schemas_dir() -> Path:
     """Directory of the JSON Schemas (``*.schema.json``)."""
     return _find("schemas", "_schemas")
+
+
+def docs_dir() -> Path:
+    """Directory of opgen's guides (``testing.md``, ``kernel-api.md``, ``spec-reference.md``...)."""
+    for candidate in (_PKG.parent / "docs", _PKG / "_docs"):  # a site-packages/docs of another package: no
+        if (candidate / "spec-reference.md").is_file():
+            return candidate
+    raise FileNotFoundError(f"opgen installation is incomplete: no docs/ directory found near {_PKG}")
+
+
+def doc(name: str) -> str:
+    """Where the guide ``name`` (e.g. ``testing.md``) is, as a path to show: relative when below the cwd."""
+    from .diagnostics import display_path
+
+    return display_path(docs_dir() / name)
 
 
 def include_dir() -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import numbers
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,6 +19,44 @@ from typing import Any
 from . import build as _build
 
 _loaded: dict[str, ModuleType] = {}
+_build_dirs: dict[Path, str] = {}
+"""Build root per package directory, for packages that :func:`opgen.load` built elsewhere."""
+
+
+def set_build_dir(pkg_dir: Path, build_dir: str | os.PathLike[str] | None) -> None:
+    """Make import-time builds of the package in ``pkg_dir`` use the build root ``build_dir``."""
+    if build_dir is not None:
+        _build_dirs[Path(pkg_dir).resolve()] = os.fspath(build_dir)
+
+
+def prebuilt_library(pkg_dir: Path, kind: str) -> str | None:
+    """The library of a wheel-installed package (``opgen wheel``), or None for a generated one.
+
+    Raises:
+        ImportError: when the wheel was built for another MindSpore version, Python or platform
+            (the message names both).
+    """
+    import json
+    import sysconfig
+
+    record = pkg_dir / "_prebuilt.json"
+    if not record.is_file():
+        return None
+    facts = json.loads(record.read_text(encoding="utf-8"))
+    here = {
+        "mindspore": _build._ms_version(),
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "platform": sysconfig.get_platform(),
+    }
+    for what, have in here.items():
+        if facts.get(what) != have:
+            raise ImportError(
+                f"package '{facts.get('package', pkg_dir.name)}' was built by opgen wheel for {what} "
+                f"{facts.get(what)} (MindSpore {facts.get('mindspore')}, Python {facts.get('python')}, "
+                f"{facts.get('platform')}), but this is {what} {have}: install a wheel built for it, or "
+                "run 'opgen wheel' again under this one"
+            )
+    return str(pkg_dir / facts["libraries"][kind])
 
 
 def _quiet() -> bool:
@@ -55,15 +94,17 @@ def aot_library(module_file: str) -> str:
         ImportError: for an ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded.
     """
     _require_sanitizer_runtime()
-    return str(_build.build(Path(module_file).parent, "aot", quiet=_quiet()))
+    pkg_dir = Path(module_file).parent.resolve()
+    return prebuilt_library(pkg_dir, "aot") or str(
+        _build.build(pkg_dir, "aot", quiet=_quiet(), build_dir=_build_dirs.get(pkg_dir)))
 
 
 def load_extension(module_file: str) -> ModuleType:
     """Import the pybind11 extension of the package containing ``module_file``.
 
     Builds it first when missing or stale (MindSpore's headers make this about a minute on 2
-    cores for a few ops; says so on stderr, see docs/build.md). A process keeps the first
-    extension it loaded (a shared library cannot be reloaded), like ``CustomOpBuilder.load()``.
+    cores for a few ops; says so on stderr, see docs/build.md). A process loads each built
+    library once; after an edit (a new library) the new one is loaded beside the old.
 
     Raises:
         opgen.build.BuildError: when the Function<T> sources do not compile.
@@ -72,16 +113,17 @@ def load_extension(module_file: str) -> ModuleType:
     _require_sanitizer_runtime()
     pkg_dir = Path(module_file).parent.resolve()
     name = f"{pkg_dir.name}_ext"
-    if name in _loaded:
-        return _loaded[name]
-    path = _build.build(pkg_dir, "ext", quiet=_quiet())
+    path = prebuilt_library(pkg_dir, "ext") or _build.build(pkg_dir, "ext", quiet=_quiet(),
+                                                              build_dir=_build_dirs.get(pkg_dir))
+    if str(path) in _loaded:
+        return _loaded[str(path)]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:  # pragma: no cover - importlib contract
         raise ImportError(f"cannot load extension {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    sys.modules.setdefault(name, module)
-    _loaded[name] = module
+    sys.modules[name] = module
+    _loaded[str(path)] = module
     return module
 
 

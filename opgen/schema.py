@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
 from .diagnostics import Diagnostic, Location, Note, did_you_mean
@@ -54,6 +54,39 @@ def _inline_refs(node: Any, defs: dict[str, Any], depth: int = 0) -> Any:
     return node
 
 
+@functools.cache
+def ecma_regex(pattern: str) -> re.Pattern[str]:
+    """``pattern`` compiled with JSON Schema's (ECMA-262) meaning of ``$``: the end of the text.
+
+    Python's ``$`` also matches before a final newline, so ``^[a-z]+$`` would accept ``"op\\n"``
+    (a name that then breaks every generated file).  Each ``$`` outside a character class
+    becomes ``\\Z``.
+    """
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if ch == "[":
+            in_class = True
+        elif ch == "]":
+            in_class = False
+        out.append("\\Z" if ch == "$" and not in_class else ch)
+        i += 1
+    return re.compile("".join(out))
+
+
+def _ecma_pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterable[ValidationError]:
+    if validator.is_type(instance, "string") and ecma_regex(pattern).search(instance) is None:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_Validator = validators.extend(Draft202012Validator, {"pattern": _ecma_pattern})  # type: ignore[no-untyped-call]
+
+
 @functools.lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
     schema = op_schema()
@@ -61,7 +94,7 @@ def _validator() -> Draft202012Validator:
         inlined = _inline_refs(schema, schema.get("$defs", {}))
     except (RecursionError, KeyError):
         inlined = schema
-    return Draft202012Validator(inlined)
+    return _Validator(inlined)  # type: ignore[no-any-return]
 
 
 def _locate(tree: Any, path: Iterable[Any]) -> Location:
@@ -110,6 +143,31 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
+_YAML11_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE]\d+")
+
+
+def _number_note(value: Any, expected: str) -> tuple[Note, ...]:
+    """The note for ``1.0e6``, which YAML 1.1 (PyYAML) reads as a string: its exponent has no sign."""
+    if not (isinstance(value, str) and "number" in expected and _YAML11_EXPONENT.fullmatch(value.strip())):
+        return ()
+    mantissa, exponent = re.split("[eE]", value.strip())
+    if "." not in mantissa:
+        mantissa += ".0"
+    return (Note(f"'{value}' is a string to YAML 1.1, which reads an exponent only with its sign; "
+                 f"write {mantissa}e+{exponent}"),)
+
+
+def _comma_split_note(node: Any, key: str) -> tuple[Note, ...]:
+    """The note for ``{doc: First factor, any shape.}``: YAML split the value at the comma."""
+    before = getattr(node, "comma_split", {}).get(key)
+    if before is None or not isinstance(node.get(before), str):
+        return ()
+    whole = f"{node[before]}, {key}"
+    return (Note(f"in a flow mapping {{...}} a comma ends a plain value: '{before}: {whole}' was split at the "
+                 f"comma into '{before}: {node[before]}' and a key '{key}'; quote the value: "
+                 f"{before}: {json.dumps(whole)}", node.loc(before)),)
+
+
 def _diagnose(tree: Any, err: ValidationError) -> list[Diagnostic]:
     op = _op_name(tree)
     path = list(err.absolute_path)
@@ -128,7 +186,7 @@ def _diagnose(tree: Any, err: ValidationError) -> list[Diagnostic]:
                     key_loc,
                     f"unknown key '{key}' in {where}; expected one of: {', '.join(allowed)}",
                     op,
-                    notes=did_you_mean(key, allowed),
+                    notes=_comma_split_note(node, key) or did_you_mean(key, allowed),
                 )
             )
         return out
@@ -139,7 +197,8 @@ def _diagnose(tree: Any, err: ValidationError) -> list[Diagnostic]:
         expected = err.validator_value
         exp = " or ".join(expected) if isinstance(expected, list) else str(expected)
         exp = exp.replace("object", "mapping").replace("array", "list")
-        return [Diagnostic(loc, f"{where} must be a {exp}, got {_type_name(err.instance)}", op)]
+        return [Diagnostic(loc, f"{where} must be a {exp}, got {_type_name(err.instance)}", op,
+                           notes=_number_note(err.instance, exp))]
     if v == "enum":
         enum_vals: Any = err.validator_value
         allowed_vals = [str(a) for a in enum_vals]
@@ -278,7 +337,7 @@ def _keyword(key: str, value: Any, schema: dict[str, Any]) -> _Check | None:
         options = tuple(value)
         return lambda i: any(equal(e, i) for e in options)
     if key == "pattern":
-        rx = re.compile(value)
+        rx = ecma_regex(value)
         return lambda i: not isinstance(i, str) or rx.search(i) is not None
     if key == "propertyNames":
         names = compile_check(value)
@@ -304,10 +363,13 @@ def _fast_check() -> _Check | None:
         return None
 
 
-def validate_tree(tree: Any) -> list[Diagnostic]:
-    """All schema violations of one loaded spec, as diagnostics (empty when valid)."""
+def validate_tree(tree: Any, file: str = "<spec>") -> list[Diagnostic]:
+    """All schema violations of one loaded spec (read from ``file``), as diagnostics (empty when
+    valid)."""
     if not isinstance(tree, MarkedDict):
-        loc = getattr(tree, "location", None) or Location("<spec>", 1, 1)
+        loc = getattr(tree, "location", None) or Location(file, 1, 1)
+        if tree is None:
+            return [Diagnostic(loc, "empty spec file: expected a mapping with 'name'")]
         return [Diagnostic(loc, f"a spec must be a mapping with 'name', got {_type_name(tree)}")]
     fast = _fast_check()
     if fast is not None and fast(tree):

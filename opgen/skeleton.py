@@ -1,8 +1,10 @@
 """``opgen new``: a commented spec skeleton that validates, generates and passes ``opgen test``.
 
-The text comes from ``templates/op.yaml.j2`` (kernel form, or the elementwise shorthand); the
-``yaml-language-server`` line points at the schema relative to the new file when both live in
-one tree, else at its absolute path.
+The text comes from ``templates/op.yaml.j2`` (kernel form, or the elementwise shorthand). Its
+``yaml-language-server`` line points at a path that survives a commit: relative to the new file,
+at opgen's own ``schemas/op.schema.json`` inside an opgen checkout, else at a copy of the schema
+in the project's ``schemas/`` (beside its pyproject.toml, else beside the spec directory), which
+``opgen new`` writes and refreshes -- never at a path inside a virtual environment.
 """
 
 from __future__ import annotations
@@ -30,14 +32,42 @@ def name_problem(name: str) -> str | None:
     return None
 
 
-def schema_ref(spec_dir: Path) -> str:
-    """The ``$schema`` reference to write into a spec living in ``spec_dir``."""
+def schema_path(spec_dir: Path) -> Path:
+    """The schema a spec in ``spec_dir`` refers to: opgen's own in its checkout, else the project's copy."""
+    from .config import find_pyproject
+
     schema = (schemas_dir() / SCHEMA_FILE).resolve()
     here = spec_dir.resolve()
     root = schema.parent.parent
-    if here == root or root in here.parents:
-        return os.path.relpath(schema, here).replace(os.sep, "/")
-    return schema.as_posix()
+    if (here == root or root in here.parents) and schema.parent.name == "schemas":
+        return schema
+    pyproject = find_pyproject(here if here.is_dir() else here.parent)
+    project = pyproject.parent if pyproject is not None else here.parent
+    return project / "schemas" / SCHEMA_FILE
+
+
+def schema_ref(spec_dir: Path) -> str:
+    """The ``$schema`` reference to write into a spec living in ``spec_dir``: a relative path."""
+    return os.path.relpath(schema_path(spec_dir), spec_dir.resolve()).replace(os.sep, "/")
+
+
+def refresh_schema_copy(spec_dir: Path) -> Path | None:
+    """Write the project's copy of the schema when it is missing or differs; the path written, or None."""
+    target = schema_path(spec_dir)
+    source = schemas_dir() / SCHEMA_FILE
+    if target.resolve() == source.resolve():
+        return None
+    data = source.read_bytes()
+    try:
+        if target.read_bytes() == data:
+            return None
+    except OSError:
+        pass
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+    return target
 
 
 def render_skeleton(name: str, spec_path: Path, *, elementwise: bool = False) -> str:

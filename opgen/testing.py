@@ -678,11 +678,12 @@ DEFAULT_PACKAGE_DIR = Path("generated") / "opgen_ops"
 
 
 def package_for(paths: Sequence[str | Path], package_dir: Path | None = None, *,
-                quiet: bool = False) -> tuple[Path, str]:
+                quiet: bool = False, default_dir: Path = DEFAULT_PACKAGE_DIR) -> tuple[Path, str]:
     """The generated package to test the specs under ``paths`` with, and a note saying which.
 
     - ``package_dir`` given: it, when it holds exactly what the specs generate today.
-    - else ``generated/opgen_ops`` (relative to the cwd) when it does;
+    - else ``default_dir`` (``generated/opgen_ops`` relative to the cwd, or the package
+      ``[tool.opgen]`` names) when it does;
     - else a package generated now into ``<build root>/test/opgen_test_<hash>`` (the hash is
       of the spec paths, so a later run reuses it and its build incrementally).
 
@@ -704,8 +705,8 @@ def package_for(paths: Sequence[str | Path], package_dir: Path | None = None, *,
                                f"run 'opgen generate {' '.join(map(str, paths))} -o {package_dir.parent} "
                                f"-p {package_dir.name}' first")
         return package_dir, f"testing {package_dir}"
-    if DEFAULT_PACKAGE_DIR.is_dir() and up_to_date(DEFAULT_PACKAGE_DIR):
-        return DEFAULT_PACKAGE_DIR, f"testing {DEFAULT_PACKAGE_DIR} (up to date with the specs)"
+    if default_dir.is_dir() and up_to_date(default_dir):
+        return default_dir, f"testing {default_dir} (up to date with the specs)"
     specs = sorted(str(Path(p).resolve()) for p in paths)
     tag = hashlib.sha256("\0".join(specs).encode()).hexdigest()[:10]
     name = f"opgen_test_{tag}"

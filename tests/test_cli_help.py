@@ -12,7 +12,7 @@ from opgen import cli
 from opgen.cli import main, make_parser
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = ["validate", "generate", "build", "test", "new", "docs"]
+COMMANDS = ["validate", "generate", "build", "wheel", "test", "new", "docs"]
 
 
 def _help(argv: list[str], capsys) -> str:  # type: ignore[no-untyped-def]

@@ -46,6 +46,22 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
      "s.yaml:9:1: error: op 'twice': unknown key 'dtype_fromat' in spec; expected one of: $schema, name, doc, "
      "targets, inputs, outputs, attrs, type_vars, dtype_format, elementwise, kernel, reference, test\n"
      "s.yaml:9:1: note: did you mean 'dtype_format'?"),
+    ("comma_split_flow_value", [("doc: any tensor}", "doc: any tensor, any shape.}")],
+     "s.yaml:4:32: error: op 'twice': unknown key 'any shape.' in inputs[0]; expected one of: name, doc, kind, "
+     "differentiable\n"
+     "s.yaml:4:20: note: in a flow mapping {...} a comma ends a plain value: 'doc: any tensor, any shape.' was "
+     "split at the comma into 'doc: any tensor' and a key 'any shape.'; quote the value: "
+     "doc: \"any tensor, any shape.\""),
+    ("exponent_without_sign", [("range: [0, 10]", "range: [0, 1e6]")],
+     "s.yaml:8:69: error: op 'twice': attrs[0].range[1] must be a number, got string\n"
+     "s.yaml:8:69: note: '1e6' is a string to YAML 1.1, which reads an exponent only with its sign; write 1.0e+6"),
+    ("default_exponent_without_sign", [("default: 1.0, range: [0, 10]", "default: 2.5e3")],
+     "s.yaml:8:53: error: op 'twice': attr 'alpha': default '2.5e3' is not a float\n"
+     "s.yaml:8:53: note: '2.5e3' is a string to YAML 1.1, which reads an exponent only with its sign; write 2.5e+3"),
+    ("row_of_type_vars_too_long",
+     [("    - [F32_Default, F32_Default]\n", "    - [T, T, T]\ntype_vars:\n  T: [float32, float64]\n")],
+     "s.yaml:11:7: error: op 'twice': dtype_format row has 3 column(s); expected 2, one per input then per output: "
+     "x, out"),
     ("keyword_input", [("name: x,", "name: class,"), ("2 * x * alpha", "2 * alpha"), ("    x: 2", "    class: 2")],
      "s.yaml:4:5: error: op 'twice': input name 'class' is a Python keyword\n"
      "s.yaml:6:5: error: op 'twice': output 'out': dtype rule 'x' is neither an input name nor a dtype\n"
@@ -74,9 +90,9 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
     ("target_without_rows", [("doc: Doubles x.\n", "doc: Doubles x.\ntargets: [CPU, GPU]\n")],
      "s.yaml:3:10: error: op 'twice': target 'GPU' is listed but dtype_format has no rows for it"),
     ("default_out_of_range", [("default: 1.0", "default: 11.0")],
-     "s.yaml:8:5: error: op 'twice': attr 'alpha': default 11.0 is outside the range [0, 10]"),
+     "s.yaml:8:53: error: op 'twice': attr 'alpha': default 11.0 is outside the range [0, 10]"),
     ("default_wrong_type", [("default: 1.0", "default: fast")],
-     "s.yaml:8:5: error: op 'twice': attr 'alpha': default 'fast' is not a float"),
+     "s.yaml:8:53: error: op 'twice': attr 'alpha': default 'fast' is not a float"),
     ("expr_unknown_name", [("2 * x * alpha", "2 * x * beta")],
      "s.yaml:13:20: error: op 'twice': elementwise.forward: unknown name 'beta'"),
     ("expr_unknown_function", [("2 * x * alpha", "softsign(x)")],
@@ -90,7 +106,7 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
      "s.yaml:13:1: note: 'elementwise' is here"),
     ("attr_list_bool", [("type: float, doc: scale, default: 1.0, range: [0, 10]",
                          "type: 'list[bool]', doc: flags, default: [1, 2]"), (" * alpha", "")],
-     "s.yaml:8:5: error: op 'twice': attr 'alpha': default [1, 2] is not a list[bool]: item 0 is 1, not a bool"),
+     "s.yaml:8:60: error: op 'twice': attr 'alpha': default [1, 2] is not a list[bool]: item 0 is 1, not a bool"),
     ("name_not_a_string", [("name: twice", "name: 5")],
      "s.yaml:1:7: error: name must be a string, got integer"),
     ("unknown_input_key", [("{name: x, doc: any tensor}", "{name: x, doc: any tensor, differentiabel: false}")],
@@ -168,7 +184,7 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
      "s.yaml:10:7: error: op 'twice': type variable 'T': unknown dtype 'flaot32'\n"
      "s.yaml:10:7: note: did you mean 'float32'?"),
     ("default_not_a_choice", [("default: 1.0, range: [0, 10]", "default: 3.0, choices: [1.0, 2.0]")],
-     "s.yaml:8:5: error: op 'twice': attr 'alpha': default 3.0 is not one of the choices [1.0, 2.0]"),
+     "s.yaml:8:53: error: op 'twice': attr 'alpha': default 3.0 is not one of the choices [1.0, 2.0]"),
     ("choice_wrong_type", [("default: 1.0, range: [0, 10]", "default: 1.0, choices: [1.0, two]")],
      "s.yaml:8:5: error: op 'twice': attr 'alpha': choice 'two' is not a float"),
     ("range_on_str",
@@ -181,10 +197,10 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
     ("int_default_beyond_int64",
      [("type: float", "type: int"),
       ("default: 1.0, range: [0, 10]", "default: 99999999999999999999")],
-     "s.yaml:8:5: error: op 'twice': attr 'alpha': default 99999999999999999999 does not fit an int "
+     "s.yaml:8:51: error: op 'twice': attr 'alpha': default 99999999999999999999 does not fit an int "
      "attr (int64: -2**63 to 2**63-1)"),
     ("float_default_beyond_float32", [("default: 1.0, range: [0, 10]", "default: 1.0e+39")],
-     "s.yaml:8:5: error: op 'twice': attr 'alpha': default 1e+39 does not fit a float attr (float32: "
+     "s.yaml:8:53: error: op 'twice': attr 'alpha': default 1e+39 does not fit a float attr (float32: "
      "at most 3.4028235e+38 in magnitude, or .inf)"),
     ("shape_dim_float_attr", [("shape: x,", "shape: '[alpha]',")],
      "s.yaml:6:5: error: op 'twice': output 'out': shape dim 'alpha' is a float attr; dims must be int attrs"),
@@ -286,7 +302,7 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
     ("attr_missing_type", [("type: float, ", "")],
      "s.yaml:8:5: error: op 'twice': attrs[0] is missing required key 'type'"),
     ("default_list_for_scalar", [("default: 1.0,", "default: [1.0],")],
-     "s.yaml:8:5: error: op 'twice': attr 'alpha': default [1.0] is not a float"),
+     "s.yaml:8:53: error: op 'twice': attr 'alpha': default [1.0] is not a float"),
     ("expr_function_as_name", [("2 * x * alpha", "exp * x")],
      "s.yaml:13:12: error: op 'twice': elementwise.forward: 'exp' is a function; call it as exp(...)"),
     ("kernel_backward_unknown_input",

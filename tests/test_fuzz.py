@@ -66,9 +66,28 @@ def _constant_divisor(text: str) -> bool:
                for n in ast.walk(ast.parse(text, mode="eval")))
 
 
+def _input_shape(op: Op) -> tuple[int, ...] | None:
+    """The shape the sample runner gives every input (the last one of a broadcast rule gets its
+    last row), such that the inputs broadcast to the output's shape: (2, 3), or an output's own
+    literal dims; ``None`` when its shape rule admits neither."""
+    rule = op.outputs[0].shape
+    if rule.kind in ("same", "broadcast"):
+        return (2, 3)
+    if rule.kind != "dims" or any(d.attr is not None for d in rule.dims):
+        return None
+    if all(d.literal is not None for d in rule.dims):
+        return tuple(int(d.literal) for d in rule.dims if d.literal is not None)
+    try:
+        out = tuple(d.literal if d.literal is not None else (2, 3)[d.axis] for d in rule.dims)
+    except IndexError:
+        return None
+    return (2, 3) if out[-2:] == (2, 3) else None
+
+
 def _sample_worthy(op: Op) -> bool:
     """Elementwise, float rows only, output dtype following an input (the numpy reference then
-    computes in the same type as the kernel; see docs/robustness.md for the integer-row bugs)."""
+    computes in the same type as the kernel; see docs/robustness.md for the integer-row bugs),
+    output shape following the inputs."""
     ew = op.elementwise
     if ew is None:
         return False
@@ -76,6 +95,7 @@ def _sample_worthy(op: Op) -> bool:
     int_attrs = {a.name for a in op.attrs if a.type in ("int", "bool")}
     return (all(c.startswith("F") for r in op.rows for c in r.columns)
             and op.outputs[0].dtype in [x.name for x in op.inputs] and not _attr_order_bug(op)
+            and _input_shape(op) is not None
             and not any(_constant_divisor(e.text) for e in exprs)
             # int attrs make opgen::math functions compute in integers (pinned bug, test_hostile.py)
             and not any(int_attrs & set(e.names) for e in exprs))
@@ -205,8 +225,9 @@ ms.set_context(mode=ms.PYNATIVE_MODE)
 from fuzz_pkg import custom as C, reference as R
 from opgen.pipeline import load_ops
 rng = np.random.default_rng(0)
+shapes = json.loads(sys.argv[1])
 checked = 0
-ops, _ = load_ops(sys.argv[1:])
+ops, _ = load_ops(sys.argv[2:])
 for op in ops:
     fn, ref, gref = getattr(C, op.name), getattr(R, op.name), getattr(R, op.name + "_grad", None)
     attrs = {}
@@ -224,7 +245,8 @@ for op in ops:
         if a.type.startswith("list["):
             attrs[a.name] = tuple(attrs[a.name])
     for row in op.rows:
-        arrays = [rng.uniform(0.5, 2.0, (2, 3)).astype(row.dtype(i).name) for i in range(len(op.inputs))]
+        shape = tuple(shapes[op.name])
+        arrays = [rng.uniform(0.5, 2.0, shape).astype(row.dtype(i).name) for i in range(len(op.inputs))]
         if op.outputs[0].shape.kind == "broadcast" and len(arrays) > 1:
             arrays[-1] = arrays[-1][0]  # shape (3,): broadcast against (2, 3)
         tensors = [ms.Tensor(a) for a in arrays]
@@ -261,7 +283,9 @@ def _compile_and_call(sample: list[str], tmp_path: Path) -> None:
         del os.environ["OPGEN_BUILD_DIR"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "out"), str(ROOT)]),
                OPGEN_BUILD_DIR=str(lib.parent.parent), OPGEN_QUIET="1")
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(RUNNER), *sorted(map(str, specs.glob("*.yaml")))],
+    ops, _ = load_ops([specs])
+    shapes = json.dumps({op.name: _input_shape(op) for op in ops})
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(RUNNER), shapes, *sorted(map(str, specs.glob("*.yaml")))],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     result = json.loads(r.stdout.strip().splitlines()[-1])

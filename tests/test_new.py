@@ -18,7 +18,9 @@ def test_skeleton_validates_and_generates(tmp_path: Path, monkeypatch, capsys, f
     monkeypatch.chdir(tmp_path)
     assert main(["new", "my_op", *form]) == 0
     text = (tmp_path / "ops" / "my_op.yaml").read_text()
-    assert text.startswith(f"# yaml-language-server: $schema={ROOT / 'schemas' / 'op.schema.json'}\n")
+    # a relative path that survives a commit, to a copy of the schema that 'opgen new' keeps current
+    assert text.startswith("# yaml-language-server: $schema=../schemas/op.schema.json\n")
+    assert (tmp_path / "schemas/op.schema.json").read_bytes() == (ROOT / "schemas/op.schema.json").read_bytes()
     assert ("elementwise:" in text) == bool(form) and ("kernel:" in text) != bool(form)
     assert "opgen test my_op" in capsys.readouterr().out
     assert main(["validate", "-q", "ops/"]) == 0
@@ -28,6 +30,19 @@ def test_skeleton_validates_and_generates(tmp_path: Path, monkeypatch, capsys, f
 
 def test_schema_line_is_relative_inside_the_checkout() -> None:
     assert skeleton.schema_ref(ROOT / "ops") == "../schemas/op.schema.json"
+    assert skeleton.refresh_schema_copy(ROOT / "ops") is None  # opgen's own schema: no copy
+
+
+def test_schema_copy_sits_beside_pyproject_and_is_refreshed(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "my_op", "-o", "src/specs", "-q"]) == 0
+    text = (tmp_path / "src/specs/my_op.yaml").read_text()
+    assert text.startswith("# yaml-language-server: $schema=../../schemas/op.schema.json\n")
+    copy = tmp_path / "schemas/op.schema.json"
+    copy.write_text("{}")  # an older opgen's copy
+    assert main(["new", "other", "-o", "src/specs", "-q"]) == 0
+    assert copy.read_bytes() == (ROOT / "schemas/op.schema.json").read_bytes()
 
 
 def test_refuses_to_overwrite(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

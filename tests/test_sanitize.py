@@ -81,7 +81,7 @@ def test_sanitizers_catch_planted_bugs_and_pass_a_correct_kernel(tmp_path: Path,
     monkeypatch.setenv("OPGEN_BUILD_DIR", str(tmp_path / "build"))
     monkeypatch.delenv("LD_PRELOAD", raising=False)  # the compilers must not run under ASan
     lib = build.build(tmp_path / "out" / "san_pkg", "aot", quiet=True)
-    assert "-fsanitize=address,undefined" in (lib.parent / "aot.ninja").read_text()
+    assert "-fsanitize=address,undefined" in (lib.parent / "build.ninja").read_text()
     found = {}
     for name in SPECS:
         logs = tmp_path / f"logs-{name}"

@@ -103,3 +103,38 @@ def test_stubs_match_the_modules() -> None:
             assert len(stub[name][1]) == len(defaults), (module, name)
             for shown, actual in zip(stub[name][1], defaults):
                 assert shown in (actual, "..."), (module, name, shown, actual)
+
+
+def test_stubs_raise_no_mypy_error_without_any_config(tmp_path: Path) -> None:
+    # a user's script, checked with mypy's defaults: the stubs' own `from mindspore import Tensor`
+    # must not report import-untyped (MindSpore has no py.typed)
+    code = """
+    from generated import opgen_ops
+    from generated.opgen_ops import function
+
+
+    def use(x: object) -> object:
+        return opgen_ops.mul(x, x), function.gelu(x)
+    """
+    sample = tmp_path / "sample.py"
+    sample.write_text(textwrap.dedent(code))
+    (tmp_path / "mypy.ini").write_text("[mypy]\n")
+    env = dict(os.environ, MYPYPATH=os.pathsep.join([str(ROOT), str(PKG)]))
+    r = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(tmp_path / "mypy.ini"), "--cache-dir",
+                        str(tmp_path / "cache"), str(sample)], env=env, cwd=tmp_path, text=True, capture_output=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "import-untyped" not in r.stdout
+
+
+def test_the_readme_mypy_config_silences_a_users_own_import(tmp_path: Path) -> None:
+    import re
+
+    block = re.search(r"```toml\n( *\[\[tool\.mypy\.overrides\]\].*?)\n *```",
+                      (ROOT / "README.md").read_text(), re.S)
+    assert block
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent(block.group(1)) + "\n")
+    (tmp_path / "sample.py").write_text("import mindspore\n\nx = mindspore.Tensor\n")
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache"), "sample.py"],
+                       cwd=tmp_path, text=True, capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -3,7 +3,7 @@
 
 from typing import Any, Optional, Sequence, Tuple
 
-from mindspore import Tensor
+from mindspore import Tensor  # type: ignore[import-untyped, import-not-found, unused-ignore]  # MindSpore ships no types
 
 __all__ = ["add", "add_primitive", "clip", "clip_primitive", "concat", "concat_primitive", "cumsum", "cumsum_primitive", "div", "div_primitive", "dropout", "dropout_primitive", "exp", "exp_primitive", "gather", "gather_primitive", "gelu", "gelu_primitive", "layer_norm", "layer_norm_primitive", "leaky_relu", "leaky_relu_primitive", "log", "log_primitive", "log_softmax", "log_softmax_primitive", "matmul", "matmul_primitive", "maximum", "maximum_primitive", "mul", "mul_primitive", "pow", "pow_primitive", "reduce_max", "reduce_max_primitive", "reduce_mean", "reduce_mean_primitive", "reduce_sum", "reduce_sum_primitive", "relu", "relu_primitive", "rsqrt", "rsqrt_primitive", "scale_add", "scale_add_primitive", "sigmoid", "sigmoid_primitive", "softmax", "softmax_primitive", "softplus", "softplus_primitive", "sqrt", "sqrt_primitive", "square", "square_primitive", "sub", "sub_primitive", "tanh", "tanh_primitive", "where", "where_primitive"]
 

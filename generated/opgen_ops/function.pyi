@@ -3,7 +3,7 @@
 
 from typing import Optional, Sequence, Tuple
 
-from mindspore import Tensor
+from mindspore import Tensor  # type: ignore[import-untyped, import-not-found, unused-ignore]  # MindSpore ships no types
 
 __all__ = ["add", "clip", "concat", "cumsum", "div", "dropout", "exp", "gather", "gelu", "layer_norm", "leaky_relu", "log", "log_softmax", "matmul", "maximum", "mul", "pow", "reduce_max", "reduce_mean", "reduce_sum", "relu", "rsqrt", "scale_add", "sigmoid", "softmax", "softplus", "sqrt", "square", "sub", "tanh", "where"]
 

@@ -21,7 +21,7 @@ ADD: Dict[str, Any] = {
         ("int32", "int32", "int32", ),
         ("int64", "int64", "int64", ),
     ),
-    "source": "ops/add.yaml",
+    "source": 'ops/add.yaml',
 }
 
 CLIP: Dict[str, Any] = {
@@ -37,7 +37,7 @@ CLIP: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/clip.yaml",
+    "source": 'ops/clip.yaml',
 }
 
 CONCAT: Dict[str, Any] = {
@@ -54,7 +54,7 @@ CONCAT: Dict[str, Any] = {
         ("int32", "int32", ),
         ("int64", "int64", ),
     ),
-    "source": "ops/concat.yaml",
+    "source": 'ops/concat.yaml',
 }
 
 CUMSUM: Dict[str, Any] = {
@@ -71,7 +71,7 @@ CUMSUM: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/cumsum.yaml",
+    "source": 'ops/cumsum.yaml',
 }
 
 DIV: Dict[str, Any] = {
@@ -85,7 +85,7 @@ DIV: Dict[str, Any] = {
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
     ),
-    "source": "ops/div.yaml",
+    "source": 'ops/div.yaml',
 }
 
 DROPOUT: Dict[str, Any] = {
@@ -101,7 +101,7 @@ DROPOUT: Dict[str, Any] = {
         ("float32", "float32", "bool", ),
         ("float64", "float64", "bool", ),
     ),
-    "source": "ops/dropout.yaml",
+    "source": 'ops/dropout.yaml',
 }
 
 EXP: Dict[str, Any] = {
@@ -115,7 +115,7 @@ EXP: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/exp.yaml",
+    "source": 'ops/exp.yaml',
 }
 
 GATHER: Dict[str, Any] = {
@@ -130,7 +130,7 @@ GATHER: Dict[str, Any] = {
         ("float32", "int64", "float32", ),
         ("float64", "int64", "float64", ),
     ),
-    "source": "ops/gather.yaml",
+    "source": 'ops/gather.yaml',
 }
 
 GELU: Dict[str, Any] = {
@@ -145,7 +145,7 @@ GELU: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/gelu.yaml",
+    "source": 'ops/gelu.yaml',
 }
 
 LAYER_NORM: Dict[str, Any] = {
@@ -160,7 +160,7 @@ LAYER_NORM: Dict[str, Any] = {
         ("float32", "float32", "float32", "float32", "float32", "float32", ),
         ("float64", "float64", "float64", "float64", "float64", "float64", ),
     ),
-    "source": "ops/layer_norm.yaml",
+    "source": 'ops/layer_norm.yaml',
 }
 
 LEAKY_RELU: Dict[str, Any] = {
@@ -175,7 +175,7 @@ LEAKY_RELU: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/leaky_relu.yaml",
+    "source": 'ops/leaky_relu.yaml',
 }
 
 LOG: Dict[str, Any] = {
@@ -189,7 +189,7 @@ LOG: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/log.yaml",
+    "source": 'ops/log.yaml',
 }
 
 LOG_SOFTMAX: Dict[str, Any] = {
@@ -204,7 +204,7 @@ LOG_SOFTMAX: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/log_softmax.yaml",
+    "source": 'ops/log_softmax.yaml',
 }
 
 MATMUL: Dict[str, Any] = {
@@ -220,7 +220,7 @@ MATMUL: Dict[str, Any] = {
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
     ),
-    "source": "ops/matmul.yaml",
+    "source": 'ops/matmul.yaml',
 }
 
 MAXIMUM: Dict[str, Any] = {
@@ -234,7 +234,7 @@ MAXIMUM: Dict[str, Any] = {
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
     ),
-    "source": "ops/maximum.yaml",
+    "source": 'ops/maximum.yaml',
 }
 
 MUL: Dict[str, Any] = {
@@ -248,7 +248,7 @@ MUL: Dict[str, Any] = {
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
     ),
-    "source": "ops/mul.yaml",
+    "source": 'ops/mul.yaml',
 }
 
 POW: Dict[str, Any] = {
@@ -262,7 +262,7 @@ POW: Dict[str, Any] = {
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
     ),
-    "source": "ops/pow.yaml",
+    "source": 'ops/pow.yaml',
 }
 
 REDUCE_MAX: Dict[str, Any] = {
@@ -278,7 +278,7 @@ REDUCE_MAX: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/reduce_max.yaml",
+    "source": 'ops/reduce_max.yaml',
 }
 
 REDUCE_MEAN: Dict[str, Any] = {
@@ -294,7 +294,7 @@ REDUCE_MEAN: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/reduce_mean.yaml",
+    "source": 'ops/reduce_mean.yaml',
 }
 
 REDUCE_SUM: Dict[str, Any] = {
@@ -310,7 +310,7 @@ REDUCE_SUM: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/reduce_sum.yaml",
+    "source": 'ops/reduce_sum.yaml',
 }
 
 RELU: Dict[str, Any] = {
@@ -324,7 +324,7 @@ RELU: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/relu.yaml",
+    "source": 'ops/relu.yaml',
 }
 
 RSQRT: Dict[str, Any] = {
@@ -338,7 +338,7 @@ RSQRT: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/rsqrt.yaml",
+    "source": 'ops/rsqrt.yaml',
 }
 
 SCALE_ADD: Dict[str, Any] = {
@@ -354,7 +354,7 @@ SCALE_ADD: Dict[str, Any] = {
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
     ),
-    "source": "ops/scale_add.yaml",
+    "source": 'ops/scale_add.yaml',
 }
 
 SIGMOID: Dict[str, Any] = {
@@ -368,7 +368,7 @@ SIGMOID: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/sigmoid.yaml",
+    "source": 'ops/sigmoid.yaml',
 }
 
 SOFTMAX: Dict[str, Any] = {
@@ -383,7 +383,7 @@ SOFTMAX: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/softmax.yaml",
+    "source": 'ops/softmax.yaml',
 }
 
 SOFTPLUS: Dict[str, Any] = {
@@ -397,7 +397,7 @@ SOFTPLUS: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/softplus.yaml",
+    "source": 'ops/softplus.yaml',
 }
 
 SQRT: Dict[str, Any] = {
@@ -411,7 +411,7 @@ SQRT: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/sqrt.yaml",
+    "source": 'ops/sqrt.yaml',
 }
 
 SQUARE: Dict[str, Any] = {
@@ -425,7 +425,7 @@ SQUARE: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/square.yaml",
+    "source": 'ops/square.yaml',
 }
 
 SUB: Dict[str, Any] = {
@@ -439,7 +439,7 @@ SUB: Dict[str, Any] = {
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
     ),
-    "source": "ops/sub.yaml",
+    "source": 'ops/sub.yaml',
 }
 
 TANH: Dict[str, Any] = {
@@ -453,7 +453,7 @@ TANH: Dict[str, Any] = {
         ("float32", "float32", ),
         ("float64", "float64", ),
     ),
-    "source": "ops/tanh.yaml",
+    "source": 'ops/tanh.yaml',
 }
 
 WHERE: Dict[str, Any] = {
@@ -467,5 +467,5 @@ WHERE: Dict[str, Any] = {
         ("bool", "float32", "float32", "float32", ),
         ("bool", "float64", "float64", "float64", ),
     ),
-    "source": "ops/where.yaml",
+    "source": 'ops/where.yaml',
 }

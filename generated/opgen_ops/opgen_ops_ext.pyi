@@ -7,7 +7,7 @@ entry point; an op with several outputs returns a list here, a tuple there.
 
 from typing import List, Optional, Sequence
 
-from mindspore import Tensor
+from mindspore import Tensor  # type: ignore[import-untyped, import-not-found, unused-ignore]  # MindSpore ships no types
 
 
 def add(x: Tensor, y: Tensor) -> Tensor:

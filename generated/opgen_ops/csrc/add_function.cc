@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "add_kernel.h"
+#include "add_kernel_decl.h"
 
 namespace opgen_ops {
 namespace add {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "opgen/ms.h"
+#include "opgen/ms_bind.h"
 
 namespace py = pybind11;
 

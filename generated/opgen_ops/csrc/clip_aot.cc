@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "clip_kernel.h"
+#include "clip_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "clip_kernel.h"
+#include "clip_kernel_decl.h"
 
 namespace opgen_ops {
 namespace clip {

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "concat_kernel.h"
+#include "concat_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

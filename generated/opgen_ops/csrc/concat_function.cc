@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "concat_kernel.h"
+#include "concat_kernel_decl.h"
 
 namespace opgen_ops {
 namespace concat {

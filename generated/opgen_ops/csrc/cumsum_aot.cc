@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "cumsum_kernel.h"
+#include "cumsum_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "cumsum_kernel.h"
+#include "cumsum_kernel_decl.h"
 
 namespace opgen_ops {
 namespace cumsum {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "div_kernel.h"
+#include "div_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "div_kernel.h"
+#include "div_kernel_decl.h"
 
 namespace opgen_ops {
 namespace div {

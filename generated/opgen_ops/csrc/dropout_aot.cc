@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "dropout_kernel.h"
+#include "dropout_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

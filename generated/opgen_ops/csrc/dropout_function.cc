@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "dropout_kernel.h"
+#include "dropout_kernel_decl.h"
 
 namespace opgen_ops {
 namespace dropout {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "exp_kernel.h"
+#include "exp_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

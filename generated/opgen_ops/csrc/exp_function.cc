@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "exp_kernel.h"
+#include "exp_kernel_decl.h"
 
 namespace opgen_ops {
 namespace exp {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "gather_kernel.h"
+#include "gather_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

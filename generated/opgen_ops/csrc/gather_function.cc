@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "gather_kernel.h"
+#include "gather_kernel_decl.h"
 
 namespace opgen_ops {
 namespace gather {

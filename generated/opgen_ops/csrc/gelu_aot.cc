@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "gelu_kernel.h"
+#include "gelu_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

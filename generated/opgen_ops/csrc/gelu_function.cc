@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "gelu_kernel.h"
+#include "gelu_kernel_decl.h"
 
 namespace opgen_ops {
 namespace gelu {

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "layer_norm_kernel.h"
+#include "layer_norm_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

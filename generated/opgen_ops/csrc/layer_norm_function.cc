@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "layer_norm_kernel.h"
+#include "layer_norm_kernel_decl.h"
 
 namespace opgen_ops {
 namespace layer_norm {

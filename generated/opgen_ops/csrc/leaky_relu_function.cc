@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "leaky_relu_kernel.h"
+#include "leaky_relu_kernel_decl.h"
 
 namespace opgen_ops {
 namespace leaky_relu {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "log_kernel.h"
+#include "log_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "log_kernel.h"
+#include "log_kernel_decl.h"
 
 namespace opgen_ops {
 namespace log {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "matmul_kernel.h"
+#include "matmul_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

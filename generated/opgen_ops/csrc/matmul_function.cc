@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "matmul_kernel.h"
+#include "matmul_kernel_decl.h"
 
 namespace opgen_ops {
 namespace matmul {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "maximum_kernel.h"
+#include "maximum_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "maximum_kernel.h"
+#include "maximum_kernel_decl.h"
 
 namespace opgen_ops {
 namespace maximum {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "mul_kernel.h"
+#include "mul_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "mul_kernel.h"
+#include "mul_kernel_decl.h"
 
 namespace opgen_ops {
 namespace mul {

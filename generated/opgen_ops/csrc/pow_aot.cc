@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "pow_kernel.h"
+#include "pow_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

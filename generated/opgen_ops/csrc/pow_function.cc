@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "pow_kernel.h"
+#include "pow_kernel_decl.h"
 
 namespace opgen_ops {
 namespace pow {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "reduce_max_kernel.h"
+#include "reduce_max_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "reduce_mean_kernel.h"
+#include "reduce_mean_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

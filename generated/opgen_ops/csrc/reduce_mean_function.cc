@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "reduce_mean_kernel.h"
+#include "reduce_mean_kernel_decl.h"
 
 namespace opgen_ops {
 namespace reduce_mean {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "reduce_sum_kernel.h"
+#include "reduce_sum_kernel_decl.h"
 
 namespace opgen_ops {
 namespace reduce_sum {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "relu_kernel.h"
+#include "relu_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "relu_kernel.h"
+#include "relu_kernel_decl.h"
 
 namespace opgen_ops {
 namespace relu {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "rsqrt_kernel.h"
+#include "rsqrt_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "rsqrt_kernel.h"
+#include "rsqrt_kernel_decl.h"
 
 namespace opgen_ops {
 namespace rsqrt {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "scale_add_kernel.h"
+#include "scale_add_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "scale_add_kernel.h"
+#include "scale_add_kernel_decl.h"
 
 namespace opgen_ops {
 namespace scale_add {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "sigmoid_kernel.h"
+#include "sigmoid_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "sigmoid_kernel.h"
+#include "sigmoid_kernel_decl.h"
 
 namespace opgen_ops {
 namespace sigmoid {

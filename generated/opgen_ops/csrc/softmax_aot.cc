@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "softmax_kernel.h"
+#include "softmax_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

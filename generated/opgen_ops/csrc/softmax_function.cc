@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "softmax_kernel.h"
+#include "softmax_kernel_decl.h"
 
 namespace opgen_ops {
 namespace softmax {

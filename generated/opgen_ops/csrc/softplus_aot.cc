@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "softplus_kernel.h"
+#include "softplus_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

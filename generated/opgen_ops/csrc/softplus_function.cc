@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "softplus_kernel.h"
+#include "softplus_kernel_decl.h"
 
 namespace opgen_ops {
 namespace softplus {

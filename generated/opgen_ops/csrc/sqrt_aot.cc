@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "sqrt_kernel.h"
+#include "sqrt_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

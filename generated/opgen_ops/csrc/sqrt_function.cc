@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "sqrt_kernel.h"
+#include "sqrt_kernel_decl.h"
 
 namespace opgen_ops {
 namespace sqrt {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "square_kernel.h"
+#include "square_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "square_kernel.h"
+#include "square_kernel_decl.h"
 
 namespace opgen_ops {
 namespace square {

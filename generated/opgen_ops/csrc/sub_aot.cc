@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "sub_kernel.h"
+#include "sub_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

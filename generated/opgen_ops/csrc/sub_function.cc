@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "sub_kernel.h"
+#include "sub_kernel_decl.h"
 
 namespace opgen_ops {
 namespace sub {

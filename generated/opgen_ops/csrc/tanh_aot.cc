@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "tanh_kernel.h"
+#include "tanh_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

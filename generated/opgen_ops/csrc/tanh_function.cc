@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "tanh_kernel.h"
+#include "tanh_kernel_decl.h"
 
 namespace opgen_ops {
 namespace tanh {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "opgen/aot.h"
-#include "where_kernel.h"
+#include "where_kernel_decl.h"
 
 namespace {
 using opgen::aot::AotExtra;

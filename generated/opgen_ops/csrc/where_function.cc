@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
-#include "where_kernel.h"
+#include "where_kernel_decl.h"
 
 namespace opgen_ops {
 namespace where {

@@ -5,14 +5,14 @@
 // by ms_extension.h on CPU); tensor data must be read through ->cpu() (data_c() of an incoming
 // gradient read directly gave zeros).
 //
-// Output allocation (empty): `std::make_shared<Tensor>(dtype, shape)` allocates lazily on the
-// first data_c() with `std::make_unique<T[]>(n)`, i.e. fresh, zero-filled memory: at 16M float32
-// elements that is a 64 MB mmap whose 16384 pages all fault (~40 ms here, more than the whole
-// builtin ops.mul). empty() instead takes the output from MindSpore's CPU memory pool, the way
-// MindSpore's own pyboost CPU kernels allocate theirs (PyBoostUtils::CreateOutputTensor /
-// PrepareOpOutputs / MallocOpOutputs with the CPU DeviceContext): memory the pool already holds
-// is handed out again without a fill or a page fault (~40 us at 16M), and returns to the pool
-// when the tensor dies. See docs/performance.md.
+// Output allocation: empty() takes outputs from MindSpore's CPU memory pool (opgen/ms_support.cc).
+//
+// Build cost: this header includes only "include/pynative/backward/function.h" (Function<T>,
+// AutogradContext, Tensor, MakeValue; ~9 CPU s per unit), not "ms_extension.h" (~35 CPU s). The
+// helpers that need the heavy pyboost/runtime headers (host, empty, the error raisers, none) are
+// declared here and defined in opgen/ms_support.cc, which opgen build compiles once per machine
+// (per MindSpore version, compiler and opgen) and links into every extension. The bindings unit
+// adds opgen/ms_bind.h (pybind11's TensorPtr caster).
 //
 // Shipped with opgen (not generated).
 #ifndef OPGEN_MS_H_
@@ -24,7 +24,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "ms_extension.h"
 #include "include/pynative/backward/function.h"
 #include "opgen/kernel.h"
 #include "opgen/rules.h"
@@ -37,63 +36,15 @@ using mindspore::tensor::TensorPtr;
 using TensorPtrList = std::vector<TensorPtr>;
 using mindspore::pynative::autograd::AutogradContext;
 
-/// Host-resident, contiguous version of `t` whose data_c() kernels may read.
-inline TensorPtr host(const TensorPtr &t) {
-  if (t == nullptr) return t;
-  TensorPtr c = t->is_contiguous() ? t : mindspore::kernel::pyboost::contiguous(t);
-  return c->cpu();
-}
-
-namespace detail {
-/// MindSpore's CPU DeviceContext (owner of the CPU memory pool), or nullptr if unavailable.
-inline const mindspore::device::DeviceContext *cpu_device_context() {
-  static const mindspore::device::DeviceContext *const ctx = []() -> const mindspore::device::DeviceContext * {
-    try {
-      return mindspore::runtime::OpRunner::GetDeviceContext(mindspore::device::DeviceType::kCPU);
-    } catch (...) {
-      return nullptr;
-    }
-  }();
-  return ctx;
-}
-
-/// An output tensor whose memory comes from MindSpore's CPU memory pool; nullptr on failure.
-inline TensorPtr pool_tensor(TypeId dtype, const Shape &shape) {
-  const mindspore::device::DeviceContext *ctx = cpu_device_context();
-  if (ctx == nullptr) return nullptr;
-  try {
-    std::vector<TensorPtr> outs;
-    mindspore::kernel::pyboost::PyBoostUtils::CreateOutputTensor(dtype, shape, &outs);
-    mindspore::kernel::pyboost::PyBoostUtils::PrepareOpOutputs(ctx, mindspore::kDefaultStreamIndex, outs);
-    mindspore::kernel::pyboost::PyBoostUtils::MallocOpOutputs(ctx, outs);
-    if (outs.size() != 1 || outs[0] == nullptr || outs[0]->device_address() == nullptr ||
-        outs[0]->device_address()->GetMutablePtr() == nullptr) {
-      return nullptr;
-    }
-    return outs[0];
-  } catch (...) {
-    return nullptr;
-  }
-}
-}  // namespace detail
-
-/// Outputs smaller than this many bytes are plain host tensors: for them malloc + a zero fill
-/// (0.2 us at 64 bytes) beats the pool's bookkeeping (0.6 us); from ~4 KB on the pool wins
-/// (at 4 KB 0.6 us vs 2.4 us, at 4 MB 3 us vs 600 us, at 64 MB 40 us vs 40 ms).
-constexpr size_t kPoolMinBytes = 4096;
+/// Host-resident, contiguous version of `t` whose data_c() kernels may read (opgen/ms_support.cc).
+TensorPtr host(const TensorPtr &t);
 
 /// Output tensor of `dtype` and `shape` for a kernel to fill: its data is NOT initialised.
 ///
 /// Taken from MindSpore's CPU memory pool (no zero fill, no page faults once the pool holds the
-/// memory); a plain host tensor (zero-filled on first access) below kPoolMinBytes, for empty
-/// shapes, or if the pool is unavailable.
-inline TensorPtr empty(TypeId dtype, const Shape &shape) {
-  const int64_t n = numel_of(shape.data(), static_cast<int>(shape.size()));
-  if (n > 0 && static_cast<size_t>(n) * mindspore::abstract::TypeIdSize(dtype) >= kPoolMinBytes) {
-    if (TensorPtr t = detail::pool_tensor(dtype, shape)) return t;
-  }
-  return std::make_shared<mindspore::tensor::Tensor>(dtype, shape);
-}
+/// memory); a plain host tensor (zero-filled on first access) below 4 KB, for empty shapes, or if
+/// the pool is unavailable (opgen/ms_support.cc).
+TensorPtr empty(TypeId dtype, const Shape &shape);
 
 /// mindspore::TypeId of kernel element type E (see the dtype table in opgen/kernel.h).
 template <typename E>
@@ -184,31 +135,17 @@ inline const char *dtype_name(TypeId t) {
 }
 
 /// Raises a Python TypeError naming the op, the dtypes it got and the rows it supports.
-[[noreturn]] inline void unsupported_dtypes(const char *op, const std::vector<std::string> &names,
-                                            const std::vector<TypeId> &got, const char *rows) {
-  std::string msg = std::string(op) + "(): unsupported dtypes (";
-  for (size_t i = 0; i < got.size(); ++i) {
-    msg += names[i] + "=" + dtype_name(got[i]);
-    if (i + 1 < got.size()) msg += ", ";
-  }
-  msg += "); supported dtype_format rows: " + std::string(rows);
-  throw pybind11::type_error(msg);
-}
+[[noreturn]] void unsupported_dtypes(const char *op, const std::vector<std::string> &names,
+                                     const std::vector<TypeId> &got, const char *rows);
 
-[[noreturn]] inline void kernel_error(const char *op, const std::exception &e) {
-  throw pybind11::value_error(std::string(op) + "(): " + e.what());
-}
-
+/// Raises a Python ValueError "<op>(): <what the kernel said>".
+[[noreturn]] void kernel_error(const char *op, const std::exception &e);
 
 // ------------------------------------------------------------ optional and dynamic inputs
 
 /// Stand-in passed to Function<T>::Apply for an absent optional input: Apply dereferences every
 /// TensorPtr argument, so None cannot travel as nullptr. Never written, never differentiated.
-inline const TensorPtr &none() {
-  static const TensorPtr sentinel = std::make_shared<mindspore::tensor::Tensor>(mindspore::kNumberTypeFloat32,
-                                                                                Shape{0});
-  return sentinel;
-}
+const TensorPtr &none();
 
 /// The Function<T> argument for an optional input given from Python (None -> none()).
 inline TensorPtr optional_arg(const std::optional<TensorPtr> &t) { return t.has_value() && *t ? *t : none(); }

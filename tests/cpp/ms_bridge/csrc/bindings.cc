@@ -4,7 +4,7 @@
 #include <tuple>
 #include <vector>
 
-#include "opgen/ms.h"
+#include "opgen/ms_bind.h"
 
 namespace bridge {
 opgen::ms::TensorPtr run_mul_add1(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y);

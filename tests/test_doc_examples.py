@@ -1,0 +1,80 @@
+"""Every YAML block in README.md and docs/**/*.md is a spec (or a part of one) that validates.
+
+A block with a top-level ``name`` is a whole spec: it goes through every stage (``opgen
+validate``). Any other block is a part of a spec: its keys are put into a valid spec and checked
+against the schema. A block preceded by ``<!-- yaml:invalid -->`` is wrong on purpose and must
+fail. (The skeletons of ``opgen new`` are checked in tests/test_new.py.)
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from opgen import loader, schema
+from opgen.pipeline import load_ops
+
+ROOT = Path(__file__).resolve().parents[1]
+_BLOCK = re.compile(r"(<!-- yaml:invalid -->\n)?```ya?ml\n(.*?)\n```", re.S)
+
+BASE = """\
+name: base
+doc: A valid spec that a part of a spec is put into.
+inputs:
+  - {name: x, doc: any tensor}
+outputs:
+  - {name: out, doc: x, shape: x, dtype: x}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default]
+elementwise:
+  forward: x
+"""
+
+
+def _blocks() -> list[tuple[str, str, bool]]:
+    """(where, text, invalid on purpose) of every YAML block of the docs."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    out = []
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for m in _BLOCK.finditer(text):
+            line = text.count("\n", 0, m.start(2)) + 1
+            out.append((f"{page.relative_to(ROOT)}:{line}", m.group(2), m.group(1) is not None))
+    return out
+
+
+BLOCKS = _blocks()
+
+
+def _problems(text: str, file: Path) -> list[str]:
+    tree = loader.load_text(text, str(file))
+    if isinstance(tree, dict) and "name" in tree:
+        file.write_text(text, encoding="utf-8")
+        _, diags = load_ops([file])
+        return [d.format() for d in diags]
+    assert isinstance(tree, dict), f"a YAML block of the docs is neither a spec nor a part of one: {text!r}"
+    whole = loader.load_text(BASE, str(file))
+    for key in tree:  # the block's keys replace BASE's, with their own locations
+        whole[key] = tree[key]
+        whole.key_locations[key] = tree.key_loc(key)
+        whole.value_locations[key] = tree.loc(key)
+    if "kernel" in tree:
+        del whole["elementwise"]
+    return [d.format() for d in schema.validate_tree(whole)]
+
+
+def test_the_docs_have_yaml_blocks() -> None:
+    where = {w.split(":")[0] for w, _, _ in BLOCKS}
+    assert {"README.md", "docs/testing.md", "docs/kernel-api.md"} <= where
+
+
+@pytest.mark.parametrize(("where", "text", "invalid"), BLOCKS, ids=[b[0] for b in BLOCKS])
+def test_yaml_block_validates(where: str, text: str, invalid: bool, tmp_path: Path) -> None:
+    problems = _problems(text, tmp_path / "block.yaml")
+    if invalid:
+        assert problems, f"{where}: marked <!-- yaml:invalid --> but it validates"
+    else:
+        assert not problems, f"{where}: the docs' YAML does not validate:\n" + "\n".join(problems)

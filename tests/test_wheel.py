@@ -1,0 +1,98 @@
+"""opgen wheel: a wheel of a generated package with both libraries prebuilt, installed into a
+fresh venv that has MindSpore (and opgen's runtime) but no compiler on PATH and an empty build
+root; its ops run on both paths there (PyNative, GRAPH_MODE, gradients).  Under another
+MindSpore version its import fails naming the version it was built for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+from opgen import build
+from opgen.cli import main
+from opgen.pipeline import generate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HALVE = """
+name: halve
+doc: Halves x.
+inputs:
+  - {name: x, doc: any tensor}
+outputs:
+  - {name: out, doc: x / 2, shape: x, dtype: x}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default]
+kernel:
+  forward: |
+    for (int64_t i = 0; i < out.numel; ++i) out[i] = x[i] / 2;
+  backward: |
+    for (int64_t i = 0; i < dx.numel; ++i) dx[i] = dout[i] / 2;
+"""
+
+SCRIPT = """
+import mindspore as ms, numpy as np
+import whl_ops
+from whl_ops import function
+x = ms.Tensor(np.array([2.0, -3.0], np.float32))
+print("custom", whl_ops.halve(x).asnumpy().tolist(), ms.grad(lambda t: whl_ops.halve(t))(x).asnumpy().tolist())
+print("function", function.halve(x).asnumpy().tolist(), ms.grad(lambda t: function.halve(t))(x).asnumpy().tolist())
+ms.set_context(mode=ms.GRAPH_MODE)
+class Net(ms.nn.Cell):
+    def construct(self, t):
+        return whl_ops.halve(t)
+print("graph", Net()(x).asnumpy().tolist(), ms.grad(Net())(x).asnumpy().tolist())
+"""
+
+
+def test_wheel_installs_and_runs_without_a_compiler(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path / "build"
+    root.mkdir()
+    support = build.build_root(None) / "support"  # the per-toolchain object, built at most once
+    support.mkdir(parents=True, exist_ok=True)
+    (root / "support").symlink_to(support, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "halve.yaml").write_text(textwrap.dedent(HALVE).lstrip())
+    assert not generate(["specs"], Path("out"), "whl_ops").diagnostics
+    assert main(["wheel", "out/whl_ops", "-o", "dist", "--build-dir", str(root), "-q"]) == 0
+    wheels = list((tmp_path / "dist").glob("whl_ops-0.1.0-*.whl"))
+    assert len(wheels) == 1
+
+    # a fresh venv: MindSpore and opgen's runtime importable, no compiler, nothing built
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
+    (site / "deps.pth").write_text(f"{sysconfig.get_path('purelib')}\n{ROOT}\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--no-deps", "--no-index", str(wheels[0])], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPGEN_", "CXX", "PYTHONPATH"))}
+    env.update(PATH=str(venv / "bin"), OPGEN_BUILD_DIR=str(tmp_path / "empty-build-root"), GLOG_v="3")
+    script = tmp_path / "dist" / "use_wheel.py"  # GRAPH_MODE parses the Cell's source file
+    script.write_text(SCRIPT)
+    run = subprocess.run([str(venv / "bin" / "python"), str(script)], env=env, cwd=tmp_path / "dist",
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "custom [1.0, -1.5] [0.5, 0.5]" in run.stdout
+    assert "function [1.0, -1.5] [0.5, 0.5]" in run.stdout
+    assert "graph [1.0, -1.5] [0.5, 0.5]" in run.stdout
+    assert not (tmp_path / "empty-build-root").exists()  # nothing was built there
+    assert "opgen: building" not in run.stderr
+
+    # the same wheel under another MindSpore version: a clear error naming the one it was built for
+    record = site / "whl_ops" / "_prebuilt.json"
+    facts = json.loads(record.read_text())
+    assert facts["mindspore"] == build._ms_version()
+    record.write_text(json.dumps(dict(facts, mindspore="2.9.0")))
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", "import whl_ops"], env=env, cwd=tmp_path / "dist",
+                         capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "was built by opgen wheel for mindspore 2.9.0" in run.stderr
+    assert f"but this is mindspore {build._ms_version()}" in run.stderr
