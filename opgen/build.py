@@ -2,22 +2,28 @@
 
 - the aot library ``lib<package>_aot.so`` from ``csrc/*_aot.cc`` (no MindSpore headers), and
 - the pybind11 extension ``<package>_ext.so`` from ``csrc/*_function.cc`` + ``csrc/bindings.cc``,
-  with MindSpore's own ``CustomOpBuilder(backend="CPU")`` include paths and flags.
+  with MindSpore's own ``CustomOpBuilder(backend="CPU")`` include paths and flags;
+- both link each op's kernel unit (``csrc/<op>_kernel.cc``: the bodies, no framework header),
+  compiled once for both, and the extension links opgen's MindSpore support object
+  (``opgen/ms_support.cc``, the one unit that includes ``ms_extension.h``), compiled once per
+  toolchain into ``<build root>/support`` and shared by every package.
 
 Each library is published under a name holding the hash of everything that went into it
 (sources, headers, unit layout, flags, compiler, MindSpore version): when that file exists,
-nothing runs, not even ninja.  Otherwise one ninja file per library compiles its translation
-units in parallel and links them; ninja's own dependency tracking (depfiles, command lines and
-a toolchain stamp) recompiles only the units whose inputs changed.
+nothing runs, not even ninja.  Otherwise one ninja file per package compiles the translation
+units the library needs in parallel and links them; ninja's own dependency tracking (depfiles,
+command lines and a toolchain stamp) recompiles only the units whose inputs changed: an edited
+kernel body recompiles its kernel unit (about a second) and relinks.
 
-Units.  An aot unit is one op (about 2 s).  An ext unit pays about 40 s of MindSpore header
-cost (parsing, and code for the headers' own static objects and inline functions) whatever it
-holds, against about 1 s per op inside it, so the ext sources are grouped into a few
-"unity" units (``#include`` of several ``*_function.cc``): :data:`MIN_UNITS` of them, more
-when that would put over :data:`MAX_OPS_PER_UNIT` ops in one; ``ops_per_unit=1`` gives one
+Units.  A kernel or aot unit is one op.  A Function<T> unit pays about 9 s of MindSpore's
+``function.h`` whatever it holds, against well under a second per op, so those sources are
+grouped into "unity" units (``#include`` of several ``*_function.cc``) of at most
+:data:`MAX_OPS_PER_UNIT` ops; the bindings unit stays apart; ``ops_per_unit=1`` gives one
 unit per op.  The layout depends only on the sources, never on ``-j``: a library built with
 any job count is the one an import finds.
 Optionally (``pch=True``) the ext units share a precompiled ``opgen/ms.h``.
+A compiler launcher (``OPGEN_CXX_LAUNCHER``, or ``CXX="ccache g++"``) prefixes every command and
+is not part of the key.  User flags come from ``csrc/build.json`` (:func:`user_flags`).
 
 Safety.  Objects, the precompiled header and the linked library are written to a temporary
 name and renamed, so a killed build never leaves a truncated file under a real name; only a
@@ -59,8 +65,8 @@ LOCK_TIMEOUT_S = 900.0
 """Default wait for another build of the same package (``$OPGEN_LOCK_TIMEOUT`` overrides)."""
 MAX_OPS_PER_UNIT = 16
 """Upper bound on the ops one ext unit holds when grouping automatically."""
-MIN_UNITS = 2
-"""Ext units when grouping automatically, for up to 2 x :data:`MAX_OPS_PER_UNIT` sources (two cores' worth)."""
+MIN_UNITS = 1
+"""Function<T> units when grouping automatically (the bindings unit, always apart, compiles beside it)."""
 BUILD_FORMAT = "opgen-build-v2"
 """Changes whenever the build layout changes, so old objects and libraries are not reused."""
 KINDS = ("aot", "ext")
@@ -507,7 +513,9 @@ def ext_target(pkg_dir: Path, *, ops_per_unit: int | None = None, pch: bool = Fa
     ms_cflags, ms_ldflags = _ms_flags(allow_import)
     cflags = ms_cflags + (f"-I{csrc}", f"-DMS_EXTENSION_NAME={name}") + kernel_flags()[0]
     ldflags = ms_ldflags[:1] + _user_link_flags(pkg_dir) + ms_ldflags[1:] + kernel_flags()[1]
-    units = group_units("ext", sources, ops_per_unit)
+    # the bindings unit stays apart: it is recompiled only when an op's Python signature changes
+    units = group_units("ext", [s for s in sources if s.name != "bindings.cc"], ops_per_unit)
+    units += group_units("ext", [s for s in sources if s.name == "bindings.cc"], 1)
     kernels = kernel_target(pkg_dir)
     objects = tuple(u.obj for u in kernels.units)
     if (include_dir() / SUPPORT_SOURCE).is_file():

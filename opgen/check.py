@@ -458,7 +458,12 @@ def _number_note(value: object, typ: str) -> tuple[Note, ...]:
     """For a float attr whose default YAML 1.1 read as a string (``1e6``): how to write it."""
     from .schema import _number_note as note
 
-    return note(value, "number") if typ in ("float", "list[float]") else ()
+    if typ not in ("float", "list[float]"):
+        return ()
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        if note(item, "number"):
+            return note(item, "number")
+    return ()
 
 
 def _a(typ: str) -> str:

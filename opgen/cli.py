@@ -2,8 +2,10 @@
 
 Exit codes: 0 success; 1 spec errors or build errors; 2 usage errors (argparse's own);
 3 an internal fault of opgen (reported as such, with the op and file when known).
-Every subcommand takes ``-q/--quiet`` and ``-v/--verbose``; diagnostics are coloured only on a
-terminal, and never when ``NO_COLOR`` is set (https://no-color.org).
+Every subcommand takes ``-q/--quiet`` and ``-v/--verbose`` (repeatable, and together they
+cancel out: the verbosity is the number of -v minus the number of -q) and ``--color``;
+diagnostics are coloured on a terminal, never when ``NO_COLOR`` is set (https://no-color.org),
+always when ``FORCE_COLOR`` is (https://force-color.org); ``--color=always|never`` wins over both.
 """
 
 from __future__ import annotations
@@ -33,8 +35,18 @@ _LEVEL_COLORS = {"error": "1;31", "warning": "1;35", "note": "1;36"}
 _LEVEL = re.compile(r"(?<=: )(error|warning|note)(?=:)")
 
 
-def use_color(stream: object) -> bool:
-    """Whether to colour what goes to ``stream``: a terminal, ``NO_COLOR`` unset, ``TERM`` not dumb."""
+_color_mode = "auto"
+"""``--color`` of the running command: auto, always or never."""
+
+
+def use_color(stream: object, mode: str | None = None) -> bool:
+    """Whether to colour what goes to ``stream``: ``--color=always|never`` (``mode``) first, then
+    ``FORCE_COLOR`` (set and not ``0``: yes), then ``NO_COLOR`` or ``TERM=dumb`` (no), else a terminal."""
+    mode = mode or _color_mode
+    if mode in ("always", "never"):
+        return mode == "always"
+    if os.environ.get("FORCE_COLOR", "") not in ("", "0"):
+        return True
     if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False
     isatty = getattr(stream, "isatty", None)
@@ -179,16 +191,23 @@ def _build(pkg_dir: Path, args: argparse.Namespace, kinds: Sequence[str]) -> int
     return EXIT_OK
 
 
+def _not_generated(pkg_dir: Path, cfg: Config) -> bool:
+    """Say how to generate ``pkg_dir`` (a command that works as printed) when it has no csrc/."""
+    if (pkg_dir / "csrc").is_dir():
+        return False
+    if all(Path(s).exists() for s in cfg.specs):
+        hint = f"run '{_generate_command(cfg.specs, str(pkg_dir.parent), pkg_dir.name, cfg)}' first"
+    else:  # the specs are not where the defaults say: a template of the command
+        cmd = _generate_command(["SPECS"], str(pkg_dir.parent), pkg_dir.name, cfg)
+        hint = f"generate it first: {cmd} (SPECS: your spec files or directories; or set [tool.opgen] specs)"
+    print(f"opgen: {display_path(pkg_dir)} is not a generated package (no csrc/); {hint}", file=sys.stderr)
+    return True
+
+
 def _cmd_build(args: argparse.Namespace) -> int:
     cfg: Config = args.config
     pkg_dir = Path(args.package_dir or cfg.package_dir)
-    if not (pkg_dir / "csrc").is_dir():
-        if all(Path(s).exists() for s in cfg.specs):
-            hint = f"run '{_generate_command(cfg.specs, str(pkg_dir.parent), pkg_dir.name, cfg)}' first"
-        else:  # the specs are not where the defaults say: a template of the command
-            cmd = _generate_command(["SPECS"], str(pkg_dir.parent), pkg_dir.name, cfg)
-            hint = f"generate it first: {cmd} (SPECS: your spec files or directories; or set [tool.opgen] specs)"
-        print(f"opgen: {display_path(pkg_dir)} is not a generated package (no csrc/); {hint}", file=sys.stderr)
+    if _not_generated(pkg_dir, cfg):
         return EXIT_ERRORS
     kinds = ("aot", "ext") if args.only is None else (args.only,)
     return _build(pkg_dir, args, kinds)
@@ -200,9 +219,7 @@ def _cmd_wheel(args: argparse.Namespace) -> int:
 
     cfg: Config = args.config
     pkg_dir = Path(args.package_dir or cfg.package_dir)
-    if not (pkg_dir / "csrc").is_dir():
-        print(f"opgen: {display_path(pkg_dir)} is not a generated package (no csrc/); run 'opgen generate' first",
-              file=sys.stderr)
+    if _not_generated(pkg_dir, cfg):
         return EXIT_ERRORS
     if _need_run_extra("wheel", ("ninja", "mindspore")):
         return EXIT_ERRORS
@@ -378,6 +395,25 @@ def _cmd_docs(args: argparse.Namespace) -> int:
                            render_package(ops, args.package), args)
 
 
+def _cmd_clean(args: argparse.Namespace) -> int:
+    from .build import build_root
+    from .clean import clean, human
+
+    root = build_root(args.build_dir)
+    done = clean(root, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    if not args.quiet:
+        for folder, pkg in done.folders:
+            print(f"  {verb} {folder} (package {pkg} no longer exists)")
+        for lib in done.libraries:
+            print(f"  {verb} {lib}" + (" (an older build)" if args.verbose else ""))
+        for folder in done.busy:
+            print(f"  skipped {folder}: a build is running in it")
+        print(f"opgen: {verb} {len(done.folders)} build folder(s) and {len(done.libraries)} old "
+              f"librar{'y' if len(done.libraries) == 1 else 'ies'} in {root} ({human(done.freed)})")
+    return EXIT_OK
+
+
 def _cmd_test(args: argparse.Namespace) -> int:
     from .pipeline import load_ops
 
@@ -473,6 +509,7 @@ _EXAMPLES = {
   opgen build generated/opgen_ops      # compile its aot library and pybind11 extension (cached)
   opgen test my_op                     # forward, gradients and dtype checks on every path
   opgen docs ops/                      # write docs/ops/opgen_ops.md, the op reference
+  opgen clean                          # free the build cache of deleted packages and old libraries
 
 run 'opgen COMMAND --help' for the options of each command.""",
     "validate": """examples:
@@ -496,6 +533,9 @@ run 'opgen COMMAND --help' for the options of each command.""",
     "new": """examples:
   opgen new my_op                      # ops/my_op.yaml, kernel form (C++ forward/backward bodies)
   opgen new my_add --elementwise -o specs/""",
+    "clean": """examples:
+  opgen clean                          # ~/.cache/opgen: folders of deleted packages, superseded libraries
+  opgen clean --dry-run                # list what would go""",
     "docs": """examples:
   opgen docs                           # docs/ops/opgen_ops.md from ops/
   opgen docs specs/ -p my_ops -o docs/ops
@@ -523,9 +563,12 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"opgen {__version__}")
     # -q/-v on every subcommand (after the subcommand's name, like its other options)
     common = argparse.ArgumentParser(add_help=False)
-    loud = common.add_mutually_exclusive_group()
-    loud.add_argument("-q", "--quiet", action="store_true", help="print only errors (and results asked for)")
-    loud.add_argument("-v", "--verbose", action="store_true", help="print more: every file and step")
+    common.add_argument("-q", "--quiet", action="count", default=0,
+                        help="print only errors (and results asked for); each -q cancels a -v")
+    common.add_argument("-v", "--verbose", action="count", default=0, help="print more: every file and step")
+    common.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour diagnostics: auto (a terminal, unless NO_COLOR; always with FORCE_COLOR), "
+                        "always or never (default: auto)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, summary: str, description: str, codes: str = EXIT_CODES) -> argparse.ArgumentParser:
@@ -627,13 +670,43 @@ def make_parser() -> argparse.ArgumentParser:
                    help="write the spec reference (from the schema) instead of an op reference")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page differs")
     p.set_defaults(func=_cmd_docs)
+
+    p = add("clean", "free the build cache: folders of deleted packages, superseded libraries",
+            "Remove, under --build-dir (else $OPGEN_BUILD_DIR, else ~/.cache/opgen), the build folders of "
+            "generated packages that no longer exist and every published library but the newest of each kind. "
+            "A folder a running build holds is left alone.")
+    p.add_argument("--dry-run", action="store_true", help="remove nothing; list what would go")
+    p.add_argument("--build-dir", metavar="DIR",
+                   help="root of the build folders (default: $OPGEN_BUILD_DIR, else ~/.cache/opgen)")
+    p.set_defaults(func=_cmd_clean)
     return parser
+
+
+def _suggest_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """A usage error naming the nearest command when the first word is not one (``opgen generat``)."""
+    from .diagnostics import nearest
+
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first is None:
+        return
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    if first in sub.choices:
+        return
+    hint = nearest(first, sub.choices)
+    parser.error(f"unknown command '{first}'" + (f"; did you mean '{hint}'?" if hint else "")
+                 + f" (commands: {', '.join(sub.choices)})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``opgen`` console script; returns the exit code."""
+    global _color_mode
     parser = make_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _suggest_command(parser, argv)
     args = parser.parse_args(argv)
+    level = args.verbose - args.quiet  # -q -v together: they cancel out
+    args.quiet, args.verbose = level < 0, level > 0
+    _color_mode = args.color
     from .config import ConfigError, apply
 
     try:

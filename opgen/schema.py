@@ -143,18 +143,20 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-_YAML11_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE]\d+")
+_YAML11_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 
 def _number_note(value: Any, expected: str) -> tuple[Note, ...]:
-    """The note for ``1.0e6``, which YAML 1.1 (PyYAML) reads as a string: its exponent has no sign."""
+    """The note for ``1.0e6`` or ``1e-3``, which YAML 1.1 (PyYAML) reads as strings (no sign, no dot)."""
     if not (isinstance(value, str) and "number" in expected and _YAML11_EXPONENT.fullmatch(value.strip())):
         return ()
     mantissa, exponent = re.split("[eE]", value.strip())
     if "." not in mantissa:
         mantissa += ".0"
-    return (Note(f"'{value}' is a string to YAML 1.1, which reads an exponent only with its sign; "
-                 f"write {mantissa}e+{exponent}"),)
+    if exponent[0] not in "+-":
+        exponent = "+" + exponent
+    return (Note(f"'{value}' is a string to YAML 1.1, which reads a number with an exponent only with a '.' "
+                 f"and the exponent's sign; write {mantissa}e{exponent}"),)
 
 
 def _comma_split_note(node: Any, key: str) -> tuple[Note, ...]:

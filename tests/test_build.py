@@ -323,20 +323,19 @@ def test_precompiled_header_is_built_once_and_rebuilt_with_the_toolchain(
 
 
 def test_unit_grouping() -> None:
-    srcs = [Path(f"csrc/op{i:02d}_function.cc") for i in range(40)] + [Path("csrc/bindings.cc")]
+    srcs = [Path(f"csrc/op{i:02d}_function.cc") for i in range(40)]
     one_each = build.group_units("ext", srcs, 1)
-    assert len(one_each) == 41 and all(len(u.sources) == 1 and u.wrapper is None for u in one_each)
+    assert len(one_each) == 40 and all(len(u.sources) == 1 and u.wrapper is None for u in one_each)
     auto = build.group_units("ext", srcs, None)
     assert len(auto) == 3  # at most MAX_OPS_PER_UNIT each
-    assert sorted(len(u.sources) for u in auto) == [13, 14, 14]
+    assert sorted(len(u.sources) for u in auto) == [13, 13, 14]
     assert [s for u in auto for s in u.sources] == sorted(srcs, key=lambda p: p.name)
-    assert auto[0].obj == "ext/bindings--op11.o" and auto[0].wrapper == "ext/bindings--op11.cc"
-    assert auto[0].label == "bindings ... op11 (13 units) (Function<T>)"
-    assert [len(u.sources) for u in build.group_units("ext", srcs[:3] + srcs[-1:], None)] == [2, 2]
-    assert len(build.group_units("ext", srcs[:25], None)) == 2
-    assert len(build.group_units("ext", srcs[:1], None)) == 1
-    assert len(build.group_units("ext", srcs, 8)) == 6
-    assert len(build.group_units("aot", srcs, None)) == 41  # aot units stay one per op
+    assert auto[0].obj == "ext/op00--op12.o" and auto[0].wrapper == "ext/op00--op12.cc"
+    assert auto[0].label == "op00 ... op12 (13 units) (Function<T>)"
+    assert len(build.group_units("ext", srcs[:16], None)) == 1
+    assert len(build.group_units("ext", srcs[:17], None)) == 2
+    assert len(build.group_units("ext", srcs, 8)) == 5
+    assert len(build.group_units("aot", srcs, None)) == 40  # aot and kernel units stay one per op
     # the layout does not depend on how many jobs compile it
     monkey = pytest.MonkeyPatch()
     try:

@@ -12,7 +12,7 @@ from opgen import cli
 from opgen.cli import main, make_parser
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = ["validate", "generate", "build", "wheel", "test", "new", "docs"]
+COMMANDS = ["validate", "generate", "build", "wheel", "test", "new", "docs", "clean"]
 
 
 def _help(argv: list[str], capsys) -> str:  # type: ignore[no-untyped-def]
@@ -38,11 +38,43 @@ def test_subcommand_help_has_examples_exit_codes_and_verbosity(command: str, cap
     assert "-q, --quiet" in out and "-v, --verbose" in out
 
 
-def test_quiet_and_verbose_exclude_each_other(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_quiet_and_verbose_together_cancel_out(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["validate", "-q", "-v", str(ROOT / "ops" / "mul.yaml")]) == 0
+    assert capsys.readouterr().out == "opgen: 1 op(s) valid: mul\n"  # neither quiet nor verbose
+    assert main(["validate", "-q", "-v", "-q", str(ROOT / "ops" / "mul.yaml")]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(["validate", "-vv", "-q", str(ROOT / "ops" / "mul.yaml")]) == 0
+    assert "op 'mul' ok" in capsys.readouterr().out
+
+
+def test_a_mistyped_command_gets_a_suggestion(capsys) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(SystemExit) as exc:
-        main(["validate", "-q", "-v", str(ROOT / "ops")])
+        main(["generat", "ops/"])
     assert exc.value.code == 2
-    assert "not allowed with argument" in capsys.readouterr().err
+    assert "opgen: error: unknown command 'generat'; did you mean 'generate'?" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["-q"])  # no command at all: argparse's own message
+    assert "the following arguments are required: COMMAND" in capsys.readouterr().err
+
+
+def test_force_color_and_the_color_option(monkeypatch, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert cli.use_color(io.StringIO())  # FORCE_COLOR wins over NO_COLOR and a pipe
+    monkeypatch.setenv("FORCE_COLOR", "0")
+    assert not cli.use_color(_Tty())
+    monkeypatch.delenv("NO_COLOR")
+    monkeypatch.delenv("FORCE_COLOR")
+    assert cli.use_color(_Tty()) and not cli.use_color(_Tty(), "never") and cli.use_color(io.StringIO(), "always")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: Bad\n")
+    assert main(["validate", str(bad), "--color=always"]) == 1
+    assert "\033[1;31merror\033[0m" in capsys.readouterr().err
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert main(["validate", str(bad), "--color", "never"]) == 1
+    assert "\033[" not in capsys.readouterr().err
+    assert main(["validate", str(bad)]) == 1
+    assert "\033[1;31merror" in capsys.readouterr().err
 
 
 def test_verbose_lists_every_spec(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -44,7 +44,7 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
     ("typo_top_key", [("dtype_format:", "dtype_fromat:")],
      "s.yaml:1:1: error: op 'twice': spec is missing required key 'dtype_format'\n"
      "s.yaml:9:1: error: op 'twice': unknown key 'dtype_fromat' in spec; expected one of: $schema, name, doc, "
-     "targets, inputs, outputs, attrs, type_vars, dtype_format, elementwise, kernel, reference, test\n"
+     "targets, inputs, outputs, attrs, type_vars, dtype_format, elementwise, kernel, reference, build, test\n"
      "s.yaml:9:1: note: did you mean 'dtype_format'?"),
     ("comma_split_flow_value", [("doc: any tensor}", "doc: any tensor, any shape.}")],
      "s.yaml:4:32: error: op 'twice': unknown key 'any shape.' in inputs[0]; expected one of: name, doc, kind, "
@@ -54,10 +54,19 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
      "doc: \"any tensor, any shape.\""),
     ("exponent_without_sign", [("range: [0, 10]", "range: [0, 1e6]")],
      "s.yaml:8:69: error: op 'twice': attrs[0].range[1] must be a number, got string\n"
-     "s.yaml:8:69: note: '1e6' is a string to YAML 1.1, which reads an exponent only with its sign; write 1.0e+6"),
+     "s.yaml:8:69: note: '1e6' is a string to YAML 1.1, which reads a number with an exponent only with a '.' "
+     "and the exponent's sign; write 1.0e+6"),
     ("default_exponent_without_sign", [("default: 1.0, range: [0, 10]", "default: 2.5e3")],
      "s.yaml:8:53: error: op 'twice': attr 'alpha': default '2.5e3' is not a float\n"
-     "s.yaml:8:53: note: '2.5e3' is a string to YAML 1.1, which reads an exponent only with its sign; write 2.5e+3"),
+     "s.yaml:8:53: note: '2.5e3' is a string to YAML 1.1, which reads a number with an exponent only with a '.' "
+     "and the exponent's sign; write 2.5e+3"),
+    ("list_default_exponent_without_sign", [("type: float, doc: scale, default: 1.0, range: [0, 10]",
+                                             "type: 'list[float]', doc: scale, default: [1.5, 1e-3]"),
+                                            ("2 * x * alpha", "2 * x"), ("2 * dout * alpha", "2 * dout")],
+     "s.yaml:8:61: error: op 'twice': attr 'alpha': default [1.5, '1e-3'] is not a list[float]: item 1 is '1e-3', "
+     "not a float\n"
+     "s.yaml:8:61: note: '1e-3' is a string to YAML 1.1, which reads a number with an exponent only with a '.' "
+     "and the exponent's sign; write 1.0e-3"),
     ("row_of_type_vars_too_long",
      [("    - [F32_Default, F32_Default]\n", "    - [T, T, T]\ntype_vars:\n  T: [float32, float64]\n")],
      "s.yaml:11:7: error: op 'twice': dtype_format row has 3 column(s); expected 2, one per input then per output: "

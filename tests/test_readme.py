@@ -41,12 +41,12 @@ def _commands(block: str) -> list[list[str]]:
     return out
 
 
-def _env() -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1")
+def _env(path: Path = ROOT) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(path), NO_COLOR="1")
 
 
-def _opgen(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "opgen", *argv[1:]], cwd=cwd, env=_env(), text=True,
+def _opgen(argv: list[str], cwd: Path, path: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "opgen", *argv[1:]], cwd=cwd, env=_env(path), text=True,
                           capture_output=True, timeout=900)
 
 
@@ -58,16 +58,30 @@ def test_quick_start_as_written() -> None:
     tmp_path = build_root() / "readme-quickstart"
     shutil.rmtree(tmp_path, ignore_errors=True)
     tmp_path.mkdir(parents=True)
+    # opgen as a user gets it: installed from its wheel (no checkout on the path); MindSpore from
+    # this environment
+    site = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                        "--target", str(site), str(ROOT)], text=True, capture_output=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    work = tmp_path / "work"
+    work.mkdir()
     commands = _commands(_block("shell"))
     assert [c[1] for c in commands] == ["new", "validate", "generate", "build", "test"]
     for argv in commands:
-        r = _opgen(argv, tmp_path)
+        r = _opgen(argv, work, site)
         assert r.returncode == 0, f"{' '.join(argv)} -> {r.returncode}\n{r.stdout}\n{r.stderr[-4000:]}"
-    assert (tmp_path / "ops" / "my_op.yaml").is_file()
+        if argv[1] == "new":  # the skeleton's $schema line points at a file that exists
+            assert "$schema=../schemas/op.schema.json" in (work / "ops" / "my_op.yaml").read_text()
+            assert (work / "schemas" / "op.schema.json").is_file()
+    assert (work / "ops" / "my_op.yaml").is_file()
+    r = subprocess.run([sys.executable, "-c", "import opgen; print(opgen.__file__)"], cwd=work, env=_env(site),
+                       text=True, capture_output=True)
+    assert r.stdout.startswith(str(site)), r.stdout + r.stderr
 
     script = _block("python")
-    (tmp_path / "quickstart.py").write_text(script)
-    r = subprocess.run([sys.executable, "quickstart.py"], cwd=tmp_path, env=_env(), text=True,
+    (work / "quickstart.py").write_text(script)
+    r = subprocess.run([sys.executable, "quickstart.py"], cwd=work, env=_env(site), text=True,
                        capture_output=True, timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
     expected = [line.split("# ", 1)[1].strip() for line in script.splitlines()
