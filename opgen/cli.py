@@ -561,12 +561,14 @@ def make_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     parser.add_argument("--version", action="version", version=f"opgen {__version__}")
+    parser.add_argument("--color", choices=("auto", "always", "never"), dest="top_color",
+                        help="colour diagnostics: auto, always or never (also after the command)")
     # -q/-v on every subcommand (after the subcommand's name, like its other options)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="count", default=0,
                         help="print only errors (and results asked for); each -q cancels a -v")
     common.add_argument("-v", "--verbose", action="count", default=0, help="print more: every file and step")
-    common.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+    common.add_argument("--color", choices=("auto", "always", "never"),
                         help="colour diagnostics: auto (a terminal, unless NO_COLOR; always with FORCE_COLOR), "
                         "always or never (default: auto)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -686,7 +688,8 @@ def _suggest_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """A usage error naming the nearest command when the first word is not one (``opgen generat``)."""
     from .diagnostics import nearest
 
-    first = next((a for a in argv if not a.startswith("-")), None)
+    words = [a for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] != "--color")]
+    first = next(iter(words), None)
     if first is None:
         return
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -706,7 +709,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     level = args.verbose - args.quiet  # -q -v together: they cancel out
     args.quiet, args.verbose = level < 0, level > 0
-    _color_mode = args.color
+    _color_mode = args.color or args.top_color or "auto"
     from .config import ConfigError, apply
 
     try:

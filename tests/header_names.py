@@ -109,6 +109,9 @@ def _drop_angles(text: str) -> str:
     return text
 
 
+_KEYWORDS = frozenset({"true", "false", "nullptr", "this", "return", "const", "constexpr", "static", "inline",
+                       "public", "private", "protected", "default", "delete", "noexcept", "void", "auto"})
+
 _SKIP_HEAD = re.compile(r"^\s*(static_assert|friend|typedef\s+struct)\b")
 
 
@@ -193,7 +196,7 @@ def _scan(path: Path, names: dict[str, Name]) -> None:
                 return
         pos += len(head) - len(head.lstrip())
         for nm in _declared(head, scope[1] if scope[0] == "class" else None):
-            if re.fullmatch(r"[A-Za-z]\w*", nm) and public_scope():
+            if re.fullmatch(r"[A-Za-z]\w*", nm) and nm not in _KEYWORDS and public_scope():
                 names.setdefault(qualified(nm), Name(qualified(nm), path.name, code.count("\n", 0, pos) + 1))
 
     n = len(code)

@@ -75,6 +75,8 @@ def test_force_color_and_the_color_option(monkeypatch, tmp_path, capsys) -> None
     assert "\033[" not in capsys.readouterr().err
     assert main(["validate", str(bad)]) == 1
     assert "\033[1;31merror" in capsys.readouterr().err
+    assert main(["--color", "never", "validate", str(bad)]) == 1  # before the command too
+    assert "\033[" not in capsys.readouterr().err
 
 
 def test_verbose_lists_every_spec(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
