@@ -1,7 +1,7 @@
 // The machine's limits, measured here: memory bandwidth (STREAM-style copy and triad over arrays
 // far larger than the last-level cache, one thread and all threads), peak float32 FLOP/s of the
 // cores (independent FMA chains in AVX2 registers, one thread and all threads) and OpenBLAS
-// sgemm called from C (the speed the matmul op can at best reach). bench/bench_kernels.py
+// sgemm called from C on all threads and on one (the speed the matmul op can at best reach). bench/bench_kernels.py
 // compiles and runs it; it prints one "name value unit" line per figure.
 //
 //   g++ -O3 -std=c++17 -mavx2 -mfma -pthread machine_limits.cc -o machine_limits [-DOPGEN_BLAS ...]
@@ -18,6 +18,7 @@
 #if defined(OPGEN_BLAS)
 extern "C" void scipy_cblas_sgemm(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
                                   float *, int);
+extern "C" void scipy_openblas_set_num_threads(int);
 #endif
 
 using Clock = std::chrono::steady_clock;
@@ -80,14 +81,15 @@ int main() {
     std::printf("peak_fp32_%dt %.1f GFLOP/s\n", th, 2.0 * 8 * 10 * iters * th / t / 1e9);
   }
 #if defined(OPGEN_BLAS)
+  for (int th : {threads, 1})
   for (int s : {512, 1024}) {
+    scipy_openblas_set_num_threads(th);
     std::vector<float> x(size_t(s) * s, 0.5f), y(size_t(s) * s, 0.25f), z(size_t(s) * s);
     scipy_cblas_sgemm(101, 111, 111, s, s, s, 1.f, x.data(), s, y.data(), s, 0.f, z.data(), s);  // warm
     const double t = best_of(s == 512 ? 10 : 4, [&] {
       scipy_cblas_sgemm(101, 111, 111, s, s, s, 1.f, x.data(), s, y.data(), s, 0.f, z.data(), s);
     });
-    std::printf("sgemm_from_c_%d %.1f GFLOP/s\n", s, 2.0 * s * s * s / t / 1e9);
-    std::printf("sgemm_from_c_%d_ms %.3f ms\n", s, t * 1e3);
+    std::printf("sgemm_from_c_%d_%dt %.1f GFLOP/s\n", s, th, 2.0 * s * s * s / t / 1e9);
   }
 #endif
   return 0;

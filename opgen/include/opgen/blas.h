@@ -6,9 +6,11 @@
 //                                                     op(a) (M, K), op(b) (K, N)
 //   opgen::gemm(..., alpha, a, lda, b, ldb, beta, c, ldc)   the full BLAS form
 //
-// OpenBLAS runs on its own threads (as many as CPUs); a call from inside an opgen parallel loop
-// is fine (OpenBLAS then works on the calling thread's share only if it detects nesting, else
-// on its own pool).
+// Threads: OpenBLAS is set to one thread, and gemm splits the rows of c into blocks that opgen's
+// pool runs (opgen/parallel.h), each one a single-threaded BLAS call. OpenBLAS's own threads
+// hand work off by waiting for each other: with the second core busy (another process), a
+// 512^3 sgemm took 40-67 ms on 2 threads against 1.8 ms on one (docs/performance.md); the pool's
+// caller works too and takes every block a late worker has not claimed.
 //
 // Shipped with opgen (not generated). Framework-free: used by the aot and Function<T> paths.
 #ifndef OPGEN_BLAS_H_
@@ -31,6 +33,7 @@ void scipy_cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k,
                        int lda, const float *b, int ldb, float beta, float *c, int ldc);
 void scipy_cblas_dgemm(int order, int trans_a, int trans_b, int m, int n, int k, double alpha, const double *a,
                        int lda, const double *b, int ldb, double beta, double *c, int ldc);
+void scipy_openblas_set_num_threads(int num_threads);
 }
 #endif
 
@@ -95,13 +98,22 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, compute_t
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     if (fits) {
       constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;  // CBLAS_ORDER, CBLAS_TRANSPOSE
+      static const bool one_thread = (scipy_openblas_set_num_threads(1), true);
+      (void)one_thread;
       const int ta = trans_a ? kTrans : kNoTrans, tb = trans_b ? kTrans : kNoTrans;
       const auto i = [](int64_t v) { return static_cast<int>(v); };
-      if constexpr (std::is_same_v<T, float>) {
-        scipy_cblas_sgemm(kRowMajor, ta, tb, i(M), i(N), i(K), alpha, a, i(lda), b, i(ldb), beta, c, i(ldc));
-      } else {
-        scipy_cblas_dgemm(kRowMajor, ta, tb, i(M), i(N), i(K), alpha, a, i(lda), b, i(ldb), beta, c, i(ldc));
-      }
+      // Blocks of rows worth ~4M multiply-adds each (at least 16 rows): small products run whole.
+      const int64_t grain = std::max<int64_t>(16, (int64_t{1} << 22) / std::max<int64_t>(1, N * K));
+      parallel_for(M, grain, [&](int64_t m0, int64_t m1) {
+        const T *ab = trans_a ? a + m0 : a + m0 * lda;  // rows m0.. of op(a)
+        if constexpr (std::is_same_v<T, float>) {
+          scipy_cblas_sgemm(kRowMajor, ta, tb, i(m1 - m0), i(N), i(K), alpha, ab, i(lda), b, i(ldb), beta,
+                            c + m0 * ldc, i(ldc));
+        } else {
+          scipy_cblas_dgemm(kRowMajor, ta, tb, i(m1 - m0), i(N), i(K), alpha, ab, i(lda), b, i(ldb), beta,
+                            c + m0 * ldc, i(ldc));
+        }
+      });
       return;
     }
   }

@@ -9,6 +9,7 @@
 //    parallel;
 //  - inner > 1 (reduce a leading or middle axis): n passes over rows of `inner` accumulators,
 //    the loop over the accumulators vectorised, blocks of columns in parallel.
+// Both run their loops in the AVX2+FMA copy on CPUs that have it (detail::dispatch_isa).
 // Float sums accumulate in double (a float row sum is summed in float by blocks of
 // kSumBlock, the block sums in double): a sum over millions of floats keeps its digits.
 // Axes that do not form one run (axes 0 and 2 of a 3-d input) fall back to a serial loop.
@@ -111,19 +112,22 @@ template <typename F>
 void for_columns(const AxisSplit &s, F &&f) {
   const int64_t grain = std::max<int64_t>(16, kParallelGrain / std::max<int64_t>(1, s.n));
   parallel_for(s.outer * s.inner, grain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e;) {
-      const int64_t o = i / s.inner, j0 = i % s.inner;
-      const int64_t j1 = std::min(s.inner, j0 + (e - i));
-      f(o, j0, j1);
-      i += j1 - j0;
-    }
+    dispatch_isa([&] {
+      for (int64_t i = b; i < e;) {
+        const int64_t o = i / s.inner, j0 = i % s.inner;
+        const int64_t j1 = std::min(s.inner, j0 + (e - i));
+        f(o, j0, j1);
+        i += j1 - j0;
+      }
+    });
   });
 }
 
 /// Calls f(r0, r1) for ranges of rows of n elements, in parallel.
 template <typename F>
 void for_rows(int64_t rows, int64_t n, F &&f) {
-  parallel_for(rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, n)), std::forward<F>(f));
+  parallel_for(rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, n)),
+               [&](int64_t r0, int64_t r1) { dispatch_isa([&] { f(r0, r1); }); });
 }
 }  // namespace detail
 
