@@ -271,6 +271,7 @@ def attr_key(attrs: Sequence[Attr]) -> str:
              for a in attrs]
     return ", ".join(parts) + ("," if len(parts) == 1 and attrs[0].type.startswith("list[") else "")
 
+
 def attr_same(op: str, attrs: Sequence[Attr]) -> str:
     """Python condition that a call's attr values are the very objects of the last checked call
     (``alpha is _LEAKY_RELU_LAST[0]``): a few nanoseconds, the Function path's per-call check.
@@ -278,6 +279,21 @@ def attr_same(op: str, attrs: Sequence[Attr]) -> str:
     if not attrs or any(a.type.startswith("list[") for a in attrs):
         return ""
     return " and ".join(f"{a.name} is _{op.upper()}_LAST[{i}]" for i, a in enumerate(attrs))
+
+
+def can_fail(op: Op) -> bool:
+    """Whether the op's kernel may raise an error the Python wrapper cannot check before launch
+    (data-dependent: an index out of range, an integer division by zero), so that its Custom
+    path launches blocking in PyNative and the error reaches the call that caused it: a C++
+    body that throws, or an elementwise ``/`` over an integer row."""
+    if op.kernel is not None:
+        bodies = [op.kernel.forward, op.kernel.backward, *(b for _, b in op.kernel.backward_per_input)]
+        return any(b is not None and "throw" in b.text for b in bodies)
+    if op.elementwise is None:  # pragma: no cover - a spec has one body
+        return False
+    exprs = [op.elementwise.forward, *(e for _, e, _ in op.elementwise.grads)]
+    integer_rows = any(not r.dtype(i).is_float for r in op.rows for i in range(len(r.columns)))
+    return integer_rows and any("/" in e.text for e in exprs)
 
 
 def _kernel_signatures(inputs: Sequence[Input], outputs: Sequence[Output], diff: Sequence[str],
@@ -536,6 +552,9 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
             for b in bw_blocks
         ],
         "has_backward": op.has_backward,
+        "can_fail": can_fail(op),
+        # a gradient reaches the inputs: some output is differentiable and the spec defines one
+        "grad_flows": op.has_backward and any(o.differentiable for o in op.outputs),
         "saved": [{"name": s.name, "slot": s.slot, "condition": s.condition,
                    "dynamic": s.name == dynamic} for s in saved],
         "saved_names": sorted(saved_names),

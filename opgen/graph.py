@@ -12,6 +12,104 @@ from typing import Any
 
 from mindspore import Tensor, ops
 from mindspore.common import dtype as mstype
+from mindspore.common.api import _pynative_executor
+
+
+def _marker() -> int:
+    return 0
+
+
+@ops.constexpr(check=False)  # type: ignore[untyped-decorator]
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
+def in_graph() -> bool:
+    """True while MindSpore compiles a graph (a GRAPH_MODE Cell, ``ms.jit``), False when the
+    caller runs as plain Python (PyNative).  A constexpr sees a function object as None only at
+    graph compile time (MindSpore's own ``_run_in_jit`` idiom); about 1 us per call in PyNative."""
+    return bool(_is_none(_marker))
+
+
+def pynative_only(op: str, package: str) -> None:
+    """Refuse to compile the Function<T> path of ``op`` into a graph.
+
+    Inside a GRAPH_MODE Cell or ``ms.jit`` MindSpore runs the pybind11 call through PyExecute:
+    the forward is right but every gradient through it is silently zero (MindSpore only logs a
+    WARNING).  Raises RuntimeError at graph compile time instead, pointing to the Custom path
+    (``<package>.<op>``), which compiles into graphs with its bprop."""
+    if in_graph():
+        raise RuntimeError(f"{op}(): the Function<T> path ({package}.function) runs only in PyNative; inside a "
+                           f"GRAPH_MODE Cell or ms.jit its gradients would be zero. Call {package}.{op} (the "
+                           "Custom path) there")
+
+
+def launch_blocking(op: str, out: Any) -> Any:
+    """``out`` once the kernels launched so far have run (PyNative), so that a kernel error of
+    ``op`` (an index out of range...) is raised by the call that caused it, as ``ValueError`` with
+    the kernel's own message, like the Function<T> path; not at some later, unrelated call.
+    In a graph it returns ``out`` as is: MindSpore raises the error from the graph run, with the
+    kernel's message in it."""
+    if in_graph():
+        return out
+    _sync()
+    return out
+
+
+def _sync() -> None:
+    """Wait for the kernels launched so far (PyNative); a kernel error becomes ValueError(its
+    message).  Not graph-mode safe (``try``): only called where :func:`in_graph` is False."""
+    try:
+        _pynative_executor.sync()
+    except RuntimeError as exc:
+        message = kernel_message(str(exc))
+        if message is None:
+            raise
+        raise ValueError(message) from None
+
+
+_KERNEL_MESSAGE = "Error message is "
+
+
+def kernel_message(text: str) -> str | None:
+    """The ``<op>(): <message>`` an aot kernel threw, from MindSpore's RuntimeError text
+    ("For 'Custom' on CPU, operator failed when executing user defined file ...! Error message
+    is <op>(): <message>" followed by MindSpore's C++ stack), or None."""
+    start = text.find(_KERNEL_MESSAGE)
+    if start < 0:
+        return None
+    return text[start + len(_KERNEL_MESSAGE):].split("\n", 1)[0].strip() or None
+
+
+def tensor_input(op: str, name: str, value: Any) -> Any:
+    """Raise TypeError naming ``op`` unless ``value`` is a Tensor (or a Parameter).
+
+    Called first by every generated op function, on both paths and in every mode: MindSpore
+    itself would abort the process on a numpy array in a GRAPH_MODE Cell, and give messages
+    that do not name the op for a Python number, None or a list.  Graph-mode safe (``isinstance``
+    and ``raise`` with an f-string compile in GRAPH_MODE).  Returns ``value``: the caller uses
+    what this returns, so that in a graph the check comes before anything computed from it."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{op}(): input '{name}' must be a Tensor, got {type(value).__name__}")
+    return value
+
+
+def tensor_list_input(op: str, name: str, value: Any) -> Any:
+    """Raise TypeError naming ``op`` unless ``value`` is a non-empty list or tuple of Tensors
+    (ValueError when empty).  Graph-mode safe (the loop is over the items, not indices: an
+    indexed loop is folded away in GRAPH_MODE)."""
+    if isinstance(value, Tensor):  # tested first and alone: GRAPH_MODE lets a Tensor through the test below
+        raise TypeError(f"{op}(): input '{name}' must be a list of Tensors, got {type(value).__name__}")
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{op}(): input '{name}' must be a list of Tensors, got {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{op}(): input '{name}' is an empty list; it takes at least one Tensor")
+    i = 0
+    for item in value:
+        if not isinstance(item, Tensor):
+            raise TypeError(f"{op}(): item {i} of input '{name}' must be a Tensor, got {type(item).__name__}")
+        i = i + 1
+    return value
 
 
 def scatter_grads(flat: Sequence[Any], grads: Sequence[Any], pick: Sequence[int]) -> tuple[Any, ...]:
@@ -24,6 +122,17 @@ def scatter_grads(flat: Sequence[Any], grads: Sequence[Any], pick: Sequence[int]
         else:
             out = out + (ops.zeros_like(flat[i]),)
     return out
+
+
+def zero_grads(flat: Sequence[Any], out: Any, dout: Any) -> tuple[Any, ...]:
+    """The bprop of an op with nothing differentiable (no differentiable output, or input): a
+    zero gradient per flattened input.  Without a bprop MindSpore rejects any network that
+    takes a gradient through the op ("Illegal primitive Custom's bprop not defined"), while the
+    right answer is that the op contributes nothing.  Graph-mode safe."""
+    res: tuple[Any, ...] = ()
+    for t in flat:
+        res = res + (ops.zeros_like(t),)
+    return res
 
 
 def output_grads(outs: Sequence[Any], douts: Sequence[Any], differentiable: Sequence[bool]) -> tuple[Any, ...]:
@@ -44,7 +153,7 @@ def output_grads(outs: Sequence[Any], douts: Sequence[Any], differentiable: Sequ
     return res
 
 
-def bprop_for(n: int, impl: Any) -> Any:
+def bprop_for(n: int, impl: Any, op: str = "") -> Any:
     """A bprop with ``n`` explicit input parameters (+ ``out``, ``dout``) calling
     ``impl(inputs_tuple, out, dout)``.
 
@@ -55,7 +164,7 @@ def bprop_for(n: int, impl: Any) -> Any:
         ValueError: for more than 16 flattened tensor inputs.
     """
     if not 1 <= n <= len(_BPROPS):
-        raise ValueError(f"the Custom path takes 1 to {len(_BPROPS)} tensors per call, got {n}")
+        raise ValueError(f"{op}(): the Custom path takes 1 to {len(_BPROPS)} tensors per call, got {n}")
     return _BPROPS[n - 1](impl)
 
 

@@ -8,6 +8,7 @@ shape and attr helpers below so the rules they implement live in one place.
 from __future__ import annotations
 
 import importlib.util
+import math
 import numbers
 import os
 import sys
@@ -355,7 +356,16 @@ def _scalar(op: str, name: str, typ: str, value: Any, full: str) -> Any:
     if not ok:
         article = "an" if full[0] in "aeiou" else "a"
         raise TypeError(f"{op}(): attr '{name}' must be {article} {full}, got {type(value).__name__} {value!r}")
-    return _PY[typ](value)
+    plain = _PY[typ](value)
+    if typ == "int" and not -(2**63) <= plain < 2**63:
+        raise ValueError(f"{op}(): attr '{name}' = {value!r} does not fit an int attr (int64: -2**63 to 2**63-1)")
+    if typ == "float" and _FLOAT32_MAX < abs(plain) < math.inf:
+        raise ValueError(f"{op}(): attr '{name}' = {value!r} does not fit a float attr (float32: at most "
+                         "3.4028235e+38 in magnitude, or inf)")
+    return plain
+
+
+_FLOAT32_MAX = 3.4028234663852886e38
 
 
 # ----------------------------------------------------------------------------- Custom (aot) path

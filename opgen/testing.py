@@ -1081,7 +1081,10 @@ def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], setti
                 rng: np.random.Generator, tally: _Tally) -> None:
     main, others = _grad_rows(op)
     runner = _Runner(pkg, op, path, attrs)
-    if main is None or not runner.diff_in or not runner.diff_out:
+    if not runner.diff_in or not runner.diff_out:
+        _check_no_grad(op, runner, attrs, settings, rng, tally)
+        return
+    if main is None:
         raise NotApplicable("no differentiable input and output with a float row")
     fd_runner = runner if path != "custom-graph" else _Runner(pkg, op, "custom-pynative", attrs)
     n_in = len(op.inputs)
@@ -1131,6 +1134,38 @@ def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], setti
                     tally.fail(f"d{op.inputs[i].name}: dtype {got_r[j].dtype}, expected {row[i]}")
                 tally.compare(f"d{op.inputs[i].name} ({row[i]}) vs {main[i]}", got_r[j], got[j],
                               tolerance(row[i]).grad)
+
+
+def _check_no_grad(op: Op, runner: _Runner, attrs: Mapping[str, Any], settings: OpTestSettings,
+                   rng: np.random.Generator, tally: _Tally) -> None:
+    """An op no gradient flows through (no differentiable output or input): ``ms.grad`` through
+    it must work and give zeros for its float inputs, on every path (the Custom path once had no
+    bprop for it, then passed its output gradient on)."""
+    n_in = len(op.inputs)
+    row = next((r for r in _row_dtypes(op) if any(np.dtype(d).kind == "f" for d in r)), None)
+    if row is None:
+        raise NotApplicable("no float input or output")
+    float_in = [i for i in range(n_in) if np.dtype(row[i]).kind == "f"]
+    runner.diff_out = tuple(k for k in range(len(op.outputs)) if np.dtype(row[n_in + k]).kind == "f")
+    if not float_in or not runner.diff_out:
+        raise NotApplicable("no float input and output")
+    for case in shape_cases(op, attrs, rng, settings):
+        positions = tuple(j for j, i in enumerate(case.slots) if i in float_in)
+        if not positions:
+            continue
+        tally.context = f"{case.describe()}{_attrs_text(attrs)} (no gradient flows through the op)"
+        arrays = [a.astype(row[i]) for a, i in zip(_draw(rng, op, case, list(row[:n_in]), settings), case.slots)]
+        weights = [rng.uniform(-1, 1, case.out_shapes[k]).astype(row[n_in + k]) for k in runner.diff_out]
+        try:
+            got = runner.grads(arrays, weights, case.layout, positions)
+        except Exception as exc:
+            tally.comparisons += 1
+            tally.fail(f"ms.grad raised {_first_line(exc)}")
+            continue
+        for j, slot in enumerate(positions):
+            i = case.slots[slot]
+            tally.compare(f"d{op.inputs[i].name}, expected zeros", got[j], np.zeros(arrays[slot].shape),
+                          tolerance(row[i]).grad)
 
 
 _REJECT_CANDIDATES = ("float16", "int8", "uint8", "int16", "int32", "int64", "float32", "float64", "bool")

@@ -46,6 +46,39 @@ elementwise:
 """
 
 
+NO_GRAD_SPECS = {
+    # a mul whose output is not differentiable, and a square through which nothing is
+    "mul_nd.yaml": """\
+name: mul_nd
+doc: x * y; no gradient flows back through it.
+inputs:
+  - {name: x, doc: first factor}
+  - {name: y, doc: second factor}
+outputs:
+  - {name: out, doc: x * y, shape: "broadcast(x, y)", dtype: x, differentiable: false}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default, F32_Default]
+elementwise:
+  forward: x * y
+  grad: {x: dout * y, y: dout * x}
+""",
+    "sq_nd.yaml": """\
+name: sq_nd
+doc: x * x, nothing differentiable.
+inputs:
+  - {name: x, doc: any tensor, differentiable: false}
+outputs:
+  - {name: out, doc: x squared, shape: x, dtype: x}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default]
+elementwise:
+  forward: x * x
+""",
+}
+
+
 @dataclass(frozen=True)
 class Case:
     """``expect`` is ``"answer"`` or ``(exception type name, substrings of its message)``."""
@@ -82,6 +115,34 @@ def _eq(got: Any, want: Any) -> None:
     assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
     assert got.dtype == want.dtype, f"dtype {got.dtype} != {want.dtype}"
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def _graph_cell(op: Any, form: str, other: Any = None) -> Any:
+    """A GRAPH_MODE Cell calling ``op`` on its Tensor argument ``t`` as ``form`` says, with
+    ``other`` (a closure constant: a numpy array, a float, None...) where the form puts it."""
+    import mindspore
+
+    mindspore.set_context(mode=mindspore.GRAPH_MODE)
+
+    class Net(mindspore.nn.Cell):
+        def __init__(self) -> None:
+            super().__init__()
+            self.op = op
+
+        def construct(self, t):  # type: ignore[no-untyped-def]
+            if form == "pair":
+                return self.op(t, other)
+            if form == "list":
+                return self.op([t, other])
+            if form == "gather":
+                return self.op(t, other, 1)
+            if form == "nd_pair":  # through a no-gradient op plus a product, for grads
+                return self.op(t, t * 2) + t * 3
+            if form == "nd_one":
+                return self.op(t) + t * 3
+            return self.op(t)
+
+    return Net()
 
 
 def _grad(fn: Any, *xs: Any) -> Any:
@@ -198,6 +259,84 @@ def _cases() -> list[Case]:
     add("scaled_alpha_int", lambda P: _eq(P.scaled(_t(x23), 0, alpha=2), x23 * 2), "answer")
     add("scaled_numpy_scalars", lambda P: _eq(P.scaled(_t(x23), np.int64(1), alpha=np.float32(0.5),
                                                        flip=np.bool_(True)), -(x23 * 0.5 + 1)), "answer")
+
+    # --- issue 16: non-Tensor inputs, int attrs beyond int64, kernel errors, graphs -------------
+    a23 = _f32(2, 3)
+    not_tensor = ("TypeError", ["mul()", "input 'y' must be a Tensor"])
+    add("mul_numpy_input", lambda P: P.mul(_t(a23), a23), ("TypeError", ["mul()", "must be a Tensor, got ndarray"]))
+    add("mul_float_input", lambda P: P.mul(_t(a23), 2.0), ("TypeError", ["mul()", "must be a Tensor, got float"]))
+    add("mul_list_input", lambda P: P.mul(_t(a23), [1.0, 2.0, 3.0]), ("TypeError", ["mul()", "got list"]))
+    add("concat_float_item", lambda P: P.concat([_t(a23), 2.0]),
+        ("TypeError", ["concat()", "item 1 of input 'xs' must be a Tensor, got float"]))
+    add("concat_none_item", lambda P: P.concat([_t(a23), None]), ("TypeError", ["concat()", "got NoneType"]))
+    add("concat_empty_list", lambda P: P.concat([]), ("ValueError", ["concat()", "'xs' is an empty list"]))
+    add("concat_tensor_not_list", lambda P: P.concat(_t(a23)), ("TypeError", ["concat()", "list of Tensors"]))
+    add("scaled_n_beyond_int64", lambda P: P.scaled(_t(x23), 2**63),
+        ("ValueError", ["scaled()", "attr 'n' = 9223372036854775808 does not fit an int attr (int64"]))
+    add("scaled_alpha_beyond_float32", lambda P: P.scaled(_t(x23), 0, alpha=1e39),
+        ("ValueError", ["scaled()", "does not fit a float attr (float32"]))
+    idx = np.array([0, 7], np.int64)
+    add("gather_index_out_of_range", lambda P: P.gather(_t(a23), _t(idx), 1).asnumpy(),
+        ("ValueError", ["gather(): index 7 is out of range for axis 1 of size 3"]))
+
+    def gather_error_then_other_op(P: Any) -> None:
+        """The error is raised by the gather call, not by a later, unrelated one."""
+        try:
+            P.gather(_t(a23), _t(idx), 1)
+        except ValueError as exc:
+            assert "gather(): index 7" in str(exc), exc
+        else:
+            raise AssertionError("gather did not raise")
+        _eq(P.mul(_t(a23), _t(a23)), a23 * a23)
+    add("gather_error_raised_at_its_call", gather_error_then_other_op, "answer")
+
+    # GRAPH_MODE Cells: the Custom path rejects what is not a Tensor (a numpy array used to
+    # abort the process), the Function<T> path refuses to compile into a graph (its gradients
+    # were silently zero through PyExecute)
+    in_graph = {"function": ("RuntimeError", ["mul()", "the Function<T> path", "Call generated.opgen_ops.mul (the "
+                                                                                 "Custom path)"])}
+
+    def graph(expect_custom: Any, name: str = "mul") -> Any:
+        if name != "mul":
+            return lambda p: expect_custom if p == "custom" else ("RuntimeError", [f"{name}()", "Custom path"])
+        return lambda p: expect_custom if p == "custom" else in_graph["function"]
+    add("graph_mul_numpy_input", lambda P: _graph_cell(P.mul, "pair", a23)(_t(a23)),
+        graph(("TypeError", ["mul()", "must be a Tensor, got ndarray"])))
+    add("graph_mul_float_input", lambda P: _graph_cell(P.mul, "pair", 2.0)(_t(a23)), graph(not_tensor))
+    add("graph_mul_none_input", lambda P: _graph_cell(P.mul, "pair", None)(_t(a23)), graph(not_tensor))
+    add("graph_concat_none_item", lambda P: _graph_cell(P.concat, "list", None)(_t(a23)),
+        graph(("TypeError", ["concat()", "item 1 of input 'xs' must be a Tensor, got NoneType"]), "concat"))
+    add("graph_concat_numpy_item", lambda P: _graph_cell(P.concat, "list", a23)(_t(a23)),
+        graph(("TypeError", ["concat()", "got ndarray"]), "concat"))
+    add("graph_mul_valid", lambda P: _eq(_graph_cell(P.mul, "pair", _t(a23))(_t(a23)), a23 * a23),
+        graph("answer"))
+
+    def graph_grad(P: Any) -> None:
+        _eq(_grad(_graph_cell(P.mul, "pair", _t(a23)), _t(a23))[0], a23)
+    add("graph_mul_grad", graph_grad, graph("answer"))
+    add("graph_gather_index_out_of_range", lambda P: _graph_cell(P.gather, "gather", _t(idx))(_t(a23)).asnumpy(),
+        graph(("RuntimeError", ["gather(): index 7 is out of range for axis 1 of size 3"]), "gather"))
+    add("graph_scaled_n_beyond_int64", lambda P: _graph_cell(P.scaled, "pair", 2**63)(_t(x23)),
+        graph(("ValueError", ["scaled()", "int64"]), "scaled"),
+        xfail=dict.fromkeys(PATHS, "MindSpore converts the int constant to int64 while compiling, before any "
+                            "opgen code runs: RuntimeError 'Unable to cast Python instance of type <class 'int'> to "
+                            "C++ type 'long'' (docs/robustness.md)"))
+
+    # gradients through ops no gradient flows through: zeros for their contribution, never an error
+    def nd_grads(P: Any, graph_mode: bool) -> None:
+        for op, form in ((P.mul_nd, "nd_pair"), (P.sq_nd, "nd_one")):
+            if graph_mode:
+                fn = _graph_cell(op, form)
+            elif form == "nd_pair":
+                def fn(t: Any, op: Any = op) -> Any:
+                    return op(t, t * 2) + t * 3
+            else:
+                def fn(t: Any, op: Any = op) -> Any:
+                    return op(t) + t * 3
+            _eq(_grad(fn, _t(a23))[0], np.full((2, 3), 3.0, np.float32))
+    add("grad_through_no_gradient_ops", lambda P: nd_grads(P, False), "answer")
+    add("graph_grad_through_no_gradient_ops", lambda P: nd_grads(P, True),
+        lambda p: "answer" if p == "custom" else ("RuntimeError", ["mul_nd()", "Custom path"]))
     return cases
 
 
@@ -212,6 +351,8 @@ def prepare(home: Path, kinds: tuple[str, ...] = ("aot", "ext")) -> Path:
 
     (home / "specs").mkdir(parents=True, exist_ok=True)
     (home / "specs" / "scaled.yaml").write_text(ATTR_SPEC, encoding="utf-8")
+    for name, text in NO_GRAD_SPECS.items():
+        (home / "specs" / name).write_text(text, encoding="utf-8")
     assert opgen_main(["generate", str(home / "specs"), "-o", str(home / "out"), "-p", "misuse_ops", "-q"]) == 0
     for pkg in (home / "out" / "misuse_ops", ROOT / "generated" / "opgen_ops"):
         for kind in kinds:
@@ -238,7 +379,9 @@ def _modules(attr_pkg: str, paths: set[str]) -> dict[str, Any]:
     for path in paths:
         mod = importlib.import_module("generated.opgen_ops" + ("" if path == "custom" else ".function"))
         attr = importlib.import_module(f"{attr_pkg}.{path}")
-        spaces[path] = types.SimpleNamespace(add=mod.add, mul=mod.mul, square=mod.square, scaled=attr.scaled)
+        spaces[path] = types.SimpleNamespace(add=mod.add, mul=mod.mul, square=mod.square, concat=mod.concat,
+                                             gather=mod.gather, scaled=attr.scaled, mul_nd=attr.mul_nd,
+                                             sq_nd=attr.sq_nd)
     return spaces
 
 

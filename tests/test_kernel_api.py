@@ -33,6 +33,16 @@ def test_every_public_header_name_is_documented() -> None:
         f"  opgen/include/opgen/{n.header}:{n.line}: {n.qualified}" for n in missing)
 
 
+def test_the_reference_names_only_what_the_headers_have() -> None:
+    # the other direction: a name renamed or removed in a header is not left on the page
+    names = {n.qualified for n in public_names()}
+    tails = names | {"::".join(n.split("::")[-2:]) for n in names}
+    reference = TEXT.split("## Reference", 1)[1]
+    stale = sorted({m for m in re.findall(r"\b(?:opgen::(?:\w+::)*\w+|(?:ms|aot|math)::\w+)", reference)
+                    if m not in tails and "::".join(m.split("::")[-2:]) not in tails})
+    assert not stale, f"docs/kernel-api.md names what no header declares: {stale}"
+
+
 def test_public_names_come_from_the_headers(tmp_path: Path) -> None:
     names = {n.qualified for n in public_names()}
     for expected in ("opgen::View::numel", "opgen::View::dim", "opgen::map", "opgen::parallel_for", "opgen::Error",

@@ -80,7 +80,7 @@ extern "C" int opgen_ops_clip_forward(int nparam, void **params, int *ndims, int
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("clip", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
@@ -122,7 +122,7 @@ extern "C" int opgen_ops_clip_backward(int nparam, void **params, int *ndims, in
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("clip", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;

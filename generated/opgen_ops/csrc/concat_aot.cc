@@ -98,7 +98,7 @@ extern "C" int opgen_ops_concat_forward(int nparam, void **params, int *ndims, i
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("concat", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
@@ -160,7 +160,7 @@ extern "C" int opgen_ops_concat_backward(int nparam, void **params, int *ndims, 
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("concat", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;

@@ -90,7 +90,7 @@ extern "C" int opgen_ops_layer_norm_forward(int nparam, void **params, int *ndim
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("layer_norm", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
@@ -148,7 +148,7 @@ extern "C" int opgen_ops_layer_norm_backward(int nparam, void **params, int *ndi
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("layer_norm", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;

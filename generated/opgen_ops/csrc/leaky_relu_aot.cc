@@ -78,7 +78,7 @@ extern "C" int opgen_ops_leaky_relu_forward(int nparam, void **params, int *ndim
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("leaky_relu", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
@@ -120,7 +120,7 @@ extern "C" int opgen_ops_leaky_relu_backward(int nparam, void **params, int *ndi
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("leaky_relu", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;

@@ -59,7 +59,7 @@ extern "C" int opgen_ops_mul_forward(int nparam, void **params, int *ndims, int6
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("mul", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
@@ -101,7 +101,7 @@ extern "C" int opgen_ops_mul_backward(int nparam, void **params, int *ndims, int
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("mul", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;

@@ -80,7 +80,7 @@ extern "C" int opgen_ops_reduce_sum_forward(int nparam, void **params, int *ndim
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("reduce_sum", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
@@ -122,7 +122,7 @@ extern "C" int opgen_ops_reduce_sum_backward(int nparam, void **params, int *ndi
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("reduce_sum", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;

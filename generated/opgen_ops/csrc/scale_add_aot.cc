@@ -82,7 +82,7 @@ extern "C" int opgen_ops_scale_add_forward(int nparam, void **params, int *ndims
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("scale_add", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
@@ -128,7 +128,7 @@ extern "C" int opgen_ops_scale_add_backward(int nparam, void **params, int *ndim
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("scale_add", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;

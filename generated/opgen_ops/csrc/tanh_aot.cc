@@ -57,7 +57,7 @@ extern "C" int opgen_ops_tanh_forward(int nparam, void **params, int *ndims, int
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("tanh", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
@@ -95,7 +95,7 @@ extern "C" int opgen_ops_tanh_backward(int nparam, void **params, int *ndims, in
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("tanh", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;

@@ -61,7 +61,7 @@ extern "C" int opgen_ops_where_forward(int nparam, void **params, int *ndims, in
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("where", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
@@ -105,7 +105,7 @@ extern "C" int opgen_ops_where_backward(int nparam, void **params, int *ndims, i
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
-  } catch (const opgen::Error &e) {
+  } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("where", e.what());
   } catch (...) {
     return opgen::aot::kInternalError;
