@@ -460,7 +460,7 @@ def _ms_flags(allow_import: bool = True) -> tuple[tuple[str, ...], tuple[str, ..
     """
     where, version = _ms_location()
     tag = hashlib.sha256(f"{where}\n{version}\n{sys.executable}\n{sys.version}".encode()).hexdigest()[:16]
-    cache = build_root() / "support" / f"ms-flags-{tag}.json"
+    cache = support_dir() / f"ms-flags-{tag}.json"
     try:
         data = json.loads(cache.read_text(encoding="utf-8"))
         includes, ms_cflags, ms_ldflags = (tuple(str(x) for x in data[k]) for k in ("include", "cflags", "ldflags"))
@@ -479,6 +479,15 @@ def _ms_flags(allow_import: bool = True) -> tuple[tuple[str, ...], tuple[str, ..
     return cflags + sanitize_flags(), ms_ldflags + ("-pthread",) + sanitize_flags()
 
 
+def support_dir(root: str | os.PathLike[str] | None = None) -> Path:
+    """Where per-toolchain objects live: ``$OPGEN_SUPPORT_DIR``, else ``<build root>/support``.
+
+    Several build roots (a CI's test runs, say) share one support object through the variable.
+    """
+    env = os.environ.get("OPGEN_SUPPORT_DIR", "").strip()
+    return Path(env).expanduser().resolve() if env else build_root(root) / "support"
+
+
 def support_object(root: str | os.PathLike[str] | None = None) -> tuple[Path, tuple[str, ...], str]:
     """Where opgen's MindSpore support object lives for this toolchain, its flags and its key.
 
@@ -492,7 +501,7 @@ def support_object(root: str | os.PathLike[str] | None = None) -> tuple[Path, tu
     for f in [include_dir() / SUPPORT_SOURCE, *sorted((include_dir() / "opgen").glob("*.h"))]:
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     key = h.hexdigest()
-    return build_root(root) / "support" / f"ms_support-{key[:16]}.o", cflags, key
+    return support_dir(root) / f"ms_support-{key[:16]}.o", cflags, key
 
 
 def ext_target(pkg_dir: Path, *, ops_per_unit: int | None = None, pch: bool = False,
