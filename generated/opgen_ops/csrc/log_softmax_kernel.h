@@ -23,6 +23,7 @@ namespace log_softmax {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const int64_t &axis = attrs.axis;
 #line 27 "ops/log_softmax.yaml"
   // View x as (outer, n, inner); each (outer, inner) pair is one group of n strided elements.
@@ -40,7 +41,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
       for (int64_t k = 0; k < n; ++k) out[base + k * inner] = out_t(C(x[base + k * inner]) - lse);
     }
   });
-#line 44 "generated/opgen_ops/csrc/log_softmax_kernel.h"
+#line 45 "generated/opgen_ops/csrc/log_softmax_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -48,6 +49,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
   const int64_t &axis = attrs.axis;
@@ -67,7 +69,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
       }
     }
   });
-#line 71 "generated/opgen_ops/csrc/log_softmax_kernel.h"
+#line 73 "generated/opgen_ops/csrc/log_softmax_kernel.h"
 }
 
 }  // namespace log_softmax

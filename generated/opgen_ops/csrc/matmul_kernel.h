@@ -23,6 +23,7 @@ namespace matmul {
 template <typename a_t, typename b_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &b, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(a, b, out);  // checked mode's errors name them
   const bool &transpose_a = attrs.transpose_a;
   const bool &transpose_b = attrs.transpose_b;
 #line 32 "ops/matmul.yaml"
@@ -41,7 +42,7 @@ void forward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &
       for (int64_t n = 0; n < N; ++n) out[m * N + n] = out_t(row[n]);
     }
   });
-#line 45 "generated/opgen_ops/csrc/matmul_kernel.h"
+#line 46 "generated/opgen_ops/csrc/matmul_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -49,6 +50,7 @@ void forward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &
 template <typename a_t, typename b_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &b, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<a_t> &da, const opgen::Out<b_t> &db) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(a, b, out, dout, da, db);
   (void)a;
   (void)b;
   (void)out;
@@ -76,7 +78,7 @@ void backward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> 
       }
     }
   }
-#line 80 "generated/opgen_ops/csrc/matmul_kernel.h"
+#line 82 "generated/opgen_ops/csrc/matmul_kernel.h"
 }
 
 }  // namespace matmul

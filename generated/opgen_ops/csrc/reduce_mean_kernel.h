@@ -23,6 +23,7 @@ namespace reduce_mean {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const std::vector<int64_t> &axis = attrs.axis;
   const bool &keep_dims = attrs.keep_dims;
 #line 30 "ops/reduce_mean.yaml"
@@ -34,7 +35,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   opgen::BroadcastCursor<1> cur(x.shape_vector(), {opgen::broadcast_strides(x.shape_vector(), kept.data(), static_cast<int>(kept.size()))});
   for (int64_t i = 0; i < x.numel; ++i, cur.next()) acc[static_cast<size_t>(cur.offset[0])] += C(x[i]);
   for (int64_t i = 0; i < out.numel; ++i) out[i] = out_t(acc[static_cast<size_t>(i)] / count);
-#line 38 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
+#line 39 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -42,6 +43,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
   const std::vector<int64_t> &axis = attrs.axis;
@@ -53,7 +55,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const C count = C(dout.numel ? x.numel / dout.numel : 1);
   opgen::BroadcastCursor<1> cur(x.shape_vector(), {opgen::broadcast_strides(x.shape_vector(), kept.data(), static_cast<int>(kept.size()))});
   for (int64_t i = 0; i < dx.numel; ++i, cur.next()) dx[i] = x_t(C(dout[cur.offset[0]]) / count);
-#line 57 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
+#line 59 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
 }
 
 }  // namespace reduce_mean

@@ -23,6 +23,7 @@ namespace softmax {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const int64_t &axis = attrs.axis;
 #line 27 "ops/softmax.yaml"
   // View x as (outer, n, inner); each (outer, inner) pair is one group of n strided elements.
@@ -39,7 +40,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
       for (int64_t k = 0; k < n; ++k) out[base + k * inner] = out_t(std::exp(C(x[base + k * inner]) - m) / s);
     }
   });
-#line 43 "generated/opgen_ops/csrc/softmax_kernel.h"
+#line 44 "generated/opgen_ops/csrc/softmax_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -47,6 +48,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
   const int64_t &axis = attrs.axis;
@@ -66,7 +68,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
       }
     }
   });
-#line 70 "generated/opgen_ops/csrc/softmax_kernel.h"
+#line 72 "generated/opgen_ops/csrc/softmax_kernel.h"
 }
 
 }  // namespace softmax
