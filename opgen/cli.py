@@ -256,12 +256,12 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ops-per-unit", type=_positive, metavar="N",
                    help="ops per extension translation unit; 1 = one unit per op "
                    "(default: $OPGEN_OPS_PER_UNIT, else 2 units, more past 16 ops each)")
+    g.add_argument("--pch", action="store_true",
+                   help="precompile MindSpore's headers once for the extension units (also $OPGEN_PCH=1)")
     g.add_argument("--checked", action="store_true",
                    help="checked mode: kernels' views are bounds-checked, an out-of-bounds read is an error naming "
                    "the op, the view and the index (also $OPGEN_CHECK=1, which loads it; cached beside the "
                    "plain build)")
-    g.add_argument("--pch", action="store_true",
-                   help="precompile MindSpore's headers once for the extension units (also $OPGEN_PCH=1)")
 
 
 _NOT_PACKAGE_NAMES = frozenset({"opgen", "mindspore", "numpy", "np", "ms", "std", "generated"})
