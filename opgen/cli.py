@@ -405,7 +405,7 @@ def _cmd_clean(args: argparse.Namespace) -> int:
     from .build import build_root
     from .clean import clean, human
 
-    root = build_root(args.build_dir)
+    root = build_root(args.build_dir or args.config.build.get("build-dir"))  # [tool.opgen] build-dir too
     done = clean(root, dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
     if not args.quiet:

@@ -314,6 +314,44 @@ def check_attrs(op: str, values: Mapping[str, Any], spec: Mapping[str, Mapping[s
     return tuple(out)
 
 
+class _Unset:
+    """The value of no call: what a wrapper's "last checked attrs" hold before the first call."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+ATTR_CACHE_SIZE = 256
+"""Attr value tuples a wrapper remembers as checked (per op); the set is emptied when full."""
+
+
+def check_attrs_once(op: str, values: Mapping[str, Any], spec: Mapping[str, Mapping[str, Any]], checked: set[Any],
+                     key: Any) -> None:
+    """:func:`check_attrs`, then remember ``key`` (the values with their classes, built by the
+    generated wrapper) in ``checked``: the wrapper skips the check when a call's key is there,
+    so repeated calls with the same attrs pay one set lookup (the per-call cost of a Function
+    path op with attrs, see docs/performance.md). Nothing is remembered when the check fails.
+    """
+    check_attrs(op, values, spec)
+    if len(checked) >= ATTR_CACHE_SIZE:
+        checked.clear()
+    try:
+        checked.add(key)
+    except TypeError:  # an unhashable value (it passed the check): check it on every call
+        pass
+
+
+def list_key(value: Any) -> Any:
+    """Hashable key of a list attr value for :func:`check_attrs_once`: the classes of the list and
+    of each element with the elements (``[True]`` and ``[1]`` differ). Raises TypeError for
+    unhashable elements (the wrapper then checks the value in full)."""
+    if isinstance(value, (list, tuple)):
+        return (value.__class__, *[(v.__class__, v) for v in value])
+    return (value.__class__, value)
+
+
 def _is_bool(value: Any) -> bool:
     return isinstance(value, bool) or type(value).__name__ == "bool_"  # numpy.bool_
 

@@ -13,11 +13,11 @@ from opgen import build
 from opgen.cli import main
 
 
-def _folder(root: Path, pkg: Path, libs: dict[str, float]) -> Path:
+def _folder(root: Path, pkg: Path, libs: dict[str, float], ninja: str = "build.ninja") -> Path:
     """A build folder for package ``pkg`` holding published libraries ``name -> mtime``."""
     folder = build.package_build_dir(pkg, root)
     folder.mkdir(parents=True)
-    (folder / "aot.ninja").write_text(f"cflags = -O3 -I/opt/opgen/include -I{pkg.resolve()}/csrc\n")
+    (folder / ninja).write_text(f"cflags = -O3 -I/opt/opgen/include -I{pkg.resolve()}/csrc\n")
     (folder / "aot").mkdir()
     for name, mtime in libs.items():
         for path in (folder / name, folder / f"{name}.sha256"):
@@ -32,7 +32,8 @@ def test_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (alive / "csrc").mkdir(parents=True)
     kept = _folder(root, alive, {"libmy_ops_aot-aaaaaaaaaaaaaaaa.so": 1000, "libmy_ops_aot-bbbbbbbbbbbbbbbb.so": 2000,
                                  "my_ops_ext-cccccccccccccccc.so": 1500})
-    gone = _folder(root, tmp_path / "deleted" / "old_ops", {"libold_ops_aot-dddddddddddddddd.so": 1000})
+    gone = _folder(root, tmp_path / "deleted" / "old_ops", {"libold_ops_aot-dddddddddddddddd.so": 1000},
+                   ninja="aot.ninja")  # the layout of older opgen versions
     busy = _folder(root, tmp_path / "deleted" / "busy_ops", {})
     (root / "readme-quickstart").mkdir()  # not a package's build folder: untouched
     lock = os.open(busy / "build.lock", os.O_RDWR | os.O_CREAT)
@@ -56,3 +57,12 @@ def test_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         "my_ops_ext-cccccccccccccccc.so", "my_ops_ext-cccccccccccccccc.so.sha256"]
     assert main(["clean", "-q", "--build-dir", str(root)]) == 0  # the lock is free now
     assert not busy.exists() and kept.is_dir()
+
+
+def test_clean_reads_the_build_dir_of_tool_opgen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    gone = _folder(tmp_path / "cache", tmp_path / "deleted" / "x_ops", {})
+    (tmp_path / "pyproject.toml").write_text("[tool.opgen]\nbuild-dir = 'cache'\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["clean"]) == 0
+    assert not gone.exists() and f"in {tmp_path / 'cache'}" in capsys.readouterr().out

@@ -124,9 +124,25 @@ def add_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     return prim
 
 
+_add_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
-    _rt.check_dtypes("add", dtypes, _meta.ADD["inputs"], _meta.ADD["kinds"], layout, _meta.ADD["rows"], _meta.ADD["outputs"])
-    return add_primitive(layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes)
+    try:
+        prim = _add_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("add", dtypes, _meta.ADD["inputs"], _meta.ADD["kinds"], layout, _meta.ADD["rows"], _meta.ADD["outputs"])
+        prim = add_primitive(layout=layout)
+        if key is not None:
+            if len(_add_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _add_resolved.clear()
+            _add_resolved[key] = prim
+    return prim
 
 
 _add_resolve = ops.constexpr(_add_checked)
@@ -247,9 +263,25 @@ def clip_primitive(min: float, max: float, layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
+_clip_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _clip_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], min: Any, max: Any) -> Any:
-    _rt.check_dtypes("clip", dtypes, _meta.CLIP["inputs"], _meta.CLIP["kinds"], layout, _meta.CLIP["rows"], _meta.CLIP["outputs"])
-    return clip_primitive(min=min, max=max, layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes, min.__class__, min, max.__class__, max)
+    try:
+        prim = _clip_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("clip", dtypes, _meta.CLIP["inputs"], _meta.CLIP["kinds"], layout, _meta.CLIP["rows"], _meta.CLIP["outputs"])
+        prim = clip_primitive(min=min, max=max, layout=layout)
+        if key is not None:
+            if len(_clip_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _clip_resolved.clear()
+            _clip_resolved[key] = prim
+    return prim
 
 
 _clip_resolve = ops.constexpr(_clip_checked)
@@ -376,9 +408,25 @@ def concat_primitive(axis: int = 0, layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
+_concat_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _concat_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any) -> Any:
-    _rt.check_dtypes("concat", dtypes, _meta.CONCAT["inputs"], _meta.CONCAT["kinds"], layout, _meta.CONCAT["rows"], _meta.CONCAT["outputs"])
-    return concat_primitive(axis=axis, layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes, axis.__class__, axis)
+    try:
+        prim = _concat_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("concat", dtypes, _meta.CONCAT["inputs"], _meta.CONCAT["kinds"], layout, _meta.CONCAT["rows"], _meta.CONCAT["outputs"])
+        prim = concat_primitive(axis=axis, layout=layout)
+        if key is not None:
+            if len(_concat_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _concat_resolved.clear()
+            _concat_resolved[key] = prim
+    return prim
 
 
 _concat_resolve = ops.constexpr(_concat_checked)
@@ -498,9 +546,25 @@ def cumsum_primitive(axis: int = 0, exclusive: bool = False, reverse: bool = Fal
     return prim
 
 
+_cumsum_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _cumsum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any, exclusive: Any, reverse: Any) -> Any:
-    _rt.check_dtypes("cumsum", dtypes, _meta.CUMSUM["inputs"], _meta.CUMSUM["kinds"], layout, _meta.CUMSUM["rows"], _meta.CUMSUM["outputs"])
-    return cumsum_primitive(axis=axis, exclusive=exclusive, reverse=reverse, layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes, axis.__class__, axis, exclusive.__class__, exclusive, reverse.__class__, reverse)
+    try:
+        prim = _cumsum_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("cumsum", dtypes, _meta.CUMSUM["inputs"], _meta.CUMSUM["kinds"], layout, _meta.CUMSUM["rows"], _meta.CUMSUM["outputs"])
+        prim = cumsum_primitive(axis=axis, exclusive=exclusive, reverse=reverse, layout=layout)
+        if key is not None:
+            if len(_cumsum_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _cumsum_resolved.clear()
+            _cumsum_resolved[key] = prim
+    return prim
 
 
 _cumsum_resolve = ops.constexpr(_cumsum_checked)
@@ -623,9 +687,25 @@ def div_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     return prim
 
 
+_div_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _div_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
-    _rt.check_dtypes("div", dtypes, _meta.DIV["inputs"], _meta.DIV["kinds"], layout, _meta.DIV["rows"], _meta.DIV["outputs"])
-    return div_primitive(layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes)
+    try:
+        prim = _div_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("div", dtypes, _meta.DIV["inputs"], _meta.DIV["kinds"], layout, _meta.DIV["rows"], _meta.DIV["outputs"])
+        prim = div_primitive(layout=layout)
+        if key is not None:
+            if len(_div_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _div_resolved.clear()
+            _div_resolved[key] = prim
+    return prim
 
 
 _div_resolve = ops.constexpr(_div_checked)
@@ -747,9 +827,25 @@ def dropout_primitive(keep_prob: float = 0.5, seed: int = 0, layout: Sequence[in
     return prim
 
 
+_dropout_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _dropout_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], keep_prob: Any, seed: Any) -> Any:
-    _rt.check_dtypes("dropout", dtypes, _meta.DROPOUT["inputs"], _meta.DROPOUT["kinds"], layout, _meta.DROPOUT["rows"], _meta.DROPOUT["outputs"])
-    return dropout_primitive(keep_prob=keep_prob, seed=seed, layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes, keep_prob.__class__, keep_prob, seed.__class__, seed)
+    try:
+        prim = _dropout_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("dropout", dtypes, _meta.DROPOUT["inputs"], _meta.DROPOUT["kinds"], layout, _meta.DROPOUT["rows"], _meta.DROPOUT["outputs"])
+        prim = dropout_primitive(keep_prob=keep_prob, seed=seed, layout=layout)
+        if key is not None:
+            if len(_dropout_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _dropout_resolved.clear()
+            _dropout_resolved[key] = prim
+    return prim
 
 
 _dropout_resolve = ops.constexpr(_dropout_checked)
@@ -872,9 +968,25 @@ def exp_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
+_exp_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _exp_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
-    _rt.check_dtypes("exp", dtypes, _meta.EXP["inputs"], _meta.EXP["kinds"], layout, _meta.EXP["rows"], _meta.EXP["outputs"])
-    return exp_primitive(layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes)
+    try:
+        prim = _exp_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("exp", dtypes, _meta.EXP["inputs"], _meta.EXP["kinds"], layout, _meta.EXP["rows"], _meta.EXP["outputs"])
+        prim = exp_primitive(layout=layout)
+        if key is not None:
+            if len(_exp_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _exp_resolved.clear()
+            _exp_resolved[key] = prim
+    return prim
 
 
 _exp_resolve = ops.constexpr(_exp_checked)
@@ -991,9 +1103,25 @@ def gather_primitive(axis: int = 0, layout: Sequence[int] = (1, 1)) -> Any:
     return prim
 
 
+_gather_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _gather_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any) -> Any:
-    _rt.check_dtypes("gather", dtypes, _meta.GATHER["inputs"], _meta.GATHER["kinds"], layout, _meta.GATHER["rows"], _meta.GATHER["outputs"])
-    return gather_primitive(axis=axis, layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes, axis.__class__, axis)
+    try:
+        prim = _gather_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("gather", dtypes, _meta.GATHER["inputs"], _meta.GATHER["kinds"], layout, _meta.GATHER["rows"], _meta.GATHER["outputs"])
+        prim = gather_primitive(axis=axis, layout=layout)
+        if key is not None:
+            if len(_gather_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _gather_resolved.clear()
+            _gather_resolved[key] = prim
+    return prim
 
 
 _gather_resolve = ops.constexpr(_gather_checked)
@@ -1115,9 +1243,25 @@ def gelu_primitive(approximate: str = 'none', layout: Sequence[int] = (1,)) -> A
     return prim
 
 
+_gelu_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _gelu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], approximate: Any) -> Any:
-    _rt.check_dtypes("gelu", dtypes, _meta.GELU["inputs"], _meta.GELU["kinds"], layout, _meta.GELU["rows"], _meta.GELU["outputs"])
-    return gelu_primitive(approximate=approximate, layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes, approximate.__class__, approximate)
+    try:
+        prim = _gelu_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("gelu", dtypes, _meta.GELU["inputs"], _meta.GELU["kinds"], layout, _meta.GELU["rows"], _meta.GELU["outputs"])
+        prim = gelu_primitive(approximate=approximate, layout=layout)
+        if key is not None:
+            if len(_gelu_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _gelu_resolved.clear()
+            _gelu_resolved[key] = prim
+    return prim
 
 
 _gelu_resolve = ops.constexpr(_gelu_checked)
@@ -1238,9 +1382,25 @@ def layer_norm_primitive(eps: float = 1e-05, layout: Sequence[int] = (1, 1, 1)) 
     return prim
 
 
+_layer_norm_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _layer_norm_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], eps: Any) -> Any:
-    _rt.check_dtypes("layer_norm", dtypes, _meta.LAYER_NORM["inputs"], _meta.LAYER_NORM["kinds"], layout, _meta.LAYER_NORM["rows"], _meta.LAYER_NORM["outputs"])
-    return layer_norm_primitive(eps=eps, layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes, eps.__class__, eps)
+    try:
+        prim = _layer_norm_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("layer_norm", dtypes, _meta.LAYER_NORM["inputs"], _meta.LAYER_NORM["kinds"], layout, _meta.LAYER_NORM["rows"], _meta.LAYER_NORM["outputs"])
+        prim = layer_norm_primitive(eps=eps, layout=layout)
+        if key is not None:
+            if len(_layer_norm_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _layer_norm_resolved.clear()
+            _layer_norm_resolved[key] = prim
+    return prim
 
 
 _layer_norm_resolve = ops.constexpr(_layer_norm_checked)
@@ -1364,9 +1524,25 @@ def leaky_relu_primitive(alpha: float = 0.01, layout: Sequence[int] = (1,)) -> A
     return prim
 
 
+_leaky_relu_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _leaky_relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], alpha: Any) -> Any:
-    _rt.check_dtypes("leaky_relu", dtypes, _meta.LEAKY_RELU["inputs"], _meta.LEAKY_RELU["kinds"], layout, _meta.LEAKY_RELU["rows"], _meta.LEAKY_RELU["outputs"])
-    return leaky_relu_primitive(alpha=alpha, layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes, alpha.__class__, alpha)
+    try:
+        prim = _leaky_relu_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("leaky_relu", dtypes, _meta.LEAKY_RELU["inputs"], _meta.LEAKY_RELU["kinds"], layout, _meta.LEAKY_RELU["rows"], _meta.LEAKY_RELU["outputs"])
+        prim = leaky_relu_primitive(alpha=alpha, layout=layout)
+        if key is not None:
+            if len(_leaky_relu_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _leaky_relu_resolved.clear()
+            _leaky_relu_resolved[key] = prim
+    return prim
 
 
 _leaky_relu_resolve = ops.constexpr(_leaky_relu_checked)
@@ -1485,9 +1661,25 @@ def log_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
+_log_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _log_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
-    _rt.check_dtypes("log", dtypes, _meta.LOG["inputs"], _meta.LOG["kinds"], layout, _meta.LOG["rows"], _meta.LOG["outputs"])
-    return log_primitive(layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes)
+    try:
+        prim = _log_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("log", dtypes, _meta.LOG["inputs"], _meta.LOG["kinds"], layout, _meta.LOG["rows"], _meta.LOG["outputs"])
+        prim = log_primitive(layout=layout)
+        if key is not None:
+            if len(_log_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _log_resolved.clear()
+            _log_resolved[key] = prim
+    return prim
 
 
 _log_resolve = ops.constexpr(_log_checked)
@@ -1605,9 +1797,25 @@ def log_softmax_primitive(axis: int = -1, layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
+_log_softmax_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _log_softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any) -> Any:
-    _rt.check_dtypes("log_softmax", dtypes, _meta.LOG_SOFTMAX["inputs"], _meta.LOG_SOFTMAX["kinds"], layout, _meta.LOG_SOFTMAX["rows"], _meta.LOG_SOFTMAX["outputs"])
-    return log_softmax_primitive(axis=axis, layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes, axis.__class__, axis)
+    try:
+        prim = _log_softmax_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("log_softmax", dtypes, _meta.LOG_SOFTMAX["inputs"], _meta.LOG_SOFTMAX["kinds"], layout, _meta.LOG_SOFTMAX["rows"], _meta.LOG_SOFTMAX["outputs"])
+        prim = log_softmax_primitive(axis=axis, layout=layout)
+        if key is not None:
+            if len(_log_softmax_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _log_softmax_resolved.clear()
+            _log_softmax_resolved[key] = prim
+    return prim
 
 
 _log_softmax_resolve = ops.constexpr(_log_softmax_checked)
@@ -1728,9 +1936,25 @@ def matmul_primitive(transpose_a: bool = False, transpose_b: bool = False, layou
     return prim
 
 
+_matmul_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _matmul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], transpose_a: Any, transpose_b: Any) -> Any:
-    _rt.check_dtypes("matmul", dtypes, _meta.MATMUL["inputs"], _meta.MATMUL["kinds"], layout, _meta.MATMUL["rows"], _meta.MATMUL["outputs"])
-    return matmul_primitive(transpose_a=transpose_a, transpose_b=transpose_b, layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes, transpose_a.__class__, transpose_a, transpose_b.__class__, transpose_b)
+    try:
+        prim = _matmul_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("matmul", dtypes, _meta.MATMUL["inputs"], _meta.MATMUL["kinds"], layout, _meta.MATMUL["rows"], _meta.MATMUL["outputs"])
+        prim = matmul_primitive(transpose_a=transpose_a, transpose_b=transpose_b, layout=layout)
+        if key is not None:
+            if len(_matmul_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _matmul_resolved.clear()
+            _matmul_resolved[key] = prim
+    return prim
 
 
 _matmul_resolve = ops.constexpr(_matmul_checked)
@@ -1851,9 +2075,25 @@ def maximum_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     return prim
 
 
+_maximum_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _maximum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
-    _rt.check_dtypes("maximum", dtypes, _meta.MAXIMUM["inputs"], _meta.MAXIMUM["kinds"], layout, _meta.MAXIMUM["rows"], _meta.MAXIMUM["outputs"])
-    return maximum_primitive(layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes)
+    try:
+        prim = _maximum_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("maximum", dtypes, _meta.MAXIMUM["inputs"], _meta.MAXIMUM["kinds"], layout, _meta.MAXIMUM["rows"], _meta.MAXIMUM["outputs"])
+        prim = maximum_primitive(layout=layout)
+        if key is not None:
+            if len(_maximum_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _maximum_resolved.clear()
+            _maximum_resolved[key] = prim
+    return prim
 
 
 _maximum_resolve = ops.constexpr(_maximum_checked)
@@ -1974,9 +2214,25 @@ def mul_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     return prim
 
 
+_mul_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _mul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
-    _rt.check_dtypes("mul", dtypes, _meta.MUL["inputs"], _meta.MUL["kinds"], layout, _meta.MUL["rows"], _meta.MUL["outputs"])
-    return mul_primitive(layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes)
+    try:
+        prim = _mul_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("mul", dtypes, _meta.MUL["inputs"], _meta.MUL["kinds"], layout, _meta.MUL["rows"], _meta.MUL["outputs"])
+        prim = mul_primitive(layout=layout)
+        if key is not None:
+            if len(_mul_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _mul_resolved.clear()
+            _mul_resolved[key] = prim
+    return prim
 
 
 _mul_resolve = ops.constexpr(_mul_checked)
@@ -2095,9 +2351,25 @@ def pow_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     return prim
 
 
+_pow_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _pow_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
-    _rt.check_dtypes("pow", dtypes, _meta.POW["inputs"], _meta.POW["kinds"], layout, _meta.POW["rows"], _meta.POW["outputs"])
-    return pow_primitive(layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes)
+    try:
+        prim = _pow_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("pow", dtypes, _meta.POW["inputs"], _meta.POW["kinds"], layout, _meta.POW["rows"], _meta.POW["outputs"])
+        prim = pow_primitive(layout=layout)
+        if key is not None:
+            if len(_pow_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _pow_resolved.clear()
+            _pow_resolved[key] = prim
+    return prim
 
 
 _pow_resolve = ops.constexpr(_pow_checked)
@@ -2219,9 +2491,25 @@ def reduce_max_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layo
     return prim
 
 
+_reduce_max_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _reduce_max_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Any:
-    _rt.check_dtypes("reduce_max", dtypes, _meta.REDUCE_MAX["inputs"], _meta.REDUCE_MAX["kinds"], layout, _meta.REDUCE_MAX["rows"], _meta.REDUCE_MAX["outputs"])
-    return reduce_max_primitive(axis=axis, keep_dims=keep_dims, layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes, _rt.list_key(axis), keep_dims.__class__, keep_dims)
+    try:
+        prim = _reduce_max_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("reduce_max", dtypes, _meta.REDUCE_MAX["inputs"], _meta.REDUCE_MAX["kinds"], layout, _meta.REDUCE_MAX["rows"], _meta.REDUCE_MAX["outputs"])
+        prim = reduce_max_primitive(axis=axis, keep_dims=keep_dims, layout=layout)
+        if key is not None:
+            if len(_reduce_max_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _reduce_max_resolved.clear()
+            _reduce_max_resolved[key] = prim
+    return prim
 
 
 _reduce_max_resolve = ops.constexpr(_reduce_max_checked)
@@ -2345,9 +2633,25 @@ def reduce_mean_primitive(axis: Sequence[int] = (), keep_dims: bool = False, lay
     return prim
 
 
+_reduce_mean_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _reduce_mean_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Any:
-    _rt.check_dtypes("reduce_mean", dtypes, _meta.REDUCE_MEAN["inputs"], _meta.REDUCE_MEAN["kinds"], layout, _meta.REDUCE_MEAN["rows"], _meta.REDUCE_MEAN["outputs"])
-    return reduce_mean_primitive(axis=axis, keep_dims=keep_dims, layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes, _rt.list_key(axis), keep_dims.__class__, keep_dims)
+    try:
+        prim = _reduce_mean_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("reduce_mean", dtypes, _meta.REDUCE_MEAN["inputs"], _meta.REDUCE_MEAN["kinds"], layout, _meta.REDUCE_MEAN["rows"], _meta.REDUCE_MEAN["outputs"])
+        prim = reduce_mean_primitive(axis=axis, keep_dims=keep_dims, layout=layout)
+        if key is not None:
+            if len(_reduce_mean_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _reduce_mean_resolved.clear()
+            _reduce_mean_resolved[key] = prim
+    return prim
 
 
 _reduce_mean_resolve = ops.constexpr(_reduce_mean_checked)
@@ -2468,9 +2772,25 @@ def reduce_sum_primitive(axis: Sequence[int] = (), keep_dims: bool = False, layo
     return prim
 
 
+_reduce_sum_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _reduce_sum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Any:
-    _rt.check_dtypes("reduce_sum", dtypes, _meta.REDUCE_SUM["inputs"], _meta.REDUCE_SUM["kinds"], layout, _meta.REDUCE_SUM["rows"], _meta.REDUCE_SUM["outputs"])
-    return reduce_sum_primitive(axis=axis, keep_dims=keep_dims, layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes, _rt.list_key(axis), keep_dims.__class__, keep_dims)
+    try:
+        prim = _reduce_sum_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("reduce_sum", dtypes, _meta.REDUCE_SUM["inputs"], _meta.REDUCE_SUM["kinds"], layout, _meta.REDUCE_SUM["rows"], _meta.REDUCE_SUM["outputs"])
+        prim = reduce_sum_primitive(axis=axis, keep_dims=keep_dims, layout=layout)
+        if key is not None:
+            if len(_reduce_sum_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _reduce_sum_resolved.clear()
+            _reduce_sum_resolved[key] = prim
+    return prim
 
 
 _reduce_sum_resolve = ops.constexpr(_reduce_sum_checked)
@@ -2589,9 +2909,25 @@ def relu_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
+_relu_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
-    _rt.check_dtypes("relu", dtypes, _meta.RELU["inputs"], _meta.RELU["kinds"], layout, _meta.RELU["rows"], _meta.RELU["outputs"])
-    return relu_primitive(layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes)
+    try:
+        prim = _relu_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("relu", dtypes, _meta.RELU["inputs"], _meta.RELU["kinds"], layout, _meta.RELU["rows"], _meta.RELU["outputs"])
+        prim = relu_primitive(layout=layout)
+        if key is not None:
+            if len(_relu_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _relu_resolved.clear()
+            _relu_resolved[key] = prim
+    return prim
 
 
 _relu_resolve = ops.constexpr(_relu_checked)
@@ -2708,9 +3044,25 @@ def rsqrt_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
+_rsqrt_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _rsqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
-    _rt.check_dtypes("rsqrt", dtypes, _meta.RSQRT["inputs"], _meta.RSQRT["kinds"], layout, _meta.RSQRT["rows"], _meta.RSQRT["outputs"])
-    return rsqrt_primitive(layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes)
+    try:
+        prim = _rsqrt_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("rsqrt", dtypes, _meta.RSQRT["inputs"], _meta.RSQRT["kinds"], layout, _meta.RSQRT["rows"], _meta.RSQRT["outputs"])
+        prim = rsqrt_primitive(layout=layout)
+        if key is not None:
+            if len(_rsqrt_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _rsqrt_resolved.clear()
+            _rsqrt_resolved[key] = prim
+    return prim
 
 
 _rsqrt_resolve = ops.constexpr(_rsqrt_checked)
@@ -2829,9 +3181,25 @@ def scale_add_primitive(scale: float = 1.0, paddings: Sequence[float] = (0.0,), 
     return prim
 
 
+_scale_add_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _scale_add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], scale: Any, paddings: Any) -> Any:
-    _rt.check_dtypes("scale_add", dtypes, _meta.SCALE_ADD["inputs"], _meta.SCALE_ADD["kinds"], layout, _meta.SCALE_ADD["rows"], _meta.SCALE_ADD["outputs"])
-    return scale_add_primitive(scale=scale, paddings=paddings, layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes, scale.__class__, scale, _rt.list_key(paddings))
+    try:
+        prim = _scale_add_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("scale_add", dtypes, _meta.SCALE_ADD["inputs"], _meta.SCALE_ADD["kinds"], layout, _meta.SCALE_ADD["rows"], _meta.SCALE_ADD["outputs"])
+        prim = scale_add_primitive(scale=scale, paddings=paddings, layout=layout)
+        if key is not None:
+            if len(_scale_add_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _scale_add_resolved.clear()
+            _scale_add_resolved[key] = prim
+    return prim
 
 
 _scale_add_resolve = ops.constexpr(_scale_add_checked)
@@ -2954,9 +3322,25 @@ def sigmoid_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
+_sigmoid_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _sigmoid_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
-    _rt.check_dtypes("sigmoid", dtypes, _meta.SIGMOID["inputs"], _meta.SIGMOID["kinds"], layout, _meta.SIGMOID["rows"], _meta.SIGMOID["outputs"])
-    return sigmoid_primitive(layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes)
+    try:
+        prim = _sigmoid_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("sigmoid", dtypes, _meta.SIGMOID["inputs"], _meta.SIGMOID["kinds"], layout, _meta.SIGMOID["rows"], _meta.SIGMOID["outputs"])
+        prim = sigmoid_primitive(layout=layout)
+        if key is not None:
+            if len(_sigmoid_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _sigmoid_resolved.clear()
+            _sigmoid_resolved[key] = prim
+    return prim
 
 
 _sigmoid_resolve = ops.constexpr(_sigmoid_checked)
@@ -3074,9 +3458,25 @@ def softmax_primitive(axis: int = -1, layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
+_softmax_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], axis: Any) -> Any:
-    _rt.check_dtypes("softmax", dtypes, _meta.SOFTMAX["inputs"], _meta.SOFTMAX["kinds"], layout, _meta.SOFTMAX["rows"], _meta.SOFTMAX["outputs"])
-    return softmax_primitive(axis=axis, layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes, axis.__class__, axis)
+    try:
+        prim = _softmax_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("softmax", dtypes, _meta.SOFTMAX["inputs"], _meta.SOFTMAX["kinds"], layout, _meta.SOFTMAX["rows"], _meta.SOFTMAX["outputs"])
+        prim = softmax_primitive(axis=axis, layout=layout)
+        if key is not None:
+            if len(_softmax_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _softmax_resolved.clear()
+            _softmax_resolved[key] = prim
+    return prim
 
 
 _softmax_resolve = ops.constexpr(_softmax_checked)
@@ -3195,9 +3595,25 @@ def softplus_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
+_softplus_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _softplus_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
-    _rt.check_dtypes("softplus", dtypes, _meta.SOFTPLUS["inputs"], _meta.SOFTPLUS["kinds"], layout, _meta.SOFTPLUS["rows"], _meta.SOFTPLUS["outputs"])
-    return softplus_primitive(layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes)
+    try:
+        prim = _softplus_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("softplus", dtypes, _meta.SOFTPLUS["inputs"], _meta.SOFTPLUS["kinds"], layout, _meta.SOFTPLUS["rows"], _meta.SOFTPLUS["outputs"])
+        prim = softplus_primitive(layout=layout)
+        if key is not None:
+            if len(_softplus_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _softplus_resolved.clear()
+            _softplus_resolved[key] = prim
+    return prim
 
 
 _softplus_resolve = ops.constexpr(_softplus_checked)
@@ -3315,9 +3731,25 @@ def sqrt_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
+_sqrt_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _sqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
-    _rt.check_dtypes("sqrt", dtypes, _meta.SQRT["inputs"], _meta.SQRT["kinds"], layout, _meta.SQRT["rows"], _meta.SQRT["outputs"])
-    return sqrt_primitive(layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes)
+    try:
+        prim = _sqrt_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("sqrt", dtypes, _meta.SQRT["inputs"], _meta.SQRT["kinds"], layout, _meta.SQRT["rows"], _meta.SQRT["outputs"])
+        prim = sqrt_primitive(layout=layout)
+        if key is not None:
+            if len(_sqrt_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _sqrt_resolved.clear()
+            _sqrt_resolved[key] = prim
+    return prim
 
 
 _sqrt_resolve = ops.constexpr(_sqrt_checked)
@@ -3434,9 +3866,25 @@ def square_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
+_square_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _square_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
-    _rt.check_dtypes("square", dtypes, _meta.SQUARE["inputs"], _meta.SQUARE["kinds"], layout, _meta.SQUARE["rows"], _meta.SQUARE["outputs"])
-    return square_primitive(layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes)
+    try:
+        prim = _square_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("square", dtypes, _meta.SQUARE["inputs"], _meta.SQUARE["kinds"], layout, _meta.SQUARE["rows"], _meta.SQUARE["outputs"])
+        prim = square_primitive(layout=layout)
+        if key is not None:
+            if len(_square_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _square_resolved.clear()
+            _square_resolved[key] = prim
+    return prim
 
 
 _square_resolve = ops.constexpr(_square_checked)
@@ -3553,9 +4001,25 @@ def sub_primitive(layout: Sequence[int] = (1, 1)) -> Any:
     return prim
 
 
+_sub_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _sub_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
-    _rt.check_dtypes("sub", dtypes, _meta.SUB["inputs"], _meta.SUB["kinds"], layout, _meta.SUB["rows"], _meta.SUB["outputs"])
-    return sub_primitive(layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes)
+    try:
+        prim = _sub_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("sub", dtypes, _meta.SUB["inputs"], _meta.SUB["kinds"], layout, _meta.SUB["rows"], _meta.SUB["outputs"])
+        prim = sub_primitive(layout=layout)
+        if key is not None:
+            if len(_sub_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _sub_resolved.clear()
+            _sub_resolved[key] = prim
+    return prim
 
 
 _sub_resolve = ops.constexpr(_sub_checked)
@@ -3674,9 +4138,25 @@ def tanh_primitive(layout: Sequence[int] = (1,)) -> Any:
     return prim
 
 
+_tanh_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _tanh_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
-    _rt.check_dtypes("tanh", dtypes, _meta.TANH["inputs"], _meta.TANH["kinds"], layout, _meta.TANH["rows"], _meta.TANH["outputs"])
-    return tanh_primitive(layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes)
+    try:
+        prim = _tanh_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("tanh", dtypes, _meta.TANH["inputs"], _meta.TANH["kinds"], layout, _meta.TANH["rows"], _meta.TANH["outputs"])
+        prim = tanh_primitive(layout=layout)
+        if key is not None:
+            if len(_tanh_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _tanh_resolved.clear()
+            _tanh_resolved[key] = prim
+    return prim
 
 
 _tanh_resolve = ops.constexpr(_tanh_checked)
@@ -3793,9 +4273,25 @@ def where_primitive(layout: Sequence[int] = (1, 1, 1)) -> Any:
     return prim
 
 
+_where_resolved: Dict[Tuple[Any, ...], Any] = {}
+
+
 def _where_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...]) -> Any:
-    _rt.check_dtypes("where", dtypes, _meta.WHERE["inputs"], _meta.WHERE["kinds"], layout, _meta.WHERE["rows"], _meta.WHERE["outputs"])
-    return where_primitive(layout=layout)
+    # The primitive for this layout, these dtypes and attrs, checked once: later calls with the
+    # same key (attr values with their classes) pay one dict lookup.
+    key: Any = (layout, dtypes)
+    try:
+        prim = _where_resolved.get(key)
+    except TypeError:  # an unhashable attr value: check it in full
+        prim = key = None
+    if prim is None:
+        _rt.check_dtypes("where", dtypes, _meta.WHERE["inputs"], _meta.WHERE["kinds"], layout, _meta.WHERE["rows"], _meta.WHERE["outputs"])
+        prim = where_primitive(layout=layout)
+        if key is not None:
+            if len(_where_resolved) >= _rt.ATTR_CACHE_SIZE:
+                _where_resolved.clear()
+            _where_resolved[key] = prim
+    return prim
 
 
 _where_resolve = ops.constexpr(_where_checked)
