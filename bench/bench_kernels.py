@@ -93,8 +93,9 @@ def cases(sizes: list[str], rng: np.random.Generator) -> list[Case]:
 
 
 def _cases_at(size: str, rng: np.random.Generator) -> list[Case]:
-    from mindspore import mint, ops
+    from mindspore import ops
 
+    layer_norm = ops.LayerNorm(begin_norm_axis=-1, begin_params_axis=-1, epsilon=1e-5)
     out: list[Case] = []
     big = size == "large"
     shp = (ROWS, COLS) if big else (4, 4)
@@ -159,7 +160,7 @@ def _cases_at(size: str, rng: np.random.Generator) -> list[Case]:
     ln = _rng_inputs(rng, {"x": shp, "g": row, "b": row})
     out.append(Case("layer_norm", size, ln,
                     lambda m, t: m.layer_norm(t["x"], t["g"], t["b"], eps=1e-5)[0],
-                    lambda t: mint.nn.functional.layer_norm(t["x"], (shp[-1],), t["g"], t["b"], 1e-5),
+                    lambda t: layer_norm(t["x"], t["g"], t["b"])[0],
                     lambda a: (a["x"] - a["x"].mean(-1, keepdims=True))
                     / np.sqrt(a["x"].var(-1, keepdims=True) + 1e-5) * a["g"] + a["b"], ("x", "g", "b"),
                     tol=1e-3))
@@ -170,11 +171,11 @@ def _cases_at(size: str, rng: np.random.Generator) -> list[Case]:
                     lambda m, t: m.concat([t["x"], t["y"]], axis=0), lambda t: ops.concat([t["x"], t["y"]], 0),
                     lambda a: np.concatenate([a["x"], a["y"]], 0), ("x", "y")))
     idx = {"x": _rng_inputs(rng, {"x": shp})["x"],
-           "i": rng.integers(0, shp[0], size=shp[0]).astype(np.int32)}
+           "i": rng.integers(0, shp[0], size=shp[0]).astype(np.int64)}
     out.append(Case("gather", size, idx, lambda m, t: m.gather(t["x"], t["i"], axis=0),
                     lambda t: ops.gather(t["x"], t["i"], 0), lambda a: a["x"][a["i"]], ("x",)))
     # fused: bias + gelu (one opgen elementwise op) against the builtin composition
-    out.append(Case("bias_gelu (fused)", size, _rng_inputs(rng, {"x": shp, "y": row}),
+    out.append(Case("bias_gelu", size, _rng_inputs(rng, {"x": shp, "y": row}),
                     lambda m, t: m.bias_gelu(t["x"], t["y"]),
                     lambda t: ops.gelu(ops.add(t["x"], t["y"]), approximate="none"),
                     lambda a: 0.5 * (a["x"] + a["y"]) * (1 + erf((a["x"] + a["y"]) / np.sqrt(2))), ("x", "y"),
@@ -210,6 +211,8 @@ def run_case(case: Case, mods: dict[str, Any], rounds: int, grad: bool) -> None:
         impls["builtin"] = lambda: case.builtin(tensors)  # type: ignore[misc]
     if case.numpy is not None:
         impls["numpy"] = lambda: case.numpy(case.inputs)  # type: ignore[misc]
+    if case.flops and case.size != "small":
+        impls["sgemm"] = blas_from_c(case.inputs["a"], case.inputs["b"])
     want = np.asarray(case.numpy(case.inputs)) if case.numpy else None
     for label, f in impls.items():
         got = f()
@@ -251,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=7, help="turns per implementation (calls per turn: 3 large, 40 small)")
     p.add_argument("--no-grad", action="store_true", help="forward only")
     p.add_argument("--no-limits", action="store_true", help="skip the machine's stream / peak / sgemm figures")
+    p.add_argument("--overhead-only", action="store_true", help="only the per-call table (16 elements)")
     args = p.parse_args(argv)
 
     print(f"# {machine()}")
@@ -267,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     from generated.opgen_ops import custom, function
 
     mods = {"Function": function, "Custom": custom}
+    if args.overhead_only:
+        overhead(args.rounds)
+        return 0
     fused = fused_package()
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     all_cases = [c for c in cases(args.sizes.split(","), np.random.default_rng(0)) if not only or c.op in only]
@@ -288,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
             best = min(med.get("Function", 1e9), med.get("Custom", 1e9))
             if case.flops:
                 reach = f"{case.flops / best / 1e9:.0f} GFLOP/s"
+                if "sgemm" in med:
+                    reach += f" ({med['sgemm'] / best:.0%} of sgemm from C: {case.flops / med['sgemm'] / 1e9:.0f})"
             else:
                 gbs = (sum(v.nbytes for v in case.inputs.values()) + case.out_bytes) / best / 1e9
                 reach = f"{gbs:.1f} GB/s" + (f" ({gbs / bw:.0%})" if bw else "")
@@ -296,8 +305,53 @@ def main(argv: list[str] | None = None) -> int:
               f"{cell('numpy')} | {ratio('Function', 'builtin')} | {ratio('Custom', 'builtin')} | {reach} | "
               f"{cell('builtin fwd+bwd')} | {ratio('Function fwd+bwd', 'builtin fwd+bwd')} | "
               f"{ratio('Custom fwd+bwd', 'builtin fwd+bwd')} |", flush=True)
+    overhead(args.rounds)
     print(f"# load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     return 0
+
+
+def overhead(rounds: int) -> None:
+    """Per-call cost at 16 elements of the generated wrappers against calling what they wrap
+    directly: the pybind11 function of the extension (what a hand-written Function<T> op is
+    called through) and the ``ops.Custom`` primitive itself (a hand-written aot op registered
+    the same way). Ops with a float attr, a str attr and a list attr."""
+    import mindspore as ms
+
+    from generated.opgen_ops import custom, function
+    from generated.opgen_ops.function import _ext
+
+    x = ms.Tensor(np.random.default_rng(1).standard_normal((4, 4)).astype(np.float32))
+    pairs: dict[str, tuple[Fn, Fn]] = {
+        "leaky_relu(x, 0.01) Function": (lambda: function.leaky_relu(x, 0.01), lambda: _ext.leaky_relu(x, 0.01)),
+        "gelu(x, 'tanh') Function": (lambda: function.gelu(x, "tanh"), lambda: _ext.gelu(x, "tanh")),
+        "reduce_sum(x, [1]) Function": (lambda: function.reduce_sum(x, [1]), lambda: _ext.reduce_sum(x, [1], False)),
+        "mul(x, x) Function": (lambda: function.mul(x, x), lambda: _ext.mul(x, x)),
+    }
+    for name, make in (("leaky_relu(x, 0.01) Custom", lambda: custom.leaky_relu_primitive(alpha=0.01)),
+                       ("gelu(x, 'tanh') Custom", lambda: custom.gelu_primitive(approximate="tanh"))):
+        prim = make()
+        op = name.split("(")[0]
+        gen = (lambda: custom.leaky_relu(x, 0.01)) if op == "leaky_relu" else (lambda: custom.gelu(x, "tanh"))
+        pairs[name] = (gen, lambda prim=prim: prim(x))
+    print()
+    print("| per call, 16 elements | generated wrapper | direct | ratio |")
+    print("|---|---|---|---|")
+    shuffle = random.Random(3)
+    for name, (gen, direct) in pairs.items():
+        n = 200 if "Function" in name else 20
+        times: dict[str, list[float]] = {"gen": [], "direct": []}
+        for f in (gen, direct):
+            f()
+        for _ in range(rounds * 5):
+            order = [("gen", gen), ("direct", direct)]
+            shuffle.shuffle(order)
+            for k, f in order:
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    f()
+                times[k].append((time.perf_counter() - t0) / n)
+        g, d = statistics.median(times["gen"]), statistics.median(times["direct"])
+        print(f"| {name} | {fmt(g).strip()} | {fmt(d).strip()} | {g / d:.3f} |", flush=True)
 
 
 def _cell(med: dict[str, float], k: str) -> str:
@@ -306,6 +360,24 @@ def _cell(med: dict[str, float], k: str) -> str:
 
 def _ratio(med: dict[str, float], a: str, b: str) -> str:
     return f"{med[a] / med[b]:.2f}" if a in med and b in med else "-"
+
+
+def blas_from_c(a: np.ndarray, b: np.ndarray) -> Fn:
+    """OpenBLAS sgemm (the library opgen::gemm calls) on a and b, called through ctypes with a
+    preallocated output and OpenBLAS's default threads: the BLAS's own speed, measured in the
+    same turns as the ops."""
+    import ctypes
+
+    import scipy_openblas32 as blas  # type: ignore[import-not-found, import-untyped, unused-ignore]
+
+    lib = ctypes.CDLL(str(Path(blas.get_lib_dir()) / f"lib{blas.get_library()}.so"))
+    f = lib.scipy_cblas_sgemm
+    p, i = ctypes.c_void_p, ctypes.c_int
+    f.argtypes = [i, i, i, i, i, i, ctypes.c_float, p, i, p, i, ctypes.c_float, p, i]
+    m, k = a.shape
+    n = b.shape[1]
+    c = np.empty((m, n), np.float32)
+    return lambda: f(101, 111, 111, m, n, k, 1.0, a.ctypes.data, k, b.ctypes.data, n, 0.0, c.ctypes.data, n)
 
 
 def fused_package() -> dict[str, Any]:

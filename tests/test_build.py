@@ -472,3 +472,18 @@ def test_ccache_launcher_second_cold_build_in_a_fresh_build_dir_is_all_hits(
     monkeypatch.setenv("OPGEN_CXX_LAUNCHER", ccache)
     assert build.build_library(package, "aot", quiet=True, build_dir=tmp_path / "two").cached
     assert first.path.name == again.path.name
+
+
+def test_package_flags_from_generate_are_kept_in_the_package_and_keyed(package: Path) -> None:
+    plain = build.target_key(build.aot_target(package))
+    assert main(["generate", "specs", "-o", "out", "-p", "tiny", "-q", "--cflag=-DFOO=1", "--include-dir", "inc",
+                 "--ldflag=-L./lib", "--library", "m"]) == 0
+    root = Path.cwd()
+    kernels = build.kernel_target(package.resolve())
+    assert all(u.cflags == ("-DFOO=1", f"-I{root / 'inc'}") for u in kernels.units)  # every kernel unit
+    aot = build.aot_target(package.resolve())
+    assert f"-L{root / 'lib'}" in aot.ldflags and "-lm" in aot.ldflags
+    assert build.target_key(aot) != plain
+    regenerate()  # no flags: csrc/build.json is removed, the key is the plain one again
+    assert not (package / "csrc" / "build.json").exists()
+    assert build.target_key(build.aot_target(package)) == plain
