@@ -247,6 +247,24 @@ def _rows_text(op: Op) -> str:
 PY_TENSOR_TYPE = {"required": "Tensor", "optional": "Tensor or None", "dynamic": "list of Tensor"}
 
 
+def attr_key(attrs: Sequence[Attr]) -> str:
+    """Python expression of the key under which a call's attr values, once checked, are cached
+    (``runtime.check_attrs_once``): each value with its class, so that ``True``, ``1`` and ``1.0``
+    (equal and of equal hash) stay apart; list values through ``runtime.list_key``."""
+    parts = [f"_rt.list_key({a.name})" if a.type.startswith("list[") else f"{a.name}.__class__, {a.name}"
+             for a in attrs]
+    return ", ".join(parts) + ("," if len(parts) == 1 and attrs[0].type.startswith("list[") else "")
+
+
+def attr_same(op: str, attrs: Sequence[Attr]) -> str:
+    """Python condition that a call's attr values are the very objects of the last checked call
+    (``alpha is _LEAKY_RELU_LAST[0]``): a few nanoseconds, the Function path's per-call check.
+    Empty when an attr is a list (mutable: the same object may hold other values since)."""
+    if not attrs or any(a.type.startswith("list[") for a in attrs):
+        return ""
+    return " and ".join(f"{a.name} is _{op.upper()}_LAST[{i}]" for i, a in enumerate(attrs))
+
+
 def can_fail(op: Op) -> bool:
     """Whether the op's kernel may raise an error the Python wrapper cannot check before launch
     (data-dependent: an index out of range, an integer division by zero), so that its Custom
@@ -512,6 +530,8 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         "output_shapes_py": output_shapes_py(op),
         "has_contracts": bool(op.requires),
         "py_params": ", ".join(py_params),
+        "attr_key": attr_key(attrs),
+        "attr_same": attr_same(op.name, attrs),
         "primitive_params": "".join(p + ", " for p in attr_params),
         "builtin": names,
         "shadows_builtins": any(v != k for k, v in names.items()),

@@ -37,11 +37,14 @@ compilers) with a timeout whose error names the PID holding it; on Linux ninja i
 
 from __future__ import annotations
 
+import ctypes.util
 import fcntl
+import functools
 import hashlib
 import json
 import math
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -195,7 +198,46 @@ def sanitize_flags() -> tuple[str, ...]:
     return ()
 
 
+def checked_flags() -> tuple[str, ...]:
+    """Extra compile flags for ``OPGEN_CHECK=1`` builds (checked mode: bounds-checked views, see
+    opgen/kernel.h; ``opgen build --checked``, ``opgen test``).  Part of the content hash, so a
+    checked library and a plain one are cached side by side and never replace each other."""
+    return ("-DOPGEN_CHECKED=1",) if _env_flag("OPGEN_CHECK") else ()
+
+
 # --------------------------------------------------------------------------- targets and units
+
+
+def kernel_flags() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Compile and link flags of the kernel layer (both libraries): vector loops and math, BLAS.
+
+    - ``-fopenmp-simd`` (the SIMD directives only, no OpenMP runtime), ``-fno-math-errno`` and
+      ``-fno-trapping-math`` (neither changes a result: no errno is read, no FP trap is enabled)
+      let ``OPGEN_SIMD`` loops (``-DOPGEN_OMP_SIMD``) vectorise, selects included; on x86-64 glibc with libmvec,
+      ``-DOPGEN_VECTOR_MATH`` + ``-lmvec`` vectorise exp/log/tanh/erf... (``opgen/kernel.h``).
+    - OpenBLAS from the ``scipy-openblas32`` wheel (the ``run`` extra), when importable:
+      ``-DOPGEN_BLAS`` + its library, found through its rpath (``opgen/blas.h`` declares the two
+      routines it calls: the wheel's ``cblas.h`` clashes with MindSpore's headers).
+    """
+    return _kernel_flags()
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel_flags() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    cflags: tuple[str, ...] = ("-fopenmp-simd", "-DOPGEN_OMP_SIMD=1", "-fno-math-errno", "-fno-trapping-math")
+    ldflags: tuple[str, ...] = ()
+    if sys.platform.startswith("linux") and platform.machine() == "x86_64" and ctypes.util.find_library("mvec"):
+        cflags += ("-DOPGEN_VECTOR_MATH=1",)
+        ldflags += ("-lmvec",)
+    try:
+        import scipy_openblas32 as blas  # type: ignore[import-not-found, import-untyped, unused-ignore]
+
+        lib = blas.get_lib_dir()
+        cflags += ("-DOPGEN_BLAS=1",)
+        ldflags += (f"-L{lib}", f"-l{blas.get_library()}", f"-Wl,-rpath,{lib}")
+    except (ImportError, AttributeError):
+        pass
+    return cflags, ldflags
 
 
 @dataclass(frozen=True)
@@ -346,7 +388,7 @@ def _plain_cflags(csrc: Path) -> tuple[str, ...]:
     return (
         "-O3", "-std=c++17", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=0", "-Wall", "-Wno-unused-variable",
         "-Wno-unused-function", f"-I{include_dir()}", f"-I{csrc}",
-    ) + sanitize_flags()
+    ) + kernel_flags()[0] + sanitize_flags() + checked_flags()
 
 
 def kernel_target(pkg_dir: Path) -> Target:
@@ -383,7 +425,7 @@ def aot_target(pkg_dir: Path, *, pch: bool = False) -> Target:
     csrc = pkg_dir / "csrc"
     sources = tuple(sorted(csrc.glob("*_aot.cc")))
     kernels = kernel_target(pkg_dir)
-    ldflags = ("-shared", "-pthread") + _user_link_flags(pkg_dir) + sanitize_flags()
+    ldflags = ("-shared", "-pthread") + _user_link_flags(pkg_dir) + kernel_flags()[1] + sanitize_flags()
     return Target("aot", f"lib{pkg_dir.name}_aot", sources, _plain_cflags(csrc), ldflags,
                   group_units("aot", sources, 1), "opgen/aot.h" if pch else None,
                   tuple(u.obj for u in kernels.units), kernels.sources)
@@ -425,7 +467,7 @@ def _ms_flags(allow_import: bool = True) -> tuple[tuple[str, ...], tuple[str, ..
     """
     where, version = _ms_location()
     tag = hashlib.sha256(f"{where}\n{version}\n{sys.executable}\n{sys.version}".encode()).hexdigest()[:16]
-    cache = build_root() / "support" / f"ms-flags-{tag}.json"
+    cache = support_dir() / f"ms-flags-{tag}.json"
     try:
         data = json.loads(cache.read_text(encoding="utf-8"))
         includes, ms_cflags, ms_ldflags = (tuple(str(x) for x in data[k]) for k in ("include", "cflags", "ldflags"))
@@ -441,7 +483,16 @@ def _ms_flags(allow_import: bool = True) -> tuple[tuple[str, ...], tuple[str, ..
         _write_if_changed(cache, json.dumps({"include": includes, "cflags": ms_cflags, "ldflags": ms_ldflags}))
     py_inc = sysconfig.get_path("include", scheme="posix_prefix")
     cflags = tuple(f"-I{p}" for p in includes) + (f"-isystem{py_inc}", f"-I{include_dir()}") + ms_cflags
-    return cflags + sanitize_flags(), ms_ldflags + ("-pthread",) + sanitize_flags()
+    return cflags + sanitize_flags() + checked_flags(), ms_ldflags + ("-pthread",) + sanitize_flags()
+
+
+def support_dir(root: str | os.PathLike[str] | None = None) -> Path:
+    """Where per-toolchain objects live: ``$OPGEN_SUPPORT_DIR``, else ``<build root>/support``.
+
+    Several build roots (a CI's test runs, say) share one support object through the variable.
+    """
+    env = os.environ.get("OPGEN_SUPPORT_DIR", "").strip()
+    return Path(env).expanduser().resolve() if env else build_root(root) / "support"
 
 
 def support_object(root: str | os.PathLike[str] | None = None) -> tuple[Path, tuple[str, ...], str]:
@@ -457,7 +508,7 @@ def support_object(root: str | os.PathLike[str] | None = None) -> tuple[Path, tu
     for f in [include_dir() / SUPPORT_SOURCE, *sorted((include_dir() / "opgen").glob("*.h"))]:
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     key = h.hexdigest()
-    return build_root(root) / "support" / f"ms_support-{key[:16]}.o", cflags, key
+    return support_dir(root) / f"ms_support-{key[:16]}.o", cflags, key
 
 
 def ext_target(pkg_dir: Path, *, ops_per_unit: int | None = None, pch: bool = False,
@@ -479,8 +530,8 @@ def ext_target(pkg_dir: Path, *, ops_per_unit: int | None = None, pch: bool = Fa
     if (csrc / "bindings.cc").is_file():
         sources += (csrc / "bindings.cc",)
     ms_cflags, ms_ldflags = _ms_flags(allow_import)
-    cflags = ms_cflags + (f"-I{csrc}", f"-DMS_EXTENSION_NAME={name}")
-    ldflags = ms_ldflags[:1] + _user_link_flags(pkg_dir) + ms_ldflags[1:]
+    cflags = ms_cflags + (f"-I{csrc}", f"-DMS_EXTENSION_NAME={name}") + kernel_flags()[0]
+    ldflags = ms_ldflags[:1] + _user_link_flags(pkg_dir) + ms_ldflags[1:] + kernel_flags()[1]
     # the bindings unit stays apart: it is recompiled only when an op's Python signature changes
     units = group_units("ext", [s for s in sources if s.name != "bindings.cc"], ops_per_unit)
     units += group_units("ext", [s for s in sources if s.name == "bindings.cc"], 1)

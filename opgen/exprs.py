@@ -158,7 +158,12 @@ def parse_expr(text: str, known: Callable[[str], bool], attrs: Collection[str] =
             tc, tn = compare(node.test) if isinstance(node.test, ast.Compare) else go(node.test)
             ac, an = go(node.body)
             bc, bn = go(node.orelse)
-            return f"({tc} ? C({ac}) : C({bc}))", f"np.where({tn}, {an}, {bn})"
+            if "opgen::math::div(" in ac + bc:
+                # An integer division by zero throws: evaluate only the chosen arm.
+                return f"({tc} ? C({ac}) : C({bc}))", f"np.where({tn}, {an}, {bn})"
+            # Both arms evaluated, then one picked: branchless (the loop vectorises to a blend,
+            # where a branch on random signs mispredicts half the time).
+            return f"opgen::select({tc}, C({ac}), C({bc}))", f"np.where({tn}, {an}, {bn})"
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.keywords:
                 raise ExprError("only calls like f(a, b) of the built-in functions are supported", col)

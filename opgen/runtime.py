@@ -100,6 +100,12 @@ def aot_library(module_file: str) -> str:
         _build.build(pkg_dir, "aot", quiet=_quiet(), build_dir=_build_dirs.get(pkg_dir)))
 
 
+def checked() -> bool:
+    """Whether this process builds and loads the checked mode (``OPGEN_CHECK=1``: bounds-checked
+    kernel views, see :func:`opgen.build.checked_flags`)."""
+    return bool(_build.checked_flags())
+
+
 def load_extension(module_file: str) -> ModuleType:
     """Import the pybind11 extension of the package containing ``module_file``.
 
@@ -487,6 +493,44 @@ def check_attrs(op: str, values: Mapping[str, Any], spec: Mapping[str, Mapping[s
             raise ValueError(f"{op}(): attr '{name}' = {value!r} is not one of {list(choices)}")
         out.append(norm)
     return tuple(out)
+
+
+class _Unset:
+    """The value of no call: what a wrapper's "last checked attrs" hold before the first call."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+ATTR_CACHE_SIZE = 256
+"""Attr value tuples a wrapper remembers as checked (per op); the set is emptied when full."""
+
+
+def check_attrs_once(op: str, values: Mapping[str, Any], spec: Mapping[str, Mapping[str, Any]], checked: set[Any],
+                     key: Any) -> None:
+    """:func:`check_attrs`, then remember ``key`` (the values with their classes, built by the
+    generated wrapper) in ``checked``: the wrapper skips the check when a call's key is there,
+    so repeated calls with the same attrs pay one set lookup (the per-call cost of a Function
+    path op with attrs, see docs/performance.md). Nothing is remembered when the check fails.
+    """
+    check_attrs(op, values, spec)
+    if len(checked) >= ATTR_CACHE_SIZE:
+        checked.clear()
+    try:
+        checked.add(key)
+    except TypeError:  # an unhashable value (it passed the check): check it on every call
+        pass
+
+
+def list_key(value: Any) -> Any:
+    """Hashable key of a list attr value for :func:`check_attrs_once`: the classes of the list and
+    of each element with the elements (``[True]`` and ``[1]`` differ). Raises TypeError for
+    unhashable elements (the wrapper then checks the value in full)."""
+    if isinstance(value, (list, tuple)):
+        return (value.__class__, *[(v.__class__, v) for v in value])
+    return (value.__class__, value)
 
 
 def _is_bool(value: Any) -> bool:

@@ -3,6 +3,7 @@ real MindSpore on CPU, and helpers to write small specs into temporary directori
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -13,6 +14,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+# One per-toolchain MindSpore support object for the whole run (builds in temporary build roots
+# included, subprocesses too): it costs ~30 CPU s to compile (docs/build.md).
+from opgen import build as _build  # noqa: E402
+
+os.environ.setdefault("OPGEN_SUPPORT_DIR", str(_build.build_root(None) / "support"))
 
 
 @pytest.fixture(scope="session")

@@ -28,14 +28,16 @@ def test_comparison_is_one_or_zero_of_the_compute_type() -> None:
 
 def test_conditional_keeps_its_comparison_boolean() -> None:
     e = parse_expr("dout if x > 0 else alpha * dout", lambda n: True)
-    assert e.cpp == "((x > C(0.0)) ? C(dout) : C((alpha * dout)))"
+    assert e.cpp == "opgen::select((x > C(0.0)), C(dout), C((alpha * dout)))"
     assert e.numpy == "np.where((x > 0), dout, (alpha * dout))"
     x = np.array([-2.0, 3.0])
     np.testing.assert_array_equal(_numpy("dout if x > 0 else alpha * dout", x=x, dout=np.ones(2), alpha=0.25),
                                   [0.25, 1.0])
     # any value as the condition: true when non-zero (a bool attr, or a comparison value)
     np.testing.assert_array_equal(_numpy("x if flag else -x", x=x, flag=False), [2.0, -3.0])
-    assert parse_expr("x if flag else -x", lambda n: True).cpp == "(flag ? C(x) : C((-x)))"
+    assert parse_expr("x if flag else -x", lambda n: True).cpp == "opgen::select(flag, C(x), C((-x)))"
+    # an arm that may divide by zero is evaluated only when chosen
+    assert parse_expr("x / y if y != 0 else x", lambda n: True).cpp.startswith("((y != C(0.0)) ? C(")
 
 
 def test_chained_comparison_is_an_error_at_its_column() -> None:

@@ -406,3 +406,24 @@ def test_aot_kernel_on_mindspore_16_bit_tensors(ms, tmp_path: Path, dtype: str) 
         else:
             want = want32
         np.testing.assert_array_equal(got, want)
+
+
+# ------------------------------------------------------------------------ building blocks
+
+
+@pytest.mark.parametrize("kernel_flags", [False, True], ids=["plain", "kernel-flags"])
+def test_building_blocks_match_double_loops(opt: str, drivers: Path, kernel_flags: bool) -> None:
+    """map (contiguous, row-broadcast, strided), map_reduce_to, reduce_sum/max over rows, columns,
+    everything and split axes, softmax/log_softmax forward and backward, and gemm agree with
+    plain double loops, with and without opgen's kernel flags (vector loops, libmvec, OpenBLAS),
+    on one thread and on the pool."""
+    from opgen.build import kernel_flags as flags
+
+    cflags, ldflags = flags() if kernel_flags else ((), ())
+    exe = drivers / f"blocks_test{opt}{'-k' if kernel_flags else ''}"
+    subprocess.run([CXX, opt, *FLAGS, *cflags, str(CPP / "blocks_test.cc"), "-o", str(exe), *ldflags, "-ldl"],
+                   check=True)
+    for threads in ("1", "2"):
+        proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "OPGEN_NUM_THREADS": threads})
+        assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr

@@ -4,8 +4,8 @@ edited op's kernel unit, then the two links), the ops of both paths after each, 
 raising its file:line:col diagnostics.
 
 Compilers are counted through OPGEN_CXX_LAUNCHER (a script that logs, then runs the compiler):
-a launcher is not part of the cache key, so the per-toolchain support object of the default
-build root is shared (its folder is linked into the test's build root).
+a launcher is not part of the cache key, so the per-toolchain support object is the one the
+whole test run shares ($OPGEN_SUPPORT_DIR, set by conftest).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import opgen
-from opgen import build
 from opgen.cli import main
 
 HALVE = """
@@ -46,12 +45,9 @@ exec "$@"
 
 
 def shared_build_root(tmp_path: Path) -> Path:
-    """A fresh build root whose support/ folder is the default root's (built at most once)."""
+    """A fresh build root; the support object is shared through $OPGEN_SUPPORT_DIR (conftest)."""
     root = tmp_path / "build"
     root.mkdir()
-    support = build.build_root(None) / "support"
-    support.mkdir(parents=True, exist_ok=True)
-    (root / "support").symlink_to(support, target_is_directory=True)
     return root
 
 

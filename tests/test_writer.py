@@ -72,7 +72,7 @@ def test_check_exits_1_and_lists_what_differs_writing_nothing(work: Path, write_
     assert "opgen: out/pkg is out of date with its specs:" in err
     assert "  differs: out/pkg/csrc/thrice_kernel.h" in err
     assert "  stale:   out/pkg/csrc/twice_kernel.h" in err
-    assert "run 'opgen generate' to update it." in err
+    assert "run 'opgen generate specs -o out -p pkg' to update it." in err  # the command, as it works
     assert snapshot(work) == before
 
 

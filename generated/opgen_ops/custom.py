@@ -32,6 +32,8 @@ from . import meta as _meta
 
 _LIB = _rt.aot_library(__file__)
 """Absolute path of the compiled aot library (built on first import when missing or stale)."""
+_CHECKED = _rt.checked()
+"""Whether that library is the checked build (OPGEN_CHECK=1): then every op launches blocking."""
 
 __all__ = ["add", "add_primitive", "avg_pool2d", "avg_pool2d_primitive", "broadcast_to", "broadcast_to_primitive", "clip", "clip_primitive", "concat", "concat_primitive", "cumsum", "cumsum_primitive", "div", "div_primitive", "dropout", "dropout_primitive", "exp", "exp_primitive", "gather", "gather_primitive", "gelu", "gelu_primitive", "layer_norm", "layer_norm_primitive", "leaky_relu", "leaky_relu_primitive", "log", "log_primitive", "log_softmax", "log_softmax_primitive", "matmul", "matmul_primitive", "maximum", "maximum_primitive", "mul", "mul_primitive", "pow", "pow_primitive", "reduce_max", "reduce_max_primitive", "reduce_mean", "reduce_mean_primitive", "reduce_sum", "reduce_sum_primitive", "relu", "relu_primitive", "rms_norm", "rms_norm_primitive", "rsqrt", "rsqrt_primitive", "scale_add", "scale_add_primitive", "sigmoid", "sigmoid_primitive", "smooth_l1_loss", "smooth_l1_loss_primitive", "softmax", "softmax_primitive", "softplus", "softplus_primitive", "sqrt", "sqrt_primitive", "square", "square_primitive", "sub", "sub_primitive", "swiglu", "swiglu_primitive", "tanh", "tanh_primitive", "topk", "topk_primitive", "where", "where_primitive"]
 
@@ -154,18 +156,22 @@ _add_resolved: Dict[Any, Any] = {}
 
 
 def _add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _add_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("add", dtypes, _meta.ADD["inputs"], _meta.ADD["kinds"], layout, _meta.ADD["rows"], _meta.ADD["outputs"])
-    opgen_values = _rt.check_attrs("add", {}, _meta.ADD["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _add_shapes(layout, shapes, *opgen_values)
-    opgen_prim = add_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_add_resolved, opgen_key, opgen_prim)
+        opgen_prim = _add_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("add", dtypes, _meta.ADD["inputs"], _meta.ADD["kinds"], layout, _meta.ADD["rows"], _meta.ADD["outputs"])
+        opgen_values = _rt.check_attrs("add", {}, _meta.ADD["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _add_shapes(layout, shapes, *opgen_values)
+        opgen_prim = add_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_add_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -193,6 +199,8 @@ def add(x, y) -> Any:
     flat = (x,) + (y,)
     layout = (1, 1)
     prim = _add_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("add", prim(*flat))
     return prim(*flat)
 
 
@@ -320,18 +328,22 @@ _avg_pool2d_resolved: Dict[Any, Any] = {}
 
 
 def _avg_pool2d_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], kernel: Any, stride: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, kernel, stride)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, _rt.list_key(kernel), _rt.list_key(stride))
     try:
-        return _avg_pool2d_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("avg_pool2d", dtypes, _meta.AVG_POOL2D["inputs"], _meta.AVG_POOL2D["kinds"], layout, _meta.AVG_POOL2D["rows"], _meta.AVG_POOL2D["outputs"])
-    opgen_values = _rt.check_attrs("avg_pool2d", {"kernel": kernel, "stride": stride}, _meta.AVG_POOL2D["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _avg_pool2d_shapes(layout, shapes, *opgen_values)
-    opgen_prim = avg_pool2d_primitive(kernel=opgen_values[0], stride=opgen_values[1], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_avg_pool2d_resolved, opgen_key, opgen_prim)
+        opgen_prim = _avg_pool2d_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("avg_pool2d", dtypes, _meta.AVG_POOL2D["inputs"], _meta.AVG_POOL2D["kinds"], layout, _meta.AVG_POOL2D["rows"], _meta.AVG_POOL2D["outputs"])
+        opgen_values = _rt.check_attrs("avg_pool2d", {"kernel": kernel, "stride": stride}, _meta.AVG_POOL2D["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _avg_pool2d_shapes(layout, shapes, *opgen_values)
+        opgen_prim = avg_pool2d_primitive(kernel=opgen_values[0], stride=opgen_values[1], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_avg_pool2d_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -360,6 +372,8 @@ def avg_pool2d(x, kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2)
     flat = (x,)
     layout = (1,)
     prim = _avg_pool2d_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), kernel, stride)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("avg_pool2d", prim(*flat))
     return prim(*flat)
 
 
@@ -484,18 +498,22 @@ _broadcast_to_resolved: Dict[Any, Any] = {}
 
 
 def _broadcast_to_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], shape: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, shape)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, _rt.list_key(shape),)
     try:
-        return _broadcast_to_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("broadcast_to", dtypes, _meta.BROADCAST_TO["inputs"], _meta.BROADCAST_TO["kinds"], layout, _meta.BROADCAST_TO["rows"], _meta.BROADCAST_TO["outputs"])
-    opgen_values = _rt.check_attrs("broadcast_to", {"shape": shape}, _meta.BROADCAST_TO["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _broadcast_to_shapes(layout, shapes, *opgen_values)
-    opgen_prim = broadcast_to_primitive(shape=opgen_values[0], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_broadcast_to_resolved, opgen_key, opgen_prim)
+        opgen_prim = _broadcast_to_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("broadcast_to", dtypes, _meta.BROADCAST_TO["inputs"], _meta.BROADCAST_TO["kinds"], layout, _meta.BROADCAST_TO["rows"], _meta.BROADCAST_TO["outputs"])
+        opgen_values = _rt.check_attrs("broadcast_to", {"shape": shape}, _meta.BROADCAST_TO["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _broadcast_to_shapes(layout, shapes, *opgen_values)
+        opgen_prim = broadcast_to_primitive(shape=opgen_values[0], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_broadcast_to_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -523,6 +541,8 @@ def broadcast_to(x, shape: Sequence[int]) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _broadcast_to_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), shape)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("broadcast_to", prim(*flat))
     return prim(*flat)
 
 
@@ -642,18 +662,22 @@ _clip_resolved: Dict[Any, Any] = {}
 
 
 def _clip_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], min: Any, max: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, min, max)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, min.__class__, min, max.__class__, max)
     try:
-        return _clip_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("clip", dtypes, _meta.CLIP["inputs"], _meta.CLIP["kinds"], layout, _meta.CLIP["rows"], _meta.CLIP["outputs"])
-    opgen_values = _rt.check_attrs("clip", {"min": min, "max": max}, _meta.CLIP["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _clip_shapes(layout, shapes, *opgen_values)
-    opgen_prim = clip_primitive(min=opgen_values[0], max=opgen_values[1], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_clip_resolved, opgen_key, opgen_prim)
+        opgen_prim = _clip_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("clip", dtypes, _meta.CLIP["inputs"], _meta.CLIP["kinds"], layout, _meta.CLIP["rows"], _meta.CLIP["outputs"])
+        opgen_values = _rt.check_attrs("clip", {"min": min, "max": max}, _meta.CLIP["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _clip_shapes(layout, shapes, *opgen_values)
+        opgen_prim = clip_primitive(min=opgen_values[0], max=opgen_values[1], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_clip_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -683,6 +707,8 @@ def clip(x, min: float, max: float) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _clip_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), min, max)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("clip", prim(*flat))
     return prim(*flat)
 
 
@@ -806,18 +832,22 @@ _concat_resolved: Dict[Any, Any] = {}
 
 
 def _concat_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, axis)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, axis.__class__, axis)
     try:
-        return _concat_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("concat", dtypes, _meta.CONCAT["inputs"], _meta.CONCAT["kinds"], layout, _meta.CONCAT["rows"], _meta.CONCAT["outputs"])
-    opgen_values = _rt.check_attrs("concat", {"axis": axis}, _meta.CONCAT["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _concat_shapes(layout, shapes, *opgen_values)
-    opgen_prim = concat_primitive(axis=opgen_values[0], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_concat_resolved, opgen_key, opgen_prim)
+        opgen_prim = _concat_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("concat", dtypes, _meta.CONCAT["inputs"], _meta.CONCAT["kinds"], layout, _meta.CONCAT["rows"], _meta.CONCAT["outputs"])
+        opgen_values = _rt.check_attrs("concat", {"axis": axis}, _meta.CONCAT["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _concat_shapes(layout, shapes, *opgen_values)
+        opgen_prim = concat_primitive(axis=opgen_values[0], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_concat_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -843,6 +873,8 @@ def concat(xs, axis: int = 0) -> Any:
     flat = tuple(xs)
     layout = (len(xs),)
     prim = _concat_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("concat", prim(*flat))
     return prim(*flat)
 
 
@@ -963,18 +995,22 @@ _cumsum_resolved: Dict[Any, Any] = {}
 
 
 def _cumsum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any, exclusive: Any, reverse: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, axis, exclusive, reverse)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, axis.__class__, axis, exclusive.__class__, exclusive, reverse.__class__, reverse)
     try:
-        return _cumsum_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("cumsum", dtypes, _meta.CUMSUM["inputs"], _meta.CUMSUM["kinds"], layout, _meta.CUMSUM["rows"], _meta.CUMSUM["outputs"])
-    opgen_values = _rt.check_attrs("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _cumsum_shapes(layout, shapes, *opgen_values)
-    opgen_prim = cumsum_primitive(axis=opgen_values[0], exclusive=opgen_values[1], reverse=opgen_values[2], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_cumsum_resolved, opgen_key, opgen_prim)
+        opgen_prim = _cumsum_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("cumsum", dtypes, _meta.CUMSUM["inputs"], _meta.CUMSUM["kinds"], layout, _meta.CUMSUM["rows"], _meta.CUMSUM["outputs"])
+        opgen_values = _rt.check_attrs("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _cumsum_shapes(layout, shapes, *opgen_values)
+        opgen_prim = cumsum_primitive(axis=opgen_values[0], exclusive=opgen_values[1], reverse=opgen_values[2], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_cumsum_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -1006,6 +1042,8 @@ def cumsum(x, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> 
     flat = (x,)
     layout = (1,)
     prim = _cumsum_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis, exclusive, reverse)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("cumsum", prim(*flat))
     return prim(*flat)
 
 
@@ -1123,18 +1161,22 @@ _div_resolved: Dict[Any, Any] = {}
 
 
 def _div_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _div_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("div", dtypes, _meta.DIV["inputs"], _meta.DIV["kinds"], layout, _meta.DIV["rows"], _meta.DIV["outputs"])
-    opgen_values = _rt.check_attrs("div", {}, _meta.DIV["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _div_shapes(layout, shapes, *opgen_values)
-    opgen_prim = div_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_div_resolved, opgen_key, opgen_prim)
+        opgen_prim = _div_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("div", dtypes, _meta.DIV["inputs"], _meta.DIV["kinds"], layout, _meta.DIV["rows"], _meta.DIV["outputs"])
+        opgen_values = _rt.check_attrs("div", {}, _meta.DIV["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _div_shapes(layout, shapes, *opgen_values)
+        opgen_prim = div_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_div_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -1163,6 +1205,8 @@ def div(x, y) -> Any:
     flat = (x,) + (y,)
     layout = (1, 1)
     prim = _div_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("div", prim(*flat))
     return prim(*flat)
 
 
@@ -1282,18 +1326,22 @@ _dropout_resolved: Dict[Any, Any] = {}
 
 
 def _dropout_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], keep_prob: Any, seed: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, keep_prob, seed)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, keep_prob.__class__, keep_prob, seed.__class__, seed)
     try:
-        return _dropout_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("dropout", dtypes, _meta.DROPOUT["inputs"], _meta.DROPOUT["kinds"], layout, _meta.DROPOUT["rows"], _meta.DROPOUT["outputs"])
-    opgen_values = _rt.check_attrs("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _dropout_shapes(layout, shapes, *opgen_values)
-    opgen_prim = dropout_primitive(keep_prob=opgen_values[0], seed=opgen_values[1], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_dropout_resolved, opgen_key, opgen_prim)
+        opgen_prim = _dropout_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("dropout", dtypes, _meta.DROPOUT["inputs"], _meta.DROPOUT["kinds"], layout, _meta.DROPOUT["rows"], _meta.DROPOUT["outputs"])
+        opgen_values = _rt.check_attrs("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _dropout_shapes(layout, shapes, *opgen_values)
+        opgen_prim = dropout_primitive(keep_prob=opgen_values[0], seed=opgen_values[1], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_dropout_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -1444,18 +1492,22 @@ _exp_resolved: Dict[Any, Any] = {}
 
 
 def _exp_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _exp_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("exp", dtypes, _meta.EXP["inputs"], _meta.EXP["kinds"], layout, _meta.EXP["rows"], _meta.EXP["outputs"])
-    opgen_values = _rt.check_attrs("exp", {}, _meta.EXP["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _exp_shapes(layout, shapes, *opgen_values)
-    opgen_prim = exp_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_exp_resolved, opgen_key, opgen_prim)
+        opgen_prim = _exp_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("exp", dtypes, _meta.EXP["inputs"], _meta.EXP["kinds"], layout, _meta.EXP["rows"], _meta.EXP["outputs"])
+        opgen_values = _rt.check_attrs("exp", {}, _meta.EXP["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _exp_shapes(layout, shapes, *opgen_values)
+        opgen_prim = exp_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_exp_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -1480,6 +1532,8 @@ def exp(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _exp_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("exp", prim(*flat))
     return prim(*flat)
 
 
@@ -1598,18 +1652,22 @@ _gather_resolved: Dict[Any, Any] = {}
 
 
 def _gather_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, axis)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, axis.__class__, axis)
     try:
-        return _gather_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("gather", dtypes, _meta.GATHER["inputs"], _meta.GATHER["kinds"], layout, _meta.GATHER["rows"], _meta.GATHER["outputs"])
-    opgen_values = _rt.check_attrs("gather", {"axis": axis}, _meta.GATHER["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _gather_shapes(layout, shapes, *opgen_values)
-    opgen_prim = gather_primitive(axis=opgen_values[0], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_gather_resolved, opgen_key, opgen_prim)
+        opgen_prim = _gather_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("gather", dtypes, _meta.GATHER["inputs"], _meta.GATHER["kinds"], layout, _meta.GATHER["rows"], _meta.GATHER["outputs"])
+        opgen_values = _rt.check_attrs("gather", {"axis": axis}, _meta.GATHER["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _gather_shapes(layout, shapes, *opgen_values)
+        opgen_prim = gather_primitive(axis=opgen_values[0], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_gather_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -1759,18 +1817,22 @@ _gelu_resolved: Dict[Any, Any] = {}
 
 
 def _gelu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], approximate: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, approximate)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, approximate.__class__, approximate)
     try:
-        return _gelu_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("gelu", dtypes, _meta.GELU["inputs"], _meta.GELU["kinds"], layout, _meta.GELU["rows"], _meta.GELU["outputs"])
-    opgen_values = _rt.check_attrs("gelu", {"approximate": approximate}, _meta.GELU["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _gelu_shapes(layout, shapes, *opgen_values)
-    opgen_prim = gelu_primitive(approximate=opgen_values[0], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_gelu_resolved, opgen_key, opgen_prim)
+        opgen_prim = _gelu_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("gelu", dtypes, _meta.GELU["inputs"], _meta.GELU["kinds"], layout, _meta.GELU["rows"], _meta.GELU["outputs"])
+        opgen_values = _rt.check_attrs("gelu", {"approximate": approximate}, _meta.GELU["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _gelu_shapes(layout, shapes, *opgen_values)
+        opgen_prim = gelu_primitive(approximate=opgen_values[0], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_gelu_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -1798,6 +1860,8 @@ def gelu(x, approximate: str = 'none') -> Any:
     flat = (x,)
     layout = (1,)
     prim = _gelu_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), approximate)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("gelu", prim(*flat))
     return prim(*flat)
 
 
@@ -1917,18 +1981,22 @@ _layer_norm_resolved: Dict[Any, Any] = {}
 
 
 def _layer_norm_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], eps: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, eps)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, eps.__class__, eps)
     try:
-        return _layer_norm_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("layer_norm", dtypes, _meta.LAYER_NORM["inputs"], _meta.LAYER_NORM["kinds"], layout, _meta.LAYER_NORM["rows"], _meta.LAYER_NORM["outputs"])
-    opgen_values = _rt.check_attrs("layer_norm", {"eps": eps}, _meta.LAYER_NORM["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _layer_norm_shapes(layout, shapes, *opgen_values)
-    opgen_prim = layer_norm_primitive(eps=opgen_values[0], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_layer_norm_resolved, opgen_key, opgen_prim)
+        opgen_prim = _layer_norm_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("layer_norm", dtypes, _meta.LAYER_NORM["inputs"], _meta.LAYER_NORM["kinds"], layout, _meta.LAYER_NORM["rows"], _meta.LAYER_NORM["outputs"])
+        opgen_values = _rt.check_attrs("layer_norm", {"eps": eps}, _meta.LAYER_NORM["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _layer_norm_shapes(layout, shapes, *opgen_values)
+        opgen_prim = layer_norm_primitive(eps=opgen_values[0], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_layer_norm_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -2080,18 +2148,22 @@ _leaky_relu_resolved: Dict[Any, Any] = {}
 
 
 def _leaky_relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], alpha: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, alpha)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, alpha.__class__, alpha)
     try:
-        return _leaky_relu_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("leaky_relu", dtypes, _meta.LEAKY_RELU["inputs"], _meta.LEAKY_RELU["kinds"], layout, _meta.LEAKY_RELU["rows"], _meta.LEAKY_RELU["outputs"])
-    opgen_values = _rt.check_attrs("leaky_relu", {"alpha": alpha}, _meta.LEAKY_RELU["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _leaky_relu_shapes(layout, shapes, *opgen_values)
-    opgen_prim = leaky_relu_primitive(alpha=opgen_values[0], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_leaky_relu_resolved, opgen_key, opgen_prim)
+        opgen_prim = _leaky_relu_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("leaky_relu", dtypes, _meta.LEAKY_RELU["inputs"], _meta.LEAKY_RELU["kinds"], layout, _meta.LEAKY_RELU["rows"], _meta.LEAKY_RELU["outputs"])
+        opgen_values = _rt.check_attrs("leaky_relu", {"alpha": alpha}, _meta.LEAKY_RELU["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _leaky_relu_shapes(layout, shapes, *opgen_values)
+        opgen_prim = leaky_relu_primitive(alpha=opgen_values[0], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_leaky_relu_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -2119,6 +2191,8 @@ def leaky_relu(x, alpha: float = 0.01) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _leaky_relu_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), alpha)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("leaky_relu", prim(*flat))
     return prim(*flat)
 
 
@@ -2236,18 +2310,22 @@ _log_resolved: Dict[Any, Any] = {}
 
 
 def _log_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _log_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("log", dtypes, _meta.LOG["inputs"], _meta.LOG["kinds"], layout, _meta.LOG["rows"], _meta.LOG["outputs"])
-    opgen_values = _rt.check_attrs("log", {}, _meta.LOG["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _log_shapes(layout, shapes, *opgen_values)
-    opgen_prim = log_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_log_resolved, opgen_key, opgen_prim)
+        opgen_prim = _log_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("log", dtypes, _meta.LOG["inputs"], _meta.LOG["kinds"], layout, _meta.LOG["rows"], _meta.LOG["outputs"])
+        opgen_values = _rt.check_attrs("log", {}, _meta.LOG["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _log_shapes(layout, shapes, *opgen_values)
+        opgen_prim = log_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_log_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -2273,6 +2351,8 @@ def log(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _log_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("log", prim(*flat))
     return prim(*flat)
 
 
@@ -2391,18 +2471,22 @@ _log_softmax_resolved: Dict[Any, Any] = {}
 
 
 def _log_softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, axis)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, axis.__class__, axis)
     try:
-        return _log_softmax_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("log_softmax", dtypes, _meta.LOG_SOFTMAX["inputs"], _meta.LOG_SOFTMAX["kinds"], layout, _meta.LOG_SOFTMAX["rows"], _meta.LOG_SOFTMAX["outputs"])
-    opgen_values = _rt.check_attrs("log_softmax", {"axis": axis}, _meta.LOG_SOFTMAX["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _log_softmax_shapes(layout, shapes, *opgen_values)
-    opgen_prim = log_softmax_primitive(axis=opgen_values[0], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_log_softmax_resolved, opgen_key, opgen_prim)
+        opgen_prim = _log_softmax_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("log_softmax", dtypes, _meta.LOG_SOFTMAX["inputs"], _meta.LOG_SOFTMAX["kinds"], layout, _meta.LOG_SOFTMAX["rows"], _meta.LOG_SOFTMAX["outputs"])
+        opgen_values = _rt.check_attrs("log_softmax", {"axis": axis}, _meta.LOG_SOFTMAX["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _log_softmax_shapes(layout, shapes, *opgen_values)
+        opgen_prim = log_softmax_primitive(axis=opgen_values[0], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_log_softmax_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -2430,6 +2514,8 @@ def log_softmax(x, axis: int = -1) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _log_softmax_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("log_softmax", prim(*flat))
     return prim(*flat)
 
 
@@ -2549,18 +2635,22 @@ _matmul_resolved: Dict[Any, Any] = {}
 
 
 def _matmul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], transpose_a: Any, transpose_b: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, transpose_a, transpose_b)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, transpose_a.__class__, transpose_a, transpose_b.__class__, transpose_b)
     try:
-        return _matmul_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("matmul", dtypes, _meta.MATMUL["inputs"], _meta.MATMUL["kinds"], layout, _meta.MATMUL["rows"], _meta.MATMUL["outputs"])
-    opgen_values = _rt.check_attrs("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _meta.MATMUL["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _matmul_shapes(layout, shapes, *opgen_values)
-    opgen_prim = matmul_primitive(transpose_a=opgen_values[0], transpose_b=opgen_values[1], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_matmul_resolved, opgen_key, opgen_prim)
+        opgen_prim = _matmul_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("matmul", dtypes, _meta.MATMUL["inputs"], _meta.MATMUL["kinds"], layout, _meta.MATMUL["rows"], _meta.MATMUL["outputs"])
+        opgen_values = _rt.check_attrs("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _meta.MATMUL["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _matmul_shapes(layout, shapes, *opgen_values)
+        opgen_prim = matmul_primitive(transpose_a=opgen_values[0], transpose_b=opgen_values[1], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_matmul_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -2590,6 +2680,8 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
     flat = (a,) + (b,)
     layout = (1, 1)
     prim = _matmul_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), transpose_a, transpose_b)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("matmul", prim(*flat))
     return prim(*flat)
 
 
@@ -2707,18 +2799,22 @@ _maximum_resolved: Dict[Any, Any] = {}
 
 
 def _maximum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _maximum_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("maximum", dtypes, _meta.MAXIMUM["inputs"], _meta.MAXIMUM["kinds"], layout, _meta.MAXIMUM["rows"], _meta.MAXIMUM["outputs"])
-    opgen_values = _rt.check_attrs("maximum", {}, _meta.MAXIMUM["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _maximum_shapes(layout, shapes, *opgen_values)
-    opgen_prim = maximum_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_maximum_resolved, opgen_key, opgen_prim)
+        opgen_prim = _maximum_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("maximum", dtypes, _meta.MAXIMUM["inputs"], _meta.MAXIMUM["kinds"], layout, _meta.MAXIMUM["rows"], _meta.MAXIMUM["outputs"])
+        opgen_values = _rt.check_attrs("maximum", {}, _meta.MAXIMUM["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _maximum_shapes(layout, shapes, *opgen_values)
+        opgen_prim = maximum_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_maximum_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -2748,6 +2844,8 @@ def maximum(x, y) -> Any:
     flat = (x,) + (y,)
     layout = (1, 1)
     prim = _maximum_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("maximum", prim(*flat))
     return prim(*flat)
 
 
@@ -2865,18 +2963,22 @@ _mul_resolved: Dict[Any, Any] = {}
 
 
 def _mul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _mul_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("mul", dtypes, _meta.MUL["inputs"], _meta.MUL["kinds"], layout, _meta.MUL["rows"], _meta.MUL["outputs"])
-    opgen_values = _rt.check_attrs("mul", {}, _meta.MUL["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _mul_shapes(layout, shapes, *opgen_values)
-    opgen_prim = mul_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_mul_resolved, opgen_key, opgen_prim)
+        opgen_prim = _mul_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("mul", dtypes, _meta.MUL["inputs"], _meta.MUL["kinds"], layout, _meta.MUL["rows"], _meta.MUL["outputs"])
+        opgen_values = _rt.check_attrs("mul", {}, _meta.MUL["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _mul_shapes(layout, shapes, *opgen_values)
+        opgen_prim = mul_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_mul_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -2904,6 +3006,8 @@ def mul(x, y) -> Any:
     flat = (x,) + (y,)
     layout = (1, 1)
     prim = _mul_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("mul", prim(*flat))
     return prim(*flat)
 
 
@@ -3021,18 +3125,22 @@ _pow_resolved: Dict[Any, Any] = {}
 
 
 def _pow_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _pow_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("pow", dtypes, _meta.POW["inputs"], _meta.POW["kinds"], layout, _meta.POW["rows"], _meta.POW["outputs"])
-    opgen_values = _rt.check_attrs("pow", {}, _meta.POW["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _pow_shapes(layout, shapes, *opgen_values)
-    opgen_prim = pow_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_pow_resolved, opgen_key, opgen_prim)
+        opgen_prim = _pow_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("pow", dtypes, _meta.POW["inputs"], _meta.POW["kinds"], layout, _meta.POW["rows"], _meta.POW["outputs"])
+        opgen_values = _rt.check_attrs("pow", {}, _meta.POW["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _pow_shapes(layout, shapes, *opgen_values)
+        opgen_prim = pow_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_pow_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -3061,6 +3169,8 @@ def pow(x, y) -> Any:
     flat = (x,) + (y,)
     layout = (1, 1)
     prim = _pow_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("pow", prim(*flat))
     return prim(*flat)
 
 
@@ -3180,18 +3290,22 @@ _reduce_max_resolved: Dict[Any, Any] = {}
 
 
 def _reduce_max_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, axis, keep_dims)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, _rt.list_key(axis), keep_dims.__class__, keep_dims)
     try:
-        return _reduce_max_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("reduce_max", dtypes, _meta.REDUCE_MAX["inputs"], _meta.REDUCE_MAX["kinds"], layout, _meta.REDUCE_MAX["rows"], _meta.REDUCE_MAX["outputs"])
-    opgen_values = _rt.check_attrs("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _reduce_max_shapes(layout, shapes, *opgen_values)
-    opgen_prim = reduce_max_primitive(axis=opgen_values[0], keep_dims=opgen_values[1], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_reduce_max_resolved, opgen_key, opgen_prim)
+        opgen_prim = _reduce_max_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("reduce_max", dtypes, _meta.REDUCE_MAX["inputs"], _meta.REDUCE_MAX["kinds"], layout, _meta.REDUCE_MAX["rows"], _meta.REDUCE_MAX["outputs"])
+        opgen_values = _rt.check_attrs("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _reduce_max_shapes(layout, shapes, *opgen_values)
+        opgen_prim = reduce_max_primitive(axis=opgen_values[0], keep_dims=opgen_values[1], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_reduce_max_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -3222,6 +3336,8 @@ def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _reduce_max_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis, keep_dims)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("reduce_max", prim(*flat))
     return prim(*flat)
 
 
@@ -3341,18 +3457,22 @@ _reduce_mean_resolved: Dict[Any, Any] = {}
 
 
 def _reduce_mean_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, axis, keep_dims)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, _rt.list_key(axis), keep_dims.__class__, keep_dims)
     try:
-        return _reduce_mean_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("reduce_mean", dtypes, _meta.REDUCE_MEAN["inputs"], _meta.REDUCE_MEAN["kinds"], layout, _meta.REDUCE_MEAN["rows"], _meta.REDUCE_MEAN["outputs"])
-    opgen_values = _rt.check_attrs("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _reduce_mean_shapes(layout, shapes, *opgen_values)
-    opgen_prim = reduce_mean_primitive(axis=opgen_values[0], keep_dims=opgen_values[1], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_reduce_mean_resolved, opgen_key, opgen_prim)
+        opgen_prim = _reduce_mean_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("reduce_mean", dtypes, _meta.REDUCE_MEAN["inputs"], _meta.REDUCE_MEAN["kinds"], layout, _meta.REDUCE_MEAN["rows"], _meta.REDUCE_MEAN["outputs"])
+        opgen_values = _rt.check_attrs("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _reduce_mean_shapes(layout, shapes, *opgen_values)
+        opgen_prim = reduce_mean_primitive(axis=opgen_values[0], keep_dims=opgen_values[1], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_reduce_mean_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -3380,6 +3500,8 @@ def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _reduce_mean_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis, keep_dims)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("reduce_mean", prim(*flat))
     return prim(*flat)
 
 
@@ -3499,18 +3621,22 @@ _reduce_sum_resolved: Dict[Any, Any] = {}
 
 
 def _reduce_sum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, axis, keep_dims)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, _rt.list_key(axis), keep_dims.__class__, keep_dims)
     try:
-        return _reduce_sum_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("reduce_sum", dtypes, _meta.REDUCE_SUM["inputs"], _meta.REDUCE_SUM["kinds"], layout, _meta.REDUCE_SUM["rows"], _meta.REDUCE_SUM["outputs"])
-    opgen_values = _rt.check_attrs("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _reduce_sum_shapes(layout, shapes, *opgen_values)
-    opgen_prim = reduce_sum_primitive(axis=opgen_values[0], keep_dims=opgen_values[1], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_reduce_sum_resolved, opgen_key, opgen_prim)
+        opgen_prim = _reduce_sum_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("reduce_sum", dtypes, _meta.REDUCE_SUM["inputs"], _meta.REDUCE_SUM["kinds"], layout, _meta.REDUCE_SUM["rows"], _meta.REDUCE_SUM["outputs"])
+        opgen_values = _rt.check_attrs("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _reduce_sum_shapes(layout, shapes, *opgen_values)
+        opgen_prim = reduce_sum_primitive(axis=opgen_values[0], keep_dims=opgen_values[1], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_reduce_sum_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -3538,6 +3664,8 @@ def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _reduce_sum_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis, keep_dims)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("reduce_sum", prim(*flat))
     return prim(*flat)
 
 
@@ -3655,18 +3783,22 @@ _relu_resolved: Dict[Any, Any] = {}
 
 
 def _relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _relu_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("relu", dtypes, _meta.RELU["inputs"], _meta.RELU["kinds"], layout, _meta.RELU["rows"], _meta.RELU["outputs"])
-    opgen_values = _rt.check_attrs("relu", {}, _meta.RELU["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _relu_shapes(layout, shapes, *opgen_values)
-    opgen_prim = relu_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_relu_resolved, opgen_key, opgen_prim)
+        opgen_prim = _relu_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("relu", dtypes, _meta.RELU["inputs"], _meta.RELU["kinds"], layout, _meta.RELU["rows"], _meta.RELU["outputs"])
+        opgen_values = _rt.check_attrs("relu", {}, _meta.RELU["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _relu_shapes(layout, shapes, *opgen_values)
+        opgen_prim = relu_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_relu_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -3692,6 +3824,8 @@ def relu(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _relu_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("relu", prim(*flat))
     return prim(*flat)
 
 
@@ -3814,18 +3948,22 @@ _rms_norm_resolved: Dict[Any, Any] = {}
 
 
 def _rms_norm_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], eps: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, eps)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, eps.__class__, eps)
     try:
-        return _rms_norm_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("rms_norm", dtypes, _meta.RMS_NORM["inputs"], _meta.RMS_NORM["kinds"], layout, _meta.RMS_NORM["rows"], _meta.RMS_NORM["outputs"])
-    opgen_values = _rt.check_attrs("rms_norm", {"eps": eps}, _meta.RMS_NORM["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _rms_norm_shapes(layout, shapes, *opgen_values)
-    opgen_prim = rms_norm_primitive(eps=opgen_values[0], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_rms_norm_resolved, opgen_key, opgen_prim)
+        opgen_prim = _rms_norm_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("rms_norm", dtypes, _meta.RMS_NORM["inputs"], _meta.RMS_NORM["kinds"], layout, _meta.RMS_NORM["rows"], _meta.RMS_NORM["outputs"])
+        opgen_values = _rt.check_attrs("rms_norm", {"eps": eps}, _meta.RMS_NORM["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _rms_norm_shapes(layout, shapes, *opgen_values)
+        opgen_prim = rms_norm_primitive(eps=opgen_values[0], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_rms_norm_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -3854,6 +3992,8 @@ def rms_norm(x, weight, eps: float = 1e-06) -> Any:
     flat = (x,) + (weight,)
     layout = (1, 1)
     prim = _rms_norm_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), eps)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("rms_norm", prim(*flat))
     return prim(*flat)
 
 
@@ -3971,18 +4111,22 @@ _rsqrt_resolved: Dict[Any, Any] = {}
 
 
 def _rsqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _rsqrt_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("rsqrt", dtypes, _meta.RSQRT["inputs"], _meta.RSQRT["kinds"], layout, _meta.RSQRT["rows"], _meta.RSQRT["outputs"])
-    opgen_values = _rt.check_attrs("rsqrt", {}, _meta.RSQRT["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _rsqrt_shapes(layout, shapes, *opgen_values)
-    opgen_prim = rsqrt_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_rsqrt_resolved, opgen_key, opgen_prim)
+        opgen_prim = _rsqrt_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("rsqrt", dtypes, _meta.RSQRT["inputs"], _meta.RSQRT["kinds"], layout, _meta.RSQRT["rows"], _meta.RSQRT["outputs"])
+        opgen_values = _rt.check_attrs("rsqrt", {}, _meta.RSQRT["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _rsqrt_shapes(layout, shapes, *opgen_values)
+        opgen_prim = rsqrt_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_rsqrt_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -4008,6 +4152,8 @@ def rsqrt(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _rsqrt_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("rsqrt", prim(*flat))
     return prim(*flat)
 
 
@@ -4127,18 +4273,22 @@ _scale_add_resolved: Dict[Any, Any] = {}
 
 
 def _scale_add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], scale: Any, paddings: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, scale, paddings)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, scale.__class__, scale, _rt.list_key(paddings))
     try:
-        return _scale_add_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("scale_add", dtypes, _meta.SCALE_ADD["inputs"], _meta.SCALE_ADD["kinds"], layout, _meta.SCALE_ADD["rows"], _meta.SCALE_ADD["outputs"])
-    opgen_values = _rt.check_attrs("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _scale_add_shapes(layout, shapes, *opgen_values)
-    opgen_prim = scale_add_primitive(scale=opgen_values[0], paddings=opgen_values[1], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_scale_add_resolved, opgen_key, opgen_prim)
+        opgen_prim = _scale_add_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("scale_add", dtypes, _meta.SCALE_ADD["inputs"], _meta.SCALE_ADD["kinds"], layout, _meta.SCALE_ADD["rows"], _meta.SCALE_ADD["outputs"])
+        opgen_values = _rt.check_attrs("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _scale_add_shapes(layout, shapes, *opgen_values)
+        opgen_prim = scale_add_primitive(scale=opgen_values[0], paddings=opgen_values[1], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_scale_add_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -4170,6 +4320,8 @@ def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> A
     flat = (x,) + (y,)
     layout = (1, 1)
     prim = _scale_add_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), scale, paddings)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("scale_add", prim(*flat))
     return prim(*flat)
 
 
@@ -4287,18 +4439,22 @@ _sigmoid_resolved: Dict[Any, Any] = {}
 
 
 def _sigmoid_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _sigmoid_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("sigmoid", dtypes, _meta.SIGMOID["inputs"], _meta.SIGMOID["kinds"], layout, _meta.SIGMOID["rows"], _meta.SIGMOID["outputs"])
-    opgen_values = _rt.check_attrs("sigmoid", {}, _meta.SIGMOID["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _sigmoid_shapes(layout, shapes, *opgen_values)
-    opgen_prim = sigmoid_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_sigmoid_resolved, opgen_key, opgen_prim)
+        opgen_prim = _sigmoid_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("sigmoid", dtypes, _meta.SIGMOID["inputs"], _meta.SIGMOID["kinds"], layout, _meta.SIGMOID["rows"], _meta.SIGMOID["outputs"])
+        opgen_values = _rt.check_attrs("sigmoid", {}, _meta.SIGMOID["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _sigmoid_shapes(layout, shapes, *opgen_values)
+        opgen_prim = sigmoid_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_sigmoid_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -4324,6 +4480,8 @@ def sigmoid(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _sigmoid_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("sigmoid", prim(*flat))
     return prim(*flat)
 
 
@@ -4447,18 +4605,22 @@ _smooth_l1_loss_resolved: Dict[Any, Any] = {}
 
 
 def _smooth_l1_loss_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], beta: Any, reduction: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, beta, reduction)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, beta.__class__, beta, reduction.__class__, reduction)
     try:
-        return _smooth_l1_loss_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("smooth_l1_loss", dtypes, _meta.SMOOTH_L1_LOSS["inputs"], _meta.SMOOTH_L1_LOSS["kinds"], layout, _meta.SMOOTH_L1_LOSS["rows"], _meta.SMOOTH_L1_LOSS["outputs"])
-    opgen_values = _rt.check_attrs("smooth_l1_loss", {"beta": beta, "reduction": reduction}, _meta.SMOOTH_L1_LOSS["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _smooth_l1_loss_shapes(layout, shapes, *opgen_values)
-    opgen_prim = smooth_l1_loss_primitive(beta=opgen_values[0], reduction=opgen_values[1], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_smooth_l1_loss_resolved, opgen_key, opgen_prim)
+        opgen_prim = _smooth_l1_loss_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("smooth_l1_loss", dtypes, _meta.SMOOTH_L1_LOSS["inputs"], _meta.SMOOTH_L1_LOSS["kinds"], layout, _meta.SMOOTH_L1_LOSS["rows"], _meta.SMOOTH_L1_LOSS["outputs"])
+        opgen_values = _rt.check_attrs("smooth_l1_loss", {"beta": beta, "reduction": reduction}, _meta.SMOOTH_L1_LOSS["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _smooth_l1_loss_shapes(layout, shapes, *opgen_values)
+        opgen_prim = smooth_l1_loss_primitive(beta=opgen_values[0], reduction=opgen_values[1], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_smooth_l1_loss_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -4489,6 +4651,8 @@ def smooth_l1_loss(pred, target, beta: float = 1.0, reduction: str = 'none') -> 
     flat = (pred,) + (target,)
     layout = (1, 1)
     prim = _smooth_l1_loss_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), beta, reduction)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("smooth_l1_loss", prim(*flat))
     return prim(*flat)
 
 
@@ -4607,18 +4771,22 @@ _softmax_resolved: Dict[Any, Any] = {}
 
 
 def _softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], axis: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, axis)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, axis.__class__, axis)
     try:
-        return _softmax_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("softmax", dtypes, _meta.SOFTMAX["inputs"], _meta.SOFTMAX["kinds"], layout, _meta.SOFTMAX["rows"], _meta.SOFTMAX["outputs"])
-    opgen_values = _rt.check_attrs("softmax", {"axis": axis}, _meta.SOFTMAX["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _softmax_shapes(layout, shapes, *opgen_values)
-    opgen_prim = softmax_primitive(axis=opgen_values[0], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_softmax_resolved, opgen_key, opgen_prim)
+        opgen_prim = _softmax_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("softmax", dtypes, _meta.SOFTMAX["inputs"], _meta.SOFTMAX["kinds"], layout, _meta.SOFTMAX["rows"], _meta.SOFTMAX["outputs"])
+        opgen_values = _rt.check_attrs("softmax", {"axis": axis}, _meta.SOFTMAX["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _softmax_shapes(layout, shapes, *opgen_values)
+        opgen_prim = softmax_primitive(axis=opgen_values[0], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_softmax_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -4646,6 +4814,8 @@ def softmax(x, axis: int = -1) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _softmax_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("softmax", prim(*flat))
     return prim(*flat)
 
 
@@ -4763,18 +4933,22 @@ _softplus_resolved: Dict[Any, Any] = {}
 
 
 def _softplus_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _softplus_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("softplus", dtypes, _meta.SOFTPLUS["inputs"], _meta.SOFTPLUS["kinds"], layout, _meta.SOFTPLUS["rows"], _meta.SOFTPLUS["outputs"])
-    opgen_values = _rt.check_attrs("softplus", {}, _meta.SOFTPLUS["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _softplus_shapes(layout, shapes, *opgen_values)
-    opgen_prim = softplus_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_softplus_resolved, opgen_key, opgen_prim)
+        opgen_prim = _softplus_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("softplus", dtypes, _meta.SOFTPLUS["inputs"], _meta.SOFTPLUS["kinds"], layout, _meta.SOFTPLUS["rows"], _meta.SOFTPLUS["outputs"])
+        opgen_values = _rt.check_attrs("softplus", {}, _meta.SOFTPLUS["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _softplus_shapes(layout, shapes, *opgen_values)
+        opgen_prim = softplus_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_softplus_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -4801,6 +4975,8 @@ def softplus(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _softplus_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("softplus", prim(*flat))
     return prim(*flat)
 
 
@@ -4918,18 +5094,22 @@ _sqrt_resolved: Dict[Any, Any] = {}
 
 
 def _sqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _sqrt_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("sqrt", dtypes, _meta.SQRT["inputs"], _meta.SQRT["kinds"], layout, _meta.SQRT["rows"], _meta.SQRT["outputs"])
-    opgen_values = _rt.check_attrs("sqrt", {}, _meta.SQRT["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _sqrt_shapes(layout, shapes, *opgen_values)
-    opgen_prim = sqrt_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_sqrt_resolved, opgen_key, opgen_prim)
+        opgen_prim = _sqrt_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("sqrt", dtypes, _meta.SQRT["inputs"], _meta.SQRT["kinds"], layout, _meta.SQRT["rows"], _meta.SQRT["outputs"])
+        opgen_values = _rt.check_attrs("sqrt", {}, _meta.SQRT["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _sqrt_shapes(layout, shapes, *opgen_values)
+        opgen_prim = sqrt_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_sqrt_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -4955,6 +5135,8 @@ def sqrt(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _sqrt_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("sqrt", prim(*flat))
     return prim(*flat)
 
 
@@ -5072,18 +5254,22 @@ _square_resolved: Dict[Any, Any] = {}
 
 
 def _square_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _square_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("square", dtypes, _meta.SQUARE["inputs"], _meta.SQUARE["kinds"], layout, _meta.SQUARE["rows"], _meta.SQUARE["outputs"])
-    opgen_values = _rt.check_attrs("square", {}, _meta.SQUARE["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _square_shapes(layout, shapes, *opgen_values)
-    opgen_prim = square_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_square_resolved, opgen_key, opgen_prim)
+        opgen_prim = _square_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("square", dtypes, _meta.SQUARE["inputs"], _meta.SQUARE["kinds"], layout, _meta.SQUARE["rows"], _meta.SQUARE["outputs"])
+        opgen_values = _rt.check_attrs("square", {}, _meta.SQUARE["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _square_shapes(layout, shapes, *opgen_values)
+        opgen_prim = square_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_square_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -5109,6 +5295,8 @@ def square(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _square_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("square", prim(*flat))
     return prim(*flat)
 
 
@@ -5226,18 +5414,22 @@ _sub_resolved: Dict[Any, Any] = {}
 
 
 def _sub_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _sub_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("sub", dtypes, _meta.SUB["inputs"], _meta.SUB["kinds"], layout, _meta.SUB["rows"], _meta.SUB["outputs"])
-    opgen_values = _rt.check_attrs("sub", {}, _meta.SUB["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _sub_shapes(layout, shapes, *opgen_values)
-    opgen_prim = sub_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_sub_resolved, opgen_key, opgen_prim)
+        opgen_prim = _sub_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("sub", dtypes, _meta.SUB["inputs"], _meta.SUB["kinds"], layout, _meta.SUB["rows"], _meta.SUB["outputs"])
+        opgen_values = _rt.check_attrs("sub", {}, _meta.SUB["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _sub_shapes(layout, shapes, *opgen_values)
+        opgen_prim = sub_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_sub_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -5265,6 +5457,8 @@ def sub(x, y) -> Any:
     flat = (x,) + (y,)
     layout = (1, 1)
     prim = _sub_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("sub", prim(*flat))
     return prim(*flat)
 
 
@@ -5386,18 +5580,22 @@ _swiglu_resolved: Dict[Any, Any] = {}
 
 
 def _swiglu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _swiglu_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("swiglu", dtypes, _meta.SWIGLU["inputs"], _meta.SWIGLU["kinds"], layout, _meta.SWIGLU["rows"], _meta.SWIGLU["outputs"])
-    opgen_values = _rt.check_attrs("swiglu", {}, _meta.SWIGLU["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _swiglu_shapes(layout, shapes, *opgen_values)
-    opgen_prim = swiglu_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_swiglu_resolved, opgen_key, opgen_prim)
+        opgen_prim = _swiglu_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("swiglu", dtypes, _meta.SWIGLU["inputs"], _meta.SWIGLU["kinds"], layout, _meta.SWIGLU["rows"], _meta.SWIGLU["outputs"])
+        opgen_values = _rt.check_attrs("swiglu", {}, _meta.SWIGLU["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _swiglu_shapes(layout, shapes, *opgen_values)
+        opgen_prim = swiglu_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_swiglu_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -5423,6 +5621,8 @@ def swiglu(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _swiglu_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("swiglu", prim(*flat))
     return prim(*flat)
 
 
@@ -5540,18 +5740,22 @@ _tanh_resolved: Dict[Any, Any] = {}
 
 
 def _tanh_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _tanh_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("tanh", dtypes, _meta.TANH["inputs"], _meta.TANH["kinds"], layout, _meta.TANH["rows"], _meta.TANH["outputs"])
-    opgen_values = _rt.check_attrs("tanh", {}, _meta.TANH["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _tanh_shapes(layout, shapes, *opgen_values)
-    opgen_prim = tanh_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_tanh_resolved, opgen_key, opgen_prim)
+        opgen_prim = _tanh_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("tanh", dtypes, _meta.TANH["inputs"], _meta.TANH["kinds"], layout, _meta.TANH["rows"], _meta.TANH["outputs"])
+        opgen_values = _rt.check_attrs("tanh", {}, _meta.TANH["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _tanh_shapes(layout, shapes, *opgen_values)
+        opgen_prim = tanh_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_tanh_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -5577,6 +5781,8 @@ def tanh(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _tanh_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("tanh", prim(*flat))
     return prim(*flat)
 
 
@@ -5699,18 +5905,22 @@ _topk_resolved: Dict[Any, Any] = {}
 
 
 def _topk_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], k: Any) -> Any:
-    opgen_key = (layout, dtypes, shapes, k)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes, k.__class__, k)
     try:
-        return _topk_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("topk", dtypes, _meta.TOPK["inputs"], _meta.TOPK["kinds"], layout, _meta.TOPK["rows"], _meta.TOPK["outputs"])
-    opgen_values = _rt.check_attrs("topk", {"k": k}, _meta.TOPK["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _topk_shapes(layout, shapes, *opgen_values)
-    opgen_prim = topk_primitive(k=opgen_values[0], layout=layout, dynamic=not opgen_known)
-    _rt.remember(_topk_resolved, opgen_key, opgen_prim)
+        opgen_prim = _topk_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("topk", dtypes, _meta.TOPK["inputs"], _meta.TOPK["kinds"], layout, _meta.TOPK["rows"], _meta.TOPK["outputs"])
+        opgen_values = _rt.check_attrs("topk", {"k": k}, _meta.TOPK["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _topk_shapes(layout, shapes, *opgen_values)
+        opgen_prim = topk_primitive(k=opgen_values[0], layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_topk_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -5738,6 +5948,8 @@ def topk(x, k: int = 1) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _topk_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), k)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("topk", prim(*flat))
     return prim(*flat)
 
 
@@ -5855,18 +6067,22 @@ _where_resolved: Dict[Any, Any] = {}
 
 
 def _where_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...]) -> Any:
-    opgen_key = (layout, dtypes, shapes)
+    # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
+    # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    opgen_key: Any = (layout, dtypes, shapes)
     try:
-        return _where_resolved[opgen_key]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable attr value (a list)
-        pass
-    _rt.check_dtypes("where", dtypes, _meta.WHERE["inputs"], _meta.WHERE["kinds"], layout, _meta.WHERE["rows"], _meta.WHERE["outputs"])
-    opgen_values = _rt.check_attrs("where", {}, _meta.WHERE["attrs"])
-    opgen_known = _rt.shapes_known(shapes)
-    if opgen_known:
-        _where_shapes(layout, shapes, *opgen_values)
-    opgen_prim = where_primitive(layout=layout, dynamic=not opgen_known)
-    _rt.remember(_where_resolved, opgen_key, opgen_prim)
+        opgen_prim = _where_resolved.get(opgen_key)
+    except TypeError:  # an unhashable attr value: check it in full
+        opgen_prim = opgen_key = None
+    if opgen_prim is None:
+        _rt.check_dtypes("where", dtypes, _meta.WHERE["inputs"], _meta.WHERE["kinds"], layout, _meta.WHERE["rows"], _meta.WHERE["outputs"])
+        opgen_values = _rt.check_attrs("where", {}, _meta.WHERE["attrs"])
+        opgen_known = _rt.shapes_known(shapes)
+        if opgen_known:
+            _where_shapes(layout, shapes, *opgen_values)
+        opgen_prim = where_primitive(layout=layout, dynamic=not opgen_known)
+        if opgen_key is not None:
+            _rt.remember(_where_resolved, opgen_key, opgen_prim)
     return opgen_prim
 
 
@@ -5896,4 +6112,6 @@ def where(cond, x, y) -> Any:
     flat = (cond,) + (x,) + (y,)
     layout = (1, 1, 1)
     prim = _where_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("where", prim(*flat))
     return prim(*flat)

@@ -47,6 +47,19 @@ def add(x, y) -> Any:
     return _ext.add(x, y)
 
 
+_AVG_POOL2D_CHECKED: set[Any] = set()
+
+
+def _avg_pool2d_attrs(kernel, stride) -> None:
+    """Checks avg_pool2d's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (_rt.list_key(kernel), _rt.list_key(stride)) in _AVG_POOL2D_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("avg_pool2d", {"kernel": kernel, "stride": stride}, _meta.AVG_POOL2D["attrs"], _AVG_POOL2D_CHECKED, (_rt.list_key(kernel), _rt.list_key(stride)))
+
+
 def avg_pool2d(x, kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2)) -> Any:
     """2-D average pooling of an NCHW input without padding (mindspore.ops.avg_pool2d with
     padding=0): each output element is the mean of a kernel[0] x kernel[1] window, windows
@@ -67,8 +80,21 @@ def avg_pool2d(x, kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2)
     """
     _graph.pynative_only("avg_pool2d", _PACKAGE)
     x = _graph.tensor_input("avg_pool2d", "x", x)
-    _rt.check_attrs("avg_pool2d", {"kernel": kernel, "stride": stride}, _meta.AVG_POOL2D["attrs"])
+    _avg_pool2d_attrs(kernel, stride)
     return _ext.avg_pool2d(x, kernel, stride)
+
+
+_BROADCAST_TO_CHECKED: set[Any] = set()
+
+
+def _broadcast_to_attrs(shape) -> None:
+    """Checks broadcast_to's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (_rt.list_key(shape),) in _BROADCAST_TO_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("broadcast_to", {"shape": shape}, _meta.BROADCAST_TO["attrs"], _BROADCAST_TO_CHECKED, (_rt.list_key(shape),))
 
 
 def broadcast_to(x, shape: Sequence[int]) -> Any:
@@ -90,8 +116,23 @@ def broadcast_to(x, shape: Sequence[int]) -> Any:
     """
     _graph.pynative_only("broadcast_to", _PACKAGE)
     x = _graph.tensor_input("broadcast_to", "x", x)
-    _rt.check_attrs("broadcast_to", {"shape": shape}, _meta.BROADCAST_TO["attrs"])
+    _broadcast_to_attrs(shape)
     return _ext.broadcast_to(x, shape)
+
+
+_CLIP_CHECKED: set[Any] = set()
+_CLIP_LAST: list[Any] = [_rt.UNSET, _rt.UNSET]
+
+
+def _clip_attrs(min, max) -> None:
+    """Checks clip's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (min.__class__, min, max.__class__, max) in _CLIP_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("clip", {"min": min, "max": max}, _meta.CLIP["attrs"], _CLIP_CHECKED, (min.__class__, min, max.__class__, max))
+    _CLIP_LAST[:] = [min, max]
 
 
 def clip(x, min: float, max: float) -> Any:
@@ -115,8 +156,24 @@ def clip(x, min: float, max: float) -> Any:
     """
     _graph.pynative_only("clip", _PACKAGE)
     x = _graph.tensor_input("clip", "x", x)
-    _rt.check_attrs("clip", {"min": min, "max": max}, _meta.CLIP["attrs"])
+    if not (min is _CLIP_LAST[0] and max is _CLIP_LAST[1]):  # the values of the last call are checked already
+        _clip_attrs(min, max)
     return _ext.clip(x, min, max)
+
+
+_CONCAT_CHECKED: set[Any] = set()
+_CONCAT_LAST: list[Any] = [_rt.UNSET]
+
+
+def _concat_attrs(axis) -> None:
+    """Checks concat's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (axis.__class__, axis) in _CONCAT_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("concat", {"axis": axis}, _meta.CONCAT["attrs"], _CONCAT_CHECKED, (axis.__class__, axis))
+    _CONCAT_LAST[:] = [axis]
 
 
 def concat(xs, axis: int = 0) -> Any:
@@ -136,8 +193,24 @@ def concat(xs, axis: int = 0) -> Any:
     """
     _graph.pynative_only("concat", _PACKAGE)
     xs = _graph.tensor_list_input("concat", "xs", xs)
-    _rt.check_attrs("concat", {"axis": axis}, _meta.CONCAT["attrs"])
+    if not (axis is _CONCAT_LAST[0]):  # the values of the last call are checked already
+        _concat_attrs(axis)
     return _ext.concat(list(xs), axis)
+
+
+_CUMSUM_CHECKED: set[Any] = set()
+_CUMSUM_LAST: list[Any] = [_rt.UNSET, _rt.UNSET, _rt.UNSET]
+
+
+def _cumsum_attrs(axis, exclusive, reverse) -> None:
+    """Checks cumsum's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (axis.__class__, axis, exclusive.__class__, exclusive, reverse.__class__, reverse) in _CUMSUM_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"], _CUMSUM_CHECKED, (axis.__class__, axis, exclusive.__class__, exclusive, reverse.__class__, reverse))
+    _CUMSUM_LAST[:] = [axis, exclusive, reverse]
 
 
 def cumsum(x, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Any:
@@ -163,7 +236,8 @@ def cumsum(x, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> 
     """
     _graph.pynative_only("cumsum", _PACKAGE)
     x = _graph.tensor_input("cumsum", "x", x)
-    _rt.check_attrs("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"])
+    if not (axis is _CUMSUM_LAST[0] and exclusive is _CUMSUM_LAST[1] and reverse is _CUMSUM_LAST[2]):  # the values of the last call are checked already
+        _cumsum_attrs(axis, exclusive, reverse)
     return _ext.cumsum(x, axis, exclusive, reverse)
 
 
@@ -188,6 +262,21 @@ def div(x, y) -> Any:
     x = _graph.tensor_input("div", "x", x)
     y = _graph.tensor_input("div", "y", y)
     return _ext.div(x, y)
+
+
+_DROPOUT_CHECKED: set[Any] = set()
+_DROPOUT_LAST: list[Any] = [_rt.UNSET, _rt.UNSET]
+
+
+def _dropout_attrs(keep_prob, seed) -> None:
+    """Checks dropout's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (keep_prob.__class__, keep_prob, seed.__class__, seed) in _DROPOUT_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"], _DROPOUT_CHECKED, (keep_prob.__class__, keep_prob, seed.__class__, seed))
+    _DROPOUT_LAST[:] = [keep_prob, seed]
 
 
 def dropout(x, keep_prob: float = 0.5, seed: int = 0) -> Any:
@@ -215,7 +304,8 @@ def dropout(x, keep_prob: float = 0.5, seed: int = 0) -> Any:
     """
     _graph.pynative_only("dropout", _PACKAGE)
     x = _graph.tensor_input("dropout", "x", x)
-    _rt.check_attrs("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"])
+    if not (keep_prob is _DROPOUT_LAST[0] and seed is _DROPOUT_LAST[1]):  # the values of the last call are checked already
+        _dropout_attrs(keep_prob, seed)
     return tuple(_ext.dropout(x, keep_prob, seed))
 
 
@@ -236,6 +326,21 @@ def exp(x) -> Any:
     _graph.pynative_only("exp", _PACKAGE)
     x = _graph.tensor_input("exp", "x", x)
     return _ext.exp(x)
+
+
+_GATHER_CHECKED: set[Any] = set()
+_GATHER_LAST: list[Any] = [_rt.UNSET]
+
+
+def _gather_attrs(axis) -> None:
+    """Checks gather's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (axis.__class__, axis) in _GATHER_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("gather", {"axis": axis}, _meta.GATHER["attrs"], _GATHER_CHECKED, (axis.__class__, axis))
+    _GATHER_LAST[:] = [axis]
 
 
 def gather(x, indices, axis: int = 0) -> Any:
@@ -261,8 +366,24 @@ def gather(x, indices, axis: int = 0) -> Any:
     _graph.pynative_only("gather", _PACKAGE)
     x = _graph.tensor_input("gather", "x", x)
     indices = _graph.tensor_input("gather", "indices", indices)
-    _rt.check_attrs("gather", {"axis": axis}, _meta.GATHER["attrs"])
+    if not (axis is _GATHER_LAST[0]):  # the values of the last call are checked already
+        _gather_attrs(axis)
     return _ext.gather(x, indices, axis)
+
+
+_GELU_CHECKED: set[Any] = set()
+_GELU_LAST: list[Any] = [_rt.UNSET]
+
+
+def _gelu_attrs(approximate) -> None:
+    """Checks gelu's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (approximate.__class__, approximate) in _GELU_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("gelu", {"approximate": approximate}, _meta.GELU["attrs"], _GELU_CHECKED, (approximate.__class__, approximate))
+    _GELU_LAST[:] = [approximate]
 
 
 def gelu(x, approximate: str = 'none') -> Any:
@@ -284,8 +405,24 @@ def gelu(x, approximate: str = 'none') -> Any:
     """
     _graph.pynative_only("gelu", _PACKAGE)
     x = _graph.tensor_input("gelu", "x", x)
-    _rt.check_attrs("gelu", {"approximate": approximate}, _meta.GELU["attrs"])
+    if not (approximate is _GELU_LAST[0]):  # the values of the last call are checked already
+        _gelu_attrs(approximate)
     return _ext.gelu(x, approximate)
+
+
+_LAYER_NORM_CHECKED: set[Any] = set()
+_LAYER_NORM_LAST: list[Any] = [_rt.UNSET]
+
+
+def _layer_norm_attrs(eps) -> None:
+    """Checks layer_norm's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (eps.__class__, eps) in _LAYER_NORM_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("layer_norm", {"eps": eps}, _meta.LAYER_NORM["attrs"], _LAYER_NORM_CHECKED, (eps.__class__, eps))
+    _LAYER_NORM_LAST[:] = [eps]
 
 
 def layer_norm(x, gamma = None, beta = None, eps: float = 1e-05) -> Any:
@@ -313,8 +450,24 @@ def layer_norm(x, gamma = None, beta = None, eps: float = 1e-05) -> Any:
         gamma = _graph.tensor_input("layer_norm", "gamma", gamma)
     if beta is not None:
         beta = _graph.tensor_input("layer_norm", "beta", beta)
-    _rt.check_attrs("layer_norm", {"eps": eps}, _meta.LAYER_NORM["attrs"])
+    if not (eps is _LAYER_NORM_LAST[0]):  # the values of the last call are checked already
+        _layer_norm_attrs(eps)
     return tuple(_ext.layer_norm(x, gamma, beta, eps))
+
+
+_LEAKY_RELU_CHECKED: set[Any] = set()
+_LEAKY_RELU_LAST: list[Any] = [_rt.UNSET]
+
+
+def _leaky_relu_attrs(alpha) -> None:
+    """Checks leaky_relu's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (alpha.__class__, alpha) in _LEAKY_RELU_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("leaky_relu", {"alpha": alpha}, _meta.LEAKY_RELU["attrs"], _LEAKY_RELU_CHECKED, (alpha.__class__, alpha))
+    _LEAKY_RELU_LAST[:] = [alpha]
 
 
 def leaky_relu(x, alpha: float = 0.01) -> Any:
@@ -336,7 +489,8 @@ def leaky_relu(x, alpha: float = 0.01) -> Any:
     """
     _graph.pynative_only("leaky_relu", _PACKAGE)
     x = _graph.tensor_input("leaky_relu", "x", x)
-    _rt.check_attrs("leaky_relu", {"alpha": alpha}, _meta.LEAKY_RELU["attrs"])
+    if not (alpha is _LEAKY_RELU_LAST[0]):  # the values of the last call are checked already
+        _leaky_relu_attrs(alpha)
     return _ext.leaky_relu(x, alpha)
 
 
@@ -360,6 +514,21 @@ def log(x) -> Any:
     return _ext.log(x)
 
 
+_LOG_SOFTMAX_CHECKED: set[Any] = set()
+_LOG_SOFTMAX_LAST: list[Any] = [_rt.UNSET]
+
+
+def _log_softmax_attrs(axis) -> None:
+    """Checks log_softmax's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (axis.__class__, axis) in _LOG_SOFTMAX_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("log_softmax", {"axis": axis}, _meta.LOG_SOFTMAX["attrs"], _LOG_SOFTMAX_CHECKED, (axis.__class__, axis))
+    _LOG_SOFTMAX_LAST[:] = [axis]
+
+
 def log_softmax(x, axis: int = -1) -> Any:
     """Log of the softmax along one axis: x - max - log(sum(exp(x - max))) (mindspore.ops.log_softmax,
     scipy.special.log_softmax). Gradient: dx = dy - exp(y) * sum(dy) along the axis. A 0-d input
@@ -379,8 +548,24 @@ def log_softmax(x, axis: int = -1) -> Any:
     """
     _graph.pynative_only("log_softmax", _PACKAGE)
     x = _graph.tensor_input("log_softmax", "x", x)
-    _rt.check_attrs("log_softmax", {"axis": axis}, _meta.LOG_SOFTMAX["attrs"])
+    if not (axis is _LOG_SOFTMAX_LAST[0]):  # the values of the last call are checked already
+        _log_softmax_attrs(axis)
     return _ext.log_softmax(x, axis)
+
+
+_MATMUL_CHECKED: set[Any] = set()
+_MATMUL_LAST: list[Any] = [_rt.UNSET, _rt.UNSET]
+
+
+def _matmul_attrs(transpose_a, transpose_b) -> None:
+    """Checks matmul's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (transpose_a.__class__, transpose_a, transpose_b.__class__, transpose_b) in _MATMUL_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _meta.MATMUL["attrs"], _MATMUL_CHECKED, (transpose_a.__class__, transpose_a, transpose_b.__class__, transpose_b))
+    _MATMUL_LAST[:] = [transpose_a, transpose_b]
 
 
 def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
@@ -404,7 +589,8 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
     _graph.pynative_only("matmul", _PACKAGE)
     a = _graph.tensor_input("matmul", "a", a)
     b = _graph.tensor_input("matmul", "b", b)
-    _rt.check_attrs("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _meta.MATMUL["attrs"])
+    if not (transpose_a is _MATMUL_LAST[0] and transpose_b is _MATMUL_LAST[1]):  # the values of the last call are checked already
+        _matmul_attrs(transpose_a, transpose_b)
     return _ext.matmul(a, b, transpose_a, transpose_b)
 
 
@@ -477,6 +663,19 @@ def pow(x, y) -> Any:
     return _ext.pow(x, y)
 
 
+_REDUCE_MAX_CHECKED: set[Any] = set()
+
+
+def _reduce_max_attrs(axis, keep_dims) -> None:
+    """Checks reduce_max's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (_rt.list_key(axis), keep_dims.__class__, keep_dims) in _REDUCE_MAX_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"], _REDUCE_MAX_CHECKED, (_rt.list_key(axis), keep_dims.__class__, keep_dims))
+
+
 def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """Maximum over the given axes (numpy.amax(x, axis, keepdims), mindspore.ops.amax); an empty axis
     list reduces every axis. A NaN in a group makes its maximum NaN, as numpy. The maximum of an
@@ -499,8 +698,21 @@ def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """
     _graph.pynative_only("reduce_max", _PACKAGE)
     x = _graph.tensor_input("reduce_max", "x", x)
-    _rt.check_attrs("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"])
+    _reduce_max_attrs(axis, keep_dims)
     return _ext.reduce_max(x, axis, keep_dims)
+
+
+_REDUCE_MEAN_CHECKED: set[Any] = set()
+
+
+def _reduce_mean_attrs(axis, keep_dims) -> None:
+    """Checks reduce_mean's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (_rt.list_key(axis), keep_dims.__class__, keep_dims) in _REDUCE_MEAN_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"], _REDUCE_MEAN_CHECKED, (_rt.list_key(axis), keep_dims.__class__, keep_dims))
 
 
 def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
@@ -522,8 +734,21 @@ def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """
     _graph.pynative_only("reduce_mean", _PACKAGE)
     x = _graph.tensor_input("reduce_mean", "x", x)
-    _rt.check_attrs("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"])
+    _reduce_mean_attrs(axis, keep_dims)
     return _ext.reduce_mean(x, axis, keep_dims)
+
+
+_REDUCE_SUM_CHECKED: set[Any] = set()
+
+
+def _reduce_sum_attrs(axis, keep_dims) -> None:
+    """Checks reduce_sum's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (_rt.list_key(axis), keep_dims.__class__, keep_dims) in _REDUCE_SUM_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"], _REDUCE_SUM_CHECKED, (_rt.list_key(axis), keep_dims.__class__, keep_dims))
 
 
 def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
@@ -545,7 +770,7 @@ def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """
     _graph.pynative_only("reduce_sum", _PACKAGE)
     x = _graph.tensor_input("reduce_sum", "x", x)
-    _rt.check_attrs("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"])
+    _reduce_sum_attrs(axis, keep_dims)
     return _ext.reduce_sum(x, axis, keep_dims)
 
 
@@ -569,6 +794,21 @@ def relu(x) -> Any:
     return _ext.relu(x)
 
 
+_RMS_NORM_CHECKED: set[Any] = set()
+_RMS_NORM_LAST: list[Any] = [_rt.UNSET]
+
+
+def _rms_norm_attrs(eps) -> None:
+    """Checks rms_norm's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (eps.__class__, eps) in _RMS_NORM_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("rms_norm", {"eps": eps}, _meta.RMS_NORM["attrs"], _RMS_NORM_CHECKED, (eps.__class__, eps))
+    _RMS_NORM_LAST[:] = [eps]
+
+
 def rms_norm(x, weight, eps: float = 1e-06) -> Any:
     """RMS normalization over the last axis (as in LLaMA; mindspore.ops.rms_norm without its rstd
     output): y = x / sqrt(mean(x**2) + eps) * weight, with weight of shape (D,) for x of shape (..., D).
@@ -589,7 +829,8 @@ def rms_norm(x, weight, eps: float = 1e-06) -> Any:
     _graph.pynative_only("rms_norm", _PACKAGE)
     x = _graph.tensor_input("rms_norm", "x", x)
     weight = _graph.tensor_input("rms_norm", "weight", weight)
-    _rt.check_attrs("rms_norm", {"eps": eps}, _meta.RMS_NORM["attrs"])
+    if not (eps is _RMS_NORM_LAST[0]):  # the values of the last call are checked already
+        _rms_norm_attrs(eps)
     return _ext.rms_norm(x, weight, eps)
 
 
@@ -611,6 +852,19 @@ def rsqrt(x) -> Any:
     _graph.pynative_only("rsqrt", _PACKAGE)
     x = _graph.tensor_input("rsqrt", "x", x)
     return _ext.rsqrt(x)
+
+
+_SCALE_ADD_CHECKED: set[Any] = set()
+
+
+def _scale_add_attrs(scale, paddings) -> None:
+    """Checks scale_add's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (scale.__class__, scale, _rt.list_key(paddings)) in _SCALE_ADD_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"], _SCALE_ADD_CHECKED, (scale.__class__, scale, _rt.list_key(paddings)))
 
 
 def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> Any:
@@ -636,7 +890,7 @@ def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> A
     _graph.pynative_only("scale_add", _PACKAGE)
     x = _graph.tensor_input("scale_add", "x", x)
     y = _graph.tensor_input("scale_add", "y", y)
-    _rt.check_attrs("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"])
+    _scale_add_attrs(scale, paddings)
     return _ext.scale_add(x, y, scale, paddings)
 
 
@@ -658,6 +912,21 @@ def sigmoid(x) -> Any:
     _graph.pynative_only("sigmoid", _PACKAGE)
     x = _graph.tensor_input("sigmoid", "x", x)
     return _ext.sigmoid(x)
+
+
+_SMOOTH_L1_LOSS_CHECKED: set[Any] = set()
+_SMOOTH_L1_LOSS_LAST: list[Any] = [_rt.UNSET, _rt.UNSET]
+
+
+def _smooth_l1_loss_attrs(beta, reduction) -> None:
+    """Checks smooth_l1_loss's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (beta.__class__, beta, reduction.__class__, reduction) in _SMOOTH_L1_LOSS_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("smooth_l1_loss", {"beta": beta, "reduction": reduction}, _meta.SMOOTH_L1_LOSS["attrs"], _SMOOTH_L1_LOSS_CHECKED, (beta.__class__, beta, reduction.__class__, reduction))
+    _SMOOTH_L1_LOSS_LAST[:] = [beta, reduction]
 
 
 def smooth_l1_loss(pred, target, beta: float = 1.0, reduction: str = 'none') -> Any:
@@ -682,8 +951,24 @@ def smooth_l1_loss(pred, target, beta: float = 1.0, reduction: str = 'none') -> 
     _graph.pynative_only("smooth_l1_loss", _PACKAGE)
     pred = _graph.tensor_input("smooth_l1_loss", "pred", pred)
     target = _graph.tensor_input("smooth_l1_loss", "target", target)
-    _rt.check_attrs("smooth_l1_loss", {"beta": beta, "reduction": reduction}, _meta.SMOOTH_L1_LOSS["attrs"])
+    if not (beta is _SMOOTH_L1_LOSS_LAST[0] and reduction is _SMOOTH_L1_LOSS_LAST[1]):  # the values of the last call are checked already
+        _smooth_l1_loss_attrs(beta, reduction)
     return _ext.smooth_l1_loss(pred, target, beta, reduction)
+
+
+_SOFTMAX_CHECKED: set[Any] = set()
+_SOFTMAX_LAST: list[Any] = [_rt.UNSET]
+
+
+def _softmax_attrs(axis) -> None:
+    """Checks softmax's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (axis.__class__, axis) in _SOFTMAX_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("softmax", {"axis": axis}, _meta.SOFTMAX["attrs"], _SOFTMAX_CHECKED, (axis.__class__, axis))
+    _SOFTMAX_LAST[:] = [axis]
 
 
 def softmax(x, axis: int = -1) -> Any:
@@ -705,7 +990,8 @@ def softmax(x, axis: int = -1) -> Any:
     """
     _graph.pynative_only("softmax", _PACKAGE)
     x = _graph.tensor_input("softmax", "x", x)
-    _rt.check_attrs("softmax", {"axis": axis}, _meta.SOFTMAX["attrs"])
+    if not (axis is _SOFTMAX_LAST[0]):  # the values of the last call are checked already
+        _softmax_attrs(axis)
     return _ext.softmax(x, axis)
 
 
@@ -832,6 +1118,21 @@ def tanh(x) -> Any:
     return _ext.tanh(x)
 
 
+_TOPK_CHECKED: set[Any] = set()
+_TOPK_LAST: list[Any] = [_rt.UNSET]
+
+
+def _topk_attrs(k) -> None:
+    """Checks topk's attrs once per distinct value tuple (their keys are kept)."""
+    try:
+        seen = (k.__class__, k) in _TOPK_CHECKED
+    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
+        seen = False
+    if not seen:
+        _rt.check_attrs_once("topk", {"k": k}, _meta.TOPK["attrs"], _TOPK_CHECKED, (k.__class__, k))
+    _TOPK_LAST[:] = [k]
+
+
 def topk(x, k: int = 1) -> Any:
     """The k largest entries along the last axis, largest first, and their indices (mindspore.ops.topk
     with sorted=True); equal values keep their order (lower index first). Any rank >= 1. Gradient:
@@ -851,7 +1152,8 @@ def topk(x, k: int = 1) -> Any:
     """
     _graph.pynative_only("topk", _PACKAGE)
     x = _graph.tensor_input("topk", "x", x)
-    _rt.check_attrs("topk", {"k": k}, _meta.TOPK["attrs"])
+    if not (k is _TOPK_LAST[0]):  # the values of the last call are checked already
+        _topk_attrs(k)
     return tuple(_ext.topk(x, k))
 
 

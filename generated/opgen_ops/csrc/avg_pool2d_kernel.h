@@ -23,6 +23,7 @@ namespace avg_pool2d {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const std::vector<int64_t> &kernel = attrs.kernel;
   const std::vector<int64_t> &stride = attrs.stride;
 #line 36 "ops/avg_pool2d.yaml"
@@ -43,7 +44,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
       }
     }
   });
-#line 47 "generated/opgen_ops/csrc/avg_pool2d_kernel.h"
+#line 48 "generated/opgen_ops/csrc/avg_pool2d_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -51,6 +52,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
   const std::vector<int64_t> &kernel = attrs.kernel;
@@ -73,7 +75,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
       }
     }
   });
-#line 77 "generated/opgen_ops/csrc/avg_pool2d_kernel.h"
+#line 79 "generated/opgen_ops/csrc/avg_pool2d_kernel.h"
 }
 
 }  // namespace avg_pool2d

@@ -23,32 +23,42 @@ namespace layer_norm {
 template <typename x_t, typename gamma_t, typename beta_t, typename y_t, typename mean_t, typename rstd_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_t> &gamma, const opgen::In<beta_t> &beta, const opgen::Out<y_t> &y, const opgen::Out<mean_t> &mean, const opgen::Out<rstd_t> &rstd) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, gamma, beta, y, mean, rstd);  // checked mode's errors name them
   const float &eps = attrs.eps;
 #line 44 "ops/layer_norm.yaml"
+  // Rows in parallel; mean, variance and the output are vector loops over a row.
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.ndim ? x.dim(-1) : 1;
   const int64_t R = mean.numel;  // rows; with D == 0 each row's mean and rstd are NaN, as numpy's
   if (gamma && gamma.numel != D) throw opgen::Error("gamma must have " + std::to_string(D) + " elements");
   if (beta && beta.numel != D) throw opgen::Error("beta must have " + std::to_string(D) + " elements");
-  opgen::parallel_for(R, [&](int64_t r0, int64_t r1) {
+  opgen::parallel_for(R, std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, D)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const auto *xr = x.data + r * D;
-      C m = 0, v = 0;
-      for (int64_t j = 0; j < D; ++j) m += C(xr[j]);
-      m /= C(D);
+      const x_t *xr = x.data + r * D;
+      y_t *yr = y.data + r * D;
+      const C m = C(opgen::detail::sum_row(xr, D) / opgen::sum_t<x_t>(D));
+      C v = 0;
+      OPGEN_SIMD_SUM(v)
       for (int64_t j = 0; j < D; ++j) v += (C(xr[j]) - m) * (C(xr[j]) - m);
       const C s = C(1) / std::sqrt(v / C(D) + C(eps));
       mean[r] = y_t(m);
       rstd[r] = y_t(s);
-      for (int64_t j = 0; j < D; ++j) {
-        C h = (C(xr[j]) - m) * s;
-        if (gamma) h *= C(gamma[j]);
-        if (beta) h += C(beta[j]);
-        y[r * D + j] = y_t(h);
+      if (gamma && beta) {
+        OPGEN_SIMD
+        for (int64_t j = 0; j < D; ++j) yr[j] = y_t((C(xr[j]) - m) * s * C(gamma[j]) + C(beta[j]));
+      } else if (gamma) {
+        OPGEN_SIMD
+        for (int64_t j = 0; j < D; ++j) yr[j] = y_t((C(xr[j]) - m) * s * C(gamma[j]));
+      } else if (beta) {
+        OPGEN_SIMD
+        for (int64_t j = 0; j < D; ++j) yr[j] = y_t((C(xr[j]) - m) * s + C(beta[j]));
+      } else {
+        OPGEN_SIMD
+        for (int64_t j = 0; j < D; ++j) yr[j] = y_t((C(xr[j]) - m) * s);
       }
     }
   });
-#line 52 "generated/opgen_ops/csrc/layer_norm_kernel.h"
+#line 62 "generated/opgen_ops/csrc/layer_norm_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -56,6 +66,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_
 template <typename x_t, typename gamma_t, typename beta_t, typename y_t, typename mean_t, typename rstd_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_t> &gamma, const opgen::In<beta_t> &beta, const opgen::In<y_t> &y, const opgen::In<mean_t> &mean, const opgen::In<rstd_t> &rstd, const opgen::In<y_t> &dy, const opgen::In<mean_t> &dmean, const opgen::In<rstd_t> &drstd, const opgen::Out<x_t> &dx, const opgen::Out<gamma_t> &dgamma, const opgen::Out<beta_t> &dbeta) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, gamma, beta, y, mean, rstd, dy, dmean, drstd, dx, dgamma, dbeta);
   (void)x;
   (void)gamma;
   (void)beta;
@@ -63,37 +74,55 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma
   (void)mean;
   (void)rstd;
   const float &eps = attrs.eps;
-#line 68 "ops/layer_norm.yaml"
-  // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma; dgamma = sum dy * xhat;
-  // dbeta = sum dy (sums over every row).
+#line 77 "ops/layer_norm.yaml"
+  // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma, rows in parallel;
+  // dgamma = sum dy * xhat, dbeta = sum dy (sums over every row), columns in parallel.
   using C = opgen::compute_t<x_t>;
+  using A = opgen::sum_t<x_t>;
   const int64_t D = x.ndim ? x.dim(-1) : 1;
   const int64_t R = D ? x.numel / D : 0;
-  std::vector<C> acc_g(dgamma ? D : 0, C(0)), acc_b(dbeta ? D : 0, C(0));
-  for (int64_t r = 0; r < R; ++r) {
-    const C m = C(mean[r]), s = C(rstd[r]);
-    C mg = 0, mgx = 0;
-    for (int64_t j = 0; j < D; ++j) {
-      const C xh = (C(x[r * D + j]) - m) * s;
-      const C g = C(dy[r * D + j]) * (gamma ? C(gamma[j]) : C(1));
-      mg += g;
-      mgx += g * xh;
-      if (dgamma) acc_g[j] += C(dy[r * D + j]) * xh;
-      if (dbeta) acc_b[j] += C(dy[r * D + j]);
-    }
-    mg /= C(D);
-    mgx /= C(D);
-    if (dx) {
-      for (int64_t j = 0; j < D; ++j) {
-        const C xh = (C(x[r * D + j]) - m) * s;
-        const C g = C(dy[r * D + j]) * (gamma ? C(gamma[j]) : C(1));
-        dx[r * D + j] = x_t(s * (g - mg - xh * mgx));
+  if (dx) {
+    opgen::parallel_for(R, std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, D)), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const x_t *xr = x.data + r * D;
+        const y_t *gr = dy.data + r * D;
+        const C m = C(mean[r]), s = C(rstd[r]);
+        C mg = 0, mgx = 0;
+        OPGEN_SIMD_SUM(mg)
+        for (int64_t j = 0; j < D; ++j) mg += C(gr[j]) * (gamma ? C(gamma[j]) : C(1));
+        OPGEN_SIMD_SUM(mgx)
+        for (int64_t j = 0; j < D; ++j) mgx += C(gr[j]) * (gamma ? C(gamma[j]) : C(1)) * (C(xr[j]) - m) * s;
+        mg /= C(D);
+        mgx /= C(D);
+        x_t *q = dx.data + r * D;
+        OPGEN_SIMD
+        for (int64_t j = 0; j < D; ++j) {
+          const C g = C(gr[j]) * (gamma ? C(gamma[j]) : C(1));
+          q[j] = x_t(s * (g - mg - (C(xr[j]) - m) * s * mgx));
+        }
       }
-    }
+    });
   }
-  for (int64_t j = 0; dgamma && j < D; ++j) dgamma[j] = gamma_t(acc_g[j]);
-  for (int64_t j = 0; dbeta && j < D; ++j) dbeta[j] = beta_t(acc_b[j]);
-#line 97 "generated/opgen_ops/csrc/layer_norm_kernel.h"
+  if (dgamma || dbeta) {
+    opgen::parallel_for(D, std::max<int64_t>(16, opgen::kParallelGrain / std::max<int64_t>(1, R)), [&](int64_t j0, int64_t j1) {
+      const int64_t w = j1 - j0;
+      std::vector<A> ag(static_cast<size_t>(w), A(0)), ab(static_cast<size_t>(w), A(0));
+      A *pg = ag.data(), *pb = ab.data();
+      for (int64_t r = 0; r < R; ++r) {
+        const x_t *xr = x.data + r * D + j0;
+        const y_t *gr = dy.data + r * D + j0;
+        const C m = C(mean[r]), s = C(rstd[r]);
+        OPGEN_SIMD
+        for (int64_t j = 0; j < w; ++j) {
+          pg[j] += A(C(gr[j]) * (C(xr[j]) - m) * s);
+          pb[j] += A(gr[j]);
+        }
+      }
+      for (int64_t j = 0; dgamma && j < w; ++j) dgamma[j0 + j] = gamma_t(pg[j]);
+      for (int64_t j = 0; dbeta && j < w; ++j) dbeta[j0 + j] = beta_t(pb[j]);
+    });
+  }
+#line 126 "generated/opgen_ops/csrc/layer_norm_kernel.h"
 }
 
 }  // namespace layer_norm

@@ -23,10 +23,11 @@ namespace leaky_relu {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const float &alpha = attrs.alpha;
   using C = opgen::common_compute_t<out_t, x_t>;
   // out = x if x > 0 else alpha * x
-  opgen::map(out, [&](C x) -> C { return ((x > C(0.0)) ? C(x) : C((C(alpha) * x))); }, x);
+  opgen::map(out, [&](C x) -> C { return opgen::select((x > C(0.0)), C(x), C((C(alpha) * x))); }, x);
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -34,6 +35,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
   const float &alpha = attrs.alpha;
@@ -41,7 +43,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = dout if x > 0 else alpha * dout
-    opgen::map_reduce_to(dx, iter_shape, [&](C x, C dout) -> C { return ((x > C(0.0)) ? C(dout) : C((C(alpha) * dout))); }, x, dout);
+    opgen::map_reduce_to(dx, iter_shape, [&](C x, C dout) -> C { return opgen::select((x > C(0.0)), C(dout), C((C(alpha) * dout))); }, x, dout);
   }
 }
 

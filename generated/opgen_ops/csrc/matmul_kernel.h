@@ -23,25 +23,14 @@ namespace matmul {
 template <typename a_t, typename b_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &b, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(a, b, out);  // checked mode's errors name them
   const bool &transpose_a = attrs.transpose_a;
   const bool &transpose_b = attrs.transpose_b;
 #line 32 "ops/matmul.yaml"
-  using C = opgen::compute_t<out_t>;
+  // One BLAS call (opgen::gemm: OpenBLAS sgemm/dgemm; see docs/performance.md).
   const int64_t M = out.dim(0), N = out.dim(1), K = transpose_a ? a.dim(0) : a.dim(1);
-  const int64_t sa0 = transpose_a ? 1 : K, sa1 = transpose_a ? M : 1;  // a(m, k) strides
-  const int64_t sb0 = transpose_b ? 1 : N, sb1 = transpose_b ? K : 1;  // b(k, n) strides
-  opgen::parallel_for(M, [&](int64_t m0, int64_t m1) {
-    std::vector<C> row(static_cast<size_t>(N));
-    for (int64_t m = m0; m < m1; ++m) {
-      std::fill(row.begin(), row.end(), C(0));
-      for (int64_t k = 0; k < K; ++k) {
-        const C av = C(a[m * sa0 + k * sa1]);
-        for (int64_t n = 0; n < N; ++n) row[n] += av * C(b[k * sb0 + n * sb1]);
-      }
-      for (int64_t n = 0; n < N; ++n) out[m * N + n] = out_t(row[n]);
-    }
-  });
-#line 45 "generated/opgen_ops/csrc/matmul_kernel.h"
+  opgen::gemm<out_t>(transpose_a, transpose_b, M, N, K, a.data, b.data, out.data);
+#line 34 "generated/opgen_ops/csrc/matmul_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -49,34 +38,32 @@ void forward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &
 template <typename a_t, typename b_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &b, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<a_t> &da, const opgen::Out<b_t> &db) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(a, b, out, dout, da, db);
   (void)a;
   (void)b;
   (void)out;
   const bool &transpose_a = attrs.transpose_a;
   const bool &transpose_b = attrs.transpose_b;
-#line 48 "ops/matmul.yaml"
-  // dA = dout @ op(b)^T (transposed back if transpose_a); dB likewise.
+#line 36 "ops/matmul.yaml"
+  // dA = dout @ op(b)^T (stored transposed when transpose_a), dB = op(a)^T @ dout (likewise).
   using C = opgen::compute_t<out_t>;
   const int64_t M = dout.dim(0), N = dout.dim(1), K = transpose_a ? a.dim(0) : a.dim(1);
+  const int64_t lda = transpose_a ? M : K, ldb = transpose_b ? K : N;
   if (da) {
-    for (int64_t m = 0; m < M; ++m) {
-      for (int64_t k = 0; k < K; ++k) {
-        C s = 0;
-        for (int64_t n = 0; n < N; ++n) s += C(dout[m * N + n]) * C(transpose_b ? b[n * K + k] : b[k * N + n]);
-        da[transpose_a ? k * M + m : m * K + k] = a_t(s);
-      }
+    if (transpose_a) {  // da (K, M) = op(b) @ dout^T
+      opgen::gemm<a_t>(transpose_b, true, K, M, N, C(1), b.data, ldb, dout.data, N, C(0), da.data, M);
+    } else {  // da (M, K) = dout @ op(b)^T
+      opgen::gemm<a_t>(false, !transpose_b, M, K, N, C(1), dout.data, N, b.data, ldb, C(0), da.data, K);
     }
   }
   if (db) {
-    for (int64_t k = 0; k < K; ++k) {
-      for (int64_t n = 0; n < N; ++n) {
-        C s = 0;
-        for (int64_t m = 0; m < M; ++m) s += C(transpose_a ? a[k * M + m] : a[m * K + k]) * C(dout[m * N + n]);
-        db[transpose_b ? n * K + k : k * N + n] = b_t(s);
-      }
+    if (transpose_b) {  // db (N, K) = dout^T @ op(a)
+      opgen::gemm<b_t>(true, transpose_a, N, K, M, C(1), dout.data, N, a.data, lda, C(0), db.data, K);
+    } else {  // db (K, N) = op(a)^T @ dout
+      opgen::gemm<b_t>(!transpose_a, false, K, N, M, C(1), a.data, lda, dout.data, N, C(0), db.data, N);
     }
   }
-#line 80 "generated/opgen_ops/csrc/matmul_kernel.h"
+#line 67 "generated/opgen_ops/csrc/matmul_kernel.h"
 }
 
 }  // namespace matmul

@@ -23,20 +23,13 @@ namespace reduce_max {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const std::vector<int64_t> &axis = attrs.axis;
   const bool &keep_dims = attrs.keep_dims;
 #line 33 "ops/reduce_max.yaml"
-  using C = opgen::compute_t<x_t>;
-  const opgen::Shape kept = opgen::reduce_shape(x.shape_vector(), axis, true);
-  std::vector<C> acc(static_cast<size_t>(out.numel), -std::numeric_limits<C>::infinity());
-  opgen::BroadcastCursor<1> cur(x.shape_vector(), {opgen::broadcast_strides(x.shape_vector(), kept.data(), static_cast<int>(kept.size()))});
-  for (int64_t i = 0; i < x.numel; ++i, cur.next()) {
-    C &m = acc[static_cast<size_t>(cur.offset[0])];
-    const C v = C(x[i]);
-    if (v > m || v != v) m = v;  // NaN sticks: nothing compares greater than it
-  }
-  for (int64_t i = 0; i < out.numel; ++i) out[i] = out_t(acc[static_cast<size_t>(i)]);
-#line 40 "generated/opgen_ops/csrc/reduce_max_kernel.h"
+  // Vector row or column maxima, in parallel (opgen/reduce.h); NaN sticks.
+  opgen::reduce_max(x, opgen::reduce_shape(x.shape_vector(), axis, true), out);
+#line 33 "generated/opgen_ops/csrc/reduce_max_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -44,11 +37,12 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
   const std::vector<int64_t> &axis = attrs.axis;
   const bool &keep_dims = attrs.keep_dims;
-#line 44 "ops/reduce_max.yaml"
+#line 36 "ops/reduce_max.yaml"
   // Count the elements equal to each group's maximum, then give each of them dout / count.
   using C = opgen::compute_t<x_t>;
   const opgen::Shape kept = opgen::reduce_shape(x.shape_vector(), axis, true);
@@ -64,7 +58,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
     const int64_t g = cur2.offset[0];
     dx[i] = C(x[i]) == C(out[g]) ? x_t(C(dout[g]) / C(ties[static_cast<size_t>(g)])) : x_t(0);
   }
-#line 68 "generated/opgen_ops/csrc/reduce_max_kernel.h"
+#line 62 "generated/opgen_ops/csrc/reduce_max_kernel.h"
 }
 
 }  // namespace reduce_max

@@ -23,18 +23,15 @@ namespace reduce_mean {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const std::vector<int64_t> &axis = attrs.axis;
   const bool &keep_dims = attrs.keep_dims;
 #line 30 "ops/reduce_mean.yaml"
-  // Sum into the kept-dims layout (one slot per output element), then divide by the count.
-  using C = opgen::compute_t<x_t>;
-  const opgen::Shape kept = opgen::reduce_shape(x.shape_vector(), axis, true);
-  const C count = C(out.numel ? x.numel / out.numel : 0);
-  std::vector<C> acc(static_cast<size_t>(out.numel), C(0));
-  opgen::BroadcastCursor<1> cur(x.shape_vector(), {opgen::broadcast_strides(x.shape_vector(), kept.data(), static_cast<int>(kept.size()))});
-  for (int64_t i = 0; i < x.numel; ++i, cur.next()) acc[static_cast<size_t>(cur.offset[0])] += C(x[i]);
-  for (int64_t i = 0; i < out.numel; ++i) out[i] = out_t(acc[static_cast<size_t>(i)] / count);
-#line 38 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
+  // Sums (opgen/reduce.h) divided by the count.
+  using A = opgen::sum_t<x_t>;
+  const A count = A(out.numel ? x.numel / out.numel : 0);
+  opgen::reduce_sum(x, opgen::reduce_shape(x.shape_vector(), axis, true), out, A(1) / count);
+#line 35 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -42,18 +39,18 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
   const std::vector<int64_t> &axis = attrs.axis;
   const bool &keep_dims = attrs.keep_dims;
-#line 39 "ops/reduce_mean.yaml"
+#line 35 "ops/reduce_mean.yaml"
   // dx = dout / count, broadcast back over the reduced axes.
   using C = opgen::compute_t<x_t>;
   const opgen::Shape kept = opgen::reduce_shape(x.shape_vector(), axis, true);
   const C count = C(dout.numel ? x.numel / dout.numel : 1);
-  opgen::BroadcastCursor<1> cur(x.shape_vector(), {opgen::broadcast_strides(x.shape_vector(), kept.data(), static_cast<int>(kept.size()))});
-  for (int64_t i = 0; i < dx.numel; ++i, cur.next()) dx[i] = x_t(C(dout[cur.offset[0]]) / count);
-#line 57 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
+  opgen::map(dx, [&](C g) { return g / count; }, opgen::make_view(dout.data, kept.data(), static_cast<int>(kept.size())));
+#line 54 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
 }
 
 }  // namespace reduce_mean

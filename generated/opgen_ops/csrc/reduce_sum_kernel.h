@@ -23,16 +23,13 @@ namespace reduce_sum {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const std::vector<int64_t> &axis = attrs.axis;
   const bool &keep_dims = attrs.keep_dims;
 #line 30 "ops/reduce_sum.yaml"
-  using C = opgen::compute_t<x_t>;
-  const opgen::Shape kept = opgen::reduce_shape(x.shape_vector(), axis, true);
-  std::vector<C> acc(static_cast<size_t>(out.numel), C(0));
-  opgen::BroadcastCursor<1> cur(x.shape_vector(), {opgen::broadcast_strides(x.shape_vector(), kept.data(), static_cast<int>(kept.size()))});
-  for (int64_t i = 0; i < x.numel; ++i, cur.next()) acc[static_cast<size_t>(cur.offset[0])] += C(x[i]);
-  for (int64_t i = 0; i < out.numel; ++i) out[i] = out_t(acc[static_cast<size_t>(i)]);
-#line 36 "generated/opgen_ops/csrc/reduce_sum_kernel.h"
+  // Vector row sums, or vector column sums, in parallel (opgen/reduce.h).
+  opgen::reduce_sum(x, opgen::reduce_shape(x.shape_vector(), axis, true), out);
+#line 33 "generated/opgen_ops/csrc/reduce_sum_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -40,15 +37,16 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
   const std::vector<int64_t> &axis = attrs.axis;
   const bool &keep_dims = attrs.keep_dims;
-#line 37 "ops/reduce_sum.yaml"
+#line 33 "ops/reduce_sum.yaml"
+  // dout broadcast back over the reduced axes.
   const opgen::Shape kept = opgen::reduce_shape(x.shape_vector(), axis, true);
-  opgen::BroadcastCursor<1> cur(x.shape_vector(), {opgen::broadcast_strides(x.shape_vector(), kept.data(), static_cast<int>(kept.size()))});
-  for (int64_t i = 0; i < dx.numel; ++i, cur.next()) dx[i] = dout[cur.offset[0]];
-#line 52 "generated/opgen_ops/csrc/reduce_sum_kernel.h"
+  opgen::map(dx, [](opgen::compute_t<x_t> g) { return g; }, opgen::make_view(dout.data, kept.data(), static_cast<int>(kept.size())));
+#line 50 "generated/opgen_ops/csrc/reduce_sum_kernel.h"
 }
 
 }  // namespace reduce_sum

@@ -23,6 +23,7 @@ namespace rms_norm {
 template <typename x_t, typename weight_t, typename y_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight_t> &weight, const opgen::Out<y_t> &y) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, weight, y);  // checked mode's errors name them
   const float &eps = attrs.eps;
 #line 32 "ops/rms_norm.yaml"
   using C = opgen::compute_t<x_t>;
@@ -36,7 +37,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight
       for (int64_t j = 0; j < D; ++j) y[r * D + j] = y_t(C(xr[j]) * s * C(weight[j]));
     }
   });
-#line 40 "generated/opgen_ops/csrc/rms_norm_kernel.h"
+#line 41 "generated/opgen_ops/csrc/rms_norm_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -44,6 +45,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight
 template <typename x_t, typename weight_t, typename y_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight_t> &weight, const opgen::In<y_t> &y, const opgen::In<y_t> &dy, const opgen::Out<x_t> &dx, const opgen::Out<weight_t> &dweight) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, weight, y, dy, dx, dweight);
   (void)x;
   (void)weight;
   (void)y;
@@ -67,7 +69,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weigh
     }
   }
   for (int64_t j = 0; dweight && j < D; ++j) dweight[j] = weight_t(acc[j]);
-#line 71 "generated/opgen_ops/csrc/rms_norm_kernel.h"
+#line 73 "generated/opgen_ops/csrc/rms_norm_kernel.h"
 }
 
 }  // namespace rms_norm

@@ -23,6 +23,7 @@ namespace smooth_l1_loss {
 template <typename pred_t, typename target_t, typename loss_t>
 void forward(const Attrs &attrs, const opgen::In<pred_t> &pred, const opgen::In<target_t> &target, const opgen::Out<loss_t> &loss) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(pred, target, loss);  // checked mode's errors name them
   const float &beta = attrs.beta;
   const std::string &reduction = attrs.reduction;
 #line 37 "ops/smooth_l1_loss.yaml"
@@ -41,7 +42,7 @@ void forward(const Attrs &attrs, const opgen::In<pred_t> &pred, const opgen::In<
     for (int64_t i = 0; i < pred.numel; ++i) s += l(i);
     loss[0] = loss_t(reduction == "sum" ? s : s / C(pred.numel));
   }
-#line 45 "generated/opgen_ops/csrc/smooth_l1_loss_kernel.h"
+#line 46 "generated/opgen_ops/csrc/smooth_l1_loss_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -49,6 +50,7 @@ void forward(const Attrs &attrs, const opgen::In<pred_t> &pred, const opgen::In<
 template <typename pred_t, typename target_t, typename loss_t>
 void backward(const Attrs &attrs, const opgen::In<pred_t> &pred, const opgen::In<target_t> &target, const opgen::In<loss_t> &loss, const opgen::In<loss_t> &dloss, const opgen::Out<pred_t> &dpred, const opgen::Out<target_t> &dtarget) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(pred, target, loss, dloss, dpred, dtarget);
   (void)pred;
   (void)target;
   (void)loss;
@@ -66,7 +68,7 @@ void backward(const Attrs &attrs, const opgen::In<pred_t> &pred, const opgen::In
       if (dtarget) dtarget[i] = target_t(-g);
     }
   });
-#line 70 "generated/opgen_ops/csrc/smooth_l1_loss_kernel.h"
+#line 72 "generated/opgen_ops/csrc/smooth_l1_loss_kernel.h"
 }
 
 }  // namespace smooth_l1_loss

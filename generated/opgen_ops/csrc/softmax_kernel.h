@@ -23,23 +23,12 @@ namespace softmax {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const int64_t &axis = attrs.axis;
 #line 27 "ops/softmax.yaml"
-  // View x as (outer, n, inner); each (outer, inner) pair is one group of n strided elements.
-  using C = opgen::compute_t<x_t>;
-  const std::vector<int64_t> axes = opgen::normalize_axes(axis, x.ndim);
-  int64_t outer = 1, n = 1, inner = 1;
-  for (int i = 0; i < x.ndim; ++i) (i < axes[0] ? outer : i == axes[0] ? n : inner) *= x.dim(i);
-  opgen::parallel_for(outer * inner, [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g) {
-      const int64_t base = (g / inner) * n * inner + g % inner;
-      C m = -std::numeric_limits<C>::infinity(), s = 0;
-      for (int64_t k = 0; k < n; ++k) m = std::max(m, C(x[base + k * inner]));
-      for (int64_t k = 0; k < n; ++k) s += std::exp(C(x[base + k * inner]) - m);
-      for (int64_t k = 0; k < n; ++k) out[base + k * inner] = out_t(std::exp(C(x[base + k * inner]) - m) / s);
-    }
-  });
-#line 43 "generated/opgen_ops/csrc/softmax_kernel.h"
+  // Rows (or columns) in parallel, vector max / exp / sum (opgen/reduce.h).
+  opgen::softmax(x, opgen::normalize_axes(axis, x.ndim)[0], out);
+#line 32 "generated/opgen_ops/csrc/softmax_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -47,26 +36,14 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
   const int64_t &axis = attrs.axis;
-#line 42 "ops/softmax.yaml"
-  using C = opgen::compute_t<x_t>;
-  const std::vector<int64_t> axes = opgen::normalize_axes(axis, out.ndim);
-  int64_t outer = 1, n = 1, inner = 1;
-  for (int i = 0; i < out.ndim; ++i) (i < axes[0] ? outer : i == axes[0] ? n : inner) *= out.dim(i);
-  opgen::parallel_for(outer * inner, [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g) {
-      const int64_t base = (g / inner) * n * inner + g % inner;
-      C dot = 0;
-      for (int64_t k = 0; k < n; ++k) dot += C(dout[base + k * inner]) * C(out[base + k * inner]);
-      for (int64_t k = 0; k < n; ++k) {
-        const int64_t j = base + k * inner;
-        dx[j] = x_t(C(out[j]) * (C(dout[j]) - dot));
-      }
-    }
-  });
-#line 70 "generated/opgen_ops/csrc/softmax_kernel.h"
+#line 30 "ops/softmax.yaml"
+  // dx = y * (dy - sum(dy * y)) along the axis (opgen/reduce.h).
+  opgen::softmax_backward(out, dout, opgen::normalize_axes(axis, out.ndim)[0], dx);
+#line 47 "generated/opgen_ops/csrc/softmax_kernel.h"
 }
 
 }  // namespace softmax

@@ -23,6 +23,7 @@ namespace swiglu {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
 #line 24 "ops/swiglu.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.dim(-1), H = D / 2, R = D ? x.numel / D : 0;
@@ -34,7 +35,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
       }
     }
   });
-#line 38 "generated/opgen_ops/csrc/swiglu_kernel.h"
+#line 39 "generated/opgen_ops/csrc/swiglu_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -42,6 +43,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
 #line 35 "ops/swiglu.yaml"
@@ -58,7 +60,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
       }
     }
   });
-#line 62 "generated/opgen_ops/csrc/swiglu_kernel.h"
+#line 64 "generated/opgen_ops/csrc/swiglu_kernel.h"
 }
 
 }  // namespace swiglu

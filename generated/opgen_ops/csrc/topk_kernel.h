@@ -23,6 +23,7 @@ namespace topk {
 template <typename x_t, typename values_t, typename indices_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<values_t> &values, const opgen::Out<indices_t> &indices) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, values, indices);  // checked mode's errors name them
   const int64_t &k = attrs.k;
 #line 36 "ops/topk.yaml"
   const int64_t n = x.dim(-1), R = n ? x.numel / n : values.numel / (k ? k : 1);
@@ -40,7 +41,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<value
       }
     }
   });
-#line 44 "generated/opgen_ops/csrc/topk_kernel.h"
+#line 45 "generated/opgen_ops/csrc/topk_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -48,6 +49,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<value
 template <typename x_t, typename values_t, typename indices_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<values_t> &values, const opgen::In<indices_t> &indices, const opgen::In<values_t> &dvalues, const opgen::In<indices_t> &dindices, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, values, indices, dvalues, dindices, dx);
   (void)x;
   (void)values;
   (void)indices;
@@ -58,7 +60,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<value
   for (int64_t r = 0; r < R; ++r) {
     for (int64_t j = 0; j < k; ++j) dx[r * n + indices[r * k + j]] += dvalues[r * k + j];
   }
-#line 62 "generated/opgen_ops/csrc/topk_kernel.h"
+#line 64 "generated/opgen_ops/csrc/topk_kernel.h"
 }
 
 }  // namespace topk

@@ -24,6 +24,7 @@
 #define OPGEN_KERNEL_H_
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -40,6 +41,33 @@
 #include "opgen/half.h"
 #include "opgen/parallel.h"
 
+// Vector math (see "vector loops" below): declared at global scope, where glibc declares them.
+#if defined(OPGEN_VECTOR_MATH) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__clang__)
+#if __GLIBC_PREREQ(2, 35)
+#define OPGEN_LIBMVEC 1
+// The same declarations glibc's <bits/math-vector.h> makes under -ffast-math only: they tell
+// GCC that a vector variant (_ZGV*_expf...) of each function exists in libmvec.
+#define OPGEN_SIMD_FN __attribute__((__simd__("notinbranch")))
+extern "C" {
+float expf(float) noexcept OPGEN_SIMD_FN;
+float logf(float) noexcept OPGEN_SIMD_FN;
+float tanhf(float) noexcept OPGEN_SIMD_FN;
+float erff(float) noexcept OPGEN_SIMD_FN;
+float log1pf(float) noexcept OPGEN_SIMD_FN;
+float expm1f(float) noexcept OPGEN_SIMD_FN;
+float powf(float, float) noexcept OPGEN_SIMD_FN;
+double exp(double) noexcept OPGEN_SIMD_FN;
+double log(double) noexcept OPGEN_SIMD_FN;
+double tanh(double) noexcept OPGEN_SIMD_FN;
+double erf(double) noexcept OPGEN_SIMD_FN;
+double log1p(double) noexcept OPGEN_SIMD_FN;
+double expm1(double) noexcept OPGEN_SIMD_FN;
+double pow(double, double) noexcept OPGEN_SIMD_FN;
+}
+#undef OPGEN_SIMD_FN
+#endif
+#endif
+
 namespace opgen {
 
 using Shape = std::vector<int64_t>;
@@ -51,6 +79,56 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+namespace detail {
+#ifdef OPGEN_CHECKED
+/// `name` points into OPGEN_NAME_VIEWS's argument text ("x, y, out"): the name runs to the
+/// next comma.
+[[noreturn]] inline void out_of_bounds(const char *name, int64_t item, const char *what, int64_t i, int64_t n,
+                                       const char *unit) {
+  std::string view = "a view";
+  if (name) {
+    const char *end = name;
+    while (*end && *end != ',' && *end != ' ') ++end;
+    view = "'" + std::string(name, end) + "'";
+  }
+  if (item >= 0) view += "[" + std::to_string(item) + "]";
+  throw Error("checked mode: " + std::string(what) + " " + std::to_string(i) + " is out of bounds for view " +
+              view + " of " + std::to_string(n) + " " + unit);
+}
+
+/// The next name in OPGEN_NAME_VIEWS's argument text (a string literal: it outlives the views).
+inline const char *next_name(const char **names) {
+  const char *p = *names;
+  while (*p == ' ' || *p == ',') ++p;
+  const char *e = p;
+  while (*e && *e != ',') ++e;
+  *names = e;
+  return p;
+}
+template <typename V>
+auto name_one(const V &v, const char *name, int) -> decltype(v.items, void()) {
+  for (size_t k = 0; k < v.items.size(); ++k) {
+    v.items[k].name = name;
+    v.items[k].item = static_cast<int64_t>(k);
+  }
+}
+template <typename V>
+void name_one(const V &v, const char *name, long) {
+  v.name = name;
+}
+template <typename... V>
+void name_views(const char *names, const V &...views) {
+  (name_one(views, next_name(&names), 0), ...);
+}
+#endif
+}  // namespace detail
+
+#ifdef OPGEN_CHECKED
+#define OPGEN_NAME_VIEWS(...) ::opgen::detail::name_views(#__VA_ARGS__, __VA_ARGS__)
+#else
+#define OPGEN_NAME_VIEWS(...) ((void)0)
+#endif
+
 /// A typed view of one contiguous, row-major tensor. `T` is `const E` for inputs.
 /// `data` is nullptr for a gradient that is not needed (test with `if (view)`).
 template <typename T>
@@ -60,9 +138,26 @@ struct View {
   int ndim = 0;
   int64_t numel = 0;
 
+#ifdef OPGEN_CHECKED
+  // Checked mode (OPGEN_CHECK=1, opgen build --checked, opgen test): every element access and
+  // dim() is bounds-checked; a miss throws opgen::Error naming the view (named by the kernel's
+  // OPGEN_NAME_VIEWS prologue) and the index, which the op reports as its error.
+  mutable const char *name = nullptr;
+  mutable int64_t item = -1;  // position in its list, for a view of a dynamic input
+
+  int64_t dim(int i) const {
+    if (i < -ndim || i >= ndim) detail::out_of_bounds(name, item, "dim", i, ndim, "dimensions");
+    return shape[i < 0 ? i + ndim : i];
+  }
+  T &operator[](int64_t i) const {
+    if (i < 0 || i >= numel) detail::out_of_bounds(name, item, "index", i, numel, "elements");
+    return data[i];
+  }
+#else
   /// Size of dimension `i`; negative `i` counts from the end.
   int64_t dim(int i) const { return shape[i < 0 ? i + ndim : i]; }
   T &operator[](int64_t i) const { return data[i]; }
+#endif
   explicit operator bool() const { return data != nullptr; }
   Shape shape_vector() const { return Shape(shape, shape + ndim); }
 };
@@ -149,11 +244,18 @@ inline Shape broadcast_shape(std::initializer_list<Shape> shapes) { return broad
 // ------------------------------------------------------------------------- broadcasting
 
 /// Strides (in elements) that map an index of `out_shape` onto a broadcast input `in`.
+/// Throws opgen::Error when `in` does not broadcast to `out_shape` (an output shape rule that
+/// its inputs do not fit), which would otherwise read past the input or give a wrong answer.
 inline Shape broadcast_strides(const Shape &out_shape, const int64_t *in_shape, int in_ndim) {
   size_t nd = out_shape.size();
   Shape strides(nd, 0);
   int64_t stride = 1;
   for (int i = in_ndim - 1; i >= 0; --i) {
+    const size_t back = static_cast<size_t>(in_ndim - i);  // position from the end
+    if (back > nd || (in_shape[i] != 1 && in_shape[i] != out_shape[nd - back])) {
+      throw Error("an input of shape " + shape_str(Shape(in_shape, in_shape + in_ndim)) +
+                  " does not broadcast to the output shape " + shape_str(out_shape));
+    }
     size_t o = nd - static_cast<size_t>(in_ndim - i);
     strides[o] = in_shape[i] == 1 ? 0 : stride;
     stride *= in_shape[i];
@@ -196,29 +298,151 @@ bool same_shape(const View<A> &a, const View<B> &b) {
   return a.ndim == b.ndim && std::equal(a.shape, a.shape + a.ndim, b.shape);
 }
 
-#if defined(__clang__)
-#define OPGEN_VECTORIZE_LOOP _Pragma("clang loop vectorize(enable)")
-#elif defined(__GNUC__)
-#define OPGEN_VECTORIZE_LOOP _Pragma("GCC ivdep")
+// ------------------------------------------------------------------------ vector loops
+//
+// Element-wise loops are `#pragma omp simd` loops when built with -fopenmp-simd (the SIMD
+// directives only, no OpenMP runtime), which opgen's builds pass together with
+// -DOPGEN_OMP_SIMD, -fno-math-errno and -fno-trapping-math (opgen.build.kernel_flags). Calls to
+// exp, log, tanh, erf, log1p, expm1 and pow inside them vectorise to glibc's vector math library
+// (libmvec, 4 ulp at most) when OPGEN_VECTOR_MATH is defined and -lmvec linked (declarations at
+// the top of this file). Without these macros the loops are the same code, scalar. On x86-64
+// each contiguous loop is compiled twice, for the baseline ISA (SSE2: 4 floats per libmvec call)
+// and for AVX2+FMA (8 floats), chosen at run time: a library built on one machine runs on any
+// x86-64.
+
+#if defined(OPGEN_OMP_SIMD) && (defined(__GNUC__) || defined(__clang__))
+/// Marks a loop whose iterations are independent: vectorise it (with -fopenmp-simd).
+#define OPGEN_SIMD _Pragma("omp simd")
+/// The same, for a loop that sums into `var` (reassociation allowed: lanes sum separately).
+#define OPGEN_SIMD_SUM(var) _Pragma(OPGEN_STR_(omp simd reduction(+ : var)))
+#define OPGEN_STR_(x) #x
+#elif defined(__GNUC__) && !defined(__clang__)
+#define OPGEN_SIMD _Pragma("GCC ivdep")
+#define OPGEN_SIMD_SUM(var)
 #else
-#define OPGEN_VECTORIZE_LOOP
+#define OPGEN_SIMD
+#define OPGEN_SIMD_SUM(var)
+#endif
+// Kept for kernel bodies written against the old name.
+#define OPGEN_VECTORIZE_LOOP OPGEN_SIMD
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(OPGEN_NO_DISPATCH)
+#define OPGEN_AVX2_DISPATCH 1
+#define OPGEN_TARGET_AVX2 __attribute__((target("avx2,fma")))
 #endif
 
 namespace detail {
-/// Elements per block of the flat loop: a fixed trip count the compiler vectorises even at -O2
-/// (CustomOpBuilder's level, whose cheap cost model skips loops that need a scalar epilogue).
-constexpr int64_t kVectorBlock = 16;
+/// Whether this CPU runs the AVX2+FMA copies of the loops (checked once per library).
+OPGEN_HIDDEN inline bool cpu_has_avx2() {
+#if defined(OPGEN_AVX2_DISPATCH)
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
 
-/// o[i] = f(p[i]...) for i in [b, e): fixed-size blocks, then the tail. Outputs never overlap
-/// inputs except element by element (o == p allowed), so the blocks carry no dependence.
-template <typename OutE, typename C, typename F, typename Ptrs, size_t... K>
-inline void flat_range(OutE *o, F &f, const Ptrs &p, int64_t b, int64_t e, std::index_sequence<K...>) {
-  int64_t i = b;
-  for (; i + kVectorBlock <= e; i += kVectorBlock) {
-    OPGEN_VECTORIZE_LOOP
-    for (int64_t k = 0; k < kVectorBlock; ++k) o[i + k] = static_cast<OutE>(f(static_cast<C>(std::get<K>(p)[i + k])...));
+/// Calls body() from a function compiled for AVX2+FMA when the CPU has them, else from the
+/// baseline one. `body` is inlined into each, so its loops are vectorised for that ISA.
+template <typename Body>
+#if defined(OPGEN_AVX2_DISPATCH)
+OPGEN_TARGET_AVX2 __attribute__((flatten))
+#endif
+inline void run_avx2(Body &body) {
+  body();
+}
+template <typename Body>
+inline void run_base(Body &body) {
+  body();
+}
+template <typename Body>
+inline void dispatch_isa(Body &&body) {
+  if (cpu_has_avx2()) {
+    run_avx2(body);
+  } else {
+    run_base(body);
   }
-  for (; i < e; ++i) o[i] = static_cast<OutE>(f(static_cast<C>(std::get<K>(p)[i])...));
+}
+
+/// o[i] = f(p[i]...) for i in [0, n). Outputs never overlap inputs except element by element
+/// (o == p allowed), so iterations are independent.
+template <typename OutE, typename C, typename F, typename... P>
+inline __attribute__((always_inline)) void simd_loop(OutE *o, const F &f, int64_t n, const P *...p) {
+#if defined(OPGEN_OMP_SIMD)
+  OPGEN_SIMD
+  for (int64_t i = 0; i < n; ++i) o[i] = static_cast<OutE>(f(static_cast<C>(p[i])...));
+#else
+  // Without -fopenmp-simd: blocks of a fixed trip count, which GCC's -O2 vectoriser (the "very
+  // cheap" cost model: no loop that needs a scalar epilogue) still takes, then the tail.
+  constexpr int64_t kBlock = 16;
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    OPGEN_SIMD
+    for (int64_t k = 0; k < kBlock; ++k) o[i + k] = static_cast<OutE>(f(static_cast<C>(p[i + k])...));
+  }
+  for (; i < n; ++i) o[i] = static_cast<OutE>(f(static_cast<C>(p[i])...));
+#endif
+}
+
+template <typename OutE, typename C, typename F, typename... P>
+#if defined(OPGEN_AVX2_DISPATCH)
+OPGEN_TARGET_AVX2
+#endif
+void simd_loop_avx2(OutE *o, const F &f, int64_t n, const P *...p) {
+  simd_loop<OutE, C>(o, f, n, p...);
+}
+template <typename OutE, typename C, typename F, typename... P>
+void simd_loop_base(OutE *o, const F &f, int64_t n, const P *...p) {
+  simd_loop<OutE, C>(o, f, n, p...);
+}
+
+/// The contiguous loop for the CPU it runs on: o[i] = f(p[i]...), i in [0, n).
+template <typename OutE, typename C, typename F, typename Ptrs, size_t... K>
+inline void flat_loop(OutE *o, F &f, const Ptrs &p, int64_t n, std::index_sequence<K...>) {
+  if (cpu_has_avx2()) {
+    simd_loop_avx2<OutE, C>(o, f, n, std::get<K>(p)...);
+  } else {
+    simd_loop_base<OutE, C>(o, f, n, std::get<K>(p)...);
+  }
+}
+
+/// Elements per block of the row-broadcast loop: a broadcast input's value is repeated into a
+/// block-sized buffer on the stack so that the block runs the contiguous vector loop.
+constexpr int64_t kRowBlock = 256;
+
+/// How `map` walks a broadcast: the output as `rows` x `inner` (the longest run of trailing
+/// dimensions over which every input either advances contiguously or stays on one element).
+struct RowPlan {
+  int64_t inner = 1;                    // elements per row
+  std::vector<bool> contiguous;         // per input: advances along the row (else: repeats one value)
+};
+
+inline RowPlan row_plan(const Shape &shape, const std::vector<Shape> &strides) {
+  RowPlan plan;
+  const size_t n = strides.size();
+  plan.contiguous.assign(n, false);
+  int d = static_cast<int>(shape.size()) - 1;
+  while (d >= 0 && shape[static_cast<size_t>(d)] == 1) --d;  // size-1 dims change nothing
+  if (d < 0) return plan;
+  for (size_t k = 0; k < n; ++k) plan.contiguous[k] = strides[k][static_cast<size_t>(d)] == 1;
+  for (size_t k = 0; k < n; ++k)
+    if (!plan.contiguous[k] && strides[k][static_cast<size_t>(d)] != 0) return plan;  // cannot happen
+  plan.inner = shape[static_cast<size_t>(d)];
+  for (int e = d - 1; e >= 0; --e) {
+    const int64_t len = shape[static_cast<size_t>(e)];
+    if (len == 1) continue;
+    bool ok = true;
+    for (size_t k = 0; k < n && ok; ++k) {
+      const int64_t st = strides[k][static_cast<size_t>(e)];
+      ok = plan.contiguous[k] ? st == plan.inner : st == 0;
+    }
+    if (!ok) break;
+    plan.inner *= len;
+  }
+  return plan;
 }
 
 template <typename OutE, typename F, typename Tuple, size_t... K>
@@ -226,14 +450,45 @@ void map_impl(Out<OutE> out, const Shape &iter_shape, F &f, const Tuple &ins, st
   // f sees every element in the common compute type (float inputs of a bool output stay float)
   using C = common_compute_t<OutE, std::remove_pointer_t<decltype(std::get<K>(ins).data)>...>;
   constexpr size_t N = sizeof...(K);
+  constexpr std::index_sequence<K...> ks{};
   const bool flat = ((std::get<K>(ins).numel == out.numel && same_shape(std::get<K>(ins), out)) && ... && true);
   if (flat) {
+    // Contiguous inputs of the output's shape (the common case): one vector loop.
     OutE *const o = out.data;
     const auto ptrs = std::make_tuple(std::get<K>(ins).data...);
-    parallel_for(out.numel, [&](int64_t b, int64_t e) { flat_range<OutE, C>(o, f, ptrs, b, e, std::index_sequence<K...>{}); });
+    parallel_for(out.numel, [&](int64_t b, int64_t e) {
+      const auto p = std::make_tuple(std::get<K>(ptrs) + b...);
+      flat_loop<OutE, C>(o + b, f, p, e - b, ks);
+    });
     return;
   }
   std::vector<Shape> strides{broadcast_strides(iter_shape, std::get<K>(ins).shape, std::get<K>(ins).ndim)...};
+  const RowPlan plan = row_plan(iter_shape, strides);
+  if (plan.inner >= 16) {
+    // Rows of `inner` elements: each input is contiguous along a row or repeats one value (a
+    // bias added to every row, a per-row scale...). Blocks of a row run the vector loop.
+    const int64_t inner = plan.inner;
+    parallel_for(out.numel, [&](int64_t b, int64_t e) {
+      BroadcastCursor<N> cur(iter_shape, strides);
+      std::tuple<std::remove_cv_t<std::remove_pointer_t<decltype(std::get<K>(ins).data)>>...> held;
+      std::tuple<std::array<std::remove_cv_t<std::remove_pointer_t<decltype(std::get<K>(ins).data)>>, kRowBlock>...> bufs;
+      for (int64_t i = b; i < e;) {
+        const int64_t row_end = std::min(e, (i / inner + 1) * inner);
+        cur.seek(i);
+        ((std::get<K>(held) = std::get<K>(ins).data[cur.offset[K]]), ...);
+        const int64_t fill = std::min(kRowBlock, row_end - i);
+        ((plan.contiguous[K] ? void() : void(std::fill_n(std::get<K>(bufs).data(), fill, std::get<K>(held)))), ...);
+        for (int64_t j = i; j < row_end; j += kRowBlock) {
+          const int64_t len = std::min(kRowBlock, row_end - j);
+          const auto p = std::make_tuple((plan.contiguous[K] ? std::get<K>(ins).data + cur.offset[K] + (j - i)
+                                                             : std::get<K>(bufs).data())...);
+          flat_loop<OutE, C>(out.data + j, f, p, len, ks);
+        }
+        i = row_end;
+      }
+    });
+    return;
+  }
   parallel_for(out.numel, [&](int64_t b, int64_t e) {
     BroadcastCursor<N> cur(iter_shape, strides);
     cur.seek(b);
@@ -248,32 +503,55 @@ template <typename OutE, typename F, typename Tuple, size_t... K>
 void map_reduce_impl(Out<OutE> grad, const Shape &iter_shape, F &f, const Tuple &ins, std::index_sequence<K...>) {
   using C = common_compute_t<OutE, std::remove_pointer_t<decltype(std::get<K>(ins).data)>...>;
   constexpr size_t N = sizeof...(K);
-  int64_t total = numel_of(iter_shape.data(), static_cast<int>(iter_shape.size()));
+  constexpr std::index_sequence<K...> ks{};
+  const int64_t total = numel_of(iter_shape.data(), static_cast<int>(iter_shape.size()));
   const bool same = static_cast<size_t>(grad.ndim) == iter_shape.size() &&
                     std::equal(grad.shape, grad.shape + grad.ndim, iter_shape.begin());
-  std::vector<Shape> strides{broadcast_strides(iter_shape, std::get<K>(ins).shape, std::get<K>(ins).ndim)...};
   if (same) {
-    parallel_for(total, [&](int64_t b, int64_t e) {
-      BroadcastCursor<N> cur(iter_shape, strides);
-      cur.seek(b);
-      for (int64_t i = b; i < e; ++i) {
-        grad.data[i] = static_cast<OutE>(f(static_cast<C>(std::get<K>(ins).data[cur.offset[K]])...));
-        cur.next();
-      }
-    });
+    map_impl(grad, iter_shape, f, ins, ks);
     return;
   }
-  // Reduce to the (broadcast) shape of the input: accumulate in the compute type.
-  Shape gstrides = broadcast_strides(iter_shape, grad.shape, grad.ndim);
-  std::vector<C> acc(static_cast<size_t>(grad.numel), C(0));
-  BroadcastCursor<N> cur(iter_shape, strides);
-  BroadcastCursor<1> gcur(iter_shape, {gstrides});
-  cur.seek(0);
-  gcur.seek(0);
-  for (int64_t i = 0; i < total; ++i) {
-    acc[static_cast<size_t>(gcur.offset[0])] += f(static_cast<C>(std::get<K>(ins).data[cur.offset[K]])...);
-    cur.next();
-    gcur.next();
+  // Reduce to the (broadcast) shape of the input: f's values computed a block of a row at a
+  // time by the vector loop, then summed into an accumulator of the compute type (double for
+  // float, whose long sums would lose digits).
+  using A = std::conditional_t<std::is_same_v<C, float>, double, C>;
+  std::vector<Shape> strides{broadcast_strides(iter_shape, std::get<K>(ins).shape, std::get<K>(ins).ndim)...,
+                             broadcast_strides(iter_shape, grad.shape, grad.ndim)};
+  const RowPlan plan = row_plan(iter_shape, strides);
+  std::vector<A> acc(static_cast<size_t>(grad.numel), A(0));
+  const int64_t inner = plan.inner;
+  if (inner < 16 && total > 0) {
+    BroadcastCursor<N + 1> cur(iter_shape, strides);
+    cur.seek(0);
+    for (int64_t i = 0; i < total; ++i, cur.next())
+      acc[static_cast<size_t>(cur.offset[N])] += A(f(static_cast<C>(std::get<K>(ins).data[cur.offset[K]])...));
+  }
+  BroadcastCursor<N + 1> cur(iter_shape, strides);
+  std::tuple<std::remove_cv_t<std::remove_pointer_t<decltype(std::get<K>(ins).data)>>...> held;
+  std::tuple<std::array<std::remove_cv_t<std::remove_pointer_t<decltype(std::get<K>(ins).data)>>, kRowBlock>...> bufs;
+  std::array<C, kRowBlock> vals;
+  for (int64_t i = 0; i < total && inner >= 16; i += inner) {
+    cur.seek(i);
+    ((std::get<K>(held) = std::get<K>(ins).data[cur.offset[K]]), ...);
+    const int64_t fill = std::min(kRowBlock, inner);
+    ((plan.contiguous[K] ? void() : void(std::fill_n(std::get<K>(bufs).data(), fill, std::get<K>(held)))), ...);
+    A *const g = acc.data() + cur.offset[N];
+    const bool g_contiguous = plan.contiguous[N];
+    for (int64_t j = 0; j < inner; j += kRowBlock) {
+      const int64_t len = std::min(kRowBlock, inner - j);
+      const auto p = std::make_tuple((plan.contiguous[K] ? std::get<K>(ins).data + cur.offset[K] + j
+                                                         : std::get<K>(bufs).data())...);
+      flat_loop<C, C>(vals.data(), f, p, len, ks);
+      if (g_contiguous) {
+        OPGEN_SIMD
+        for (int64_t t = 0; t < len; ++t) g[j + t] += A(vals[static_cast<size_t>(t)]);
+      } else {
+        A s = 0;
+        OPGEN_SIMD_SUM(s)
+        for (int64_t t = 0; t < len; ++t) s += A(vals[static_cast<size_t>(t)]);
+        g[0] += s;
+      }
+    }
   }
   for (int64_t i = 0; i < grad.numel; ++i) grad.data[i] = static_cast<OutE>(acc[static_cast<size_t>(i)]);
 }
@@ -290,6 +568,13 @@ void map(Out<OutE> out, F &&f, In<InE>... ins) {
 template <typename OutE, typename F, typename... InE>
 void map_reduce_to(Out<OutE> grad, const Shape &iter_shape, F &&f, In<InE>... ins) {
   detail::map_reduce_impl(grad, iter_shape, f, std::make_tuple(ins...), std::index_sequence_for<InE...>{});
+}
+
+/// c ? a : b with both already evaluated: the `a if c else b` of elementwise expressions. A
+/// loop over it vectorises to a blend (no branch to mispredict on random data).
+template <typename C>
+inline C select(bool c, C a, C b) {
+  return c ? a : b;
 }
 
 // ------------------------------------------------------------------------------- math
@@ -369,5 +654,9 @@ auto pow(A a, B b) -> std::common_type_t<A, B> {
 }  // namespace math
 
 }  // namespace opgen
+
+// The building blocks over whole rows and matrices, on top of the above.
+#include "opgen/blas.h"    // opgen::gemm
+#include "opgen/reduce.h"  // opgen::reduce_axes, softmax_rows...
 
 #endif  // OPGEN_KERNEL_H_

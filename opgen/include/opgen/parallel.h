@@ -32,6 +32,7 @@
 #include <mutex>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #if defined(__unix__) || defined(__APPLE__)
@@ -244,14 +245,16 @@ OPGEN_HIDDEN inline ThreadPool *thread_pool() {
 /// Number of threads parallel_for may use (1 means loops always run on the calling thread).
 inline int num_threads() { return detail::configured_threads(); }
 
-/// Calls f(begin, end) on disjoint ranges covering [0, n), in parallel on the library's thread
-/// pool when n >= 2 * kParallelGrain (and on the calling thread otherwise, or when nested, or
-/// when another thread is using the pool). Chunks hold at least kParallelGrain elements. The
-/// first exception thrown by f is rethrown here after every running chunk has finished.
+/// Calls f(begin, end) on disjoint ranges covering [0, n) of at least `grain` items each: in
+/// parallel on the library's thread pool when n >= 2 * grain (on the calling thread otherwise,
+/// or when nested, or when another thread is using the pool). Use a grain that makes a chunk
+/// worth ~kParallelGrain element operations (rows of a matrix: kParallelGrain / row length).
+/// The first exception thrown by f is rethrown here after every running chunk has finished.
 template <typename F>
-void parallel_for(int64_t n, F &&f) {
+void parallel_for(int64_t n, int64_t grain, F &&f) {
   if (n <= 0) return;
-  if (n < 2 * kParallelGrain || detail::in_parallel_region()) {
+  grain = std::max<int64_t>(1, grain);
+  if (n < 2 * grain || detail::in_parallel_region()) {
     f(int64_t{0}, n);
     return;
   }
@@ -267,8 +270,14 @@ void parallel_for(int64_t n, F &&f) {
   job.n = n;
   // About 4 chunks per thread: balance when a core is busy with another process, few claims.
   const int64_t parts = int64_t{4} * pool->size();
-  job.chunk = std::max(kParallelGrain, (n + parts - 1) / parts);
+  job.chunk = std::max(grain, (n + parts - 1) / parts);
   if (!pool->run(job)) f(int64_t{0}, n);
+}
+
+/// parallel_for over elements: chunks of at least kParallelGrain elements.
+template <typename F>
+void parallel_for(int64_t n, F &&f) {
+  parallel_for(n, kParallelGrain, std::forward<F>(f));
 }
 
 }  // namespace opgen
