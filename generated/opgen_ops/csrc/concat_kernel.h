@@ -25,7 +25,8 @@ void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out
   (void)attrs;
   const int64_t &axis = attrs.axis;
 #line 26 "ops/concat.yaml"
-  // View the tensors as (outer, size_i * inner) blocks and copy block rows in turn.
+  // View the tensors as (outer, size_i * inner) blocks and copy block rows in turn (each copy
+  // split over the thread pool when large).
   const int64_t ax = opgen::normalize_axes(axis, out.ndim)[0];
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < ax; ++i) outer *= out.dim(i);
@@ -35,11 +36,11 @@ void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out
   for (const auto &t : xs) {
     const int64_t block = t.ndim ? t.dim(static_cast<int>(ax)) * inner : 0;
     for (int64_t o = 0; o < outer; ++o) {
-      std::copy(t.data + o * block, t.data + (o + 1) * block, out.data + o * row + offset);
+      opgen::parallel_copy(t.data + o * block, block, out.data + o * row + offset);
     }
     offset += block;
   }
-#line 43 "generated/opgen_ops/csrc/concat_kernel.h"
+#line 44 "generated/opgen_ops/csrc/concat_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -50,7 +51,7 @@ void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In
   (void)xs;
   (void)out;
   const int64_t &axis = attrs.axis;
-#line 41 "ops/concat.yaml"
+#line 42 "ops/concat.yaml"
   const int64_t ax = opgen::normalize_axes(axis, out.ndim)[0];
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < ax; ++i) outer *= out.dim(i);
@@ -61,11 +62,11 @@ void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In
     const auto &d = dxs[k];
     const int64_t block = d.ndim ? d.dim(static_cast<int>(ax)) * inner : 0;
     for (int64_t o = 0; o < outer; ++o) {
-      std::copy(dout.data + o * row + offset, dout.data + o * row + offset + block, d.data + o * block);
+      opgen::parallel_copy(dout.data + o * row + offset, block, d.data + o * block);
     }
     offset += block;
   }
-#line 69 "generated/opgen_ops/csrc/concat_kernel.h"
+#line 70 "generated/opgen_ops/csrc/concat_kernel.h"
 }
 
 }  // namespace concat
