@@ -84,11 +84,12 @@ def kernel_message(text: str) -> str | None:
 def tensor_input(op: str, name: str, value: Any) -> Any:
     """Raise TypeError naming ``op`` unless ``value`` is a Tensor (or a Parameter).
 
-    Called first by every generated op function, on both paths and in every mode: MindSpore
-    itself would abort the process on a numpy array in a GRAPH_MODE Cell, and give messages
-    that do not name the op for a Python number, None or a list.  Graph-mode safe (``isinstance``
-    and ``raise`` with an f-string compile in GRAPH_MODE).  Returns ``value``: the caller uses
-    what this returns, so that in a graph the check comes before anything computed from it."""
+    Called first by every generated op function (before the Function<T> path refuses a graph),
+    on both paths and in every mode: MindSpore itself would abort the process on a numpy array
+    in a GRAPH_MODE Cell, and give messages that do not name the op for a Python number, None
+    or a list.  Graph-mode safe (``isinstance`` and ``raise`` with an f-string compile in
+    GRAPH_MODE).  Returns ``value``: the caller uses what this returns, so that in a graph the
+    check comes before anything computed from it."""
     if not isinstance(value, Tensor):
         raise TypeError(f"{op}(): input '{name}' must be a Tensor, got {type(value).__name__}")
     return value
