@@ -31,13 +31,14 @@ def in_graph() -> bool:
     return bool(_is_none(_marker))
 
 
-def pynative_only(op: str, package: str) -> None:
+def pynative_only(op: str, package: str, inputs: Any = ()) -> None:
     """Refuse to compile the Function<T> path of ``op`` into a graph.
 
     Inside a GRAPH_MODE Cell or ``ms.jit`` MindSpore runs the pybind11 call through PyExecute:
     the forward is right but every gradient through it is silently zero (MindSpore only logs a
     WARNING).  Raises RuntimeError at graph compile time instead, pointing to the Custom path
-    (``<package>.<op>``), which compiles into graphs with its bprop."""
+    (``<package>.<op>``), which compiles into graphs with its bprop.  ``inputs`` (the checked
+    inputs, unused) only make a graph evaluate the input checks first."""
     if in_graph():
         raise RuntimeError(f"{op}(): the Function<T> path ({package}.function) runs only in PyNative; inside a "
                            f"GRAPH_MODE Cell or ms.jit its gradients would be zero. Call {package}.{op} (the "
