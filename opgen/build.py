@@ -198,6 +198,13 @@ def sanitize_flags() -> tuple[str, ...]:
     return ()
 
 
+def checked_flags() -> tuple[str, ...]:
+    """Extra compile flags for ``OPGEN_CHECK=1`` builds (checked mode: bounds-checked views, see
+    opgen/kernel.h; ``opgen build --checked``, ``opgen test``).  Part of the content hash, so a
+    checked library and a plain one are cached side by side and never replace each other."""
+    return ("-DOPGEN_CHECKED=1",) if _env_flag("OPGEN_CHECK") else ()
+
+
 # --------------------------------------------------------------------------- targets and units
 
 
@@ -381,7 +388,7 @@ def _plain_cflags(csrc: Path) -> tuple[str, ...]:
     return (
         "-O3", "-std=c++17", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=0", "-Wall", "-Wno-unused-variable",
         "-Wno-unused-function", f"-I{include_dir()}", f"-I{csrc}",
-    ) + kernel_flags()[0] + sanitize_flags()
+    ) + kernel_flags()[0] + sanitize_flags() + checked_flags()
 
 
 def kernel_target(pkg_dir: Path) -> Target:
@@ -476,7 +483,7 @@ def _ms_flags(allow_import: bool = True) -> tuple[tuple[str, ...], tuple[str, ..
         _write_if_changed(cache, json.dumps({"include": includes, "cflags": ms_cflags, "ldflags": ms_ldflags}))
     py_inc = sysconfig.get_path("include", scheme="posix_prefix")
     cflags = tuple(f"-I{p}" for p in includes) + (f"-isystem{py_inc}", f"-I{include_dir()}") + ms_cflags
-    return cflags + sanitize_flags(), ms_ldflags + ("-pthread",) + sanitize_flags()
+    return cflags + sanitize_flags() + checked_flags(), ms_ldflags + ("-pthread",) + sanitize_flags()
 
 
 def support_dir(root: str | os.PathLike[str] | None = None) -> Path:

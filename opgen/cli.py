@@ -176,6 +176,8 @@ def _build(pkg_dir: Path, args: argparse.Namespace, kinds: Sequence[str]) -> int
 
     if _need_run_extra("build", ("ninja", "mindspore") if "ext" in kinds else ("ninja",)):
         return EXIT_ERRORS
+    if args.checked:
+        os.environ["OPGEN_CHECK"] = "1"  # the build flags read it (a separate, cached variant)
 
     for kind in kinds:
         try:
@@ -256,6 +258,10 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
                    "(default: $OPGEN_OPS_PER_UNIT, else 2 units, more past 16 ops each)")
     g.add_argument("--pch", action="store_true",
                    help="precompile MindSpore's headers once for the extension units (also $OPGEN_PCH=1)")
+    g.add_argument("--checked", action="store_true",
+                   help="checked mode: kernels' views are bounds-checked, an out-of-bounds read is an error naming "
+                   "the op, the view and the index (also $OPGEN_CHECK=1, which loads it; cached beside the "
+                   "plain build)")
 
 
 _NOT_PACKAGE_NAMES = frozenset({"opgen", "mindspore", "numpy", "np", "ms", "std", "generated"})
@@ -442,6 +448,10 @@ def _cmd_test(args: argparse.Namespace) -> int:
         ops = [o for o in ops if o.name in names]
     if _need_run_extra("test", ("mindspore", "numpy", "ninja")):
         return EXIT_ERRORS
+    if args.unchecked:
+        os.environ["OPGEN_CHECK"] = "0"
+    else:  # checked mode by default (OPGEN_CHECK=0 in the environment turns it off too)
+        os.environ.setdefault("OPGEN_CHECK", "1")
     if not args.verbose:
         # The dtype checks make MindSpore reject calls on purpose; in GRAPH_MODE it logs each
         # rejection at ERROR level with a Python stack (thousands of lines for ops/). opgen test
@@ -643,6 +653,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="run only checks matching GLOB (repeatable), e.g. 'forward/*', '*custom*', reference")
     p.add_argument("--skip", action="append", metavar="GLOB", help="skip checks matching GLOB (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="seed of every random shape and value (default 0)")
+    p.add_argument("--unchecked", action="store_true",
+                   help="test the plain build: by default opgen test builds and loads the checked mode "
+                   "(bounds-checked views; as OPGEN_CHECK=1), so that a kernel reading out of bounds fails")
     p.set_defaults(func=_cmd_test)
 
     p = add("new", "write a commented spec skeleton for a new op",

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 from .diagnostics import Diagnostic, Location, display_path
+from .model import BuildFlags
 
 
 class LoadError(Exception):
@@ -39,7 +40,9 @@ def _default_package(paths: Sequence[Path]) -> str:
 
 
 def load(paths: str | Path | Sequence[str | Path], package: str | None = None,
-         build_dir: str | Path | None = None, verbose: bool = False) -> ModuleType:
+         build_dir: str | Path | None = None, verbose: bool = False, *,
+         extra_cflags: Sequence[str] = (), extra_include_paths: Sequence[str] = (),
+         extra_ldflags: Sequence[str] = (), libraries: Sequence[str] = ()) -> ModuleType:
     """Generate, build and import the ops of ``paths`` (spec files or directories of ``*.yaml``).
 
     Args:
@@ -49,6 +52,8 @@ def load(paths: str | Path | Sequence[str | Path], package: str | None = None,
         build_dir: root of the build folders (default ``$OPGEN_BUILD_DIR`` or ``~/.cache/opgen``);
             the generated package lives there too.
         verbose: print what is generated and the build's progress (stderr).
+        extra_cflags, extra_include_paths, extra_ldflags, libraries: package-wide user flags, as
+            ``opgen generate --cflag/--include-dir/--ldflag/--library`` (part of the cache key).
 
     Returns:
         The package module: its ops are the Custom (aot) path, ``.function`` the Function<T> path,
@@ -73,7 +78,9 @@ def load(paths: str | Path | Sequence[str | Path], package: str | None = None,
         raise LoadError([Diagnostic(_no_location(), f"package name {name!r} is not a Python identifier")])
     tag = hashlib.sha256("\0".join(str(p.resolve()) for p in specs).encode()).hexdigest()[:10]
     out_dir = _build.build_root(build_dir) / "load" / f"{name}-{tag}"
-    res = generate([str(p) for p in specs], out_dir, name)
+    flags = BuildFlags(tuple(extra_cflags), tuple(str(Path(d).resolve()) for d in extra_include_paths),
+                       tuple(extra_ldflags), tuple(libraries))
+    res = generate([str(p) for p in specs], out_dir, name, flags=flags if flags != BuildFlags() else None)
     if res.diagnostics:
         raise LoadError(res.diagnostics)
     pkg_dir = res.package_dir.resolve()

@@ -100,6 +100,12 @@ def aot_library(module_file: str) -> str:
         _build.build(pkg_dir, "aot", quiet=_quiet(), build_dir=_build_dirs.get(pkg_dir)))
 
 
+def checked() -> bool:
+    """Whether this process builds and loads the checked mode (``OPGEN_CHECK=1``: bounds-checked
+    kernel views, see :func:`opgen.build.checked_flags`)."""
+    return bool(_build.checked_flags())
+
+
 def load_extension(module_file: str) -> ModuleType:
     """Import the pybind11 extension of the package containing ``module_file``.
 

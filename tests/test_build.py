@@ -459,16 +459,32 @@ def test_ccache_launcher_second_cold_build_in_a_fresh_build_dir_is_all_hits(
         return {k: int(v) for k, v in (ln.split("\t")[:2] for ln in out.splitlines() if "\t" in ln)
                 if v.isdigit()}
 
-    first = build.build_library(package, "aot", quiet=True, build_dir=tmp_path / "one")
+    first = [build.build_library(package, kind, quiet=True, build_dir=tmp_path / "one") for kind in build.KINDS]
     s1 = stats()
-    assert s1["cache_miss"] == 4 and s1["direct_cache_hit"] == 0  # 2 kernel + 2 aot units
-    again = build.build_library(package, "aot", quiet=True, build_dir=tmp_path / "two")  # a fresh build dir
+    assert s1["cache_miss"] >= 6 and s1["direct_cache_hit"] == 0  # 2 kernel, 2 aot, 2 extension units
+    again = [build.build_library(package, kind, quiet=True, build_dir=tmp_path / "two")  # a fresh build dir
+             for kind in build.KINDS]
     s2 = stats()
-    assert len(again.compiled) == 4 and call_halve(again.path, [6.0]) == [3.0]
+    assert [len(r.compiled) for r in again] == [4, 2] and call_halve(again[0].path, [6.0]) == [3.0]
     hits = s2["direct_cache_hit"] + s2["preprocessed_cache_hit"]
-    assert s2["cache_miss"] == 4 and hits == 4, (s1, s2)  # all four were hits
-    # the launcher is not part of the key: the same library name as without ccache
+    assert s2["cache_miss"] == s1["cache_miss"] and hits == 6, (s1, s2)  # all six were hits
+    # the launcher is not part of the key: the same library names as without ccache
     monkeypatch.setenv("CXX", "g++")
     monkeypatch.setenv("OPGEN_CXX_LAUNCHER", ccache)
-    assert build.build_library(package, "aot", quiet=True, build_dir=tmp_path / "two").cached
-    assert first.path.name == again.path.name
+    assert all(build.build_library(package, k, quiet=True, build_dir=tmp_path / "two").cached for k in build.KINDS)
+    assert [r.path.name for r in first] == [r.path.name for r in again]
+
+
+def test_package_flags_from_generate_are_kept_in_the_package_and_keyed(package: Path) -> None:
+    plain = build.target_key(build.aot_target(package))
+    assert main(["generate", "specs", "-o", "out", "-p", "tiny", "-q", "--cflag=-DFOO=1", "--include-dir", "inc",
+                 "--ldflag=-L./lib", "--library", "m"]) == 0
+    root = Path.cwd()
+    kernels = build.kernel_target(package.resolve())
+    assert all(u.cflags == ("-DFOO=1", f"-I{root / 'inc'}") for u in kernels.units)  # every kernel unit
+    aot = build.aot_target(package.resolve())
+    assert f"-L{root / 'lib'}" in aot.ldflags and "-lm" in aot.ldflags
+    assert build.target_key(aot) != plain
+    regenerate()  # no flags: csrc/build.json is removed, the key is the plain one again
+    assert not (package / "csrc" / "build.json").exists()
+    assert build.target_key(build.aot_target(package)) == plain

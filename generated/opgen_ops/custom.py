@@ -27,6 +27,8 @@ from . import meta as _meta
 
 _LIB = _rt.aot_library(__file__)
 """Absolute path of the compiled aot library (built on first import when missing or stale)."""
+_CHECKED = _rt.checked()
+"""Whether that library is the checked build (OPGEN_CHECK=1): then every op launches blocking."""
 
 __all__ = ["add", "add_primitive", "clip", "clip_primitive", "concat", "concat_primitive", "cumsum", "cumsum_primitive", "div", "div_primitive", "dropout", "dropout_primitive", "exp", "exp_primitive", "gather", "gather_primitive", "gelu", "gelu_primitive", "layer_norm", "layer_norm_primitive", "leaky_relu", "leaky_relu_primitive", "log", "log_primitive", "log_softmax", "log_softmax_primitive", "matmul", "matmul_primitive", "maximum", "maximum_primitive", "mul", "mul_primitive", "pow", "pow_primitive", "reduce_max", "reduce_max_primitive", "reduce_mean", "reduce_mean_primitive", "reduce_sum", "reduce_sum_primitive", "relu", "relu_primitive", "rsqrt", "rsqrt_primitive", "scale_add", "scale_add_primitive", "sigmoid", "sigmoid_primitive", "softmax", "softmax_primitive", "softplus", "softplus_primitive", "sqrt", "sqrt_primitive", "square", "square_primitive", "sub", "sub_primitive", "tanh", "tanh_primitive", "where", "where_primitive"]
 
@@ -167,6 +169,8 @@ def add(x, y) -> Any:
     flat = (x,) + (y,)
     layout = (1, 1)
     prim = _add_resolve(layout, tuple(t.dtype for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("add", prim(*flat))
     return prim(*flat)
 
 
@@ -306,6 +310,8 @@ def clip(x, min: float, max: float) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _clip_resolve(layout, tuple(t.dtype for t in flat), min, max)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("clip", prim(*flat))
     return prim(*flat)
 
 
@@ -445,6 +451,8 @@ def concat(xs, axis: int = 0) -> Any:
     flat = tuple(xs)
     layout = (len(xs),)
     prim = _concat_resolve(layout, tuple(t.dtype for t in flat), axis)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("concat", prim(*flat))
     return prim(*flat)
 
 
@@ -587,6 +595,8 @@ def cumsum(x, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> 
     flat = (x,)
     layout = (1,)
     prim = _cumsum_resolve(layout, tuple(t.dtype for t in flat), axis, exclusive, reverse)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("cumsum", prim(*flat))
     return prim(*flat)
 
 
@@ -723,6 +733,8 @@ def div(x, y) -> Any:
     flat = (x,) + (y,)
     layout = (1, 1)
     prim = _div_resolve(layout, tuple(t.dtype for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("div", prim(*flat))
     return prim(*flat)
 
 
@@ -998,6 +1010,8 @@ def exp(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _exp_resolve(layout, tuple(t.dtype for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("exp", prim(*flat))
     return prim(*flat)
 
 
@@ -1274,6 +1288,8 @@ def gelu(x, approximate: str = 'none') -> Any:
     flat = (x,)
     layout = (1,)
     prim = _gelu_resolve(layout, tuple(t.dtype for t in flat), approximate)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("gelu", prim(*flat))
     return prim(*flat)
 
 
@@ -1553,6 +1569,8 @@ def leaky_relu(x, alpha: float = 0.01) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _leaky_relu_resolve(layout, tuple(t.dtype for t in flat), alpha)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("leaky_relu", prim(*flat))
     return prim(*flat)
 
 
@@ -1686,6 +1704,8 @@ def log(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _log_resolve(layout, tuple(t.dtype for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("log", prim(*flat))
     return prim(*flat)
 
 
@@ -1822,6 +1842,8 @@ def log_softmax(x, axis: int = -1) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _log_softmax_resolve(layout, tuple(t.dtype for t in flat), axis)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("log_softmax", prim(*flat))
     return prim(*flat)
 
 
@@ -1961,6 +1983,8 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
     flat = (a,) + (b,)
     layout = (1, 1)
     prim = _matmul_resolve(layout, tuple(t.dtype for t in flat), transpose_a, transpose_b)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("matmul", prim(*flat))
     return prim(*flat)
 
 
@@ -2098,6 +2122,8 @@ def maximum(x, y) -> Any:
     flat = (x,) + (y,)
     layout = (1, 1)
     prim = _maximum_resolve(layout, tuple(t.dtype for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("maximum", prim(*flat))
     return prim(*flat)
 
 
@@ -2233,6 +2259,8 @@ def mul(x, y) -> Any:
     flat = (x,) + (y,)
     layout = (1, 1)
     prim = _mul_resolve(layout, tuple(t.dtype for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("mul", prim(*flat))
     return prim(*flat)
 
 
@@ -2369,6 +2397,8 @@ def pow(x, y) -> Any:
     flat = (x,) + (y,)
     layout = (1, 1)
     prim = _pow_resolve(layout, tuple(t.dtype for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("pow", prim(*flat))
     return prim(*flat)
 
 
@@ -2509,6 +2539,8 @@ def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _reduce_max_resolve(layout, tuple(t.dtype for t in flat), axis, keep_dims)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("reduce_max", prim(*flat))
     return prim(*flat)
 
 
@@ -2646,6 +2678,8 @@ def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _reduce_mean_resolve(layout, tuple(t.dtype for t in flat), axis, keep_dims)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("reduce_mean", prim(*flat))
     return prim(*flat)
 
 
@@ -2783,6 +2817,8 @@ def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _reduce_sum_resolve(layout, tuple(t.dtype for t in flat), axis, keep_dims)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("reduce_sum", prim(*flat))
     return prim(*flat)
 
 
@@ -2916,6 +2952,8 @@ def relu(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _relu_resolve(layout, tuple(t.dtype for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("relu", prim(*flat))
     return prim(*flat)
 
 
@@ -3049,6 +3087,8 @@ def rsqrt(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _rsqrt_resolve(layout, tuple(t.dtype for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("rsqrt", prim(*flat))
     return prim(*flat)
 
 
@@ -3190,6 +3230,8 @@ def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> A
     flat = (x,) + (y,)
     layout = (1, 1)
     prim = _scale_add_resolve(layout, tuple(t.dtype for t in flat), scale, paddings)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("scale_add", prim(*flat))
     return prim(*flat)
 
 
@@ -3323,6 +3365,8 @@ def sigmoid(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _sigmoid_resolve(layout, tuple(t.dtype for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("sigmoid", prim(*flat))
     return prim(*flat)
 
 
@@ -3459,6 +3503,8 @@ def softmax(x, axis: int = -1) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _softmax_resolve(layout, tuple(t.dtype for t in flat), axis)
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("softmax", prim(*flat))
     return prim(*flat)
 
 
@@ -3593,6 +3639,8 @@ def softplus(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _softplus_resolve(layout, tuple(t.dtype for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("softplus", prim(*flat))
     return prim(*flat)
 
 
@@ -3726,6 +3774,8 @@ def sqrt(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _sqrt_resolve(layout, tuple(t.dtype for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("sqrt", prim(*flat))
     return prim(*flat)
 
 
@@ -3859,6 +3909,8 @@ def square(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _square_resolve(layout, tuple(t.dtype for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("square", prim(*flat))
     return prim(*flat)
 
 
@@ -3994,6 +4046,8 @@ def sub(x, y) -> Any:
     flat = (x,) + (y,)
     layout = (1, 1)
     prim = _sub_resolve(layout, tuple(t.dtype for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("sub", prim(*flat))
     return prim(*flat)
 
 
@@ -4127,6 +4181,8 @@ def tanh(x) -> Any:
     flat = (x,)
     layout = (1,)
     prim = _tanh_resolve(layout, tuple(t.dtype for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("tanh", prim(*flat))
     return prim(*flat)
 
 
@@ -4264,4 +4320,6 @@ def where(cond, x, y) -> Any:
     flat = (cond,) + (x,) + (y,)
     layout = (1, 1, 1)
     prim = _where_resolve(layout, tuple(t.dtype for t in flat))
+    if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
+        return _graph.launch_blocking("where", prim(*flat))
     return prim(*flat)

@@ -23,6 +23,7 @@ namespace concat {
 template <typename xs_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(xs, out);  // checked mode's errors name them
   const int64_t &axis = attrs.axis;
 #line 26 "ops/concat.yaml"
   // View the tensors as (outer, size_i * inner) blocks and copy block rows in turn (each copy
@@ -40,7 +41,7 @@ void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out
     }
     offset += block;
   }
-#line 44 "generated/opgen_ops/csrc/concat_kernel.h"
+#line 45 "generated/opgen_ops/csrc/concat_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -48,6 +49,7 @@ void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out
 template <typename xs_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::OutList<xs_t> &dxs) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(xs, out, dout, dxs);
   (void)xs;
   (void)out;
   const int64_t &axis = attrs.axis;
@@ -66,7 +68,7 @@ void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In
     }
     offset += block;
   }
-#line 70 "generated/opgen_ops/csrc/concat_kernel.h"
+#line 72 "generated/opgen_ops/csrc/concat_kernel.h"
 }
 
 }  // namespace concat

@@ -23,6 +23,7 @@ namespace cumsum {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const int64_t &axis = attrs.axis;
   const bool &exclusive = attrs.exclusive;
   const bool &reverse = attrs.reverse;
@@ -45,7 +46,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
       }
     }
   });
-#line 49 "generated/opgen_ops/csrc/cumsum_kernel.h"
+#line 50 "generated/opgen_ops/csrc/cumsum_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -53,6 +54,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
   const int64_t &axis = attrs.axis;
@@ -77,7 +79,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
       }
     }
   });
-#line 81 "generated/opgen_ops/csrc/cumsum_kernel.h"
+#line 83 "generated/opgen_ops/csrc/cumsum_kernel.h"
 }
 
 }  // namespace cumsum

@@ -23,6 +23,7 @@ namespace dropout {
 template <typename x_t, typename y_t, typename mask_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<y_t> &y, const opgen::Out<mask_t> &mask) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, y, mask);  // checked mode's errors name them
   const float &keep_prob = attrs.keep_prob;
   const int64_t &seed = attrs.seed;
 #line 42 "ops/dropout.yaml"
@@ -40,7 +41,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<y_t> 
       y[i] = keep ? y_t(C(x[i]) / C(keep_prob)) : y_t(0);
     }
   });
-#line 44 "generated/opgen_ops/csrc/dropout_kernel.h"
+#line 45 "generated/opgen_ops/csrc/dropout_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -48,6 +49,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<y_t> 
 template <typename x_t, typename y_t, typename mask_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &y, const opgen::In<mask_t> &mask, const opgen::In<y_t> &dy, const opgen::In<mask_t> &dmask, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, y, mask, dy, dmask, dx);
   (void)x;
   (void)y;
   (void)mask;
@@ -56,7 +58,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
 #line 57 "ops/dropout.yaml"
   using C = opgen::compute_t<x_t>;
   for (int64_t i = 0; i < dx.numel; ++i) dx[i] = mask[i] ? x_t(C(dy[i]) / C(keep_prob)) : x_t(0);
-#line 60 "generated/opgen_ops/csrc/dropout_kernel.h"
+#line 62 "generated/opgen_ops/csrc/dropout_kernel.h"
 }
 
 }  // namespace dropout

@@ -23,6 +23,7 @@ namespace gather {
 template <typename x_t, typename indices_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indices_t> &indices, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, indices, out);  // checked mode's errors name them
   const int64_t &axis = attrs.axis;
 #line 32 "ops/gather.yaml"
   // View x as (outer, n, inner) and out as (outer, K, inner), K = indices.numel.
@@ -43,7 +44,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indice
       std::copy(x.data + (o * n + src) * inner, x.data + (o * n + src + 1) * inner, out.data + (o * K + k) * inner);
     }
   }
-#line 47 "generated/opgen_ops/csrc/gather_kernel.h"
+#line 48 "generated/opgen_ops/csrc/gather_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -51,6 +52,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indice
 template <typename x_t, typename indices_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indices_t> &indices, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, indices, out, dout, dx);
   (void)x;
   (void)indices;
   (void)out;
@@ -78,7 +80,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indic
       }
     }
   }
-#line 82 "generated/opgen_ops/csrc/gather_kernel.h"
+#line 84 "generated/opgen_ops/csrc/gather_kernel.h"
 }
 
 }  // namespace gather

@@ -23,6 +23,7 @@ namespace gelu {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const std::string &approximate = attrs.approximate;
 #line 28 "ops/gelu.yaml"
   using C = opgen::compute_t<x_t>;
@@ -32,7 +33,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   } else {
     opgen::map(out, [&](C v) -> C { return C(0.5) * v * (C(1) + std::erf(v * C(0.7071067811865476))); }, x);
   }
-#line 36 "generated/opgen_ops/csrc/gelu_kernel.h"
+#line 37 "generated/opgen_ops/csrc/gelu_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -40,6 +41,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
   const std::string &approximate = attrs.approximate;
@@ -57,7 +59,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
                   v * std::exp(C(-0.5) * v * v) * C(0.3989422804014327));  // 1 / sqrt(2 pi)
     }, x, dout);
   }
-#line 61 "generated/opgen_ops/csrc/gelu_kernel.h"
+#line 63 "generated/opgen_ops/csrc/gelu_kernel.h"
 }
 
 }  // namespace gelu

@@ -23,6 +23,7 @@ namespace layer_norm {
 template <typename x_t, typename gamma_t, typename beta_t, typename y_t, typename mean_t, typename rstd_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_t> &gamma, const opgen::In<beta_t> &beta, const opgen::Out<y_t> &y, const opgen::Out<mean_t> &mean, const opgen::Out<rstd_t> &rstd) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, gamma, beta, y, mean, rstd);  // checked mode's errors name them
   const float &eps = attrs.eps;
 #line 44 "ops/layer_norm.yaml"
   // Rows in parallel; mean, variance and the output are vector loops over a row.
@@ -57,7 +58,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_
       }
     }
   });
-#line 61 "generated/opgen_ops/csrc/layer_norm_kernel.h"
+#line 62 "generated/opgen_ops/csrc/layer_norm_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -65,6 +66,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_
 template <typename x_t, typename gamma_t, typename beta_t, typename y_t, typename mean_t, typename rstd_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_t> &gamma, const opgen::In<beta_t> &beta, const opgen::In<y_t> &y, const opgen::In<mean_t> &mean, const opgen::In<rstd_t> &rstd, const opgen::In<y_t> &dy, const opgen::In<mean_t> &dmean, const opgen::In<rstd_t> &drstd, const opgen::Out<x_t> &dx, const opgen::Out<gamma_t> &dgamma, const opgen::Out<beta_t> &dbeta) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, gamma, beta, y, mean, rstd, dy, dmean, drstd, dx, dgamma, dbeta);
   (void)x;
   (void)gamma;
   (void)beta;
@@ -120,7 +122,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma
       for (int64_t j = 0; dbeta && j < w; ++j) dbeta[j0 + j] = beta_t(pb[j]);
     });
   }
-#line 124 "generated/opgen_ops/csrc/layer_norm_kernel.h"
+#line 126 "generated/opgen_ops/csrc/layer_norm_kernel.h"
 }
 
 }  // namespace layer_norm

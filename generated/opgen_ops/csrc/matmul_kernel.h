@@ -23,13 +23,14 @@ namespace matmul {
 template <typename a_t, typename b_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &b, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(a, b, out);  // checked mode's errors name them
   const bool &transpose_a = attrs.transpose_a;
   const bool &transpose_b = attrs.transpose_b;
 #line 32 "ops/matmul.yaml"
   // One BLAS call (opgen::gemm: OpenBLAS sgemm/dgemm; see docs/performance.md).
   const int64_t M = out.dim(0), N = out.dim(1), K = transpose_a ? a.dim(0) : a.dim(1);
   opgen::gemm<out_t>(transpose_a, transpose_b, M, N, K, a.data, b.data, out.data);
-#line 33 "generated/opgen_ops/csrc/matmul_kernel.h"
+#line 34 "generated/opgen_ops/csrc/matmul_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -37,6 +38,7 @@ void forward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &
 template <typename a_t, typename b_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &b, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<a_t> &da, const opgen::Out<b_t> &db) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(a, b, out, dout, da, db);
   (void)a;
   (void)b;
   (void)out;
@@ -61,7 +63,7 @@ void backward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> 
       opgen::gemm<b_t>(!transpose_a, false, K, N, M, C(1), a.data, lda, dout.data, N, C(0), db.data, N);
     }
   }
-#line 65 "generated/opgen_ops/csrc/matmul_kernel.h"
+#line 67 "generated/opgen_ops/csrc/matmul_kernel.h"
 }
 
 }  // namespace matmul

@@ -23,12 +23,13 @@ namespace reduce_max {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const std::vector<int64_t> &axis = attrs.axis;
   const bool &keep_dims = attrs.keep_dims;
 #line 33 "ops/reduce_max.yaml"
   // Vector row or column maxima, in parallel (opgen/reduce.h); NaN sticks.
   opgen::reduce_max(x, opgen::reduce_shape(x.shape_vector(), axis, true), out);
-#line 32 "generated/opgen_ops/csrc/reduce_max_kernel.h"
+#line 33 "generated/opgen_ops/csrc/reduce_max_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -36,6 +37,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
   const std::vector<int64_t> &axis = attrs.axis;
@@ -56,7 +58,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
     const int64_t g = cur2.offset[0];
     dx[i] = C(x[i]) == C(out[g]) ? x_t(C(dout[g]) / C(ties[static_cast<size_t>(g)])) : x_t(0);
   }
-#line 60 "generated/opgen_ops/csrc/reduce_max_kernel.h"
+#line 62 "generated/opgen_ops/csrc/reduce_max_kernel.h"
 }
 
 }  // namespace reduce_max

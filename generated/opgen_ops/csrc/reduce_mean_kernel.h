@@ -23,6 +23,7 @@ namespace reduce_mean {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const std::vector<int64_t> &axis = attrs.axis;
   const bool &keep_dims = attrs.keep_dims;
 #line 30 "ops/reduce_mean.yaml"
@@ -30,7 +31,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   using A = opgen::sum_t<x_t>;
   const A count = A(out.numel ? x.numel / out.numel : 0);
   opgen::reduce_sum(x, opgen::reduce_shape(x.shape_vector(), axis, true), out, A(1) / count);
-#line 34 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
+#line 35 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -38,6 +39,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
   const std::vector<int64_t> &axis = attrs.axis;
@@ -48,7 +50,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const opgen::Shape kept = opgen::reduce_shape(x.shape_vector(), axis, true);
   const C count = C(dout.numel ? x.numel / dout.numel : 1);
   opgen::map(dx, [&](C g) { return g / count; }, opgen::make_view(dout.data, kept.data(), static_cast<int>(kept.size())));
-#line 52 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
+#line 54 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
 }
 
 }  // namespace reduce_mean

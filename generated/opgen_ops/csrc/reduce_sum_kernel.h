@@ -23,12 +23,13 @@ namespace reduce_sum {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const std::vector<int64_t> &axis = attrs.axis;
   const bool &keep_dims = attrs.keep_dims;
 #line 30 "ops/reduce_sum.yaml"
   // Vector row sums, or vector column sums, in parallel (opgen/reduce.h).
   opgen::reduce_sum(x, opgen::reduce_shape(x.shape_vector(), axis, true), out);
-#line 32 "generated/opgen_ops/csrc/reduce_sum_kernel.h"
+#line 33 "generated/opgen_ops/csrc/reduce_sum_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -36,6 +37,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
   const std::vector<int64_t> &axis = attrs.axis;
@@ -44,7 +46,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   // dout broadcast back over the reduced axes.
   const opgen::Shape kept = opgen::reduce_shape(x.shape_vector(), axis, true);
   opgen::map(dx, [](opgen::compute_t<x_t> g) { return g; }, opgen::make_view(dout.data, kept.data(), static_cast<int>(kept.size())));
-#line 48 "generated/opgen_ops/csrc/reduce_sum_kernel.h"
+#line 50 "generated/opgen_ops/csrc/reduce_sum_kernel.h"
 }
 
 }  // namespace reduce_sum

@@ -23,6 +23,7 @@ namespace scale_add {
 template <typename x_t, typename y_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &y, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, y, out);  // checked mode's errors name them
   const float &scale = attrs.scale;
   const std::vector<float> &paddings = attrs.paddings;
 #line 34 "ops/scale_add.yaml"
@@ -31,7 +32,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &
   for (float p : paddings) pad += C(p);
   const C k = C(scale) * C(paddings.size());  // scale * y once per padding
   opgen::map(out, [&](C a, C b) -> C { return a + k * b + pad; }, x, y);
-#line 35 "generated/opgen_ops/csrc/scale_add_kernel.h"
+#line 36 "generated/opgen_ops/csrc/scale_add_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -39,6 +40,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &
 template <typename x_t, typename y_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &y, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx, const opgen::Out<y_t> &dy) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, y, out, dout, dx, dy);
   (void)x;
   (void)y;
   (void)out;
@@ -48,14 +50,14 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
 #line 41 "ops/scale_add.yaml"
     using C = opgen::compute_t<x_t>;
     opgen::map_reduce_to(dx, dout.shape_vector(), [](C g) -> C { return g; }, dout);
-#line 52 "generated/opgen_ops/csrc/scale_add_kernel.h"
+#line 54 "generated/opgen_ops/csrc/scale_add_kernel.h"
   }
   if (dy) {
 #line 44 "ops/scale_add.yaml"
     using C = opgen::compute_t<y_t>;
     const C k = C(scale) * C(paddings.size());
     opgen::map_reduce_to(dy, dout.shape_vector(), [&](C g) -> C { return k * g; }, dout);
-#line 59 "generated/opgen_ops/csrc/scale_add_kernel.h"
+#line 61 "generated/opgen_ops/csrc/scale_add_kernel.h"
   }
 }
 

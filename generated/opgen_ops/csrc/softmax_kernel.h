@@ -23,11 +23,12 @@ namespace softmax {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const int64_t &axis = attrs.axis;
 #line 27 "ops/softmax.yaml"
   // Rows (or columns) in parallel, vector max / exp / sum (opgen/reduce.h).
   opgen::softmax(x, opgen::normalize_axes(axis, x.ndim)[0], out);
-#line 31 "generated/opgen_ops/csrc/softmax_kernel.h"
+#line 32 "generated/opgen_ops/csrc/softmax_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -35,13 +36,14 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
   const int64_t &axis = attrs.axis;
 #line 30 "ops/softmax.yaml"
   // dx = y * (dy - sum(dy * y)) along the axis (opgen/reduce.h).
   opgen::softmax_backward(out, dout, opgen::normalize_axes(axis, out.ndim)[0], dx);
-#line 45 "generated/opgen_ops/csrc/softmax_kernel.h"
+#line 47 "generated/opgen_ops/csrc/softmax_kernel.h"
 }
 
 }  // namespace softmax

@@ -23,12 +23,13 @@ namespace square {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
 #line 20 "ops/square.yaml"
   // General C++ form: plain loops over contiguous views.
   for (int64_t i = 0; i < out.numel; ++i) {
     out[i] = x[i] * x[i];
   }
-#line 32 "generated/opgen_ops/csrc/square_kernel.h"
+#line 33 "generated/opgen_ops/csrc/square_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -36,13 +37,14 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
+  OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
 #line 25 "ops/square.yaml"
   for (int64_t i = 0; i < dx.numel; ++i) {
     dx[i] = x_t(2) * x[i] * dout[i];
   }
-#line 46 "generated/opgen_ops/csrc/square_kernel.h"
+#line 48 "generated/opgen_ops/csrc/square_kernel.h"
 }
 
 }  // namespace square

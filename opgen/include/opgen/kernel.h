@@ -79,6 +79,56 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+namespace detail {
+#ifdef OPGEN_CHECKED
+/// `name` points into OPGEN_NAME_VIEWS's argument text ("x, y, out"): the name runs to the
+/// next comma.
+[[noreturn]] inline void out_of_bounds(const char *name, int64_t item, const char *what, int64_t i, int64_t n,
+                                       const char *unit) {
+  std::string view = "a view";
+  if (name) {
+    const char *end = name;
+    while (*end && *end != ',' && *end != ' ') ++end;
+    view = "'" + std::string(name, end) + "'";
+  }
+  if (item >= 0) view += "[" + std::to_string(item) + "]";
+  throw Error("checked mode: " + std::string(what) + " " + std::to_string(i) + " is out of bounds for view " +
+              view + " of " + std::to_string(n) + " " + unit);
+}
+
+/// The next name in OPGEN_NAME_VIEWS's argument text (a string literal: it outlives the views).
+inline const char *next_name(const char **names) {
+  const char *p = *names;
+  while (*p == ' ' || *p == ',') ++p;
+  const char *e = p;
+  while (*e && *e != ',') ++e;
+  *names = e;
+  return p;
+}
+template <typename V>
+auto name_one(const V &v, const char *name, int) -> decltype(v.items, void()) {
+  for (size_t k = 0; k < v.items.size(); ++k) {
+    v.items[k].name = name;
+    v.items[k].item = static_cast<int64_t>(k);
+  }
+}
+template <typename V>
+void name_one(const V &v, const char *name, long) {
+  v.name = name;
+}
+template <typename... V>
+void name_views(const char *names, const V &...views) {
+  (name_one(views, next_name(&names), 0), ...);
+}
+#endif
+}  // namespace detail
+
+#ifdef OPGEN_CHECKED
+#define OPGEN_NAME_VIEWS(...) ::opgen::detail::name_views(#__VA_ARGS__, __VA_ARGS__)
+#else
+#define OPGEN_NAME_VIEWS(...) ((void)0)
+#endif
+
 /// A typed view of one contiguous, row-major tensor. `T` is `const E` for inputs.
 /// `data` is nullptr for a gradient that is not needed (test with `if (view)`).
 template <typename T>
@@ -88,9 +138,26 @@ struct View {
   int ndim = 0;
   int64_t numel = 0;
 
+#ifdef OPGEN_CHECKED
+  // Checked mode (OPGEN_CHECK=1, opgen build --checked, opgen test): every element access and
+  // dim() is bounds-checked; a miss throws opgen::Error naming the view (named by the kernel's
+  // OPGEN_NAME_VIEWS prologue) and the index, which the op reports as its error.
+  mutable const char *name = nullptr;
+  mutable int64_t item = -1;  // position in its list, for a view of a dynamic input
+
+  int64_t dim(int i) const {
+    if (i < -ndim || i >= ndim) detail::out_of_bounds(name, item, "dim", i, ndim, "dimensions");
+    return shape[i < 0 ? i + ndim : i];
+  }
+  T &operator[](int64_t i) const {
+    if (i < 0 || i >= numel) detail::out_of_bounds(name, item, "index", i, numel, "elements");
+    return data[i];
+  }
+#else
   /// Size of dimension `i`; negative `i` counts from the end.
   int64_t dim(int i) const { return shape[i < 0 ? i + ndim : i]; }
   T &operator[](int64_t i) const { return data[i]; }
+#endif
   explicit operator bool() const { return data != nullptr; }
   Shape shape_vector() const { return Shape(shape, shape + ndim); }
 };
@@ -175,11 +242,18 @@ inline Shape broadcast_shape(std::initializer_list<Shape> shapes) {
 // ------------------------------------------------------------------------- broadcasting
 
 /// Strides (in elements) that map an index of `out_shape` onto a broadcast input `in`.
+/// Throws opgen::Error when `in` does not broadcast to `out_shape` (an output shape rule that
+/// its inputs do not fit), which would otherwise read past the input or give a wrong answer.
 inline Shape broadcast_strides(const Shape &out_shape, const int64_t *in_shape, int in_ndim) {
   size_t nd = out_shape.size();
   Shape strides(nd, 0);
   int64_t stride = 1;
   for (int i = in_ndim - 1; i >= 0; --i) {
+    const size_t back = static_cast<size_t>(in_ndim - i);  // position from the end
+    if (back > nd || (in_shape[i] != 1 && in_shape[i] != out_shape[nd - back])) {
+      throw Error("an input of shape " + shape_str(Shape(in_shape, in_shape + in_ndim)) +
+                  " does not broadcast to the output shape " + shape_str(out_shape));
+    }
     size_t o = nd - static_cast<size_t>(in_ndim - i);
     strides[o] = in_shape[i] == 1 ? 0 : stride;
     stride *= in_shape[i];
