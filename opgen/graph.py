@@ -31,13 +31,14 @@ def in_graph() -> bool:
     return bool(_is_none(_marker))
 
 
-def pynative_only(op: str, package: str) -> None:
+def pynative_only(op: str, package: str, inputs: Any = ()) -> None:
     """Refuse to compile the Function<T> path of ``op`` into a graph.
 
     Inside a GRAPH_MODE Cell or ``ms.jit`` MindSpore runs the pybind11 call through PyExecute:
     the forward is right but every gradient through it is silently zero (MindSpore only logs a
     WARNING).  Raises RuntimeError at graph compile time instead, pointing to the Custom path
-    (``<package>.<op>``), which compiles into graphs with its bprop."""
+    (``<package>.<op>``), which compiles into graphs with its bprop.  ``inputs`` (the checked
+    inputs, unused) only make a graph evaluate the input checks first."""
     if in_graph():
         raise RuntimeError(f"{op}(): the Function<T> path ({package}.function) runs only in PyNative; inside a "
                            f"GRAPH_MODE Cell or ms.jit its gradients would be zero. Call {package}.{op} (the "
@@ -84,11 +85,12 @@ def kernel_message(text: str) -> str | None:
 def tensor_input(op: str, name: str, value: Any) -> Any:
     """Raise TypeError naming ``op`` unless ``value`` is a Tensor (or a Parameter).
 
-    Called first by every generated op function, on both paths and in every mode: MindSpore
-    itself would abort the process on a numpy array in a GRAPH_MODE Cell, and give messages
-    that do not name the op for a Python number, None or a list.  Graph-mode safe (``isinstance``
-    and ``raise`` with an f-string compile in GRAPH_MODE).  Returns ``value``: the caller uses
-    what this returns, so that in a graph the check comes before anything computed from it."""
+    Called first by every generated op function (before the Function<T> path refuses a graph),
+    on both paths and in every mode: MindSpore itself would abort the process on a numpy array
+    in a GRAPH_MODE Cell, and give messages that do not name the op for a Python number, None
+    or a list.  Graph-mode safe (``isinstance`` and ``raise`` with an f-string compile in
+    GRAPH_MODE).  Returns ``value``: the caller uses what this returns, so that in a graph the
+    check comes before anything computed from it."""
     if not isinstance(value, Tensor):
         raise TypeError(f"{op}(): input '{name}' must be a Tensor, got {type(value).__name__}")
     return value

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from opgen import build
 from opgen.cli import main
 
@@ -98,3 +100,21 @@ def test_checked_mode_reports_out_of_bounds_reads(tmp_path: Path) -> None:
     plain = build.build(pkg, "aot", quiet=True, build_dir=tmp_path / "build")
     libs = sorted(p.name for p in (tmp_path / "build").glob("*/libchecked_pkg_aot-*.so"))
     assert len(libs) == 2 and plain.name in libs, libs
+
+
+def test_opgen_test_checks_gradients_through_no_gradient_ops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``opgen test``'s grad checks of ops no gradient flows through were ``n/a``, so a Custom
+    path without a bprop (or passing its output gradient on) went unnoticed; now they require
+    ``ms.grad`` through the op to work and give zeros."""
+    from misuse_runner import NO_GRAD_SPECS
+
+    (tmp_path / "specs").mkdir()
+    for name, text in NO_GRAD_SPECS.items():
+        (tmp_path / "specs" / name).write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["generate", "specs", "-o", "out", "-p", "nd_pkg", "-q"]) == 0
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OPGEN_BUILD_DIR=str(tmp_path / "build"), OPGEN_QUIET="1")
+    r = subprocess.run([sys.executable, "-m", "opgen", "test", "specs", "--package-dir", "out/nd_pkg", "--only",
+                        "grad/custom-*"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert "4 checks: 4 passed, 0 failed, 0 not applicable" in r.stderr + r.stdout, r.stdout + r.stderr

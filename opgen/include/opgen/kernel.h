@@ -557,6 +557,13 @@ void map_reduce_impl(Out<OutE> grad, const Shape &iter_shape, F &f, const Tuple 
 }
 }  // namespace detail
 
+/// dst[i] = src[i] for i in [0, n): std::copy, split over the thread pool when n is large (one
+/// thread rarely reaches the memory bandwidth of a copy).
+template <typename E>
+void parallel_copy(const E *src, int64_t n, E *dst) {
+  parallel_for(n, [&](int64_t b, int64_t e) { std::copy(src + b, src + e, dst + b); });
+}
+
 /// out[i] = f(ins[broadcast(i)]...) over out's shape (NumPy broadcasting of the inputs).
 template <typename OutE, typename F, typename... InE>
 void map(Out<OutE> out, F &&f, In<InE>... ins) {
