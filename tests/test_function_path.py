@@ -83,3 +83,24 @@ def test_incompatible_broadcast_is_a_value_error(F) -> None:  # type: ignore[no-
     with pytest.raises(ValueError) as info:
         F.mul(Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones((4,), np.float32)))
     assert "mul()" in str(info.value) and "(2, 3) (4,)" in str(info.value)
+
+
+def test_attr_checks_are_cached_but_never_skipped(F, ms) -> None:  # type: ignore[no-untyped-def]
+    """The wrapper checks an attr tuple once and then only compares objects or keys; a value
+    equal to a checked one but of another type (True == 1), or a list mutated since, is still
+    checked."""
+    from generated.opgen_ops import custom
+
+    x = Tensor(np.array([-1.0, 0.5, 2.0], np.float32))
+    for path in (F, custom):
+        for _ in range(2):  # the second round runs from the caches
+            np.testing.assert_array_equal(path.clip(x, 0, 1).asnumpy(), [0.0, 0.5, 1.0])
+            with pytest.raises(TypeError, match="attr 'min' must be a float"):
+                path.clip(x, True, 1)
+            with pytest.raises(TypeError, match="attr 'approximate' must be a str"):
+                path.gelu(x, ["tanh"])  # unhashable: checked in full
+        axis = [0]
+        np.testing.assert_allclose(path.reduce_sum(x, axis).asnumpy(), 1.5)
+        axis[0] = 5  # the same list object, now out of range
+        with pytest.raises(ValueError, match="out of range|outside"):
+            path.reduce_sum(x, axis)

@@ -26,7 +26,8 @@ void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out
   OPGEN_NAME_VIEWS(xs, out);  // checked mode's errors name them
   const int64_t &axis = attrs.axis;
 #line 26 "ops/concat.yaml"
-  // View the tensors as (outer, size_i * inner) blocks and copy block rows in turn.
+  // View the tensors as (outer, size_i * inner) blocks and copy block rows in turn (each copy
+  // split over the thread pool when large).
   const int64_t ax = opgen::normalize_axes(axis, out.ndim)[0];
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < ax; ++i) outer *= out.dim(i);
@@ -36,11 +37,11 @@ void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out
   for (const auto &t : xs) {
     const int64_t block = t.ndim ? t.dim(static_cast<int>(ax)) * inner : 0;
     for (int64_t o = 0; o < outer; ++o) {
-      std::copy(t.data + o * block, t.data + (o + 1) * block, out.data + o * row + offset);
+      opgen::parallel_copy(t.data + o * block, block, out.data + o * row + offset);
     }
     offset += block;
   }
-#line 44 "generated/opgen_ops/csrc/concat_kernel.h"
+#line 45 "generated/opgen_ops/csrc/concat_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -52,7 +53,7 @@ void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In
   (void)xs;
   (void)out;
   const int64_t &axis = attrs.axis;
-#line 41 "ops/concat.yaml"
+#line 42 "ops/concat.yaml"
   const int64_t ax = opgen::normalize_axes(axis, out.ndim)[0];
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < ax; ++i) outer *= out.dim(i);
@@ -63,11 +64,11 @@ void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In
     const auto &d = dxs[k];
     const int64_t block = d.ndim ? d.dim(static_cast<int>(ax)) * inner : 0;
     for (int64_t o = 0; o < outer; ++o) {
-      std::copy(dout.data + o * row + offset, dout.data + o * row + offset + block, d.data + o * block);
+      opgen::parallel_copy(dout.data + o * row + offset, block, d.data + o * block);
     }
     offset += block;
   }
-#line 71 "generated/opgen_ops/csrc/concat_kernel.h"
+#line 72 "generated/opgen_ops/csrc/concat_kernel.h"
 }
 
 }  // namespace concat

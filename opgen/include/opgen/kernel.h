@@ -218,7 +218,7 @@ inline std::string shape_str(const Shape &s) {
 }
 
 /// NumPy broadcasting of several shapes. Throws opgen::Error when they are incompatible.
-inline Shape broadcast_shape(std::initializer_list<Shape> shapes) {
+inline Shape broadcast_shape(const std::vector<Shape> &shapes) {
   size_t nd = 0;
   for (const auto &s : shapes) nd = std::max(nd, s.size());
   Shape out(nd, 1);
@@ -238,6 +238,8 @@ inline Shape broadcast_shape(std::initializer_list<Shape> shapes) {
   }
   return out;
 }
+
+inline Shape broadcast_shape(std::initializer_list<Shape> shapes) { return broadcast_shape(std::vector<Shape>(shapes)); }
 
 // ------------------------------------------------------------------------- broadcasting
 
@@ -554,6 +556,13 @@ void map_reduce_impl(Out<OutE> grad, const Shape &iter_shape, F &f, const Tuple 
   for (int64_t i = 0; i < grad.numel; ++i) grad.data[i] = static_cast<OutE>(acc[static_cast<size_t>(i)]);
 }
 }  // namespace detail
+
+/// dst[i] = src[i] for i in [0, n): std::copy, split over the thread pool when n is large (one
+/// thread rarely reaches the memory bandwidth of a copy).
+template <typename E>
+void parallel_copy(const E *src, int64_t n, E *dst) {
+  parallel_for(n, [&](int64_t b, int64_t e) { std::copy(src + b, src + e, dst + b); });
+}
 
 /// out[i] = f(ins[broadcast(i)]...) over out's shape (NumPy broadcasting of the inputs).
 template <typename OutE, typename F, typename... InE>
