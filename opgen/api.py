@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import shapes as lang
 from .check import identifiers, indent_python
-from .exprs import RuleArg, ShapeRule
 from .model import ATTR_CPP, Attr, Body, BuildFlags, Input, Op, Output
 
 LINE_RESET = "//@@opgen-line-reset@@"
@@ -164,25 +164,6 @@ class Saved:
     condition: str  # C++ boolean over need_<input> flags
 
 
-def _rule_arg_py(arg: RuleArg) -> str:
-    if arg.attr is not None:
-        return arg.attr
-    if isinstance(arg.literal, tuple):
-        return repr(list(arg.literal))
-    return repr(arg.literal)
-
-
-def _rule_arg_cpp(arg: RuleArg) -> str:
-    if arg.attr is not None:
-        return f"attrs.{arg.attr}"
-    v = arg.literal
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, tuple):
-        return "std::vector<int64_t>{" + ", ".join(f"int64_t{{{int(x)}}}" for x in v) + "}"
-    return f"int64_t{{{v}}}"
-
-
 PY_BUILTINS_CALLED = ("int", "len", "list", "range", "sum", "tuple", "zip")
 """Builtins the generated Python calls in functions whose parameters are an op's inputs and attrs."""
 
@@ -193,62 +174,65 @@ def builtin_names(user_names: Sequence[str]) -> dict[str, str]:
     return {b: f"_builtins.{b}" if b in user_names else b for b in PY_BUILTINS_CALLED}
 
 
-def shape_py(rule: ShapeRule, op_name: str, names: dict[str, str] | None = None) -> str:
-    """Python expression for an output shape (``out_shape`` of the Custom path).
-
-    Inputs are bound to their shapes (a list of shapes for a dynamic input), attrs to their values;
-    ``names`` spells the builtins it calls (see :func:`builtin_names`).
-    """
-    b = names or builtin_names(())
-    op = f"op={op_name!r}"
-    if rule.kind == "same":
-        return f"{b['list']}({rule.inputs[0]})"
-    if rule.kind == "broadcast":
-        return f"_rt.broadcast_shape({', '.join(rule.inputs)}, {op})"
-    if rule.kind == "reduce":
-        return f"_rt.reduce_shape({rule.inputs[0]}, {_rule_arg_py(rule.arg('axis'))}, " \
-               f"{_rule_arg_py(rule.arg('keep_dims'))}, {op})"
-    if rule.kind == "matmul":
-        return f"_rt.matmul_shape({rule.inputs[0]}, {rule.inputs[1]}, {_rule_arg_py(rule.arg('transpose_a'))}, " \
-               f"{_rule_arg_py(rule.arg('transpose_b'))}, {op})"
-    if rule.kind == "concat":
-        return f"_rt.concat_shape({rule.inputs[0]}, {_rule_arg_py(rule.arg('axis'))}, {op})"
-    if rule.kind == "gather":
-        return f"_rt.gather_shape({rule.inputs[0]}, {rule.inputs[1]}, {_rule_arg_py(rule.arg('axis'))}, {op})"
-    dims = [d.render(b["int"] + "({attr})", "_rt.dim_of({input}, {axis}, " + f"{d.input!r}, {op})") for d in rule.dims]
-    return "[" + ", ".join(dims) + "]"
+def _sym(name: str) -> str:
+    """C++ name of an input's ``opgen::sym`` shape in generated shape code."""
+    return f"opgen_s_{name}"
 
 
-def shape_cpp(rule: ShapeRule, shapes: dict[str, str]) -> str:
-    """C++ expression (an ``opgen::Shape``) for an output shape (the Function<T> path's inference).
+def _facts(op: Op, node: lang.Node) -> tuple[list[str], list[str]]:
+    """The inputs and attrs a contract reads, in declaration order (its violation message shows them)."""
+    ins, ats = lang.tensors_used(node), lang.attrs_used(node)
+    return [x.name for x in op.inputs if x.name in ins], [a.name for a in op.attrs if a.name in ats]
 
-    ``shapes[name]`` is the C++ expression of an input's shape (a ``std::vector<opgen::Shape>``
-    for a dynamic input); attrs are read from the ``attrs`` struct.
-    """
-    if rule.kind == "same":
-        return f"opgen::Shape({shapes[rule.inputs[0]]})"
-    if rule.kind == "broadcast":
-        return "opgen::broadcast_shape({" + ", ".join(shapes[n] for n in rule.inputs) + "})"
-    if rule.kind == "reduce":
-        return f"opgen::reduce_shape({shapes[rule.inputs[0]]}, {_rule_arg_cpp(rule.arg('axis'))}, " \
-               f"{_rule_arg_cpp(rule.arg('keep_dims'))})"
-    if rule.kind == "matmul":
-        return f"opgen::matmul_shape({shapes[rule.inputs[0]]}, {shapes[rule.inputs[1]]}, " \
-               f"{_rule_arg_cpp(rule.arg('transpose_a'))}, {_rule_arg_cpp(rule.arg('transpose_b'))})"
-    if rule.kind == "concat":
-        return f"opgen::concat_shape({shapes[rule.inputs[0]]}, {_rule_arg_cpp(rule.arg('axis'))})"
-    if rule.kind == "gather":
-        return f"opgen::gather_shape({shapes[rule.inputs[0]]}, {shapes[rule.inputs[1]]}, " \
-               f"{_rule_arg_cpp(rule.arg('axis'))})"
-    dims = []
-    for d in rule.dims:
-        if d.literal is not None:
-            dims.append(f"int64_t{{{d.literal}}}")
-        elif d.attr is not None:
-            dims.append(f"int64_t(attrs.{d.attr})")
-        else:
-            dims.append(f"opgen::dim_of({shapes[d.input or '']}, {d.axis}, {cpp_string(d.input or '')})")
-    return "opgen::Shape{" + ", ".join(dims) + "}"
+
+def shape_prelude_cpp(op: Op, present: dict[str, str]) -> list[str]:
+    """C++ statements that check ``op``'s contracts (``requires``), in order, over the inputs'
+    ``opgen::sym`` shapes (``opgen_s_<name>``, declared by the caller) and ``attrs``; a contract
+    that mentions an optional input is checked only when ``present[name]`` (a C++ bool) holds."""
+    lines = []
+    for c in op.requires:
+        cond = lang.to_cpp(c.node, {n: _sym(n) for n in lang.tensors_used(c.node)}, lambda a: f"attrs.{a}")
+        ins, ats = _facts(op, c.node)
+        facts = [f"opgen::sym::fact({cpp_string(n)}, {_sym(n)})" for n in ins]
+        facts += [f"opgen::sym::fact_value({cpp_string(a)}, attrs.{a})" for a in ats]
+        line = f"opgen::sym::require([&] {{ return {cond}; }}, {cpp_string(c.text)}, {{{', '.join(facts)}}});"
+        guard = " && ".join(present[n] for n in lang.optional_inputs(c.node))
+        lines.append(f"if ({guard}) {line}" if guard else line)
+    return lines
+
+
+def shape_cpp(o: Output) -> str:
+    """C++ expression (an ``opgen::sym::List``) of output ``o``'s shape over ``opgen_s_<input>``
+    and ``attrs``: the Function<T> path's inference and the aot ``InferShape``."""
+    return lang.to_cpp(o.shape.node, {n: _sym(n) for n in lang.tensors_used(o.shape.node)}, lambda a: f"attrs.{a}")
+
+
+def shape_check_py(op: Op) -> list[str]:
+    """Python statements (a function body, inputs bound to their shapes and attrs to their values)
+    that check ``op``'s contracts and compute its output shapes, raising ``ValueError`` that names
+    the op; the Custom path runs them before a call whose shapes are all known."""
+    lines = ["try:"]
+    for c in op.requires:
+        ins, ats = _facts(op, c.node)
+        facts_in = "[" + "".join(f"({n!r}, {n}), " for n in ins) + "]"
+        facts_at = "[" + "".join(f"({a!r}, {a}), " for a in ats) + "]"
+        cond = lang.to_python(c.node)
+        guard = "".join(f"{n} is None or " for n in lang.optional_inputs(c.node))
+        lines.append(f"    if not ({guard}_rt.holds(lambda: {cond})):")
+        lines.append(f"        raise _rt.violation({c.text!r}, {facts_in}, {facts_at})")
+    outs = ", ".join(f"_rt.check_output({lang.to_python(o.shape.node)}, {o.name!r})" for o in op.outputs)
+    lines.append(f"    return ({outs},)")
+    lines.append("except ValueError as opgen_exc:")
+    lines.append(f"    raise ValueError(f\"{op.name}(): {{opgen_exc}}\") from None")
+    return lines
+
+
+def output_shapes_py(op: Op) -> str:
+    """Python expression of the op's output shapes (one list, or a tuple of lists for several
+    outputs) over inputs bound to their shapes and attrs to their values: the Custom path's
+    ``out_shape`` when every shape is known (its contracts were checked just before)."""
+    outs = [lang.to_python(o.shape.node) for o in op.outputs]
+    return outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
 
 
 def _rows_text(op: Op) -> str:
@@ -429,11 +413,6 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
             saved.append(Saved(name, len(saved), " || ".join(f"need_{g}" for g in needers)))
     saved_names = {s.name for s in saved}
 
-    # C++ shape expressions of the inputs, in Forward (host tensors) and in Backward (kept shapes)
-    fw_shapes = {
-        n: (f"opgen::ms::shapes_of({n}_h)" if kind[n] == "dynamic" else f"{n}_h->shape()") for n in in_names
-    }
-
     def view_type(name: str, direction: str) -> str:
         base = {"dynamic": "List"}.get(kind.get(name, "required"), "")
         return f"opgen::{direction}{base}<{name}_t>"
@@ -450,6 +429,38 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         attr_params.insert(kw_at, "*")
     py_params = [x.name + py_default(x.name) for x in inputs] + attr_params
     names = builtin_names(in_names + attr_names)
+    # inputs the shape expressions and contracts read, as opgen::sym values (Function<T> path:
+    # from the host tensors; aot InferShape: from MindSpore's flattened ndims/shapes)
+    shape_used = [n for n in in_names if any(n in lang.tensors_used(e) for e in
+                                               [o.shape.node for o in outputs] + [c.node for c in op.requires])]
+    fn_present = {n: f"{n}_h != nullptr" for n in in_names}
+    fn_prelude = []
+    for n in shape_used:
+        if kind[n] == "dynamic":
+            fn_prelude.append(f"const std::vector<opgen::sym::List> {_sym(n)} = "
+                              f"opgen::sym::from_shapes(opgen::ms::shapes_of({n}_h));")
+        elif kind[n] == "optional":
+            fn_prelude.append(f"const opgen::sym::List {_sym(n)} = {n}_h ? opgen::sym::from_shape({n}_h->shape()) "
+                              ": opgen::sym::List{};")
+        else:
+            fn_prelude.append(f"const opgen::sym::List {_sym(n)} = opgen::sym::from_shape({n}_h->shape());")
+    fn_prelude += shape_prelude_cpp(op, fn_present)
+    count = {x.name: (f"attrs.opgen_layout[{i}]" if flexible else "1") for i, x in enumerate(inputs)}
+    aot_present = {n: f"{count[n]} > 0" for n in in_names}
+    infer_prelude = []
+    for n in in_names:
+        used = n in shape_used
+        if kind[n] == "dynamic":
+            call = f"opgen_in.list({count[n]})"
+            decl = f"const std::vector<opgen::sym::List> {_sym(n)} = {call};"
+        elif kind[n] == "optional":
+            call = f"opgen_in.maybe({count[n]})"
+            decl = f"const opgen::sym::List {_sym(n)} = {call};"
+        else:
+            call = "opgen_in.one()"
+            decl = f"const opgen::sym::List {_sym(n)} = {call};"
+        infer_prelude.append(decl if used else f"{call};  // {n}: not read by the shape rules")
+    infer_prelude += shape_prelude_cpp(op, aot_present)
     run_params = [
         {"dynamic": "const opgen::ms::TensorPtrList &", "optional": "const std::optional<opgen::ms::TensorPtr> &"}.get(
             x.kind, "const opgen::ms::TensorPtr &") + x.name
@@ -486,8 +497,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
                 "index": i,
                 "grad_name": o.grad_name,
                 "differentiable": o.differentiable,
-                "shape_py": shape_py(o.shape, op.name, names),
-                "shape_cpp": shape_cpp(o.shape, fw_shapes),
+                "shape_cpp": shape_cpp(o),
                 "shape_text": o.shape.text,
                 "dtype_rule": o.dtype,
                 "dtype_is_input": o.dtype in in_names,
@@ -514,6 +524,11 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
             }
             for a in attrs
         ],
+        "shape_prelude_fn": fn_prelude,
+        "shape_prelude_infer": infer_prelude,
+        "shape_check_py": shape_check_py(op),
+        "output_shapes_py": output_shapes_py(op),
+        "has_contracts": bool(op.requires),
         "py_params": ", ".join(py_params),
         "attr_key": attr_key(attrs),
         "attr_same": attr_same(op.name, attrs),
@@ -581,12 +596,9 @@ def _reference(op: Op) -> dict[str, Any] | None:
 
 
 def _reference_shape(op: Op) -> str:
-    """numpy expression of an elementwise op's output shape, from its shape rule (``same``,
-    ``broadcast`` or explicit ``dims``; the array arguments are bound to the input names)."""
-    rule = op.outputs[0].shape
-    if rule.kind in ("same", "broadcast"):
-        return "np.broadcast_shapes(" + ", ".join(f"np.shape({n})" for n in rule.inputs) + ")"
-    return "(" + "".join(d.render("np.int64({attr})", "np.shape({input})[{axis}]") + ", " for d in rule.dims) + ")"
+    """numpy expression of an elementwise op's output shape, from its shape expression (the
+    array arguments are bound to the input names)."""
+    return "tuple(" + lang.to_python(op.outputs[0].shape.node, tensor=lambda n: f"np.shape({n})") + ")"
 
 
 def _grad_reference(op: Op) -> dict[str, Any] | None:

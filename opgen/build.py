@@ -67,7 +67,7 @@ MAX_OPS_PER_UNIT = 16
 """Upper bound on the ops one ext unit holds when grouping automatically."""
 MIN_UNITS = 1
 """Function<T> units when grouping automatically (the bindings unit, always apart, compiles beside it)."""
-BUILD_FORMAT = "opgen-build-v2"
+BUILD_FORMAT = "opgen-build-v3"
 """Changes whenever the build layout changes, so old objects and libraries are not reused."""
 KINDS = ("aot", "ext")
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import ast
 import keyword
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from . import dtypes
+from . import shapes as lang
 from .diagnostics import Diagnostic, Location, Note, did_you_mean
-from .exprs import RULE_ARG_TYPES
 from .model import Body, Op
 
 CPP_KEYWORDS = frozenset(
@@ -133,8 +133,8 @@ def identifiers(text: str) -> set[str]:
 
 
 def check_op(op: Op) -> list[Diagnostic]:
-    """All semantic problems of one op."""
-    diags: list[Diagnostic] = []
+    """All semantic problems of one op (and the shape-expression errors the model found)."""
+    diags: list[Diagnostic] = list(op.late_diagnostics)
 
     def err(loc: Location, msg: str, notes: Sequence[Note] = ()) -> None:
         diags.append(Diagnostic(loc, msg, op.name, notes=tuple(notes)))
@@ -189,7 +189,6 @@ def check_op(op: Op) -> list[Diagnostic]:
             if x.kind != "required":
                 err(x.location, f"input '{x.name}' is {x.kind}; elementwise ops take required inputs only "
                     "(use 'kernel' bodies)")
-    kinds = {x.name: x.kind for x in op.inputs}
 
     # --- targets and dtype_format -------------------------------------------------------
     used_vars = {c for r in op.rows if r.template for c in r.template}
@@ -246,63 +245,25 @@ def check_op(op: Op) -> list[Diagnostic]:
         if ok:
             valid_rows.append(row)
 
-    # --- outputs: shape and dtype rules ---------------------------------------------------
+    # --- outputs: shape and dtype rules; contracts ------------------------------------------
+    # (names, types and forms of shape expressions were checked when they were parsed)
     for oi, o in enumerate(op.outputs):
-        for name in o.shape.names:
-            if name not in input_names and name not in attr_by_name:
-                err(o.location, f"output '{o.name}': shape rule '{o.shape.text}' refers to unknown name '{name}'",
-                    did_you_mean(name, input_names + list(attr_by_name)))
-        for d in o.shape.dims:
-            if d.attr and d.attr in attr_by_name and attr_by_name[d.attr].type != "int":
-                err(o.location, f"output '{o.name}': shape dim '{d.attr}' is a {attr_by_name[d.attr].type} attr; "
-                    "dims must be int attrs")
-            if d.attr and d.attr in input_names:
-                err(o.location, f"output '{o.name}': shape dim '{d.attr}' is an input; write '{d.attr}.shape[i]'")
-        for n in o.shape.inputs:
-            if n in attr_by_name:
-                err(o.location, f"output '{o.name}': shape rule refers to attr '{n}' where an input is expected")
-            elif n in kinds:
-                want_dynamic = o.shape.kind == "concat"
-                if kinds[n] == "optional":
-                    err(o.location, f"output '{o.name}': shape rule '{o.shape.text}' uses optional input '{n}', "
-                        "which may be None")
-                elif want_dynamic and kinds[n] != "dynamic":
-                    err(o.location, f"output '{o.name}': concat() takes a dynamic (list) input; '{n}' is {kinds[n]}")
-                elif not want_dynamic and kinds[n] == "dynamic":
-                    err(o.location, f"output '{o.name}': shape rule '{o.shape.text}' uses dynamic input '{n}' "
-                        "where a single tensor is expected; use concat(" + n + ", axis)")
-        for d in o.shape.dims:
-            if d.literal is not None and not 0 <= d.literal <= INT64_MAX:
-                err(o.location, f"output '{o.name}': shape dim {d.literal} is "
-                    + ("negative; a dim is a size, 0 or more" if d.literal < 0 else "larger than int64 allows"))
-            if d.input and not -64 <= d.axis < 64:
-                err(o.location, f"output '{o.name}': shape dim '{d.input}.shape[{d.axis}]' indexes past any rank "
-                    "a tensor can have")
-            if d.input and kinds.get(d.input, "required") != "required":
-                err(o.location, f"output '{o.name}': shape dim '{d.input}.shape[{d.axis}]' uses {kinds[d.input]} "
-                    f"input '{d.input}'; dims may only use required inputs")
-        for arg_name, arg in o.shape.args:
-            if arg.attr is None:
-                values = arg.literal if isinstance(arg.literal, tuple) else (arg.literal,)
-                big = [v for v in values if isinstance(v, int) and not -64 <= v < 64]
-                if big:
-                    err(o.location, f"output '{o.name}': {o.shape.kind}() argument '{arg_name}' is {big[0]}, "
-                        "past any rank a tensor can have")
-                continue
-            want = RULE_ARG_TYPES[(o.shape.kind, arg_name)]
-            if arg.attr in kinds:
-                err(o.location, f"output '{o.name}': {o.shape.kind}() argument '{arg_name}' is input '{arg.attr}'; "
-                    f"it must be an attr of type {' or '.join(want)}")
-            elif arg.attr in attr_by_name and attr_by_name[arg.attr].type not in want:
-                err(o.location, f"output '{o.name}': {o.shape.kind}() argument '{arg_name}' is attr '{arg.attr}' "
-                    f"of type {attr_by_name[arg.attr].type}; expected {' or '.join(want)}",
-                    [Note(f"attr '{arg.attr}' is declared here", attr_by_name[arg.attr].location)])
-        if o.shape.kind == "gather" and len(o.shape.inputs) == 2 and o.shape.inputs[1] in input_names:
-            ii = input_names.index(o.shape.inputs[1])
-            for row in valid_rows:
-                if row.dtype(ii).is_float or row.dtype(ii).prefix == "BOOL":
-                    err(row.location, f"output '{o.name}': gather() takes integer indices, but this row gives "
-                        f"{row.columns[ii]} for '{o.shape.inputs[1]}'")
+        _check_shape_literals(o.shape.node, o.shape.location, f"output '{o.name}'", err)
+        if isinstance(o.shape.node, lang.ListOf):
+            for d in o.shape.node.items:
+                if isinstance(d, lang.Const) and isinstance(d.value, int) and d.value < 0:
+                    err(o.shape.location, f"output '{o.name}': shape dim {d.value} is negative; a dim is a size, "
+                        "0 or more")
+        for sub in lang.walk(o.shape.node):
+            if isinstance(sub, lang.Call) and sub.fn.name == "gather":
+                idx_node = sub.args[1]
+                name = idx_node.tensor.name if isinstance(idx_node, lang.ShapeOf) else None
+                if name in input_names:
+                    ii = input_names.index(name)
+                    for row in valid_rows:
+                        if row.dtype(ii).is_float or row.dtype(ii).prefix == "BOOL":
+                            err(row.location, f"output '{o.name}': gather() takes integer indices, but this row "
+                                f"gives {row.columns[ii]} for '{name}'")
         out_col = len(op.inputs) + oi
         if o.dtype in input_names:
             src = input_names.index(o.dtype)
@@ -320,6 +281,17 @@ def check_op(op: Op) -> list[Diagnostic]:
         else:
             err(o.location, f"output '{o.name}': dtype rule '{o.dtype}' is neither an input name nor a dtype",
                 did_you_mean(o.dtype, input_names + [d.name for d in dtypes.DTYPES]))
+
+    for c in op.requires:
+        _check_shape_literals(c.node, c.location, "requires", err)
+        if not lang.tensors_used(c.node) and not lang.attrs_used(c.node):
+            try:
+                value = lang.evaluate(c.node, {})
+            except ValueError as exc:
+                err(c.location, f"contract '{c.text}' cannot be evaluated: {exc}")
+            else:
+                if not value:
+                    err(c.location, f"contract '{c.text}' never holds: it reads no input or attr and is false")
 
     # --- differentiability ---------------------------------------------------------------
     for idx, x in enumerate(op.inputs):
@@ -361,11 +333,12 @@ def check_op(op: Op) -> list[Diagnostic]:
                          Note("use a 'kernel' body to compute with it")])
         if len(op.outputs) != 1:
             err(op.location, f"'elementwise' ops have exactly one output; this one has {len(op.outputs)}")
-        elif op.outputs[0].shape.kind not in ("same", "broadcast", "dims"):
+        elif not _elementwise_shape(op.outputs[0].shape.node):
             o = op.outputs[0]
+            what = f"{o.shape.call}()" if o.shape.call else f"'{o.shape.text}'"
             err(o.location, f"output '{o.name}': an 'elementwise' op's output takes a shape its inputs broadcast "
-                f"to ('x', 'broadcast(x, y)' or a dims list), not {o.shape.kind}()",
-                [Note(f"use a 'kernel' body for a {o.shape.kind} op")])
+                f"to ('x', 'broadcast(x, y)' or a dims list), not {what}",
+                [Note(f"use a 'kernel' body for a {o.shape.call or 'general shape'} op")])
         given = [g[0] for g in op.elementwise.grads]
         for gname, _expr, gloc in op.elementwise.grads:
             if gname not in input_names:
@@ -414,6 +387,25 @@ def check_op(op: Op) -> list[Diagnostic]:
         if ref_problem:
             err(*ref_problem)
     return diags
+
+
+def _elementwise_shape(node: lang.Node) -> bool:
+    """Whether an elementwise op's inputs can broadcast onto this output shape form."""
+    if isinstance(node, (lang.ShapeOf, lang.ListOf)):
+        return True
+    if isinstance(node, lang.AttrRef) and node.type is lang.Type.LIST:
+        return True
+    return isinstance(node, lang.Call) and node.fn.name == "broadcast"
+
+
+def _check_shape_literals(node: lang.Node, loc: Location, where: str, err: Callable[..., None]) -> None:
+    """Literal indices of shapes past any rank a tensor can have (``x.shape[100]``)."""
+    for sub in lang.walk(node):
+        if isinstance(sub, lang.Index) and isinstance(sub.base, lang.ShapeOf) and isinstance(sub.index, lang.Const):
+            i = int(sub.index.value)
+            if not -64 <= i < 64:
+                at = Location(loc.file, loc.line, loc.col + sub.col - 1) if loc.line else loc
+                err(at, f"{where}: '{lang.to_source(sub)}' indexes past any rank a tensor can have")
 
 
 def _attr_value_problem(

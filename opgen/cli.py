@@ -255,7 +255,7 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
                    help="parallel compile jobs (default: $OPGEN_JOBS, else the available CPUs)")
     g.add_argument("--ops-per-unit", type=_positive, metavar="N",
                    help="ops per extension translation unit; 1 = one unit per op "
-                   "(default: $OPGEN_OPS_PER_UNIT, else 2 units, more past 16 ops each)")
+                   "(default: $OPGEN_OPS_PER_UNIT, else at most 16 ops per unit)")
     g.add_argument("--pch", action="store_true",
                    help="precompile MindSpore's headers once for the extension units (also $OPGEN_PCH=1)")
     g.add_argument("--checked", action="store_true",

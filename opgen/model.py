@@ -9,15 +9,48 @@ at the ``file:line:col`` of the string that holds them.
 from __future__ import annotations
 
 import itertools
+import linecache
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import dtypes
+from . import shapes as lang
 from .diagnostics import Diagnostic, Location, Note, SpecError, did_you_mean
-from .exprs import Expr, ExprError, ShapeRule, parse_expr, parse_shape_rule
+from .exprs import Expr, ExprError, parse_expr
 from .loader import MarkedDict, MarkedList
+
+
+@dataclass(frozen=True)
+class ShapeExpr:
+    """An output shape in the shape language (:mod:`opgen.shapes`): ``node`` is its typed tree,
+    ``text`` its source as written, ``location`` where it is written."""
+
+    text: str
+    node: lang.Node
+    location: Location
+
+    @property
+    def same_as(self) -> str | None:
+        """The input whose shape this is, when the rule is just ``x`` / ``x.shape``."""
+        return self.node.tensor.name if isinstance(self.node, lang.ShapeOf) else None
+
+    @property
+    def call(self) -> str | None:
+        """The shape function the rule is a call of (``broadcast``, ``reduce``...), if any."""
+        return self.node.fn.name if isinstance(self.node, lang.Call) else None
+
+
+@dataclass(frozen=True)
+class Contract:
+    """An input contract (``requires:``): a condition over shapes and attrs, checked before any
+    kernel runs. ``text`` is the condition as written (it goes into the error message)."""
+
+    text: str
+    node: lang.Node
+    location: Location
 
 
 @dataclass(frozen=True)
@@ -37,7 +70,7 @@ class Output:
 
     name: str
     doc: str
-    shape: ShapeRule
+    shape: ShapeExpr
     dtype: str
     differentiable: bool
     location: Location
@@ -157,6 +190,33 @@ class Kernel:
     save_location: Location | None = None
 
 
+DEFAULT_DOMAIN: tuple[tuple[float, float], ...] = ((-2.0, 2.0),)
+"""Where ``opgen test`` draws input values when the spec's ``test.domain`` does not say."""
+
+
+@dataclass(frozen=True)
+class TestSettings:
+    """The spec's optional ``test`` section (for ``opgen test``), with defaults filled in.
+
+    Attributes:
+        domains: per input name, the intervals its random values are drawn from.
+        attr_sets: complete attr values (defaults merged) to run every check with.
+        shapes: per input name, its shape as a shape-language expression (``test.shapes``).
+        attr_set_locations: where each entry of ``test.attrs`` is written (for diagnostics).
+    """
+
+    __test__ = False  # not a pytest test class
+
+    domains: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    attr_sets: tuple[Mapping[str, Any], ...] = ({},)
+    shapes: Mapping[str, lang.Node] = field(default_factory=dict)
+    attr_set_locations: tuple[Location, ...] = ()
+
+    def domain(self, name: str) -> tuple[tuple[float, float], ...]:
+        """Intervals for input ``name`` (:data:`DEFAULT_DOMAIN` unless the spec says)."""
+        return self.domains.get(name, DEFAULT_DOMAIN)
+
+
 @dataclass(frozen=True)
 class BuildFlags:
     """The spec's ``build:`` section: extra compile/link settings for its kernel."""
@@ -188,6 +248,11 @@ class Op:
     reference: Body | None
     targets_location: Location
     type_vars: tuple[TypeVar, ...] = ()
+    requires: tuple[Contract, ...] = ()
+    test: TestSettings = field(default_factory=TestSettings)
+    late_diagnostics: tuple[Diagnostic, ...] = ()
+    """Errors in shape expressions and contracts, found while building the model and reported by
+    the semantic checks (so that one run shows them with everything else)."""
     build: BuildFlags = BuildFlags()
 
     @property
@@ -261,14 +326,34 @@ def build_op(tree: MarkedDict, file: str) -> Op:
                 item.loc("default") if "default" in item and hasattr(item, "loc") else None,
             )
         )
+    scope = lang.Scope({x.name: x.kind for x in inputs}, {a.name: a.type for a in attrs})
+
+    # shape-language errors do not stop the model (placeholders stand in): the semantic checks
+    # still run and report everything else in the same run (check.check_op reports these first)
+    late: list[Diagnostic] = []
+
+    def lang_error(loc: Location, what: str, exc: lang.ShapeError) -> None:
+        late.append(Diagnostic(_inside(loc, exc.col), f"{what}: {exc}", name, notes=tuple(Note(n) for n in exc.notes)))
+
     outputs = []
     for i, item in enumerate(tree["outputs"]):
         shape_raw = item["shape"]
+        shape_loc = item.loc("shape")
         try:
-            shape = parse_shape_rule(list(shape_raw) if isinstance(shape_raw, list) else shape_raw)
-        except ExprError as exc:
-            err(expr_loc(item.loc("shape"), exc), f"output '{item['name']}': bad shape rule: {exc}")
-            shape = ShapeRule("same", (), text=str(shape_raw))
+            if isinstance(shape_raw, list):
+                node = _parse_dims(shape_raw, scope)
+            else:
+                node = lang.parse_shape(shape_raw, scope)
+        except _DimError as exc:
+            dim_loc = shape_raw.loc(exc.index) if isinstance(shape_raw, MarkedList) else shape_loc
+            if not isinstance(shape_raw[exc.index], str):
+                exc.error.col = 1
+            lang_error(dim_loc, f"output '{item['name']}': shape dim {exc.index}", exc.error)
+            node = lang.ListOf((), 1)
+        except lang.ShapeError as exc:
+            lang_error(shape_loc, f"output '{item['name']}': bad shape", exc)
+            node = lang.ListOf((), 1)
+        shape = ShapeExpr(_show_raw(shape_raw), node, shape_loc)
         outputs.append(
             Output(
                 item["name"],
@@ -352,11 +437,20 @@ def build_op(tree: MarkedDict, file: str) -> Op:
         save = tuple(k["save"]) if "save" in k else None
         kernel = Kernel(forward, backward, tuple(per_input), save, k.loc("save") if "save" in k else None)
     reference = Body(tree["reference"], tree.loc("reference")) if "reference" in tree else None
+    requires = []
+    raw_requires: Any = tree.get("requires") or MarkedList()
+    for j, text in enumerate(raw_requires):
+        loc = raw_requires.loc(j)
+        try:
+            requires.append(Contract(text.strip(), lang.parse_condition(text, scope), loc))
+        except lang.ShapeError as exc:
+            lang_error(loc, f"requires[{j}]", exc)
+    test = _test_settings(tree.get("test"), name, inputs, attrs, scope, tree.location, err)
     b = tree.get("build", {})
     build = BuildFlags(*(tuple(str(x) for x in b.get(k, ()))
                          for k in ("cflags", "include_dirs", "ldflags", "libraries", "includes")))
     if diags:
-        raise SpecError(diags)
+        raise SpecError(sorted(diags + late, key=lambda d: (d.location.line, d.location.col)))
     return Op(
         name=name,
         doc=tree["doc"],
@@ -372,8 +466,109 @@ def build_op(tree: MarkedDict, file: str) -> Op:
         reference=reference,
         targets_location=tree.loc("targets") if "targets" in tree else tree.key_loc("dtype_format"),
         type_vars=tuple(type_vars),
+        requires=tuple(requires),
+        test=test,
+        late_diagnostics=tuple(late),
         build=build,
     )
+
+
+def _test_settings(section: Any, op_name: str, inputs: list[Input], attrs: list[Attr], scope: lang.Scope,
+                   op_loc: Location, err: Callable[..., None]) -> TestSettings:
+    """The ``test`` section: names checked against the op, ``test.shapes`` parsed as expressions."""
+    input_names = [x.name for x in inputs]
+    attr_names = [a.name for a in attrs]
+    defaults = {a.name: _plain(a.default) for a in attrs if a.has_default}
+    domains: dict[str, tuple[tuple[float, float], ...]] = {}
+    shapes: dict[str, lang.Node] = {}
+    raw_sets: list[tuple[Any, Location]] = [({}, op_loc)]  # no test.attrs: the defaults
+    if isinstance(section, MarkedDict):
+        domain: Any = section.get("domain") or MarkedDict()
+        for dname, value in domain.items():
+            if dname not in input_names:
+                err(domain.key_loc(dname), f"test.domain names unknown input '{dname}'",
+                    did_you_mean(dname, input_names))
+                continue
+            intervals = [value] if value and not isinstance(value[0], list) else list(value)
+            parsed = []
+            for lo, hi in intervals:
+                if not float(lo) < float(hi):
+                    err(domain.loc(dname), f"test.domain.{dname}: empty interval [{lo}, {hi}]; write [lo, hi] with "
+                        "lo < hi")
+                parsed.append((float(lo), float(hi)))
+            domains[dname] = tuple(parsed)
+        raw_shapes: Any = section.get("shapes") or MarkedDict()
+        for sname, value in raw_shapes.items():
+            loc = raw_shapes.loc(sname)
+            if sname not in input_names:
+                err(raw_shapes.key_loc(sname), f"test.shapes names unknown input '{sname}'",
+                    did_you_mean(sname, input_names))
+                continue
+            try:
+                node = _parse_dims(list(value), scope) if isinstance(value, list) else lang.parse_shape(value, scope)
+            except _DimError as exc:
+                err(value.loc(exc.index) if isinstance(value, MarkedList) else loc,
+                    f"test.shapes.{sname} dim {exc.index}: {exc.error}", tuple(Note(n) for n in exc.error.notes))
+                continue
+            except lang.ShapeError as exc:
+                err(_inside(loc, exc.col), f"test.shapes.{sname}: {exc}", tuple(Note(n) for n in exc.notes))
+                continue
+            if sname in lang.tensors_used(node):
+                err(loc, f"test.shapes.{sname} refers to '{sname}' itself")
+                continue
+            shapes[sname] = node
+        if "attrs" in section:
+            sets = section["attrs"]
+            raw_sets = [(v, sets.loc(i)) for i, v in enumerate(sets)]
+    attr_sets = []
+    for values, loc in raw_sets:
+        for aname in values:
+            if aname not in attr_names:
+                err(loc, f"test.attrs names unknown attr '{aname}'", did_you_mean(aname, attr_names))
+        missing = [n for n in attr_names if n not in values and n not in defaults]
+        if missing and loc is not op_loc:  # without test.attrs, only opgen test needs them (testing.read_settings)
+            err(loc, f"attr(s) {', '.join(repr(n) for n in missing)} have no default; give their values in every "
+                "entry of test.attrs")
+        attr_sets.append({n: _plain(values[n]) if n in values else defaults.get(n)
+                          for n in attr_names if n in values or n in defaults})
+    return TestSettings(domains, tuple(attr_sets), shapes, tuple(loc for _, loc in raw_sets))
+
+
+def _inside(loc: Location, col: int) -> Location:
+    """The location of column ``col`` (1-based) of the YAML string at ``loc``; a quoted string's
+    text starts one column after its quote."""
+    if not loc.line:
+        return loc
+    linecache.checkcache(loc.file)
+    line = linecache.getline(loc.file, loc.line)
+    quote = 1 if line[loc.col - 1:loc.col] in ("'", '"') else 0
+    return Location(loc.file, loc.line, loc.col + quote + col - 1)
+
+
+class _DimError(Exception):
+    def __init__(self, index: int, error: lang.ShapeError):
+        super().__init__(str(error))
+        self.index = index
+        self.error = error
+
+
+def _parse_dims(items: list[Any], scope: lang.Scope) -> lang.Node:
+    """The YAML list form of a shape, ``[x.shape[0], n, 3]``: each item an int or an expression."""
+    dims: list[lang.Node] = []
+    for k, item in enumerate(items):
+        try:
+            node = lang.parse([item], scope)
+        except lang.ShapeError as exc:
+            raise _DimError(k, exc) from None
+        assert isinstance(node, lang.ListOf)
+        dims.extend(node.items)
+    return lang.ListOf(tuple(dims), 1)
+
+
+def _show_raw(raw: Any) -> str:
+    if isinstance(raw, list):
+        return "[" + ", ".join(str(x) for x in raw) + "]"
+    return str(raw).strip()
 
 
 def _plain(value: Any) -> Any:

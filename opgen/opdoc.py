@@ -67,11 +67,14 @@ def render_op(op: Op, package: str, source: str | None) -> str:
         dtype = f"that of `{o.dtype}`" if o.dtype in {x.name for x in op.inputs} else f"`{o.dtype}`"
         diff = "yes" if o.differentiable and op.has_backward else "no"
         words = signatures.shape_in_words(o.shape)
-        if o.shape.kind != "same":
+        if o.shape.same_as is None:
             words += f" (`{o.shape.text}`)"
         lines.append(f"| `{o.name}` | {_cell(words)} "
                      f"| {dtype} | {diff} | {_cell(o.doc)} |")
     lines.append("")
+    if op.requires:
+        lines += ["Requires (checked before any kernel runs; a violation raises `ValueError` naming the op): "
+                  + ", ".join(f"`{c.text}`" for c in op.requires) + ".", ""]
     if not op.has_backward:
         lines += ["No gradient is defined: `ms.grad` through this op raises.", ""]
     names = [x.name for x in op.inputs] + [o.name for o in op.outputs]

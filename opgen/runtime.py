@@ -12,7 +12,7 @@ import math
 import numbers
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Sized
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -250,6 +250,8 @@ def concat_shape(xs: Sequence[Sequence[int]], axis: int, op: str = "") -> list[i
             if d != ax and int(s[d]) != out[d]:
                 raise _fail(op, f"concat: tensor {i} has shape {_shape_text(s)}, which differs from "
                                 f"{_shape_text(xs[0])} outside axis {ax}")
+        if int(s[ax]) > INT64_MAX - out[ax]:
+            raise _fail(op, f"concat: the joined axis {ax} would have more than 2**63 - 1 entries")
         out[ax] += int(s[ax])
     return out
 
@@ -268,6 +270,185 @@ def gather_shape(x: Sequence[int], indices: Sequence[int], axis: int, op: str = 
         raise _fail(op, "gather cannot index a 0-d tensor")
     (ax,) = normalize_axes(axis, rank, op)
     return [int(d) for d in x[:ax]] + [int(d) for d in indices] + [int(d) for d in x[ax + 1:]]
+
+
+# ----------------------------------------------------------------------------- shape language
+# The Python meaning of the shape language (opgen/shapes/): generated expressions call these;
+# opgen/include/opgen/sym.h is the C++ twin (same results, same messages; tests compare them).
+
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+
+
+class ShapeError(ValueError):
+    """A shape expression that cannot be evaluated on these shapes and attrs, or a contract that
+    does not hold; the message does not name the op (the caller adds ``<op>(): ``)."""
+
+
+def _i64(v: int) -> int:
+    if not INT64_MIN <= v <= INT64_MAX:
+        raise ShapeError("shape arithmetic overflows int64")
+    return v
+
+
+def ints(values: Sequence[Any]) -> list[int]:
+    """A shape or list[int] attr as a list of Python ints."""
+    return [int(v) for v in values]
+
+
+def length(values: Sized) -> int:
+    """``len``: a rank, a list's length, or the number of tensors of a dynamic input."""
+    return len(values)
+
+
+def at(values: Sequence[int], i: int) -> int:
+    """``values[i]``, negative ``i`` counting from the end.
+
+    Raises:
+        ShapeError: an index out of range.
+    """
+    n = len(values)
+    if not -n <= i < n:
+        raise ShapeError(f"index {i} is out of range for {_shape_text(values)}, which has {n} entries")
+    return int(values[i])
+
+
+def add(a: int, b: int) -> int:
+    """``a + b`` (int64, checked)."""
+    return _i64(int(a) + int(b))
+
+
+def sub(a: int, b: int) -> int:
+    """``a - b`` (int64, checked)."""
+    return _i64(int(a) - int(b))
+
+
+def mul(a: int, b: int) -> int:
+    """``a * b`` (int64, checked)."""
+    return _i64(int(a) * int(b))
+
+
+def floordiv(a: int, b: int) -> int:
+    """``a // b``, rounding toward -infinity.
+
+    Raises:
+        ShapeError: ``b == 0``, or an int64 overflow.
+    """
+    if b == 0:
+        raise ShapeError("division by zero in a shape expression")
+    return _i64(int(a) // int(b))
+
+
+def mod(a: int, b: int) -> int:
+    """``a % b`` with the sign of ``b``.
+
+    Raises:
+        ShapeError: ``b == 0``.
+    """
+    if b == 0:
+        raise ShapeError("division by zero in a shape expression")
+    return int(a) % int(b)
+
+
+def neg(a: int) -> int:
+    """``-a`` (int64, checked)."""
+    return _i64(-int(a))
+
+
+def imin(*xs: int) -> int:
+    """``min(a, b, ...)``."""
+    return int(min(xs))
+
+
+def imax(*xs: int) -> int:
+    """``max(a, b, ...)``."""
+    return int(max(xs))
+
+
+def repeat(values: Sequence[int], n: int) -> list[int]:
+    """``values * n``.
+
+    Raises:
+        ShapeError: a result longer than any shape.
+    """
+    if n > 0 and values and n > 1 << 20:
+        raise ShapeError(f"a list repeated {n} times is longer than any shape")
+    return list(values) * max(int(n), 0)
+
+
+def check_output(shape: Sequence[int], output: str) -> list[int]:
+    """An output shape as a list of ints, checked: every dim >= 0, the element count within int64.
+
+    Raises:
+        ShapeError: a negative dim, or too many elements.
+    """
+    dims = [int(d) for d in shape]
+    if any(d < 0 for d in dims):
+        raise ShapeError(f"output '{output}' would have shape {_shape_text(dims)}, with a negative dim")
+    numel = 1
+    for d in dims:
+        numel *= d
+        if numel > INT64_MAX:
+            raise ShapeError(f"output '{output}' would have shape {_shape_text(dims)}, more elements than "
+                             "int64 can count")
+    return dims
+
+
+def holds(condition: Callable[[], Any]) -> bool:
+    """Whether a contract holds: ``condition()`` is true; an error while evaluating it (a
+    shape function's rule, an index out of range) means it does not (as ``opgen::sym::require``)."""
+    try:
+        return bool(condition())
+    except ValueError:
+        return False
+
+
+def shapes_known(shapes: Sequence[Any]) -> bool:
+    """Whether every shape (``Tensor.shape``) is fully known: GRAPH_MODE passes None for an
+    unknown rank and None (or -1) for an unknown dim while it compiles a dynamic-shape graph."""
+    for shape in shapes:
+        if shape is None:
+            return False
+        for d in shape:
+            if d is None or d < 0:
+                return False
+    return True
+
+
+def remember(memo: dict[Any, Any], key: Any, value: Any, limit: int = 4096) -> None:
+    """``memo[key] = value`` for hashable keys, emptying ``memo`` when it reaches ``limit`` entries."""
+    try:
+        hash(key)
+    except TypeError:
+        return
+    if len(memo) >= limit:
+        memo.clear()
+    memo[key] = value
+
+
+def _fact_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, str):
+        return f"'{value}'"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_fact_value(v) for v in value) + "]"
+    if isinstance(value, float):
+        return f"{value:f}"
+    return str(int(value))
+
+
+def violation(text: str, inputs: Sequence[tuple[str, Any]], attrs: Sequence[tuple[str, Any]]) -> ShapeError:
+    """The error of contract ``text`` not holding, showing the shapes and attr values it reads
+    (the same message as ``opgen::sym::require``)."""
+    facts = []
+    for name, shape in inputs:
+        if shape and not isinstance(shape[0], numbers.Integral):  # a dynamic input: a list of shapes
+            facts.append(f"{name} has shapes [" + ", ".join(_shape_text(s) for s in shape) + "]")
+        else:
+            facts.append(f"{name} has shape {_shape_text(shape)}")
+    facts += [f"{name} = {_fact_value(value)}" for name, value in attrs]
+    return ShapeError(f"contract '{text}' does not hold: " + ", ".join(facts))
 
 
 _SCALAR: dict[str, tuple[type, ...]] = {

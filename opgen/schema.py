@@ -276,7 +276,7 @@ def compile_check(schema: Any) -> _Check | None:
         return None
     checks: list[_Check] = []
     for key, value in schema.items():
-        if key in _ANNOTATIONS:
+        if key in _ANNOTATIONS or key.startswith("x-"):  # x-...: opgen's own annotations (docs)
             continue
         check = _keyword(key, value, schema)
         if check is None:

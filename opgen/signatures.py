@@ -11,9 +11,9 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from . import shapes as lang
 from .api import PY_ATTR_TYPE, py_literal
-from .exprs import RuleArg, ShapeRule
-from .model import Op
+from .model import Op, ShapeExpr
 
 TENSOR_ANNOTATION = {"required": "Tensor", "optional": "Optional[Tensor]", "dynamic": "Sequence[Tensor]"}
 """Annotation of a tensor input of each kind."""
@@ -63,7 +63,7 @@ def stub_context(op: Op) -> dict[str, Any]:
         "name": op.name,
         "params": ", ".join(_param_text(p, True) for p in params(op)),
         "primitive_params": ", ".join([_param_text(p, True) for p in params(op)[len(op.inputs):]]
-                                      + ["layout: Sequence[int] = ..."]),
+                                      + ["layout: Sequence[int] = ...", "dynamic: bool = ..."]),
         "returns": returns(op),
         # the extension takes a dynamic input as a list and returns several outputs as a list
         "ext_params": ", ".join(_param_text(p, True) for p in params(op)).replace("Sequence[Tensor]", "List[Tensor]"),
@@ -72,49 +72,7 @@ def stub_context(op: Op) -> dict[str, Any]:
     }
 
 
-def _arg(arg: RuleArg) -> str:
-    return f"attr `{arg.attr}`" if arg.attr is not None else f"`{arg.text}`"
-
-
-def _when(arg: RuleArg, what: str) -> str:
-    """``what`` qualified by a bool rule argument: always, never (''), or when an attr is true."""
-    if arg.attr is not None:
-        return f"{what} when attr `{arg.attr}` is true"
-    return what if arg.literal else ""
-
-
-def _axes(arg: RuleArg) -> str:
-    if arg.attr is not None:
-        return f"the axes in attr `{arg.attr}` (all axes when empty)"
-    lit = arg.literal
-    if isinstance(lit, tuple):
-        if len(lit) == 1:
-            return f"axis {lit[0]}"
-        return "all axes" if not lit else "axes " + ", ".join(str(v) for v in lit)
-    return f"axis {lit}"
-
-
-def shape_in_words(rule: ShapeRule) -> str:
-    """A shape rule as a sentence fragment (Markdown), e.g. "the NumPy broadcast of `x`, `y`"."""
-    names = ", ".join(f"`{n}`" for n in rule.inputs)
-    if rule.kind == "same":
-        return f"the shape of {names}"
-    if rule.kind == "broadcast":
-        return f"the NumPy broadcast of the shapes of {names}"
-    if rule.kind == "reduce":
-        keep = _when(rule.arg("keep_dims"), "kept as size-1 dims")
-        return f"the shape of {names} reduced over {_axes(rule.arg('axis'))}, reduced axes " + (
-            keep + ", else dropped" if rule.arg("keep_dims").attr else (keep or "dropped"))
-    if rule.kind == "matmul":
-        a, b = rule.inputs[0], rule.inputs[1]
-        notes = [n for n in (_when(rule.arg("transpose_a"), f"`{a}` transposed"),
-                             _when(rule.arg("transpose_b"), f"`{b}` transposed")) if n]
-        return f"the matrix product's (rows of `{a}`, columns of `{b}`)" + (
-            " with " + " and ".join(notes) if notes else "")
-    if rule.kind == "concat":
-        return f"the tensors of {names} joined along the axis in {_arg(rule.arg('axis'))}"
-    if rule.kind == "gather":
-        x, idx = rule.inputs[0], rule.inputs[1]
-        return (f"the shape of `{x}` with the dim on the axis in {_arg(rule.arg('axis'))} replaced by the shape of "
-                f"`{idx}` (numpy.take)")
-    return "[" + ", ".join(d.render("attr `{attr}`", "dim {axis} of `{input}`") for d in rule.dims) + "]"
+def shape_in_words(rule: ShapeExpr) -> str:
+    """An output shape as a sentence fragment (Markdown), e.g. "`x.shape` and `y.shape` broadcast
+    together (NumPy rules)" (:func:`opgen.shapes.to_words`)."""
+    return lang.to_words(rule.node)

@@ -172,6 +172,9 @@ def render() -> str:
         default = f"`{_yaml_value(k.node['default'])}`" if "default" in k.node else ""
         lines.append(f"| [`{k.path}`](#{_anchor(k.path)}) | {type_text(k.node)} | {'yes' if k.required else ''} "
                      f"| {default} |")
+    guide = schema.get("x-opgen-shape-language")
+    if guide:
+        lines += ["", "## Shape language", "", *guide]
     lines += ["", "## Keys", ""]
     for k in all_keys:
         lines.append(f"### `{k.path}`")

@@ -16,6 +16,8 @@ Checks, per op and per attr set (the spec's optional ``test.attrs``; default: th
 - ``dtypes/<path>``: inputs of a dtype combination outside the rows (one dtype for all
   inputs; for ops with several inputs also a mix of two declared rows) raise ``TypeError``
   naming the op.
+- ``contracts/<path>``: for each contract (``requires``) that reads a shape, a call with
+  shapes that break it raises ``ValueError`` naming the op and the contract.
 
 Paths (:data:`PATHS`): ``custom-graph`` (the ``ops.Custom`` aot path in GRAPH_MODE, through
 ``<op>_primitive``), ``custom-pynative`` (the same in PyNative, through ``<op>(...)``) and
@@ -27,8 +29,8 @@ equal); :data:`TOLERANCES` gives the bound per dtype. Everything random comes fr
 ``numpy.random.default_rng`` seeded from ``seed``, the op name, the check and the attr set,
 so a run is reproducible and one check's cases do not depend on which others ran.
 
-Extending: a new shape-rule kind needs a :class:`ShapeKind` in :data:`SHAPE_KINDS` (how to
-draw input shapes that satisfy it under each style, and the output shape it gives).
+Shapes are drawn from the op's shape expressions and contracts (:func:`shape_cases`): each
+shape function of :mod:`opgen.shapes.functions` knows how to draw its own inputs.
 """
 
 from __future__ import annotations
@@ -54,10 +56,10 @@ import mindspore as ms
 import numpy as np
 from mindspore import nn
 
-from . import loader, runtime
-from .diagnostics import Diagnostic, Location, SpecError, did_you_mean
-from .exprs import Dim, ExprError, RuleArg, ShapeRule, parse_shape_rule
-from .model import Op
+from . import runtime
+from . import shapes as lang
+from .diagnostics import Diagnostic, SpecError
+from .model import DEFAULT_DOMAIN, Op, TestSettings
 
 Array = Any
 """A numpy array (``numpy.ndarray``); kept loose for the type checker."""
@@ -66,15 +68,16 @@ PATHS: tuple[str, ...] = ("custom-graph", "custom-pynative", "function")
 """The paths an op is checked on (``function`` is PyNative only, as MindSpore allows)."""
 
 CHECKS: tuple[str, ...] = ("reference",) + tuple(
-    f"{kind}/{path}" for kind in ("forward", "grad", "dtypes") for path in PATHS
+    f"{kind}/{path}" for kind in ("forward", "grad", "dtypes", "contracts") for path in PATHS
 )
-"""Every check, in table order: ``reference``, then ``<forward|grad|dtypes>/<path>``."""
+"""Every check, in table order: ``reference``, then ``<forward|grad|dtypes|contracts>/<path>``."""
 
 _SHORT = {
     "reference": "ref",
     "forward": "fwd",
     "grad": "grad",
     "dtypes": "dtype",
+    "contracts": "req",
     "custom-graph": "graph",
     "custom-pynative": "pynat",
     "function": "func",
@@ -118,111 +121,21 @@ def tolerance(dtype: str) -> Tolerance:
 
 # ----------------------------------------------------------------------------- test settings
 
-DEFAULT_DOMAIN: tuple[tuple[float, float], ...] = ((-2.0, 2.0),)
-"""Where input values are drawn when the spec's ``test.domain`` does not say."""
-
-
-@dataclass(frozen=True)
-class OpTestSettings:
-    """The spec's optional ``test`` section, checked and with defaults filled in.
-
-    Attributes:
-        domains: per input name, the intervals its random values are drawn from.
-        attr_sets: complete attr values (defaults merged) to run every check with.
-        shapes: per input name that no output's shape rule determines (e.g. layer_norm's
-            gamma), its shape as an explicit dim list (``[x.shape[-1]]``).
-    """
-
-    domains: Mapping[str, tuple[tuple[float, float], ...]]
-    attr_sets: tuple[Mapping[str, Any], ...]
-    shapes: Mapping[str, tuple[Dim, ...]] = field(default_factory=dict)
-
-    def domain(self, name: str) -> tuple[tuple[float, float], ...]:
-        """Intervals for input ``name`` (:data:`DEFAULT_DOMAIN` unless the spec says)."""
-        return self.domains.get(name, DEFAULT_DOMAIN)
-
-
-@functools.lru_cache(maxsize=256)
-def _raw_test_section(file: str, mtime_ns: int) -> Any:
-    del mtime_ns  # part of the cache key only
-    tree = loader.load_file(file)
-    return tree.get("test")
+OpTestSettings = TestSettings
+"""The spec's ``test`` section, parsed and checked with the rest of the spec (:class:`opgen.model.TestSettings`)."""
 
 
 def read_settings(op: Op) -> OpTestSettings:
-    """Read and check the ``test`` section of ``op``'s spec file (``op.file``).
-
-    The schema has checked its form; this checks the names and values against the op.
+    """The ``test`` section of ``op``'s spec, as the model holds it (``opgen validate`` checked it).
 
     Raises:
-        SpecError: an unknown input or attr name, an empty interval (lo >= hi), or an attr
-            set that leaves out an attr without a default (each at its ``file:line:col``).
-        CheckError: the spec file cannot be found any more.
+        SpecError: an attr without a default and no ``test.attrs`` to give its value.
     """
-    path = Path(op.file)
-    if not path.is_file():
-        raise CheckError(f"cannot read {op.file} for its 'test' section (run from the directory the "
-                         "specs were loaded from)")
-    section = _raw_test_section(str(path), path.stat().st_mtime_ns)
-    diags: list[Diagnostic] = []
-    domains: dict[str, tuple[tuple[float, float], ...]] = {}
-    shapes: dict[str, tuple[Dim, ...]] = {}
-    input_names = [x.name for x in op.inputs]
-    attr_names = [a.name for a in op.attrs]
-    defaults = {a.name: a.default for a in op.attrs if a.has_default}
-    raw_sets: list[tuple[Mapping[str, Any], Location]] = [({}, op.location)]
-    if section is not None:
-        domain: Any = section.get("domain") or loader.MarkedDict()
-        for name, value in domain.items():
-            loc = domain.key_loc(name)
-            if name not in input_names:
-                diags.append(Diagnostic(loc, f"test.domain names unknown input '{name}'", op.name,
-                                        notes=did_you_mean(name, input_names)))
-                continue
-            intervals = [value] if value and not isinstance(value[0], list) else list(value)
-            parsed = []
-            for lo, hi in intervals:
-                if not float(lo) < float(hi):
-                    diags.append(Diagnostic(domain.loc(name), f"test.domain.{name}: empty interval "
-                                            f"[{lo}, {hi}]; write [lo, hi] with lo < hi", op.name))
-                parsed.append((float(lo), float(hi)))
-            domains[name] = tuple(parsed)
-        raw_shapes: Any = section.get("shapes") or loader.MarkedDict()
-        for name, value in raw_shapes.items():
-            if name not in input_names:
-                diags.append(Diagnostic(raw_shapes.key_loc(name), f"test.shapes names unknown input '{name}'",
-                                        op.name, notes=did_you_mean(name, input_names)))
-                continue
-            try:
-                dims = parse_shape_rule(list(value)).dims
-            except ExprError as exc:
-                diags.append(Diagnostic(raw_shapes.loc(name), f"test.shapes.{name}: {exc}", op.name))
-                continue
-            for d in dims:
-                if d.input is not None and d.input not in input_names:
-                    diags.append(Diagnostic(raw_shapes.loc(name), f"test.shapes.{name} refers to unknown input "
-                                            f"'{d.input}'", op.name, notes=did_you_mean(d.input, input_names)))
-                if d.attr is not None and d.attr not in attr_names:
-                    diags.append(Diagnostic(raw_shapes.loc(name), f"test.shapes.{name} refers to unknown attr "
-                                            f"'{d.attr}'", op.name, notes=did_you_mean(d.attr, attr_names)))
-            shapes[name] = dims
-        if "attrs" in section:
-            sets = section["attrs"]
-            raw_sets = [(s, sets.loc(i)) for i, s in enumerate(sets)]
-    attr_sets = []
-    for values, loc in raw_sets:
-        for name in values:
-            if name not in attr_names:
-                diags.append(Diagnostic(loc, f"test.attrs names unknown attr '{name}'", op.name,
-                                        notes=did_you_mean(name, attr_names)))
-        missing = [n for n in attr_names if n not in values and n not in defaults]
-        if missing:
-            diags.append(Diagnostic(loc, f"attr(s) {', '.join(repr(n) for n in missing)} have no default; "
-                                    "give their values in every entry of test.attrs", op.name))
-        attr_sets.append({n: values.get(n, defaults.get(n)) for n in attr_names})
-    if diags:
-        raise SpecError(diags)
-    return OpTestSettings(domains, tuple(attr_sets), shapes)
+    missing = [a.name for a in op.attrs if any(a.name not in s for s in op.test.attr_sets)]
+    if missing:
+        raise SpecError([Diagnostic(op.location, f"attr(s) {', '.join(repr(n) for n in missing)} have no default; "
+                                    "give their values in every entry of test.attrs", op.name)])
+    return op.test
 
 
 # ----------------------------------------------------------------------------- shapes
@@ -235,28 +148,23 @@ others not), ``empty`` (a dimension of size 0)."""
 REPEATS: dict[str, int] = {"plain": 2, "broadcast": 2, "scalar": 1, "scalar-broadcast": 1, "empty": 1}
 """Cases drawn per style (each with fresh random shapes)."""
 
+ATTEMPTS = 40
+"""Draws per case before a style is given up as one the op's contracts cannot meet."""
 
-class NotApplicable(Exception):
-    """A shape style that a shape rule cannot realise (e.g. 0-d for ``[x.shape[0]]``)."""
+NotApplicable = lang.NotApplicable
+"""A shape style that an op cannot realise (e.g. 0-d inputs for matmul), or a check that does not
+apply to an op."""
 
 
 @dataclass
 class ShapeContext:
-    """What a :class:`ShapeKind` sampler sees: the style, attr values, the random generator and
-    the input shapes fixed so far (by earlier outputs' rules), which it extends."""
+    """What a shape function's sampler sees: the style, attr values, the random generator and
+    the input shapes fixed so far, which it extends (:meth:`opgen.shapes.ShapeFunction.sample`)."""
 
     rng: np.random.Generator
     style: str
     attrs: Mapping[str, Any]
-    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-
-    def free(self, names: Sequence[str]) -> list[str]:
-        """The names among ``names`` that have no shape yet (in order, without repeats)."""
-        out: list[str] = []
-        for n in names:
-            if n not in self.shapes and n not in out:
-                out.append(n)
-        return out
+    shapes: dict[str, Any] = field(default_factory=dict)
 
     def random_shape(self, min_ndim: int = 0, low: int = 1) -> tuple[int, ...]:
         """A random shape for this style: ``()`` for ``scalar`` (:class:`NotApplicable` if
@@ -272,200 +180,150 @@ class ShapeContext:
             dims[int(self.rng.integers(ndim))] = 0
         return tuple(dims)
 
+    def value(self, node: lang.Node) -> Any:
+        """The value of a shape-language expression for these attrs and the shapes drawn so far.
 
-@dataclass(frozen=True)
-class ShapeKind:
-    """How ``opgen test`` draws input shapes for one kind of shape rule.
-
-    Attributes:
-        styles: the styles this kind makes meaningful (a case of another style is drawn only
-            when some other output's rule makes it meaningful; this kind then draws plain
-            shapes).
-        sample: ``sample(rule, ctx)`` gives a shape to every input of the rule that has none
-            yet (``ctx.shapes``), consistent with those that have; raises
-            :class:`NotApplicable` when the style cannot be realised.
-        expect: ``expect(rule, ctx)`` is the output shape the rule gives for ``ctx.shapes``
-            and ``ctx.attrs``.
-    """
-
-    styles: frozenset[str]
-    sample: Callable[[ShapeRule, ShapeContext], None]
-    expect: Callable[[ShapeRule, ShapeContext], tuple[int, ...]]
+        Raises:
+            NotApplicable: it reads an input that has no shape yet.
+        """
+        missing = [n for n in lang.tensors_used(node) if n not in self.shapes]
+        if missing:
+            raise NotApplicable(f"'{lang.to_source(node)}' needs the shape of {missing[0]}")
+        return lang.evaluate(node, {**self.attrs, **self.shapes})
 
 
-def _same_sample(rule: ShapeRule, ctx: ShapeContext) -> None:
-    for name in ctx.free(rule.inputs):
-        ctx.shapes[name] = ctx.random_shape()
+def _styles(node: lang.Node) -> frozenset[str]:
+    """The styles an output shape expression makes meaningful."""
+    if isinstance(node, lang.ShapeOf):
+        return frozenset({"plain", "scalar", "empty"})
+    if isinstance(node, lang.Call):
+        return node.fn.styles
+    return frozenset({"plain", "empty"})
 
 
-def _broadcast_sample(rule: ShapeRule, ctx: ShapeContext) -> None:
-    free = ctx.free(rule.inputs)
-    if not free:
-        return
-    taken = [ctx.shapes[n] for n in rule.inputs if n in ctx.shapes]
-    rng, style = ctx.rng, ctx.style
-    if style == "scalar":
-        for name in free:
-            ctx.shapes[name] = ()
-        return
-    if taken:
-        base = tuple(np.broadcast_shapes(*taken))
-    elif style == "broadcast":
-        base = ctx.random_shape(min_ndim=2, low=2)
-    else:
-        base = ctx.random_shape()
-    if style == "plain":
-        for name in free:
-            ctx.shapes[name] = base
-        return
-    full = int(rng.integers(len(free)))  # this one keeps the whole base shape
-    for i, name in enumerate(free):
-        if i == full and not taken:
-            ctx.shapes[name] = base
-        elif style == "scalar-broadcast":
-            ctx.shapes[name] = ()
-        else:  # broadcast, empty: drop leading dims, turn some dims into 1
-            drop = int(rng.integers(0, len(base))) if style == "broadcast" and len(base) > 1 else 0
-            dims = [1 if rng.random() < 0.5 else d for d in base[drop:]]
-            if tuple(dims) == base and dims:
-                dims[int(rng.integers(len(dims)))] = 1
-            ctx.shapes[name] = tuple(dims)
-    if style == "scalar-broadcast" and all(ctx.shapes[n] == () for n in rule.inputs):
-        raise NotApplicable("every input is already 0-d")
+def _min_rank(node: lang.Node, name: str) -> int:
+    """The fewest dims input ``name`` needs for the literal indices ``name.shape[i]`` in ``node``."""
+    need = 0
+    for sub in lang.walk(node):
+        if (isinstance(sub, lang.Index) and isinstance(sub.base, lang.ShapeOf) and sub.base.tensor.name == name
+                and isinstance(sub.index, lang.Const)):
+            i = int(sub.index.value)
+            need = max(need, i + 1 if i >= 0 else -i)
+    return need
 
 
-def _broadcast_expect(rule: ShapeRule, ctx: ShapeContext) -> tuple[int, ...]:
-    return tuple(np.broadcast_shapes(*[ctx.shapes[n] for n in rule.inputs]))
+def _sample(node: lang.Node, ctx: ShapeContext, min_rank: Callable[[str], int]) -> None:
+    """Give shapes to the free inputs an output shape expression reads."""
+    if isinstance(node, lang.Call):
+        node.fn.sample(node.args, ctx)
+    for name in lang.tensors_used(node):
+        if name not in ctx.shapes:
+            ctx.shapes[name] = ctx.random_shape(min_ndim=min_rank(name))
 
 
-def _dims_sample(rule: ShapeRule, ctx: ShapeContext) -> None:
-    need: dict[str, int] = {}
-    for d in rule.dims:
-        if d.input is not None:
-            need[d.input] = max(need.get(d.input, 0), d.axis + 1 if d.axis >= 0 else -d.axis)
-    for name, ndim in need.items():
-        if name in ctx.shapes:
-            if len(ctx.shapes[name]) < ndim:
-                raise NotApplicable(f"'{name}' needs {ndim} dimension(s)")
-        else:
-            ctx.shapes[name] = ctx.random_shape(min_ndim=ndim)
+def _conjuncts(node: lang.Node) -> list[lang.Node]:
+    if isinstance(node, lang.Logic) and node.op == "and":
+        return [c for a in node.args for c in _conjuncts(a)]
+    return [node]
 
 
-def _dims_expect(rule: ShapeRule, ctx: ShapeContext) -> tuple[int, ...]:
-    out = []
-    for d in rule.dims:
-        if d.literal is not None:
-            out.append(d.literal)
-        elif d.attr is not None:
-            out.append(int(ctx.attrs[d.attr]))
-        else:
-            out.append(ctx.shapes[d.input or ""][d.axis])
-    return tuple(out)
+def _apply_ties(op: Op, ctx: ShapeContext) -> None:
+    """Shapes that contracts determine: ``a.shape == E`` (or ``E == a.shape``) gives a free ``a``
+    the value of ``E``; ``a.shape[i] == E`` sets a dim of ``a``; ``a.rank == E`` a free ``a``'s rank."""
+    for c in op.requires:
+        for part in _conjuncts(c.node):
+            if not isinstance(part, lang.Compare) or part.op != "==":
+                continue
+            for left, right in ((part.left, part.right), (part.right, part.left)):
+                try:
+                    if isinstance(left, lang.ShapeOf) and left.tensor.name not in ctx.shapes:
+                        ctx.shapes[left.tensor.name] = tuple(int(d) for d in ctx.value(right))
+                    elif (isinstance(left, lang.Index) and isinstance(left.base, lang.ShapeOf)
+                          and left.base.tensor.name in ctx.shapes):
+                        name = left.base.tensor.name
+                        dims = list(ctx.shapes[name])
+                        i = int(ctx.value(left.index))
+                        if -len(dims) <= i < len(dims):
+                            dims[i] = int(ctx.value(right))
+                            ctx.shapes[name] = tuple(dims)
+                    elif isinstance(left, lang.RankOf) and left.tensor.name not in ctx.shapes:
+                        rank = int(ctx.value(right))
+                        if 0 <= rank <= 6:
+                            ctx.shapes[left.tensor.name] = tuple(int(d) for d in ctx.rng.integers(1, 4, rank))
+                    else:
+                        free = [n for n in lang.tensors_used(left) if n not in ctx.shapes]
+                        if len(free) == 1 and right.type is lang.Type.LIST:
+                            _solve(part, free[0], [int(d) for d in ctx.value(right)], ctx)
+                except (NotApplicable, ValueError, TypeError):
+                    continue
 
 
-def _arg(rule: ShapeRule, name: str, ctx: ShapeContext) -> Any:
-    """A rule argument's value: the attr it names (this case's value) or its literal."""
-    a: RuleArg = rule.arg(name)
-    return ctx.attrs[a.attr] if a.attr is not None else a.literal
+def _solve(part: lang.Node, name: str, target: list[int], ctx: ShapeContext) -> None:
+    """Give input ``name`` a shape for which ``part`` holds, trying shapes like ``target`` (the
+    value the other side of ``part`` has): with leading dims dropped and dims set to 1, then
+    ``target`` itself (e.g. for ``broadcast(x, shape) == shape``)."""
+    rng = ctx.rng
+    candidates = []
+    for _ in range(4):
+        drop = int(rng.integers(0, len(target) + 1)) if target else 0
+        candidates.append(tuple(1 if rng.random() < 0.4 else d for d in target[drop:]))
+    candidates.append(tuple(target))
+    for cand in candidates:
+        ctx.shapes[name] = cand
+        try:
+            if ctx.value(part):
+                return
+        except (ValueError, NotApplicable):
+            pass
+    del ctx.shapes[name]
 
 
-def _axes_ndim(axis: Any) -> int:
-    """The fewest dimensions for which every axis in ``axis`` (int or list) is valid."""
-    axes = [axis] if isinstance(axis, int) else list(axis)
-    return max([a + 1 if a >= 0 else -a for a in axes], default=0)
+def _holds(c: Any, ctx: ShapeContext) -> bool:
+    if any(ctx.shapes.get(n, 0) is None for n in lang.optional_inputs(c.node)):
+        return True
+    try:
+        return bool(ctx.value(c.node))
+    except (ValueError, NotApplicable):
+        return False
 
 
-def _reduce_sample(rule: ShapeRule, ctx: ShapeContext) -> None:
-    for name in ctx.free(rule.inputs):
-        ctx.shapes[name] = ctx.random_shape(min_ndim=_axes_ndim(_arg(rule, "axis", ctx)))
+def _draw_case(op: Op, style: str, attrs: Mapping[str, Any], rng: np.random.Generator,
+               explicit: Mapping[str, lang.Node]) -> Case:
+    """One case of ``style`` meeting every contract, or :class:`NotApplicable`."""
+    exprs = [o.shape.node for o in op.outputs] + [c.node for c in op.requires] + list(explicit.values())
+    styles = [_styles(o.shape.node) for o in op.outputs]
 
+    def min_rank(name: str) -> int:
+        return max((_min_rank(e, name) for e in exprs), default=0)
 
-def _reduce_expect(rule: ShapeRule, ctx: ShapeContext) -> tuple[int, ...]:
-    return tuple(runtime.reduce_shape(ctx.shapes[rule.inputs[0]], _arg(rule, "axis", ctx),
-                                      bool(_arg(rule, "keep_dims", ctx))))
-
-
-def _matmul_sample(rule: ShapeRule, ctx: ShapeContext) -> None:
-    a, b = rule.inputs
-    if ctx.style == "scalar":
-        raise NotApplicable("matmul needs 2-D inputs")
-    m, k, n = (int(d) for d in ctx.rng.integers(1, 4, 3))
-    if ctx.style == "empty":
-        which = int(ctx.rng.integers(3))
-        m, k, n = [0 if i == which else d for i, d in enumerate((m, k, n))]
-    ta, tb = bool(_arg(rule, "transpose_a", ctx)), bool(_arg(rule, "transpose_b", ctx))
-    if a not in ctx.shapes:
-        ctx.shapes[a] = (k, m) if ta else (m, k)
-    if b not in ctx.shapes:
-        k_a = ctx.shapes[a][0 if ta else 1]
-        ctx.shapes[b] = (n, k_a) if tb else (k_a, n)
-
-
-def _matmul_expect(rule: ShapeRule, ctx: ShapeContext) -> tuple[int, ...]:
-    a, b = rule.inputs
-    return tuple(runtime.matmul_shape(ctx.shapes[a], ctx.shapes[b], bool(_arg(rule, "transpose_a", ctx)),
-                                      bool(_arg(rule, "transpose_b", ctx))))
-
-
-def _concat_sample(rule: ShapeRule, ctx: ShapeContext) -> None:
-    (xs,) = rule.inputs
-    if xs in ctx.shapes:
-        return
-    if ctx.style == "scalar":
-        raise NotApplicable("concat cannot join 0-d tensors")
-    axis = int(_arg(rule, "axis", ctx))
-    base = list(ctx.random_shape(min_ndim=max(1, _axes_ndim(axis))))
-    if ctx.style == "empty":
-        base = [d if d else 1 for d in base]  # the zero goes on the joined axis below
-    (ax,) = runtime.normalize_axes(axis, len(base))
-    count = int(ctx.rng.integers(1, 4))
-    shapes = []
-    for i in range(count):
-        dims = list(base)
-        dims[ax] = 0 if ctx.style == "empty" and i == 0 else int(ctx.rng.integers(1, 4))
-        shapes.append(tuple(dims))
-    ctx.shapes[xs] = shapes  # type: ignore[assignment]  # a dynamic input: one shape per tensor
-
-
-def _concat_expect(rule: ShapeRule, ctx: ShapeContext) -> tuple[int, ...]:
-    return tuple(runtime.concat_shape(ctx.shapes[rule.inputs[0]], int(_arg(rule, "axis", ctx))))  # type: ignore[arg-type]
-
-
-def _gather_sample(rule: ShapeRule, ctx: ShapeContext) -> None:
-    x, indices = rule.inputs
-    if x not in ctx.shapes:
-        axis = int(_arg(rule, "axis", ctx))
-        # the gathered axis has at least 2 entries, so the default index domain [0, 1] is valid;
-        # an empty case empties another axis of x, or the indices
-        dims = list(ctx.random_shape(min_ndim=max(1, _axes_ndim(axis)), low=2)
-                    if ctx.style != "scalar" else (int(ctx.rng.integers(2, 4)),))
-        (ax,) = runtime.normalize_axes(axis, len(dims))
-        if dims[ax] == 0:
-            dims[ax] = 2
-            if indices not in ctx.shapes:
-                ctx.shapes[indices] = (0,)
-        ctx.shapes[x] = tuple(dims)
-    if indices not in ctx.shapes:
-        ctx.shapes[indices] = () if ctx.style == "scalar" else tuple(
-            int(d) for d in ctx.rng.integers(1, 4, int(ctx.rng.integers(0, 3))))
-
-
-def _gather_expect(rule: ShapeRule, ctx: ShapeContext) -> tuple[int, ...]:
-    x, indices = rule.inputs
-    return tuple(runtime.gather_shape(ctx.shapes[x], ctx.shapes[indices], int(_arg(rule, "axis", ctx))))
-
-
-SHAPE_KINDS: dict[str, ShapeKind] = {
-    "same": ShapeKind(frozenset({"plain", "scalar", "empty"}), _same_sample,
-                      lambda rule, ctx: ctx.shapes[rule.inputs[0]]),
-    "broadcast": ShapeKind(frozenset(STYLES), _broadcast_sample, _broadcast_expect),
-    "dims": ShapeKind(frozenset({"plain", "empty"}), _dims_sample, _dims_expect),
-    "reduce": ShapeKind(frozenset({"plain", "scalar", "empty"}), _reduce_sample, _reduce_expect),
-    "matmul": ShapeKind(frozenset({"plain", "empty"}), _matmul_sample, _matmul_expect),
-    "concat": ShapeKind(frozenset({"plain", "empty"}), _concat_sample, _concat_expect),
-    "gather": ShapeKind(frozenset({"plain", "scalar", "empty"}), _gather_sample, _gather_expect),
-}
-"""Shape-rule kind (:attr:`opgen.exprs.ShapeRule.kind`) -> how to draw inputs for it."""
+    for _ in range(ATTEMPTS):
+        ctx = ShapeContext(rng, style, attrs)
+        try:
+            for o, st in zip(op.outputs, styles):
+                _sample(o.shape.node, ctx if style in st else ShapeContext(rng, "plain", attrs, ctx.shapes),
+                        min_rank)
+            for name, node in explicit.items():  # test.shapes
+                if name not in ctx.shapes:
+                    ctx.shapes[name] = tuple(int(d) for d in ctx.value(node))
+            _apply_ties(op, ctx)
+            for x in op.inputs:
+                if x.name in ctx.shapes:
+                    continue
+                sub = ctx if style in ("scalar", "empty") else ShapeContext(rng, "plain", attrs)
+                shape = sub.random_shape(min_ndim=min_rank(x.name))
+                ctx.shapes[x.name] = [shape] if x.kind == "dynamic" else shape
+            _apply_ties(op, ctx)
+            if not all(_holds(c, ctx) for c in op.requires):
+                continue
+            out_shapes = tuple(tuple(runtime.check_output(ctx.value(o.shape.node), o.name)) for o in op.outputs)
+        except NotApplicable:
+            if not op.requires:
+                raise
+            continue
+        except ValueError:  # shapes an output expression rejects
+            continue
+        return _make_case(op, style, {x.name: ctx.shapes[x.name] for x in op.inputs}, out_shapes)
+    raise NotApplicable(f"no {style} shapes meet the op's contracts in {ATTEMPTS} draws")
 
 
 @dataclass(frozen=True)
@@ -511,73 +369,87 @@ class CheckError(Exception):
     """A check that cannot run at all (unsupported spec feature, missing package part)."""
 
 
-def _explicit_shape(dims: Sequence[Dim], ctx: ShapeContext) -> tuple[int, ...]:
-    out = []
-    for d in dims:
-        if d.literal is not None:
-            out.append(d.literal)
-        elif d.attr is not None:
-            out.append(int(ctx.attrs[d.attr]))
-        else:
-            shape = ctx.shapes.get(d.input or "")
-            if shape is None or not -len(shape) <= d.axis < len(shape):
-                raise NotApplicable(f"test.shapes needs '{d.input}' with dimension {d.axis}")
-            out.append(shape[d.axis])
-    return tuple(out)
-
-
 def shape_cases(op: Op, attrs: Mapping[str, Any], rng: np.random.Generator,
                 settings: OpTestSettings | None = None) -> list[Case]:
-    """Random input shapes for ``op``: :data:`REPEATS` cases per style its rules allow.
+    """Random input shapes for ``op`` that meet its contracts: :data:`REPEATS` cases per style
+    its output shapes allow.
 
-    Inputs no shape rule determines take ``settings.shapes`` (the spec's ``test.shapes``),
-    else a random shape. Optional inputs are passed in the first case of each style and left
-    out (None) at random in the others, and always in one extra plain case; dynamic inputs get
-    the list of shapes their rule draws (1-3 tensors), else one tensor.
+    Inputs get their shapes from the output shape expressions (each shape function draws its
+    own, e.g. matmul's inner dims agree), then from the spec's ``test.shapes``, then from the
+    contracts that tie them (``a.shape == ...``), else at random; a draw that breaks a contract
+    is drawn again. Optional inputs are passed in the first case of each style and left out
+    (None) at random in the others, and always in one extra plain case.
 
     Raises:
-        CheckError: an output's shape rule has a kind without an entry in :data:`SHAPE_KINDS`.
+        CheckError: not even plain shapes meet the contracts.
     """
     explicit = dict(settings.shapes) if settings is not None else {}
-    kinds = []
-    for o in op.outputs:
-        kind = SHAPE_KINDS.get(o.shape.kind)
-        if kind is None:
-            raise CheckError(f"opgen test has no shape sampler for shape rule kind '{o.shape.kind}' "
-                             f"(output '{o.name}'); add one to SHAPE_KINDS in opgen/testing.py")
-        kinds.append(kind)
     optional = [x.name for x in op.inputs if x.kind == "optional"]
+    allowed = set().union(*[_styles(o.shape.node) for o in op.outputs])
     cases = []
-    plans = [(style, r) for style in STYLES if style == "plain" or any(style in k.styles for k in kinds)
-             for r in range(REPEATS[style])]
+    plans = [(style, r) for style in STYLES if style == "plain" or style in allowed for r in range(REPEATS[style])]
     if optional:
         plans.append(("plain", -1))  # every optional input left out
     for style, r in plans:
-        ctx = ShapeContext(rng, style, attrs)
         try:
-            for o, kind in zip(op.outputs, kinds):
-                if style in kind.styles:
-                    kind.sample(o.shape, ctx)
-                else:
-                    kind.sample(o.shape, ShapeContext(rng, "plain", attrs, ctx.shapes))
-            for x in op.inputs:
-                if x.name in ctx.shapes:
-                    continue
-                if x.name in explicit:
-                    ctx.shapes[x.name] = _explicit_shape(explicit[x.name], ctx)
-                    continue
-                shape = ctx.random_shape() if style in ("scalar", "empty") else \
-                    ShapeContext(rng, "plain", attrs).random_shape()
-                ctx.shapes[x.name] = [shape] if x.kind == "dynamic" else shape  # type: ignore[assignment]
-        except NotApplicable:
+            case = _draw_case(op, style, attrs, rng, explicit)
+        except NotApplicable as exc:
+            if style == "plain":
+                raise CheckError(f"opgen test cannot draw shapes for '{op.name}': {exc}; give the inputs' "
+                                 "shapes in the spec's test.shapes") from None
             continue
-        out_shapes = tuple(kind.expect(o.shape, ctx) for o, kind in zip(op.outputs, kinds))
-        shapes: dict[str, Any] = {x.name: ctx.shapes[x.name] for x in op.inputs}
-        for name in optional:
-            if r == -1 or (r > 0 and rng.random() < 0.5):
+        if optional and (r == -1 or (r > 0 and rng.random() < 0.5)):
+            shapes = dict(case.shapes)
+            for name in optional:
                 shapes[name] = None
-        cases.append(_make_case(op, style, shapes, out_shapes))
+            case = _make_case(op, style, shapes, case.out_shapes)
+        cases.append(case)
     return cases
+
+
+def violating_cases(op: Op, attrs: Mapping[str, Any], rng: np.random.Generator,
+                    settings: OpTestSettings | None = None) -> list[tuple[str, Case]]:
+    """For each contract that reads an input's shape, one case that breaks it (found by changing
+    the shapes of a valid plain case: one dim, or the rank), as ``(contract text, case)``;
+    contracts no change of shapes breaks are left out."""
+    valid = [c for c in shape_cases(op, attrs, rng, settings) if c.style == "plain"]
+    if not valid:
+        return []
+    base = valid[0]
+    out = []
+    for c in op.requires:
+        used = [n for n in lang.tensors_used(c.node) if base.shapes.get(n) is not None]
+        if not used:
+            continue
+        for _ in range(200):
+            shapes = dict(base.shapes)
+            name = used[int(rng.integers(len(used)))]
+            shape = shapes[name]
+            x = next(i for i in op.inputs if i.name == name)
+            if x.kind == "dynamic":
+                k = int(rng.integers(len(shape)))
+                shape = list(shape)
+                shape[k] = _mutate(tuple(shape[k]), rng)
+            else:
+                shape = _mutate(tuple(shape), rng)
+            shapes[name] = shape
+            ctx = ShapeContext(rng, "plain", attrs, shapes)
+            if not _holds(c, ctx):
+                out.append((c.text, _make_case(op, "violating", shapes, ())))
+                break
+    return out
+
+
+def _mutate(shape: tuple[int, ...], rng: np.random.Generator) -> tuple[int, ...] | list[Any]:
+    what = int(rng.integers(3))
+    if what == 0 and shape:
+        dims = list(shape)
+        k = int(rng.integers(len(dims)))
+        dims[k] = int(rng.integers(0, 6))
+        return tuple(dims)
+    if what == 1 and shape:
+        return shape[:-1]
+    return shape + (int(rng.integers(1, 4)),)
 
 
 # ----------------------------------------------------------------------------- values
@@ -1223,6 +1095,31 @@ def _check_dtypes(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], set
         tally.fail(f"accepted (returned {got}); expected a TypeError naming '{op.name}'")
 
 
+def _check_contracts(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], settings: OpTestSettings,
+                     rng: np.random.Generator, tally: _Tally) -> None:
+    if not op.requires:
+        raise NotApplicable("no contracts (requires)")
+    bad = violating_cases(op, attrs, rng, settings)
+    if not bad:
+        return  # with these attrs; run_check says n/a when no attr set gives a case
+    runner = _Runner(pkg, op, path, attrs)
+    row = _row_dtypes(op)[0]
+    for text, case in bad:
+        tally.context = f"requires '{text}': {case.describe()}{_attrs_text(attrs)}"
+        tally.comparisons += 1
+        arrays = _draw(rng, op, case, row, settings)
+        try:
+            outs = runner.forward(arrays, case.layout)
+        except ValueError as exc:
+            if not _names_op(str(exc), op.name) or "does not hold" not in str(exc):
+                tally.fail(f"ValueError does not name the op and a contract: {_first_line(exc)}")
+            continue
+        except Exception as exc:
+            tally.fail(f"raised {type(exc).__name__}: {_first_line(exc)}; expected a ValueError naming '{op.name}'")
+            continue
+        tally.fail(f"accepted shapes that break the contract (returned shapes {[o.shape for o in outs]})")
+
+
 def _names_op(message: str, name: str) -> bool:
     import re
 
@@ -1233,7 +1130,8 @@ def _attrs_text(attrs: Mapping[str, Any]) -> str:
     return (" " + ", ".join(f"{k}={v!r}" for k, v in attrs.items())) if attrs else ""
 
 
-_CHECKERS = {"forward": _check_forward, "grad": _check_grad, "dtypes": _check_dtypes}
+_CHECKERS = {"forward": _check_forward, "grad": _check_grad, "dtypes": _check_dtypes,
+             "contracts": _check_contracts}
 
 
 def _seed(seed: int, *parts: str | int) -> list[int]:
@@ -1262,6 +1160,8 @@ def run_check(pkg: Package, op: Op, check: str, *, seed: int = 0) -> Result:
                 _check_reference(pkg, op, attrs, settings, rng, tally)
             else:
                 _CHECKERS[kind](pkg, op, path, attrs, settings, rng, tally)
+        if kind == "contracts" and not tally.comparisons and not tally.n_problems:
+            raise NotApplicable("no contract that a change of shapes breaks")
     except NotApplicable as exc:
         return Result(op.name, check, "n/a", messages=[str(exc)], seconds=time.perf_counter() - started)
     except SpecError as exc:

@@ -43,8 +43,9 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
      "s.yaml:1:1: error: op 'twice': spec is missing required key 'doc'"),
     ("typo_top_key", [("dtype_format:", "dtype_fromat:")],
      "s.yaml:1:1: error: op 'twice': spec is missing required key 'dtype_format'\n"
-     "s.yaml:9:1: error: op 'twice': unknown key 'dtype_fromat' in spec; expected one of: $schema, name, doc, "
-     "targets, inputs, outputs, attrs, type_vars, dtype_format, elementwise, kernel, reference, build, test\n"
+     "s.yaml:9:1: error: op 'twice': unknown key 'dtype_fromat' in spec; expected one of: $schema, name, "
+     "doc, targets, inputs, outputs, attrs, type_vars, dtype_format, elementwise, kernel, requires, "
+     "reference, build, test\n"
      "s.yaml:9:1: note: did you mean 'dtype_format'?"),
     ("comma_split_flow_value", [("doc: any tensor}", "doc: any tensor, any shape.}")],
      "s.yaml:4:32: error: op 'twice': unknown key 'any shape.' in inputs[0]; expected one of: name, doc, kind, "
@@ -74,7 +75,7 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
     ("keyword_input", [("name: x,", "name: class,"), ("2 * x * alpha", "2 * alpha"), ("    x: 2", "    class: 2")],
      "s.yaml:4:5: error: op 'twice': input name 'class' is a Python keyword\n"
      "s.yaml:6:5: error: op 'twice': output 'out': dtype rule 'x' is neither an input name nor a dtype\n"
-     "s.yaml:6:5: error: op 'twice': output 'out': shape rule 'x' refers to unknown name 'x'"),
+     "s.yaml:6:36: error: op 'twice': output 'out': bad shape: unknown name 'x'; expected an input or attr of the op"),
     ("reserved_input", [("name: x,", "name: ctx,"), ("shape: x, dtype: x", "shape: ctx, dtype: ctx"),
                         ("2 * x * alpha", "2 * alpha"), ("    x: 2", "    ctx: 2")],
      "s.yaml:4:5: error: op 'twice': input name 'ctx' is reserved for generated code"),
@@ -95,7 +96,7 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
      "s.yaml:6:5: error: op 'twice': output 'out': dtype rule 'flaot32' is neither an input name nor a dtype\n"
      "s.yaml:6:5: note: did you mean 'float32'?"),
     ("shape_unknown_name", [("shape: x,", "shape: 'broadcast(x, z)',")],
-     "s.yaml:6:5: error: op 'twice': output 'out': shape rule 'broadcast(x, z)' refers to unknown name 'z'"),
+     "s.yaml:6:50: error: op 'twice': output 'out': bad shape: unknown name 'z'; expected an input or attr of the op"),
     ("target_without_rows", [("doc: Doubles x.\n", "doc: Doubles x.\ntargets: [CPU, GPU]\n")],
      "s.yaml:3:10: error: op 'twice': target 'GPU' is listed but dtype_format has no rows for it"),
     ("default_out_of_range", [("default: 1.0", "default: 11.0")],
@@ -158,9 +159,8 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
      [("{name: alpha,", "{name: x,"),
       ("2 * x * alpha", "2 * x"),
       ("2 * dout * alpha", "2 * dout")],
-     "s.yaml:6:5: error: op 'twice': output 'out': shape rule refers to attr 'x' where an input is expected\n"
      "s.yaml:8:5: error: op 'twice': attr name 'x' is already used by input 'x'\n"
-     "s.yaml:4:5: note: first used here"),
+     's.yaml:4:5: note: first used here'),
     ("input_named_like_a_gradient",
      [("name: x,", "name: dout,"),
       ("shape: x, dtype: x", "shape: dout, dtype: dout"),
@@ -212,39 +212,34 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
      "s.yaml:8:53: error: op 'twice': attr 'alpha': default 1e+39 does not fit a float attr (float32: "
      "at most 3.4028235e+38 in magnitude, or .inf)"),
     ("shape_dim_float_attr", [("shape: x,", "shape: '[alpha]',")],
-     "s.yaml:6:5: error: op 'twice': output 'out': shape dim 'alpha' is a float attr; dims must be int attrs"),
+     "s.yaml:6:38: error: op 'twice': output 'out': bad shape: a dimension must be an int, but 'alpha' is a float\n"
+     's.yaml:6:38: note: float attrs can only be compared; shapes are ints'),
     ("shape_dim_is_input", [("shape: x,", "shape: '[x]',")],
-     "s.yaml:6:5: error: op 'twice': output 'out': shape dim 'x' is an input; write 'x.shape[i]'"),
+     "s.yaml:6:38: error: op 'twice': output 'out': bad shape: a dimension must be an int, but 'x' is a tensor\n"
+     "s.yaml:6:38: note: use 'x.shape' for its shape or 'x.rank' for its rank"),
     ("shape_dim_negative", [("shape: x,", "shape: [2, -1],")],
-     "s.yaml:6:5: error: op 'twice': output 'out': shape dim -1 is negative; a dim is a size, 0 or more"),
+     "s.yaml:6:36: error: op 'twice': output 'out': shape dim -1 is negative; a dim is a size, 0 or more"),
     ("shape_rule_syntax", [("shape: x,", "shape: 'x +',")],
-     "s.yaml:6:36: error: op 'twice': output 'out': bad shape rule: cannot parse expression 'x +': "
-     "invalid syntax"),
+     "s.yaml:6:37: error: op 'twice': output 'out': bad shape: cannot parse 'x +': invalid syntax"),
     ("broadcast_one_input", [("shape: x,", "shape: 'broadcast(x)',")],
-     "s.yaml:6:36: error: op 'twice': output 'out': bad shape rule: broadcast() needs at least two inputs"),
+     "s.yaml:6:37: error: op 'twice': output 'out': bad shape: broadcast() needs at least two inputs: "
+     "broadcast(x, y, ...)"),
     ("reduce_axis_float_attr", [("shape: x,", "shape: 'reduce(x, alpha)',")],
-     "s.yaml:6:5: error: op 'twice': output 'out': an 'elementwise' op's output takes a shape its "
-     "inputs broadcast to ('x', 'broadcast(x, y)' or a dims list), not reduce()\n"
-     "s.yaml:6:5: note: use a 'kernel' body for a reduce op\n"
-     "s.yaml:6:5: error: op 'twice': output 'out': reduce() argument 'axis' is attr 'alpha' of type "
-     "float; expected int or list[int]\n"
-     "s.yaml:8:5: note: attr 'alpha' is declared here"),
+     "s.yaml:6:47: error: op 'twice': output 'out': bad shape: argument 'axis' of reduce() must be an int "
+     "or list[int], but 'alpha' is a float\n"
+     's.yaml:6:47: note: float attrs can only be compared; shapes are ints'),
     ("matmul_arg_is_input", [("shape: x,", "shape: 'matmul(x, x, x)',")],
-     "s.yaml:6:5: error: op 'twice': output 'out': an 'elementwise' op's output takes a shape its "
-     "inputs broadcast to ('x', 'broadcast(x, y)' or a dims list), not matmul()\n"
-     "s.yaml:6:5: note: use a 'kernel' body for a matmul op\n"
-     "s.yaml:6:5: error: op 'twice': output 'out': matmul() argument 'transpose_a' is input 'x'; it "
-     "must be an attr of type bool"),
+     "s.yaml:6:50: error: op 'twice': output 'out': bad shape: argument 'transpose_a' of matmul() must be "
+     "a bool, but 'x' is a tensor\n"
+     "s.yaml:6:50: note: use 'x.shape' for its shape or 'x.rank' for its rank"),
     ("concat_of_required_input", [("shape: x,", "shape: 'concat(x, 0)',")],
-     "s.yaml:6:5: error: op 'twice': output 'out': an 'elementwise' op's output takes a shape its "
-     "inputs broadcast to ('x', 'broadcast(x, y)' or a dims list), not concat()\n"
-     "s.yaml:6:5: note: use a 'kernel' body for a concat op\n"
-     "s.yaml:6:5: error: op 'twice': output 'out': concat() takes a dynamic (list) input; 'x' is required"),
+     "s.yaml:6:44: error: op 'twice': output 'out': bad shape: argument 'xs' of concat() must be a "
+     "dynamic (list) input, but 'x' is a single tensor"),
     ("dynamic_input_in_elementwise", [("{name: x, doc: any tensor}", "{name: x, doc: any tensor, kind: dynamic}")],
-     "s.yaml:4:5: error: op 'twice': input 'x' is dynamic; elementwise ops take required inputs only "
-     "(use 'kernel' bodies)\n"
-     "s.yaml:6:5: error: op 'twice': output 'out': shape rule 'x' uses dynamic input 'x' where a "
-     "single tensor is expected; use concat(x, axis)"),
+     "s.yaml:4:5: error: op 'twice': input 'x' is dynamic; elementwise ops take required inputs only (use "
+     "'kernel' bodies)\n"
+     "s.yaml:6:36: error: op 'twice': output 'out': bad shape: input 'x' is dynamic (a list of tensors), "
+     "not one shape; use concat(x, axis)"),
     ("expr_syntax_error", [("2 * x * alpha", "2 * * x")],
      "s.yaml:13:16: error: op 'twice': elementwise.forward: cannot parse expression '2 * * x': invalid syntax"),
     ("expr_arity", [("2 * x * alpha", "exp(x, x)")],
@@ -302,8 +297,7 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
       ("[F32_Default, F32_Default]", "[F32_Default, F32_Default, F32_Default]")],
      "s.yaml:1:1: error: op 'twice': 'elementwise' ops have exactly one output; this one has 2"),
     ("shape_axis_past_rank", [("shape: x,", "shape: '[x.shape[99]]',")],
-     "s.yaml:6:5: error: op 'twice': output 'out': shape dim 'x.shape[99]' indexes past any rank a "
-     "tensor can have"),
+     "s.yaml:6:37: error: op 'twice': output 'out': 'x.shape[99]' indexes past any rank a tensor can have"),
     ("elementwise_reduce_shape", [("shape: x,", "shape: 'reduce(x, 0)',")],
      "s.yaml:6:5: error: op 'twice': output 'out': an 'elementwise' op's output takes a shape its inputs "
      "broadcast to ('x', 'broadcast(x, y)' or a dims list), not reduce()\n"

@@ -59,8 +59,17 @@ def test_docs_check_reports_a_stale_page(tmp_path: Path, monkeypatch) -> None:  
 
 
 def test_shape_rules_in_words() -> None:
-    from opgen.exprs import parse_shape_rule
+    from opgen import shapes as lang
+    from opgen.diagnostics import Location
+    from opgen.model import ShapeExpr
 
-    assert signatures.shape_in_words(parse_shape_rule("broadcast(x, y)")) == \
-        "the NumPy broadcast of the shapes of `x`, `y`"
-    assert signatures.shape_in_words(parse_shape_rule(["x.shape[0]", 3])) == "[dim 0 of `x`, 3]"
+    scope = lang.Scope({"x": "required", "y": "required"}, {"reduction": "str"})
+
+    def words(text: str | list[object]) -> str:
+        return signatures.shape_in_words(ShapeExpr(str(text), lang.parse_shape(text, scope), Location("t")))
+
+    assert words("broadcast(x, y)") == "the NumPy broadcast of the shape of `x`, the shape of `y`"
+    assert words(["x.shape[0]", 3]) == "[`x.shape[0]`, `3`]"
+    assert words("x") == "the shape of `x`"
+    assert words("[] if reduction != 'none' else x.shape") == \
+        "a scalar (0-d) if `reduction != 'none'`, else the shape of `x`"

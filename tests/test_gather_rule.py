@@ -12,7 +12,7 @@ from typing import Callable
 import pytest
 
 from opgen import runtime
-from opgen.exprs import ExprError, parse_shape_rule
+from opgen import shapes as lang
 from opgen.pipeline import load_ops
 from opgen.resources import include_dir
 
@@ -67,22 +67,26 @@ CASES: list[tuple[list[int], list[int], int]] = [
 
 
 def test_parse() -> None:
-    rule = parse_shape_rule("gather(x, indices, axis)")
-    assert rule.kind == "gather" and rule.inputs == ("x", "indices") and rule.arg("axis").attr == "axis"
-    assert parse_shape_rule("gather(x, i)").arg("axis").literal == 0
-    with pytest.raises(ExprError, match=r"gather\(\) takes input names first: gather\(x, indices, axis\)"):
-        parse_shape_rule("gather(x, 1)")
+    scope = lang.Scope({"x": "required", "indices": "required", "i": "required"}, {"axis": "int"})
+    rule = lang.parse_shape("gather(x, indices, axis)", scope)
+    assert isinstance(rule, lang.Call) and rule.fn.name == "gather"
+    assert lang.tensors_used(rule) == ("x", "indices") and lang.attrs_used(rule) == ("axis",)
+    default = lang.parse_shape("gather(x, i)", scope)
+    assert isinstance(default, lang.Call) and isinstance(default.args[2], lang.Const) and default.args[2].value == 0
+    msg = r"argument 'indices' of gather\(\) must be a list\[int\], but '1' is an int"
+    with pytest.raises(lang.ShapeError, match=msg):
+        lang.parse_shape("gather(x, 1)", scope)
 
 
 def test_spec_checks(write_spec: Callable[[str, str], Path]) -> None:
     ops, diags = load_ops([write_spec("take.yaml", SPEC)])
-    assert not diags and ops[0].outputs[0].shape.kind == "gather"
+    assert not diags and ops[0].outputs[0].shape.call == "gather"
     bad = SPEC.replace("[F32_Default, I64_Default, F32_Default]", "[F32_Default, F32_Default, F32_Default]")
     _, diags = load_ops([write_spec("take.yaml", bad)])
     assert "gather() takes integer indices, but this row gives F32_Default for 'indices'" in str(diags[0])
     bad = SPEC.replace("{name: axis, type: int,", "{name: axis, type: bool,").replace("default: 0", "default: false")
     _, diags = load_ops([write_spec("take.yaml", bad)])
-    assert "gather() argument 'axis' is attr 'axis' of type bool; expected int" in str(diags[0])
+    assert "bad shape: argument 'axis' of gather() must be an int, but 'axis' is a bool" in str(diags[0])
 
 
 def _py(x: list[int], i: list[int], axis: int) -> str:

@@ -608,7 +608,8 @@ def test_required_attr_after_default_is_keyword_only(tmp_path: Path) -> None:
                           {"name": "a2", "type": "int", "doc": "a"}])]
     files = _render(tmp_path, specs)[1]
     assert "def op(x, a1: int = 1, *, a2: int) -> Any:" in files["custom.py"]
-    assert "def op_primitive(a1: int = 1, *, a2: int, layout: Sequence[int] = (1,)) -> Any:" in files["custom.py"]
+    assert "def op_primitive(a1: int = 1, *, a2: int, layout: Sequence[int] = (1,), dynamic: bool = True) -> Any:" \
+        in files["custom.py"]
     assert "def op(x, a1: int = 1, *, a2: int) -> Any:" in files["function.py"]
 
 
@@ -627,7 +628,7 @@ SHOULD_BE_DIAGNOSTICS: dict[str, tuple[dict[str, Any], str]] = {
     "negative_literal_dim": (_base(outputs=[{"name": "out", "doc": "o", "shape": [-1], "dtype": "x"}]),
                              "output 'out': shape dim -1 is negative"),
     "dim_beyond_int64": (_base(outputs=[{"name": "out", "doc": "o", "shape": [2 ** 70], "dtype": "x"}]),
-                         "output 'out': shape dim 1180591620717411303424 is larger than int64 allows"),
+                         "output 'out': shape dim 0: integer 1180591620717411303424 does not fit in int64"),
     "reference_syntax_error": (_base(reference="return x +\n"), "reference body does not compile: invalid syntax"),
     "reference_return_outside": (_base(reference="y = x\n  return y\n"), "reference body does not compile: "
                                  "unexpected indent (line 2 of the body)"),

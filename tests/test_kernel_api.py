@@ -73,7 +73,7 @@ def test_cpp_snippets_compile_and_run(tmp_path: Path) -> None:
     assert len(snippets) >= 5
     src = ["#undef NDEBUG", "#include <cassert>", "#include <cmath>", "#include <limits>", "#include <string>",
            "#include <string_view>", "#include <type_traits>", "#include <vector>", '#include "opgen/kernel.h"',
-           '#include "opgen/rules.h"', '#include "opgen/aot.h"', ""]
+           '#include "opgen/rules.h"', '#include "opgen/aot.h"', '#include "opgen/sym.h"', ""]
     for k, body in enumerate(snippets):
         src += [f"static void snippet_{k}() {{", body, "}", ""]
     src += ["int main() {", *[f"  snippet_{k}();" for k in range(len(snippets))], "  return 0;", "}", ""]

@@ -8,6 +8,7 @@ what ops/ generates).
 - ``grad/<path>``: ms.grad of sum(out * w) against central differences (float64), and the
   float32 row against the float64 gradients.
 - ``dtypes/<path>``: a dtype combination outside the rows raises TypeError naming the op.
+- ``contracts/<path>``: shapes that break a contract raise ValueError naming the op (ops with contracts).
 
 Paths: ``custom-graph`` (ops.Custom in GRAPH_MODE), ``custom-pynative``, ``function``
 (Function<T>, PyNative; the first such test builds the extension).
@@ -39,8 +40,11 @@ def test_every_spec_loads() -> None:
     assert len(OPS) >= 18
 
 
-@pytest.mark.parametrize("check", testing.CHECKS)
-@pytest.mark.parametrize("op", OPS, ids=[o.name for o in OPS])
+CASES = [(op, check) for op in OPS for check in testing.CHECKS
+         if op.requires or not check.startswith("contracts/")]  # contracts/*: ops with contracts
+
+
+@pytest.mark.parametrize(("op", "check"), CASES, ids=[f"{o.name}-{c}" for o, c in CASES])
 def test_op(package: testing.Package, op: Op, check: str) -> None:
     result = testing.run_check(package, op, check)
     if result.status == "n/a":

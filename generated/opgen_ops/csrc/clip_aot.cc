@@ -7,7 +7,11 @@
 // (never crashes) on a wrong parameter count, an unsupported dtype, a kernel error or a missing attr.
 #include <cstdint>
 
+#include <stdexcept>
+#include <string>
+
 #include "opgen/aot.h"
+#include "opgen/sym.h"
 #include "clip_kernel_decl.h"
 
 namespace {
@@ -26,6 +30,11 @@ bool load_attrs(AotExtra *extra, opgen_op::Attrs *attrs) {
 }
 
 using KernelAttrs = opgen::aot::KernelAttrs<opgen_op::Attrs>;
+
+/// The error MindSpore shows when an InferShape throws: "<op>(): <reason>".
+[[noreturn]] void infer_error(const std::exception &e) {
+  throw std::runtime_error(std::string("clip(): ") + e.what());
+}
 
 int attrs_of(void *extra_ptr, opgen_op::Attrs *attrs) {
   auto *extra = static_cast<AotExtra *>(extra_ptr);
@@ -50,6 +59,21 @@ extern "C" int opgen_ops_clip_forwardInit(int *, int64_t **, const char **, AotE
     return opgen::aot::kOk;
   } catch (...) {
     return opgen::aot::kInternalError;
+  }
+}
+
+/// MindSpore's C++ shape inference of the forward op (ops.Custom with out_shape=None): the spec's
+/// contracts and output shapes over the input shapes, which hold -1 for an unknown dim and a
+/// single -2 for an unknown rank while a GRAPH_MODE graph with dynamic shapes compiles.
+extern "C" std::vector<int64_t> opgen_ops_clip_forwardInferShape(int *ndims, int64_t **shapes, AotExtra *extra) {
+  try {
+    opgen_op::Attrs attrs;
+    if (int rc = attrs_of(extra, &attrs)) throw opgen::Error("attrs missing (code " + std::to_string(rc) + ")");
+    opgen::sym::MsShapes opgen_in{ndims, shapes};
+    const opgen::sym::List opgen_s_x = opgen_in.one();
+    return opgen::sym::to_ms(opgen_s_x, "out");
+  } catch (const std::exception &e) {
+    infer_error(e);
   }
 }
 
@@ -127,4 +151,43 @@ extern "C" int opgen_ops_clip_backward(int nparam, void **params, int *ndims, in
   } catch (...) {
     return opgen::aot::kInternalError;
   }
+}
+
+namespace {
+/// The backward op's output shapes: those of the differentiable inputs' tensors, as MindSpore
+/// passed them (unknown dims and ranks included).
+std::vector<std::vector<int64_t>> backward_shapes(int *ndims, int64_t **shapes, AotExtra *extra) {
+  try {
+    opgen_op::Attrs attrs;
+    if (int rc = attrs_of(extra, &attrs)) throw opgen::Error("attrs missing (code " + std::to_string(rc) + ")");
+    opgen::sym::MsShapes opgen_in{ndims, shapes};
+    std::vector<std::vector<int64_t>> out;
+    for (auto &s : opgen_in.raw(1)) out.push_back(std::move(s));
+    return out;
+  } catch (const std::exception &e) {
+    infer_error(e);
+  }
+}
+}  // namespace
+
+/// InferShape of the backward op when it has one output tensor.
+extern "C" std::vector<int64_t> opgen_ops_clip_backwardInferShape(int *ndims, int64_t **shapes, AotExtra *extra) {
+  auto out = backward_shapes(ndims, shapes, extra);
+  if (out.size() != 1) infer_error(opgen::Error("backward has " + std::to_string(out.size()) + " outputs, not 1"));
+  return out[0];
+}
+
+/// The backward kernel under a second name, opgen_ops_clip_backward_m, for layouts where it has several
+/// output tensors: MindSpore then looks up an InferShape returning one shape per output.
+extern "C" int opgen_ops_clip_backward_m(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                    void *stream, void *extra) {
+  return opgen_ops_clip_backward(nparam, params, ndims, shapes, dtypes, stream, extra);
+}
+
+extern "C" int opgen_ops_clip_backward_mInit(int *, int64_t **, const char **, AotExtra *extra) {
+  return opgen_ops_clip_forwardInit(nullptr, nullptr, nullptr, extra);
+}
+
+extern "C" std::vector<std::vector<int64_t>> opgen_ops_clip_backward_mInferShape(int *ndims, int64_t **shapes, AotExtra *extra) {
+  return backward_shapes(ndims, shapes, extra);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
+#include "opgen/sym.h"
 #include "concat_kernel_decl.h"
 
 namespace opgen_ops {
@@ -46,7 +47,9 @@ class Concat : public Function<Concat> {
     }
     TensorPtrList outputs;
     try {
-      const opgen::Shape out_shape = opgen::concat_shape(opgen::ms::shapes_of(xs_h), attrs.axis);
+      // contracts (requires) and output shapes, from the spec's shape expressions
+      const std::vector<opgen::sym::List> opgen_s_xs = opgen::sym::from_shapes(opgen::ms::shapes_of(xs_h));
+      const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::concat(opgen_s_xs, opgen::sym::Int{static_cast<int64_t>(attrs.axis)}), "out");
       switch (row) {
         case 0: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat32, out_shape);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
+#include "opgen/sym.h"
 #include "dropout_kernel_decl.h"
 
 namespace opgen_ops {
@@ -41,8 +42,10 @@ class Dropout : public Function<Dropout> {
     }
     TensorPtrList outputs;
     try {
-      const opgen::Shape y_shape = opgen::Shape(x_h->shape());
-      const opgen::Shape mask_shape = opgen::Shape(x_h->shape());
+      // contracts (requires) and output shapes, from the spec's shape expressions
+      const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
+      const opgen::Shape y_shape = opgen::sym::to_shape(opgen_s_x, "y");
+      const opgen::Shape mask_shape = opgen::sym::to_shape(opgen_s_x, "mask");
       switch (row) {
         case 0: {
           TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeFloat32, y_shape);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
+#include "opgen/sym.h"
 #include "gather_kernel_decl.h"
 
 namespace opgen_ops {
@@ -42,7 +43,10 @@ class Gather : public Function<Gather> {
     }
     TensorPtrList outputs;
     try {
-      const opgen::Shape out_shape = opgen::gather_shape(x_h->shape(), indices_h->shape(), attrs.axis);
+      // contracts (requires) and output shapes, from the spec's shape expressions
+      const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
+      const opgen::sym::List opgen_s_indices = opgen::sym::from_shape(indices_h->shape());
+      const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::gather(opgen_s_x, opgen_s_indices, opgen::sym::Int{static_cast<int64_t>(attrs.axis)}), "out");
       switch (row) {
         case 0: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat32, out_shape);

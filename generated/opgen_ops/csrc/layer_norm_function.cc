@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
+#include "opgen/sym.h"
 #include "layer_norm_kernel_decl.h"
 
 namespace opgen_ops {
@@ -45,9 +46,11 @@ class LayerNorm : public Function<LayerNorm> {
     }
     TensorPtrList outputs;
     try {
-      const opgen::Shape y_shape = opgen::Shape(x_h->shape());
-      const opgen::Shape mean_shape = opgen::reduce_shape(x_h->shape(), std::vector<int64_t>{int64_t{-1}}, true);
-      const opgen::Shape rstd_shape = opgen::reduce_shape(x_h->shape(), std::vector<int64_t>{int64_t{-1}}, true);
+      // contracts (requires) and output shapes, from the spec's shape expressions
+      const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
+      const opgen::Shape y_shape = opgen::sym::to_shape(opgen_s_x, "y");
+      const opgen::Shape mean_shape = opgen::sym::to_shape(opgen::sym::reduce(opgen_s_x, opgen::sym::List({opgen::sym::Int{-1}}), opgen::sym::Bool{true}), "mean");
+      const opgen::Shape rstd_shape = opgen::sym::to_shape(opgen::sym::reduce(opgen_s_x, opgen::sym::List({opgen::sym::Int{-1}}), opgen::sym::Bool{true}), "rstd");
       switch (row) {
         case 0: {
           TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeFloat32, y_shape);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
+#include "opgen/sym.h"
 #include "matmul_kernel_decl.h"
 
 namespace opgen_ops {
@@ -43,7 +44,10 @@ class Matmul : public Function<Matmul> {
     }
     TensorPtrList outputs;
     try {
-      const opgen::Shape out_shape = opgen::matmul_shape(a_h->shape(), b_h->shape(), attrs.transpose_a, attrs.transpose_b);
+      // contracts (requires) and output shapes, from the spec's shape expressions
+      const opgen::sym::List opgen_s_a = opgen::sym::from_shape(a_h->shape());
+      const opgen::sym::List opgen_s_b = opgen::sym::from_shape(b_h->shape());
+      const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::matmul(opgen_s_a, opgen_s_b, opgen::sym::Bool{static_cast<bool>(attrs.transpose_a)}, opgen::sym::Bool{static_cast<bool>(attrs.transpose_b)}), "out");
       switch (row) {
         case 0: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat32, out_shape);

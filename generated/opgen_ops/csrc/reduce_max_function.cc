@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
+#include "opgen/sym.h"
 #include "reduce_max_kernel_decl.h"
 
 namespace opgen_ops {
@@ -41,7 +42,9 @@ class ReduceMax : public Function<ReduceMax> {
     }
     TensorPtrList outputs;
     try {
-      const opgen::Shape out_shape = opgen::reduce_shape(x_h->shape(), attrs.axis, attrs.keep_dims);
+      // contracts (requires) and output shapes, from the spec's shape expressions
+      const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
+      const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::reduce(opgen_s_x, opgen::sym::List::of(attrs.axis), opgen::sym::Bool{static_cast<bool>(attrs.keep_dims)}), "out");
       switch (row) {
         case 0: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat32, out_shape);

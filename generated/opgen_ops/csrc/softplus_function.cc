@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
+#include "opgen/sym.h"
 #include "softplus_kernel_decl.h"
 
 namespace opgen_ops {
@@ -39,7 +40,9 @@ class Softplus : public Function<Softplus> {
     }
     TensorPtrList outputs;
     try {
-      const opgen::Shape out_shape = opgen::Shape(x_h->shape());
+      // contracts (requires) and output shapes, from the spec's shape expressions
+      const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
+      const opgen::Shape out_shape = opgen::sym::to_shape(opgen_s_x, "out");
       switch (row) {
         case 0: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat32, out_shape);

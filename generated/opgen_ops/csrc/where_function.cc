@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "opgen/ms.h"
+#include "opgen/sym.h"
 #include "where_kernel_decl.h"
 
 namespace opgen_ops {
@@ -43,7 +44,11 @@ class Where : public Function<Where> {
     }
     TensorPtrList outputs;
     try {
-      const opgen::Shape out_shape = opgen::broadcast_shape({cond_h->shape(), x_h->shape(), y_h->shape()});
+      // contracts (requires) and output shapes, from the spec's shape expressions
+      const opgen::sym::List opgen_s_cond = opgen::sym::from_shape(cond_h->shape());
+      const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
+      const opgen::sym::List opgen_s_y = opgen::sym::from_shape(y_h->shape());
+      const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::broadcast({opgen_s_cond, opgen_s_x, opgen_s_y}), "out");
       switch (row) {
         case 0: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat32, out_shape);

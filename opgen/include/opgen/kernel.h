@@ -218,7 +218,7 @@ inline std::string shape_str(const Shape &s) {
 }
 
 /// NumPy broadcasting of several shapes. Throws opgen::Error when they are incompatible.
-inline Shape broadcast_shape(std::initializer_list<Shape> shapes) {
+inline Shape broadcast_shape(const std::vector<Shape> &shapes) {
   size_t nd = 0;
   for (const auto &s : shapes) nd = std::max(nd, s.size());
   Shape out(nd, 1);
@@ -238,6 +238,8 @@ inline Shape broadcast_shape(std::initializer_list<Shape> shapes) {
   }
   return out;
 }
+
+inline Shape broadcast_shape(std::initializer_list<Shape> shapes) { return broadcast_shape(std::vector<Shape>(shapes)); }
 
 // ------------------------------------------------------------------------- broadcasting
 

@@ -105,6 +105,9 @@ inline Shape concat_shape(const std::vector<Shape> &xs, int64_t axis) {
                     shape_str(xs[0]) + " outside axis " + std::to_string(ax));
       }
     }
+    if (s[ax] > INT64_MAX - out[ax]) {
+      throw Error("concat: the joined axis " + std::to_string(ax) + " would have more than 2**63 - 1 entries");
+    }
     out[ax] += s[ax];
   }
   return out;

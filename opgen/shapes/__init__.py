@@ -1,0 +1,46 @@
+"""The shape language of opgen specs: output shapes and input contracts.
+
+Parsed once (:mod:`.syntax`) into a typed tree; shape functions live one per class in
+:mod:`.functions`; every rendering (Python, C++, words) is in :mod:`.emit`; :func:`evaluate`
+runs the Python rendering.
+"""
+
+from .emit import optional_inputs, to_cpp, to_python, to_source, to_words
+from .evaluate import evaluate
+from .functions import FUNCTIONS, NotApplicable, ShapeFunction
+from .syntax import (
+    Arith,
+    AttrRef,
+    Call,
+    Compare,
+    Cond,
+    Const,
+    Index,
+    Len,
+    ListOf,
+    Logic,
+    MinMax,
+    Neg,
+    Node,
+    Not,
+    RankOf,
+    Scope,
+    ShapeError,
+    ShapeOf,
+    Slice,
+    TensorRef,
+    Type,
+    attrs_used,
+    parse,
+    parse_condition,
+    parse_shape,
+    tensors_used,
+    walk,
+)
+
+__all__ = [
+    "FUNCTIONS", "Arith", "AttrRef", "Call", "Compare", "Cond", "Const", "Index", "Len", "ListOf", "Logic",
+    "MinMax", "Neg", "Node", "Not", "NotApplicable", "RankOf", "Scope", "ShapeError", "ShapeFunction", "ShapeOf",
+    "Slice", "TensorRef", "Type", "attrs_used", "evaluate", "optional_inputs", "parse", "parse_condition",
+    "parse_shape", "tensors_used", "to_cpp", "to_python", "to_source", "to_words", "walk",
+]

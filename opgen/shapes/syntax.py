@@ -1,0 +1,619 @@
+"""The shape language: typed syntax tree, parser and type checker.
+
+A shape expression is written in a small subset of Python and parsed once, here, into a typed
+tree of frozen nodes.  Every consumer is generated from that tree (:mod:`opgen.shapes.emit`):
+the Python meaning (``opgen test``'s sampler, the numpy reference), the C++ shape inference of
+the ``Function<T>`` path and the aot ``<Func>InferShape``, and the docs' words.
+
+Types: ``int``, ``bool``, ``str``, ``float`` (attrs only), ``list`` (a list of ints: a shape, a
+slice of one, or a ``list[int]`` attr), ``tensor`` (an input; usable through ``.shape``,
+``.rank``, or where a shape is expected) and ``tensors`` (a dynamic input).
+
+The grammar (each form type-checked against the op's inputs and attrs):
+
+* literals ``3``, ``True``, ``'mean'``; attr names; input names;
+* ``x.shape``, ``x.rank``, ``s[i]``, ``s[a:b]`` (on shapes and list[int] attrs), ``len(s)``;
+* ``+ - * // %`` on ints, ``+`` joining lists, ``list * int`` repeating one, unary ``-``;
+* ``min(a, b, ...)``, ``max(a, b, ...)``;
+* ``[d0, d1, ...]`` (a list of int expressions);
+* comparisons ``== != < <= > >=`` (ints, floats; ``==``/``!=`` also on lists, strs, bools),
+  ``and``, ``or``, ``not``; ``a if cond else b``;
+* shape functions (:mod:`opgen.shapes.functions`): ``broadcast(x, y, ...)``,
+  ``reduce(x, axis, keep_dims)``, ``matmul(a, b, transpose_a, transpose_b)``,
+  ``concat(xs, axis)``, ``gather(x, indices, axis)``.
+
+An output shape is an expression of type ``list``; a bare input name ``x`` means ``x.shape``.
+A contract (``requires:``) is an expression of type ``bool``.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Union
+
+from .functions import FUNCTIONS, ShapeFunction
+
+MAX_DEPTH = 64
+"""Deepest nesting of an expression; deeper ones are rejected (not a RecursionError)."""
+
+INT64_MAX = 2**63 - 1
+
+
+class Type(enum.Enum):
+    """The type of a shape-language expression."""
+
+    INT = "int"
+    BOOL = "bool"
+    STR = "str"
+    FLOAT = "float"
+    LIST = "list[int]"
+    TENSOR = "tensor"
+    TENSORS = "list of tensors"
+
+
+ATTR_TYPES: dict[str, Type] = {
+    "int": Type.INT,
+    "bool": Type.BOOL,
+    "str": Type.STR,
+    "float": Type.FLOAT,
+    "list[int]": Type.LIST,
+}
+"""Attr types a shape expression may use, and their language type (other list attrs may not)."""
+
+
+class ShapeError(ValueError):
+    """A malformed shape expression; ``col`` is the 1-based column of the offending
+    sub-expression inside the expression text, ``notes`` extra hints."""
+
+    def __init__(self, message: str, col: int = 1, notes: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.col = col
+        self.notes = notes
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The names an expression may use: inputs (name -> kind: required, optional, dynamic) and
+    attrs (name -> attr type, e.g. ``"list[int]"``)."""
+
+    inputs: Mapping[str, str]
+    attrs: Mapping[str, str]
+
+
+# ----------------------------------------------------------------------------- nodes
+
+
+@dataclass(frozen=True)
+class Const:
+    """A literal int, bool, str or float."""
+
+    value: int | bool | str | float
+    type: Type
+    col: int
+
+
+@dataclass(frozen=True)
+class AttrRef:
+    """An attr's value."""
+
+    name: str
+    type: Type
+    col: int
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """An input (``tensor``) or a dynamic input (``tensors``); ``optional`` when it may be None."""
+
+    name: str
+    type: Type
+    col: int
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class ShapeOf:
+    """``x.shape``: the input's shape (a list)."""
+
+    tensor: TensorRef
+    col: int
+    type: Type = Type.LIST
+
+
+@dataclass(frozen=True)
+class RankOf:
+    """``x.rank``: the input's number of dimensions."""
+
+    tensor: TensorRef
+    col: int
+    type: Type = Type.INT
+
+
+@dataclass(frozen=True)
+class Index:
+    """``s[i]`` of a list (negative ``i`` counts from the end)."""
+
+    base: Node
+    index: Node
+    col: int
+    type: Type = Type.INT
+
+
+@dataclass(frozen=True)
+class Slice:
+    """``s[lo:hi]`` of a list (Python's rules; either bound may be left out)."""
+
+    base: Node
+    lo: Node | None
+    hi: Node | None
+    col: int
+    type: Type = Type.LIST
+
+
+@dataclass(frozen=True)
+class Len:
+    """``len(s)``: the length of a list, or the number of tensors of a dynamic input."""
+
+    arg: Node
+    col: int
+    type: Type = Type.INT
+
+
+@dataclass(frozen=True)
+class Arith:
+    """``l op r`` with op one of ``+ - * // %`` on ints; ``+`` of lists; ``list * int``."""
+
+    op: str
+    left: Node
+    right: Node
+    col: int
+    type: Type
+
+
+@dataclass(frozen=True)
+class Neg:
+    """``-x`` of an int."""
+
+    operand: Node
+    col: int
+    type: Type = Type.INT
+
+
+@dataclass(frozen=True)
+class MinMax:
+    """``min(a, b, ...)`` or ``max(a, b, ...)`` of ints."""
+
+    fn: str
+    args: tuple[Node, ...]
+    col: int
+    type: Type = Type.INT
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """``[d0, d1, ...]``: a list of int expressions."""
+
+    items: tuple[Node, ...]
+    col: int
+    type: Type = Type.LIST
+
+
+@dataclass(frozen=True)
+class Compare:
+    """``l op r`` with op one of ``== != < <= > >=``."""
+
+    op: str
+    left: Node
+    right: Node
+    col: int
+    type: Type = Type.BOOL
+
+
+@dataclass(frozen=True)
+class Logic:
+    """``a and b and ...`` / ``a or b or ...``."""
+
+    op: str
+    args: tuple[Node, ...]
+    col: int
+    type: Type = Type.BOOL
+
+
+@dataclass(frozen=True)
+class Not:
+    """``not c``."""
+
+    operand: Node
+    col: int
+    type: Type = Type.BOOL
+
+
+@dataclass(frozen=True)
+class Cond:
+    """``a if test else b``."""
+
+    test: Node
+    then: Node
+    orelse: Node
+    col: int
+    type: Type
+
+
+@dataclass(frozen=True)
+class Call:
+    """A shape function call: ``broadcast(x, y)``, ``reduce(x, axis, keep_dims)``, ...
+    ``args`` are in the function's parameter order, defaults filled in."""
+
+    fn: ShapeFunction
+    args: tuple[Node, ...]
+    col: int
+    type: Type = Type.LIST
+
+
+Node = Union[Const, AttrRef, TensorRef, ShapeOf, RankOf, Index, Slice, Len, Arith, Neg, MinMax, ListOf, Compare,
+             Logic, Not, Cond, Call]
+"""Any node of the typed tree."""
+
+
+def children(node: Node) -> tuple[Node, ...]:
+    """The direct sub-expressions of ``node`` (for walks)."""
+    if isinstance(node, (Const, AttrRef, TensorRef)):
+        return ()
+    if isinstance(node, (ShapeOf, RankOf)):
+        return (node.tensor,)
+    if isinstance(node, Index):
+        return (node.base, node.index)
+    if isinstance(node, Slice):
+        return tuple(n for n in (node.base, node.lo, node.hi) if n is not None)
+    if isinstance(node, (Len,)):
+        return (node.arg,)
+    if isinstance(node, (Arith, Compare)):
+        return (node.left, node.right)
+    if isinstance(node, (Neg, Not)):
+        return (node.operand,)
+    if isinstance(node, (MinMax, Logic, Call)):
+        return node.args
+    if isinstance(node, ListOf):
+        return node.items
+    if isinstance(node, Cond):
+        return (node.test, node.then, node.orelse)
+    raise AssertionError(f"unknown node {node!r}")
+
+
+def walk(node: Node) -> list[Node]:
+    """``node`` and every node below it, parents first."""
+    out = [node]
+    for c in children(node):
+        out.extend(walk(c))
+    return out
+
+
+def tensors_used(node: Node) -> tuple[str, ...]:
+    """Input names the expression refers to, in first-use order."""
+    seen: list[str] = []
+    for n in walk(node):
+        if isinstance(n, TensorRef) and n.name not in seen:
+            seen.append(n.name)
+    return tuple(seen)
+
+
+def attrs_used(node: Node) -> tuple[str, ...]:
+    """Attr names the expression refers to, in first-use order."""
+    seen: list[str] = []
+    for n in walk(node):
+        if isinstance(n, AttrRef) and n.name not in seen:
+            seen.append(n.name)
+    return tuple(seen)
+
+
+# ----------------------------------------------------------------------------- parsing
+
+_ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
+_CMP = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+
+def _col(node: ast.AST) -> int:
+    return int(getattr(node, "col_offset", 0)) + 1
+
+
+def parse_text(text: str) -> ast.expr:
+    """Python's parse of ``text`` in eval mode.
+
+    Raises:
+        ShapeError: a syntax error, or nesting deeper than :data:`MAX_DEPTH`.
+    """
+    stripped = text.strip()
+    depth = 0
+    deepest = 0
+    for ch in stripped:  # bound the nesting before Python's parser recurses into it
+        if ch in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")]}":
+            depth -= 1
+    if deepest > MAX_DEPTH:
+        raise ShapeError(f"expression nested {deepest} deep; at most {MAX_DEPTH} levels are allowed")
+    try:
+        tree = ast.parse(stripped, mode="eval")
+    except SyntaxError as exc:
+        raise ShapeError(f"cannot parse {stripped!r}: {exc.msg}", exc.offset or 1) from None
+    except (RecursionError, MemoryError, ValueError):
+        raise ShapeError("expression too deeply nested or too long") from None
+    return tree.body
+
+
+class _Parser:
+    def __init__(self, scope: Scope):
+        self.scope = scope
+        self.depth = 0
+
+    # -- helpers
+    def want(self, node: Node, *types: Type, what: str) -> Node:
+        if node.type not in types:
+            if node.type is Type.TENSOR and Type.LIST in types:
+                return ShapeOf(node, node.col) if isinstance(node, TensorRef) else node
+            names = " or ".join(t.value for t in types)
+            hint: tuple[str, ...] = ()
+            if node.type is Type.TENSOR:
+                hint = (f"use '{_text(node)}.shape' for its shape or '{_text(node)}.rank' for its rank",)
+            elif node.type is Type.FLOAT and Type.INT in types:
+                hint = ("float attrs can only be compared; shapes are ints",)
+            raise ShapeError(f"{what} must be {_a(names)}, but '{_text(node)}' is {_a(node.type.value)}",
+                             node.col, hint)
+        return node
+
+    def go(self, node: ast.expr) -> Node:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ShapeError(f"expression nested deeper than {MAX_DEPTH} levels", _col(node))
+        try:
+            return self._go(node)
+        finally:
+            self.depth -= 1
+
+    def _go(self, node: ast.expr) -> Node:
+        col = _col(node)
+        if isinstance(node, ast.Constant):
+            v = node.value
+            if isinstance(v, bool):
+                return Const(v, Type.BOOL, col)
+            if isinstance(v, int):
+                if v > INT64_MAX:
+                    raise ShapeError(f"integer {_short(v)} does not fit in int64", col)
+                return Const(v, Type.INT, col)
+            if isinstance(v, float):
+                return Const(v, Type.FLOAT, col)
+            if isinstance(v, str):
+                return Const(v, Type.STR, col)
+            raise ShapeError(f"unsupported literal {ast.unparse(node)!r}", col)
+        if isinstance(node, ast.Name):
+            return self.name(node.id, col)
+        if isinstance(node, ast.Attribute):
+            if node.attr not in ("shape", "rank"):
+                raise ShapeError(f"unknown attribute '.{node.attr}'; inputs have '.shape' and '.rank'",
+                                 col + len(ast.unparse(node.value)) + 1)
+            base = self.go(node.value)
+            if not isinstance(base, TensorRef) or base.type is not Type.TENSOR:
+                raise ShapeError(f"'.{node.attr}' applies to an input, not to '{ast.unparse(node.value)}'"
+                                 + (" (a dynamic input: a list of tensors)" if isinstance(base, TensorRef) else ""),
+                                 col)
+            return ShapeOf(base, col) if node.attr == "shape" else RankOf(base, col)
+        if isinstance(node, ast.Subscript):
+            base = self.want(self.go(node.value), Type.LIST, what="what is indexed")
+            if isinstance(node.slice, ast.Slice):
+                if node.slice.step is not None:
+                    raise ShapeError("slices with a step are not supported; write s[a:b]", _col(node.slice.step))
+                lo = self.want(self.go(node.slice.lower), Type.INT, what="a slice bound") \
+                    if node.slice.lower is not None else None
+                hi = self.want(self.go(node.slice.upper), Type.INT, what="a slice bound") \
+                    if node.slice.upper is not None else None
+                return Slice(base, lo, hi, col)
+            idx = self.want(self.go(node.slice), Type.INT, what="an index")
+            return Index(base, idx, col)
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.USub):
+                operand = self.want(self.go(node.operand), Type.INT, Type.FLOAT, what="the operand of '-'")
+                if isinstance(operand, Const) and isinstance(operand.value, (int, float)):
+                    return Const(-operand.value, operand.type, col)
+                if operand.type is Type.FLOAT:
+                    raise ShapeError("float attrs can only be compared", col)
+                return Neg(operand, col)
+            if isinstance(node.op, ast.UAdd):
+                return self.want(self.go(node.operand), Type.INT, what="the operand of '+'")
+            if isinstance(node.op, ast.Not):
+                return Not(self.want(self.go(node.operand), Type.BOOL, what="the operand of 'not'"), col)
+            raise ShapeError("'~' is not supported", col)
+        if isinstance(node, ast.BinOp):
+            return self.binop(node, col)
+        if isinstance(node, ast.BoolOp):
+            op = "and" if isinstance(node.op, ast.And) else "or"
+            return Logic(op, tuple(self.want(self.go(v), Type.BOOL, what=f"an operand of '{op}'")
+                                   for v in node.values), col)
+        if isinstance(node, ast.Compare):
+            return self.compare(node, col)
+        if isinstance(node, ast.IfExp):
+            test = self.want(self.go(node.test), Type.BOOL, what="the condition of 'if'")
+            a, b = self.go(node.body), self.go(node.orelse)
+            if a.type is Type.TENSOR:
+                a = ShapeOf(a, a.col) if isinstance(a, TensorRef) else a
+            if b.type is Type.TENSOR:
+                b = ShapeOf(b, b.col) if isinstance(b, TensorRef) else b
+            if a.type != b.type or a.type not in (Type.INT, Type.LIST, Type.BOOL):
+                raise ShapeError(f"both branches of 'if' must be ints or both lists; got {a.type.value} and "
+                                 f"{b.type.value}", col)
+            return Cond(test, a, b, col, a.type)
+        if isinstance(node, ast.List):
+            return ListOf(tuple(self.want(self.go(e), Type.INT, what="a dimension") for e in node.elts), col)
+        if isinstance(node, ast.Tuple):
+            raise ShapeError("write a list of dims with brackets: [a, b]", col)
+        if isinstance(node, ast.Call):
+            return self.call(node, col)
+        raise ShapeError(f"unsupported syntax '{ast.unparse(node)}' in a shape expression", col)
+
+    def name(self, name: str, col: int) -> Node:
+        s = self.scope
+        if name in s.inputs:
+            kind = s.inputs[name]
+            return TensorRef(name, Type.TENSORS if kind == "dynamic" else Type.TENSOR, col, kind == "optional")
+        if name in s.attrs:
+            t = ATTR_TYPES.get(s.attrs[name])
+            if t is None:
+                raise ShapeError(f"attr '{name}' is {_a(s.attrs[name])}; shape expressions take int, float, bool, "
+                                 "str and list[int] attrs", col)
+            return AttrRef(name, t, col)
+        if name in FUNCTIONS or name in ("len", "min", "max"):
+            raise ShapeError(f"'{name}' is a function; call it as {name}(...)", col)
+        from ..diagnostics import did_you_mean  # local: diagnostics is a leaf module
+
+        notes = tuple(n.message for n in did_you_mean(name, list(s.inputs) + list(s.attrs)))
+        raise ShapeError(f"unknown name '{name}'; expected an input or attr of the op", col, notes)
+
+    def binop(self, node: ast.BinOp, col: int) -> Node:
+        if isinstance(node.op, ast.Div):
+            raise ShapeError("'/' is true division; shapes are ints: use '//' (floor division)",
+                             _op_col(node), ("write e.g. x.shape[-1] // 2",))
+        op = _ARITH.get(type(node.op))
+        if op is None:
+            raise ShapeError(f"operator '{ast.unparse(node)}' is not supported; use + - * // %", col)
+        left, right = self.go(node.left), self.go(node.right)
+        if left.type is Type.TENSOR:
+            left = ShapeOf(left, left.col) if isinstance(left, TensorRef) else left
+        if right.type is Type.TENSOR:
+            right = ShapeOf(right, right.col) if isinstance(right, TensorRef) else right
+        if op == "+" and left.type is Type.LIST:
+            return Arith(op, left, self.want(right, Type.LIST, what="what is added to a list"), col, Type.LIST)
+        if op == "*" and Type.LIST in (left.type, right.type):
+            lst, n = (left, right) if left.type is Type.LIST else (right, left)
+            return Arith(op, lst, self.want(n, Type.INT, what="a list's repeat count"), col, Type.LIST)
+        left = self.want(left, Type.INT, what=f"the left operand of '{op}'")
+        right = self.want(right, Type.INT, what=f"the right operand of '{op}'")
+        if op in ("//", "%") and isinstance(right, Const) and right.value == 0:
+            raise ShapeError("division by zero", right.col)
+        return Arith(op, left, right, col, Type.INT)
+
+    def compare(self, node: ast.Compare, col: int) -> Node:
+        if len(node.ops) != 1:
+            raise ShapeError("chained comparisons are not supported; join them with 'and'", col)
+        op = _CMP.get(type(node.ops[0]))
+        if op is None:
+            raise ShapeError("only == != < <= > >= comparisons are supported", col)
+        left, right = self.go(node.left), self.go(node.comparators[0])
+        if left.type is Type.TENSOR:
+            left = ShapeOf(left, left.col) if isinstance(left, TensorRef) else left
+        if right.type is Type.TENSOR:
+            right = ShapeOf(right, right.col) if isinstance(right, TensorRef) else right
+        numeric = (Type.INT, Type.FLOAT)
+        if left.type in numeric and right.type in numeric:
+            return Compare(op, left, right, col)
+        if left.type != right.type:
+            raise ShapeError(f"cannot compare {_a(left.type.value)} with {_a(right.type.value)}: "
+                             f"'{ast.unparse(node)}'", col)
+        if op not in ("==", "!=") and left.type is not Type.INT:
+            raise ShapeError(f"'{op}' compares ints and floats; {left.type.value}s take == and != only", col)
+        return Compare(op, left, right, col)
+
+    def call(self, node: ast.Call, col: int) -> Node:
+        if not isinstance(node.func, ast.Name):
+            raise ShapeError(f"only calls of named functions are supported, not '{ast.unparse(node.func)}'", col)
+        fname = node.func.id
+        if node.keywords:
+            raise ShapeError(f"{fname}() takes positional arguments", _col(node.keywords[0].value))
+        if fname == "len":
+            if len(node.args) != 1:
+                raise ShapeError("len() takes one argument", col)
+            arg = self.go(node.args[0])
+            if arg.type is not Type.TENSORS:
+                arg = self.want(arg, Type.LIST, what="the argument of len()")
+            return Len(arg, col)
+        if fname in ("min", "max"):
+            if len(node.args) < 2:
+                raise ShapeError(f"{fname}() takes two or more ints", col)
+            return MinMax(fname, tuple(self.want(self.go(a), Type.INT, what=f"an argument of {fname}()")
+                                       for a in node.args), col)
+        fn = FUNCTIONS.get(fname)
+        if fn is None:
+            from ..diagnostics import did_you_mean
+
+            known = sorted(FUNCTIONS) + ["len", "max", "min"]
+            notes = tuple(n.message for n in did_you_mean(fname, known))
+            raise ShapeError(f"unknown function '{fname}'; shape functions are: {', '.join(known)}", col, notes)
+        return fn.parse(node, col, self)
+
+
+def _op_col(node: ast.BinOp) -> int:
+    return node.left.end_col_offset + 2 if node.left.end_col_offset is not None else _col(node)
+
+
+def _a(word: str) -> str:
+    return ("an " if word[:1] in "aeiou" else "a ") + word
+
+
+def _short(v: int) -> str:
+    s = str(v)
+    return s if len(s) <= 24 else s[:10] + "..." + s[-4:] + f" ({len(s)} digits)"
+
+
+def _text(node: Node) -> str:
+    from .emit import to_source
+
+    return to_source(node)
+
+
+def parse(text: str | int | list[object], scope: Scope) -> Node:
+    """Parse and type-check one expression (a string, or a YAML list of dims / an int).
+
+    Raises:
+        ShapeError: anything outside the language or ill-typed, at the sub-expression's column.
+    """
+    parser = _Parser(scope)
+    if isinstance(text, list):
+        items = []
+        for item in text:
+            if isinstance(item, bool) or not isinstance(item, (int, str)):
+                raise ShapeError(f"dimension {item!r} must be an int or an expression")
+            node = parser.go(parse_text(item)) if isinstance(item, str) else parser.go(ast.Constant(item))
+            items.append(parser.want(node, Type.INT, what="a dimension"))
+        return ListOf(tuple(items), 1)
+    if isinstance(text, bool) or not isinstance(text, str):
+        raise ShapeError(f"expected an expression, got {text!r}")
+    return parser.go(parse_text(text))
+
+
+def parse_shape(text: str | list[object], scope: Scope) -> Node:
+    """Parse an output shape (type ``list``; a bare input name means its shape).
+
+    Raises:
+        ShapeError: see :func:`parse`; also an expression that is not a list, or that uses an
+            optional input (which may be None).
+    """
+    node = parse(text, scope)
+    if node.type is Type.TENSOR and isinstance(node, TensorRef):
+        node = ShapeOf(node, node.col)
+    if node.type is Type.TENSORS and isinstance(node, TensorRef):
+        raise ShapeError(f"input '{node.name}' is dynamic (a list of tensors), not one shape; "
+                         f"use concat({node.name}, axis)", node.col)
+    if node.type is not Type.LIST:
+        hint = ("a scalar output has shape []",) if node.type is Type.INT else ()
+        raise ShapeError(f"an output shape must be a list of dims, but this is {_a(node.type.value)}", node.col,
+                         hint)
+    for n in walk(node):
+        if isinstance(n, TensorRef) and n.optional:
+            raise ShapeError(f"input '{n.name}' is optional and may be None; an output shape cannot depend on it",
+                             n.col)
+    return node
+
+
+def parse_condition(text: str, scope: Scope) -> Node:
+    """Parse a contract (type ``bool``).
+
+    Raises:
+        ShapeError: see :func:`parse`; also an expression that is not a condition.
+    """
+    node = parse(text, scope)
+    if node.type is not Type.BOOL:
+        raise ShapeError(f"a contract must be a condition (e.g. 'x.rank >= 1'), but this is "
+                         f"{_a(node.type.value)}", node.col)
+    return node
