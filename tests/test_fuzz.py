@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opgen import build, loader, render
+from opgen import shapes as lang
 from opgen.cli import main
 from opgen.diagnostics import SpecError
 from opgen.model import Op
@@ -69,18 +70,19 @@ def _constant_divisor(text: str) -> bool:
 def _input_shape(op: Op) -> tuple[int, ...] | None:
     """The shape the sample runner gives every input (the last one of a broadcast rule gets its
     last row), such that the inputs broadcast to the output's shape: (2, 3), or an output's own
-    literal dims; ``None`` when its shape rule admits neither."""
-    rule = op.outputs[0].shape
-    if rule.kind in ("same", "broadcast"):
+    literal dims; ``None`` when its shape expression admits neither."""
+    node = op.outputs[0].shape.node
+    if isinstance(node, lang.ShapeOf) or (isinstance(node, lang.Call) and node.fn.name == "broadcast"):
         return (2, 3)
-    if rule.kind != "dims" or any(d.attr is not None for d in rule.dims):
+    if lang.attrs_used(node):
         return None
-    if all(d.literal is not None for d in rule.dims):
-        return tuple(int(d.literal) for d in rule.dims if d.literal is not None)
+    env = {n: (2, 3) for n in lang.tensors_used(node)}
     try:
-        out = tuple(d.literal if d.literal is not None else (2, 3)[d.axis] for d in rule.dims)
-    except IndexError:
+        out = tuple(int(d) for d in lang.evaluate(node, env))
+    except (ValueError, KeyError, TypeError):
         return None
+    if not env:
+        return out
     return (2, 3) if out[-2:] == (2, 3) else None
 
 
@@ -247,7 +249,7 @@ for op in ops:
     for row in op.rows:
         shape = tuple(shapes[op.name])
         arrays = [rng.uniform(0.5, 2.0, shape).astype(row.dtype(i).name) for i in range(len(op.inputs))]
-        if op.outputs[0].shape.kind == "broadcast" and len(arrays) > 1:
+        if op.outputs[0].shape.call == "broadcast" and len(arrays) > 1:
             arrays[-1] = arrays[-1][0]  # shape (3,): broadcast against (2, 3)
         tensors = [ms.Tensor(a) for a in arrays]
         out = fn(*tensors, **attrs).asnumpy()
