@@ -274,9 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.overhead_only:
         overhead(args.rounds)
         return 0
-    fused = fused_package()
     only = {s.strip() for s in args.only.split(",") if s.strip()}
-    all_cases = [c for c in cases(args.sizes.split(","), np.random.default_rng(0)) if not only or c.op in only]
+    selected = [c for c in cases(args.sizes.split(","), np.random.default_rng(0)) if not only or c.op in only]
+    fused = fused_package() if any(c.fused for c in selected) else {}
+    all_cases = selected
     bw = max([v for k, v in limits.items() if k.startswith("stream_copy")] or [0.0])
     print(f"MindSpore {ms.__version__}, OPGEN_NUM_THREADS={os.environ.get('OPGEN_NUM_THREADS', '(all CPUs)')}, "
           f"{len(all_cases)} cases")

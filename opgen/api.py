@@ -201,6 +201,12 @@ def shape_prelude_cpp(op: Op, present: dict[str, str]) -> list[str]:
     return lines
 
 
+def _noexcept(cpp: str) -> str:
+    """The noexcept specifier of a generated elementwise lambda: only an integer ``/`` can throw
+    (opgen::math::div), and lambdas that cannot throw run in SIMD loops (kernel.h simd_loop)."""
+    return "noexcept(!std::is_integral_v<C>) " if "opgen::math::div(" in cpp else "noexcept "
+
+
 def shape_cpp(o: Output) -> str:
     """C++ expression (an ``opgen::sym::List``) of output ``o``'s shape over ``opgen_s_<input>``
     and ``attrs``: the Function<T> path's inference and the aot ``InferShape``."""
@@ -360,7 +366,8 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         fw_lines = [
             f"using C = {common};",
             f"// {out.name} = {ew.forward.text}",
-            f"opgen::map({out.name}, [&]({params}) -> C {{ return {ew.forward.cpp}; }}{args});",
+            f"opgen::map({out.name}, [&]({params}) {_noexcept(ew.forward.cpp)}-> C {{ return {ew.forward.cpp}; }}"
+            f"{args});",
         ]
         grads = {g[0]: g[1] for g in ew.grads}
         bw_head = [
@@ -381,7 +388,8 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
                     "guard": "d" + x.name,
                     "lines": [
                         f"// d{x.name} = {expr.text}",
-                        f"opgen::map_reduce_to(d{x.name}, iter_shape, [&]({p}) -> C {{ return {expr.cpp}; }}{a});",
+                        f"opgen::map_reduce_to(d{x.name}, iter_shape, [&]({p}) {_noexcept(expr.cpp)}-> C "
+                        f"{{ return {expr.cpp}; }}{a});",
                     ],
                     "yaml": None,
                 }

@@ -12,7 +12,7 @@ int run(int nparam, void **params, int *ndims, int64_t **shapes, const char **dt
   const char *const row[] = {opgen::aot::dtype_name_v<E>, opgen::aot::dtype_name_v<E>, opgen::aot::dtype_name_v<E>};
   if (!opgen::aot::dtypes_match(nparam, dtypes, row)) return -1;  // not this row
   using C = opgen::compute_t<E>;
-  opgen::map(opgen::aot::view<E>(params, ndims, shapes, 2), [](C x, C y) -> C { return x * y + C(1); },
+  opgen::map(opgen::aot::view<E>(params, ndims, shapes, 2), [](C x, C y) noexcept -> C { return x * y + C(1); },
              opgen::aot::view<const E>(params, ndims, shapes, 0), opgen::aot::view<const E>(params, ndims, shapes, 1));
   return opgen::aot::kOk;
 }

@@ -26,7 +26,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &
   OPGEN_NAME_VIEWS(x, y, out);  // checked mode's errors name them
   using C = opgen::common_compute_t<out_t, x_t, y_t>;
   // out = pow(x, y)
-  opgen::map(out, [&](C x, C y) -> C { return opgen::math::pow(x, y); }, x, y);
+  opgen::map(out, [&](C x, C y) noexcept -> C { return opgen::math::pow(x, y); }, x, y);
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -42,11 +42,11 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = dout * y * pow(x, y - 1)
-    opgen::map_reduce_to(dx, iter_shape, [&](C dout, C y, C x) -> C { return ((dout * y) * opgen::math::pow(x, (y - C(1.0)))); }, dout, y, x);
+    opgen::map_reduce_to(dx, iter_shape, [&](C dout, C y, C x) noexcept -> C { return ((dout * y) * opgen::math::pow(x, (y - C(1.0)))); }, dout, y, x);
   }
   if (dy) {
     // dy = dout * out * log(x)
-    opgen::map_reduce_to(dy, iter_shape, [&](C dout, C out, C x) -> C { return ((dout * out) * opgen::math::log(x)); }, dout, out, x);
+    opgen::map_reduce_to(dy, iter_shape, [&](C dout, C out, C x) noexcept -> C { return ((dout * out) * opgen::math::log(x)); }, dout, out, x);
   }
 }
 

@@ -26,7 +26,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   using C = opgen::common_compute_t<out_t, x_t>;
   // out = tanh(x)
-  opgen::map(out, [&](C x) -> C { return opgen::math::tanh(x); }, x);
+  opgen::map(out, [&](C x) noexcept -> C { return opgen::math::tanh(x); }, x);
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -41,7 +41,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = dout * (1 - out * out)
-    opgen::map_reduce_to(dx, iter_shape, [&](C dout, C out) -> C { return (dout * (C(1.0) - (out * out))); }, dout, out);
+    opgen::map_reduce_to(dx, iter_shape, [&](C dout, C out) noexcept -> C { return (dout * (C(1.0) - (out * out))); }, dout, out);
   }
 }
 

@@ -6,8 +6,8 @@
 //                                                     op(a) (M, K), op(b) (K, N)
 //   opgen::gemm(..., alpha, a, lda, b, ldb, beta, c, ldc)   the full BLAS form
 //
-// Threads: OpenBLAS is set to one thread, and gemm splits the rows of c into blocks that opgen's
-// pool runs (opgen/parallel.h), each one a single-threaded BLAS call. OpenBLAS's own threads
+// Threads: OpenBLAS is set to one thread, and gemm splits the rows of c of very large products
+// into blocks that opgen's pool runs (opgen/parallel.h), each one a single-threaded BLAS call. OpenBLAS's own threads
 // hand work off by waiting for each other: with the second core busy (another process), a
 // 512^3 sgemm took 40-67 ms on 2 threads against 1.8 ms on one (docs/performance.md); the pool's
 // caller works too and takes every block a late worker has not claimed.
@@ -102,8 +102,11 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, compute_t
       (void)one_thread;
       const int ta = trans_a ? kTrans : kNoTrans, tb = trans_b ? kTrans : kNoTrans;
       const auto i = [](int64_t v) { return static_cast<int>(v); };
-      // Blocks of rows worth ~4M multiply-adds each (at least 16 rows): small products run whole.
-      const int64_t grain = std::max<int64_t>(16, (int64_t{1} << 22) / std::max<int64_t>(1, N * K));
+      // Blocks of rows worth ~4G multiply-adds each (~30 ms on one core): a worker that the OS
+      // preempts mid-block (the other core busy) delays the call by a scheduler slice, which
+      // only such blocks absorb. 512^3 split into 8 blocks took 6.2 ms on the pool against 1.8 ms
+      // as one call on a loaded machine, so products up to ~1600^3 run as one call.
+      const int64_t grain = std::max<int64_t>(16, (int64_t{1} << 32) / std::max<int64_t>(1, N * K));
       parallel_for(M, grain, [&](int64_t m0, int64_t m1) {
         const T *ab = trans_a ? a + m0 : a + m0 * lda;  // rows m0.. of op(a)
         if constexpr (std::is_same_v<T, float>) {

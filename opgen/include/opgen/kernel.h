@@ -323,6 +323,12 @@ bool same_shape(const View<A> &a, const View<B> &b) {
 #define OPGEN_SIMD
 #define OPGEN_SIMD_SUM(var)
 #endif
+/// Independent iterations, without an OpenMP construct (an exception may leave the loop).
+#if defined(__GNUC__) && !defined(__clang__)
+#define OPGEN_IVDEP _Pragma("GCC ivdep")
+#else
+#define OPGEN_IVDEP
+#endif
 // Kept for kernel bodies written against the old name.
 #define OPGEN_VECTORIZE_LOOP OPGEN_SIMD
 
@@ -371,6 +377,21 @@ inline void dispatch_isa(Body &&body) {
 /// (o == p allowed), so iterations are independent.
 template <typename OutE, typename C, typename F, typename... P>
 inline __attribute__((always_inline)) void simd_loop(OutE *o, const F &f, int64_t n, const P *...p) {
+  if constexpr (!noexcept(f(static_cast<C>(*p)...))) {
+    // f may throw (an integer `/` by zero, a body's opgen::Error): an exception must not leave a
+    // `#pragma omp simd` loop (GCC ends the process with std::terminate there), so these loops
+    // carry no OpenMP directive and the error reaches the op's caller; blocks of a fixed trip
+    // count still let GCC vectorise what it can prove safe. Functions declared noexcept (the
+    // generated elementwise lambdas that cannot throw) take the omp simd loops below.
+    constexpr int64_t kBlock = 16;
+    int64_t i = 0;
+    for (; i + kBlock <= n; i += kBlock) {
+      OPGEN_IVDEP
+      for (int64_t k = 0; k < kBlock; ++k) o[i + k] = static_cast<OutE>(f(static_cast<C>(p[i + k])...));
+    }
+    for (; i < n; ++i) o[i] = static_cast<OutE>(f(static_cast<C>(p[i])...));
+    return;
+  }
 #if defined(OPGEN_OMP_SIMD)
   OPGEN_SIMD
   for (int64_t i = 0; i < n; ++i) o[i] = static_cast<OutE>(f(static_cast<C>(p[i])...));
