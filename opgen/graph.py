@@ -12,7 +12,7 @@ from typing import Any
 
 from mindspore import Tensor, ops
 from mindspore.common import dtype as mstype
-from mindspore.common.api import _pynative_executor
+from mindspore.graph.api import _pynative_executor
 
 
 def _marker() -> int:
