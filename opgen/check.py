@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from . import dtypes
 from . import shapes as lang
 from .diagnostics import Diagnostic, Location, Note, did_you_mean
-from .model import Body, Op
+from .model import Body, Op, inside
 
 CPP_KEYWORDS = frozenset(
     """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
@@ -404,8 +404,7 @@ def _check_shape_literals(node: lang.Node, loc: Location, where: str, err: Calla
         if isinstance(sub, lang.Index) and isinstance(sub.base, lang.ShapeOf) and isinstance(sub.index, lang.Const):
             i = int(sub.index.value)
             if not -64 <= i < 64:
-                at = Location(loc.file, loc.line, loc.col + sub.col - 1) if loc.line else loc
-                err(at, f"{where}: '{lang.to_source(sub)}' indexes past any rank a tensor can have")
+                err(inside(loc, sub.col), f"{where}: '{lang.to_source(sub)}' indexes past any rank a tensor can have")
 
 
 def _attr_value_problem(

@@ -333,7 +333,7 @@ def build_op(tree: MarkedDict, file: str) -> Op:
     late: list[Diagnostic] = []
 
     def lang_error(loc: Location, what: str, exc: lang.ShapeError) -> None:
-        late.append(Diagnostic(_inside(loc, exc.col), f"{what}: {exc}", name, notes=tuple(Note(n) for n in exc.notes)))
+        late.append(Diagnostic(inside(loc, exc.col), f"{what}: {exc}", name, notes=tuple(Note(n) for n in exc.notes)))
 
     outputs = []
     for i, item in enumerate(tree["outputs"]):
@@ -511,7 +511,7 @@ def _test_settings(section: Any, op_name: str, inputs: list[Input], attrs: list[
                     f"test.shapes.{sname} dim {exc.index}: {exc.error}", tuple(Note(n) for n in exc.error.notes))
                 continue
             except lang.ShapeError as exc:
-                err(_inside(loc, exc.col), f"test.shapes.{sname}: {exc}", tuple(Note(n) for n in exc.notes))
+                err(inside(loc, exc.col), f"test.shapes.{sname}: {exc}", tuple(Note(n) for n in exc.notes))
                 continue
             if sname in lang.tensors_used(node):
                 err(loc, f"test.shapes.{sname} refers to '{sname}' itself")
@@ -534,7 +534,7 @@ def _test_settings(section: Any, op_name: str, inputs: list[Input], attrs: list[
     return TestSettings(domains, tuple(attr_sets), shapes, tuple(loc for _, loc in raw_sets))
 
 
-def _inside(loc: Location, col: int) -> Location:
+def inside(loc: Location, col: int) -> Location:
     """The location of column ``col`` (1-based) of the YAML string at ``loc``; a quoted string's
     text starts one column after its quote."""
     if not loc.line:

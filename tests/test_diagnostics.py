@@ -297,7 +297,7 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
       ("[F32_Default, F32_Default]", "[F32_Default, F32_Default, F32_Default]")],
      "s.yaml:1:1: error: op 'twice': 'elementwise' ops have exactly one output; this one has 2"),
     ("shape_axis_past_rank", [("shape: x,", "shape: '[x.shape[99]]',")],
-     "s.yaml:6:37: error: op 'twice': output 'out': 'x.shape[99]' indexes past any rank a tensor can have"),
+     "s.yaml:6:38: error: op 'twice': output 'out': 'x.shape[99]' indexes past any rank a tensor can have"),
     ("elementwise_reduce_shape", [("shape: x,", "shape: 'reduce(x, 0)',")],
      "s.yaml:6:5: error: op 'twice': output 'out': an 'elementwise' op's output takes a shape its inputs "
      "broadcast to ('x', 'broadcast(x, y)' or a dims list), not reduce()\n"
