@@ -16,31 +16,11 @@ from typing import Any
 
 from . import shapes as lang
 from .check import identifiers, indent_python
+from .literals import cpp_string
 from .model import ATTR_CPP, Attr, Body, BuildFlags, Input, Op, Output
 
 LINE_RESET = "//@@opgen-line-reset@@"
 """Marker the renderer replaces with ``#line N "generated file"`` after a spliced YAML body."""
-
-
-def cpp_string(text: str) -> str:
-    """A C++ string literal for ``text`` (UTF-8, every special character escaped)."""
-    out = ['"']
-    for byte in text.encode("utf-8"):
-        ch = chr(byte)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "?":
-            out.append("\\?")  # no trigraphs
-        elif 0x20 <= byte < 0x7F:
-            out.append(ch)
-        else:
-            out.append(f'\\{byte:03o}')
-    out.append('"')
-    return "".join(out)
 
 
 def py_string(text: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import jinja2
 
-from . import api, signatures
+from . import api, literals, signatures
 from .model import BuildFlags, Op
 from .resources import templates_dir
 
@@ -77,7 +77,7 @@ def environment() -> jinja2.Environment:
         bytecode_cache=_bytecode_cache(),
         **_OPTIONS,
     )
-    env.filters["to_cpp_string"] = api.cpp_string
+    env.filters["to_cpp_string"] = literals.cpp_string
     env.filters["tojson_py"] = lambda v: repr(tuple(v))
     env.filters["to_docstring"] = api.docstring_text
     env.filters["to_py_string"] = api.py_string
@@ -92,7 +92,7 @@ def _resolve_line_resets(text: str, path: str) -> str:
     lines = text.split("\n")
     for i, line in enumerate(lines):
         if line.strip() == api.LINE_RESET:
-            lines[i] = f"#line {i + 2} {api.cpp_string(path)}"
+            lines[i] = f"#line {i + 2} {literals.cpp_string(path)}"
     return "\n".join(lines)
 
 

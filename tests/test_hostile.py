@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from opgen import build
-from opgen.api import cpp_string
 from opgen.cli import main
+from opgen.literals import cpp_string
 from opgen.pipeline import load_ops
 from opgen.render import render_package
 

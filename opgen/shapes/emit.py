@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import assert_never
 
+from ..literals import cpp_string
 from .syntax import (
     Arith,
     AttrRef,
@@ -179,7 +180,7 @@ def to_cpp(node: Node, inputs: Mapping[str, str], attr: Callable[[str], str]) ->
                 return f"opgen::sym::Int{{{v}}}" if v > -(2**63) else "opgen::sym::Int{INT64_MIN}"
             if n.type is Type.FLOAT:
                 return repr(float(n.value))
-            return "std::string(" + _cpp_str(str(n.value)) + ")"
+            return "std::string(" + cpp_string(str(n.value)) + ")"
         if isinstance(n, AttrRef):
             if n.type is Type.INT:
                 return f"opgen::sym::Int{{static_cast<int64_t>({attr(n.name)})}}"
@@ -236,20 +237,6 @@ def to_cpp(node: Node, inputs: Mapping[str, str], attr: Callable[[str], str]) ->
         assert_never(n)
 
     return go(node)
-
-
-def _cpp_str(s: str) -> str:
-    out = ['"']
-    for ch in s:
-        o = ord(ch)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif 32 <= o < 127 and ch != "?":
-            out.append(ch)
-        else:
-            out.extend(f"\\x{b:02x}\"\"" for b in ch.encode())
-    out.append('"')
-    return "".join(out)
 
 
 # ----------------------------------------------------------------------------- words

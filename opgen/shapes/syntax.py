@@ -354,7 +354,7 @@ class _Parser:
     def want(self, node: Node, *types: Type, what: str) -> Node:
         if node.type not in types:
             if node.type is Type.TENSOR and Type.LIST in types:
-                return ShapeOf(node, node.col) if isinstance(node, TensorRef) else node
+                return _shape_of(node)
             names = " or ".join(t.value for t in types)
             hint: tuple[str, ...] = ()
             if node.type is Type.TENSOR:
@@ -436,11 +436,7 @@ class _Parser:
             return self.compare(node, col)
         if isinstance(node, ast.IfExp):
             test = self.want(self.go(node.test), Type.BOOL, what="the condition of 'if'")
-            a, b = self.go(node.body), self.go(node.orelse)
-            if a.type is Type.TENSOR:
-                a = ShapeOf(a, a.col) if isinstance(a, TensorRef) else a
-            if b.type is Type.TENSOR:
-                b = ShapeOf(b, b.col) if isinstance(b, TensorRef) else b
+            a, b = _shape_of(self.go(node.body)), _shape_of(self.go(node.orelse))
             if a.type != b.type or a.type not in (Type.INT, Type.LIST, Type.BOOL):
                 raise ShapeError(f"both branches of 'if' must be ints or both lists; got {a.type.value} and "
                                  f"{b.type.value}", col)
@@ -478,11 +474,7 @@ class _Parser:
         op = _ARITH.get(type(node.op))
         if op is None:
             raise ShapeError(f"operator '{ast.unparse(node)}' is not supported; use + - * // %", col)
-        left, right = self.go(node.left), self.go(node.right)
-        if left.type is Type.TENSOR:
-            left = ShapeOf(left, left.col) if isinstance(left, TensorRef) else left
-        if right.type is Type.TENSOR:
-            right = ShapeOf(right, right.col) if isinstance(right, TensorRef) else right
+        left, right = _shape_of(self.go(node.left)), _shape_of(self.go(node.right))
         if op == "+" and left.type is Type.LIST:
             return Arith(op, left, self.want(right, Type.LIST, what="what is added to a list"), col, Type.LIST)
         if op == "*" and Type.LIST in (left.type, right.type):
@@ -500,11 +492,7 @@ class _Parser:
         op = _CMP.get(type(node.ops[0]))
         if op is None:
             raise ShapeError("only == != < <= > >= comparisons are supported", col)
-        left, right = self.go(node.left), self.go(node.comparators[0])
-        if left.type is Type.TENSOR:
-            left = ShapeOf(left, left.col) if isinstance(left, TensorRef) else left
-        if right.type is Type.TENSOR:
-            right = ShapeOf(right, right.col) if isinstance(right, TensorRef) else right
+        left, right = _shape_of(self.go(node.left)), _shape_of(self.go(node.comparators[0]))
         numeric = (Type.INT, Type.FLOAT)
         if left.type in numeric and right.type in numeric:
             return Compare(op, left, right, col)
@@ -541,6 +529,11 @@ class _Parser:
             notes = tuple(n.message for n in did_you_mean(fname, known))
             raise ShapeError(f"unknown function '{fname}'; shape functions are: {', '.join(known)}", col, notes)
         return fn.parse(node, col, self)
+
+
+def _shape_of(node: Node) -> Node:
+    """An input where a list is meant stands for its shape (``x`` is ``x.shape``)."""
+    return ShapeOf(node, node.col) if isinstance(node, TensorRef) and node.type is Type.TENSOR else node
 
 
 def _op_col(node: ast.BinOp) -> int:
@@ -589,9 +582,7 @@ def parse_shape(text: str | list[object], scope: Scope) -> Node:
         ShapeError: see :func:`parse`; also an expression that is not a list, or that uses an
             optional input (which may be None).
     """
-    node = parse(text, scope)
-    if node.type is Type.TENSOR and isinstance(node, TensorRef):
-        node = ShapeOf(node, node.col)
+    node = _shape_of(parse(text, scope))
     if node.type is Type.TENSORS and isinstance(node, TensorRef):
         raise ShapeError(f"input '{node.name}' is dynamic (a list of tensors), not one shape; "
                          f"use concat({node.name}, axis)", node.col)
