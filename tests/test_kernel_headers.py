@@ -426,7 +426,10 @@ def test_building_blocks_match_double_loops(opt: str, drivers: Path, kernel_flag
     exe = drivers / f"blocks_test{opt}{'-k' if kernel_flags else ''}"
     subprocess.run([CXX, opt, *FLAGS, *cflags, str(CPP / "blocks_test.cc"), "-o", str(exe), *ldflags, "-ldl"],
                    check=True)
-    for threads in ("1", "2"):
+    # each vector copy of the loops (OPGEN_ISA caps the one this CPU would pick), on one thread
+    # and on the pool
+    for isa, threads in (("avx512", "1"), ("avx512", "2"), ("avx2", "2"), ("baseline", "2")):
         proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "OPGEN_NUM_THREADS": threads})
-        assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+                              env={**os.environ, "OPGEN_NUM_THREADS": threads, "OPGEN_ISA": isa})
+        assert proc.returncode == 0 and proc.stdout.strip() == "ok", f"OPGEN_ISA={isa}: {proc.stdout}{proc.stderr}"
+

@@ -29,7 +29,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   using C = opgen::compute_t<x_t>;
   const C k = C(0.7978845608028654), c = C(0.044715);  // sqrt(2 / pi)
   if (approximate == "tanh") {
-    opgen::map(out, [&](C v) -> C { return C(0.5) * v * (C(1) + std::tanh(k * (v + c * v * v * v))); }, x);
+    opgen::map(out, [&](C v) -> C { return C(0.5) * v * (C(1) + opgen::math::tanh(k * (v + c * v * v * v))); }, x);
   } else {
     opgen::map(out, [&](C v) -> C { return C(0.5) * v * (C(1) + std::erf(v * C(0.7071067811865476))); }, x);
   }
@@ -50,7 +50,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const C k = C(0.7978845608028654), c = C(0.044715);
   if (approximate == "tanh") {
     opgen::map(dx, [&](C v, C g) -> C {
-      const C t = std::tanh(k * (v + c * v * v * v));
+      const C t = opgen::math::tanh(k * (v + c * v * v * v));
       return g * (C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * k * (C(1) + C(3) * c * v * v));
     }, x, dout);
   } else {

@@ -9,7 +9,7 @@
 //    parallel;
 //  - inner > 1 (reduce a leading or middle axis): n passes over rows of `inner` accumulators,
 //    the loop over the accumulators vectorised, blocks of columns in parallel.
-// Both run their loops in the AVX2+FMA copy on CPUs that have it (detail::dispatch_isa).
+// Both run their loops in the AVX-512 or AVX2+FMA copy on CPUs that have them (detail::dispatch_isa).
 // Float sums accumulate in double (a float row sum is summed in float by blocks of
 // kSumBlock, the block sums in double): a sum over millions of floats keeps its digits.
 // Axes that do not form one run (axes 0 and 2 of a 3-d input) fall back to a serial loop.
