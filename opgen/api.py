@@ -518,6 +518,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         "output_shapes_py": output_shapes_py(op),
         "has_contracts": bool(op.requires),
         "py_params": ", ".join(py_params),
+        "call_args": ", ".join(in_names + [f"{a}={a}" for a in attr_names]),  # a call forwarding py_params
         "attr_key": attr_key(attrs),
         "attr_same": attr_same(op.name, attrs),
         "primitive_params": "".join(p + ", " for p in attr_params),

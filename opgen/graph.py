@@ -7,11 +7,12 @@ level (no imports inside functions) and use only graph-safe Python. Kept apart f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mindspore import Tensor, ops
 from mindspore.common import dtype as mstype
+from mindspore.graph._parse.resources import convert_object_map as _convert_object_map
 from mindspore.graph.api import _pynative_executor
 
 
@@ -43,6 +44,20 @@ def pynative_only(op: str, package: str, inputs: Any = ()) -> None:
         raise RuntimeError(f"{op}(): the Function<T> path ({package}.function) runs only in PyNative; inside a "
                            f"GRAPH_MODE Cell or ms.jit its gradients would be zero. Call {package}.{op} (the "
                            "Custom path) there")
+
+
+def refuse_in_graphs(substitutes: Mapping[Any, Any]) -> None:
+    """Make MindSpore's graph compiler see ``substitutes[f]`` wherever a graph calls ``f``.
+
+    The Function<T> path registers each op's wrapper and its pybind11 function with
+    ``_<op>_in_graph``, which checks the inputs and then calls :func:`pynative_only`: a
+    GRAPH_MODE Cell or ``ms.jit`` that calls the op directly, through an attribute, a list or a
+    helper function, gets the RuntimeError while it compiles, and PyNative calls pay nothing for
+    the test (about 0.2 us per call when each wrapper asked :func:`in_graph`). This is the table
+    MindSpore's parser consults for every name it resolves (``resolve_symbol``) and for builtin
+    functions (``convert_object_map`` of ``mindspore.graph._parse.resources``, MindSpore 2.10),
+    where MindSpore maps Python builtins to graph implementations."""
+    _convert_object_map.update(substitutes)
 
 
 def launch_blocking(op: str, out: Any) -> Any:
@@ -94,6 +109,8 @@ def tensor_input(op: str, name: str, value: Any) -> Any:
     if not isinstance(value, Tensor):
         raise TypeError(f"{op}(): input '{name}' must be a Tensor, got {type(value).__name__}")
     return value
+
+
 
 
 def tensor_list_input(op: str, name: str, value: Any) -> Any:

@@ -128,10 +128,13 @@ def _graph_cell(op: Any, form: str, other: Any = None) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.op = op
+            self.in_list = [op]
 
         def construct(self, t):  # type: ignore[no-untyped-def]
             if form == "pair":
                 return self.op(t, other)
+            if form == "pair_from_list":  # reached through a list: the wrapper's own body is compiled
+                return self.in_list[0](t, other)
             if form == "list":
                 return self.op([t, other])
             if form == "gather":
@@ -310,6 +313,9 @@ def _cases() -> list[Case]:
     add("graph_concat_numpy_item", lambda P: _graph_cell(P.concat, "list", a23)(_t(a23)),
         ("TypeError", ["concat()", "got ndarray"]))
     add("graph_mul_valid", lambda P: _eq(_graph_cell(P.mul, "pair", _t(a23))(_t(a23)), a23 * a23),
+        graph("answer"))
+
+    add("graph_mul_valid_from_list", lambda P: _eq(_graph_cell(P.mul, "pair_from_list", _t(a23))(_t(a23)), a23 * a23),
         graph("answer"))
 
     def graph_grad(P: Any) -> None:
