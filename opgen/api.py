@@ -251,6 +251,30 @@ def attr_same(op: str, attrs: Sequence[Attr]) -> str:
     return " and ".join(f"{a.name} is _{op.upper()}_LAST[{i}]" for i, a in enumerate(attrs))
 
 
+def grad_is_dout(op: Op) -> frozenset[str]:
+    """Inputs whose gradient is the incoming gradient itself: an ``elementwise:`` op with one
+    output whose ``grad`` of the input is exactly ``dout`` (add's x and y, sub's x). Where such
+    an input has the output's shape and dtype, the Function<T> path's Backward returns ``dout``
+    itself, as MindSpore's own bprops of add and sub do, instead of copying it into a new
+    tensor; a broadcast input still sums ``dout`` down to its shape in the kernel."""
+    if op.elementwise is None or len(op.outputs) != 1:
+        return frozenset()
+    dout = "d" + op.outputs[0].name
+    return frozenset(name for name, expr, _ in op.elementwise.grads
+                     if expr.names == (dout,) and expr.text.strip() == dout)
+
+
+def bprop_returns_dout(op: Op) -> bool:
+    """Whether the Custom path's bprop may return ``dout`` itself for every input: each input is
+    required and differentiable with gradient exactly ``dout`` (:func:`grad_is_dout`), and every
+    dtype_format row gives the inputs the output's dtype. The bprop then skips the backward
+    kernel when the inputs have the output's (static) shape."""
+    same = grad_is_dout(op)
+    n = len(op.inputs)
+    return (bool(op.inputs) and all(x.kind == "required" and x.differentiable and x.name in same for x in op.inputs)
+            and all(r.dtype(i) == r.dtype(n) for r in op.rows for i in range(n)))
+
+
 def can_fail(op: Op) -> bool:
     """Whether the op's kernel may raise an error the Python wrapper cannot check before launch
     (data-dependent: an index out of range, an integer division by zero), so that its Custom
@@ -475,6 +499,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
                 "in_view": view_type(x.name, "In"),
                 "out_view": view_type(x.name, "Out"),
                 "tensor_index": fixed.index(x.name) if x.kind != "dynamic" else len(fixed),
+                "grad_is_dout": x.kind == "required" and x.name in grad_is_dout(op),
             }
             for i, x in enumerate(inputs)
         ],
@@ -557,6 +582,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         ],
         "has_backward": op.has_backward,
         "can_fail": can_fail(op),
+        "bprop_returns_dout": bprop_returns_dout(op),
         # a gradient reaches the inputs: some output is differentiable and the spec defines one
         "grad_flows": op.has_backward and any(o.differentiable for o in op.outputs),
         "saved": [{"name": s.name, "slot": s.slot, "condition": s.condition,

@@ -107,6 +107,10 @@ def _make_add(layout: Tuple[int, ...], dynamic: bool) -> Any:
     )
 
     def impl(flat, out, dout):  # type: ignore[no-untyped-def]
+        # every gradient is dout itself when no input broadcasts (static shapes: a constant in a
+        # graph), as MindSpore's own bprops return it: no kernel, no copies
+        if not dynamic and flat[0].shape == dout.shape and flat[1].shape == dout.shape:
+            return (dout, dout)
         grads = backward(*(flat + (out, dout)))
         return _graph.scatter_grads(flat, (grads,) if single_grad else grads, pick)
 
@@ -449,6 +453,10 @@ def _make_broadcast_to(layout: Tuple[int, ...], dynamic: bool, shape: Any) -> An
     )
 
     def impl(flat, out, dout):  # type: ignore[no-untyped-def]
+        # every gradient is dout itself when no input broadcasts (static shapes: a constant in a
+        # graph), as MindSpore's own bprops return it: no kernel, no copies
+        if not dynamic and flat[0].shape == dout.shape:
+            return (dout,)
         grads = backward(*(flat + (out, dout)))
         return _graph.scatter_grads(flat, (grads,) if single_grad else grads, pick)
 

@@ -98,30 +98,80 @@ class Add : public Function<Add> {
     const TensorPtr dout_h = opgen::ms::host(grad_outputs[0]);
     const opgen::Shape out_shape = opgen::Shape(dout_h->shape());
     TensorPtr dx = nullptr;
+    TensorPtr dx_is_dout = nullptr;  // the grad is dout itself (no copy)
     TensorPtr dy = nullptr;
+    TensorPtr dy_is_dout = nullptr;  // the grad is dout itself (no copy)
     try {
       switch (row) {
         case 0: {
-          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);
-          if (ctx->NeedsInputGrad(1)) dy = opgen::ms::empty(mindspore::kNumberTypeFloat32, y_shape);
+          if (ctx->NeedsInputGrad(0)) {
+            if (x_shape == opgen::Shape(dout_h->shape())) {
+              dx_is_dout = dout_h;  // dx = dout, same shape and dtype
+            } else {
+              dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);  // summed down to x's shape
+            }
+          }
+          if (ctx->NeedsInputGrad(1)) {
+            if (y_shape == opgen::Shape(dout_h->shape())) {
+              dy_is_dout = dout_h;  // dy = dout, same shape and dtype
+            } else {
+              dy = opgen::ms::empty(mindspore::kNumberTypeFloat32, y_shape);  // summed down to y's shape
+            }
+          }
           backward<float, float, float>(attrs, opgen::ms::shape_only<float>(x_shape), opgen::ms::shape_only<float>(y_shape), opgen::ms::shape_only<float>(out_shape), opgen::ms::in<float>(dout_h), opgen::ms::out<float>(dx), opgen::ms::out<float>(dy));
           break;
         }
         case 1: {
-          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);
-          if (ctx->NeedsInputGrad(1)) dy = opgen::ms::empty(mindspore::kNumberTypeFloat64, y_shape);
+          if (ctx->NeedsInputGrad(0)) {
+            if (x_shape == opgen::Shape(dout_h->shape())) {
+              dx_is_dout = dout_h;  // dx = dout, same shape and dtype
+            } else {
+              dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);  // summed down to x's shape
+            }
+          }
+          if (ctx->NeedsInputGrad(1)) {
+            if (y_shape == opgen::Shape(dout_h->shape())) {
+              dy_is_dout = dout_h;  // dy = dout, same shape and dtype
+            } else {
+              dy = opgen::ms::empty(mindspore::kNumberTypeFloat64, y_shape);  // summed down to y's shape
+            }
+          }
           backward<double, double, double>(attrs, opgen::ms::shape_only<double>(x_shape), opgen::ms::shape_only<double>(y_shape), opgen::ms::shape_only<double>(out_shape), opgen::ms::in<double>(dout_h), opgen::ms::out<double>(dx), opgen::ms::out<double>(dy));
           break;
         }
         case 2: {
-          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeInt32, x_shape);
-          if (ctx->NeedsInputGrad(1)) dy = opgen::ms::empty(mindspore::kNumberTypeInt32, y_shape);
+          if (ctx->NeedsInputGrad(0)) {
+            if (x_shape == opgen::Shape(dout_h->shape())) {
+              dx_is_dout = dout_h;  // dx = dout, same shape and dtype
+            } else {
+              dx = opgen::ms::empty(mindspore::kNumberTypeInt32, x_shape);  // summed down to x's shape
+            }
+          }
+          if (ctx->NeedsInputGrad(1)) {
+            if (y_shape == opgen::Shape(dout_h->shape())) {
+              dy_is_dout = dout_h;  // dy = dout, same shape and dtype
+            } else {
+              dy = opgen::ms::empty(mindspore::kNumberTypeInt32, y_shape);  // summed down to y's shape
+            }
+          }
           backward<int32_t, int32_t, int32_t>(attrs, opgen::ms::shape_only<int32_t>(x_shape), opgen::ms::shape_only<int32_t>(y_shape), opgen::ms::shape_only<int32_t>(out_shape), opgen::ms::in<int32_t>(dout_h), opgen::ms::out<int32_t>(dx), opgen::ms::out<int32_t>(dy));
           break;
         }
         case 3: {
-          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeInt64, x_shape);
-          if (ctx->NeedsInputGrad(1)) dy = opgen::ms::empty(mindspore::kNumberTypeInt64, y_shape);
+          if (ctx->NeedsInputGrad(0)) {
+            if (x_shape == opgen::Shape(dout_h->shape())) {
+              dx_is_dout = dout_h;  // dx = dout, same shape and dtype
+            } else {
+              dx = opgen::ms::empty(mindspore::kNumberTypeInt64, x_shape);  // summed down to x's shape
+            }
+          }
+          if (ctx->NeedsInputGrad(1)) {
+            if (y_shape == opgen::Shape(dout_h->shape())) {
+              dy_is_dout = dout_h;  // dy = dout, same shape and dtype
+            } else {
+              dy = opgen::ms::empty(mindspore::kNumberTypeInt64, y_shape);  // summed down to y's shape
+            }
+          }
           backward<int64_t, int64_t, int64_t>(attrs, opgen::ms::shape_only<int64_t>(x_shape), opgen::ms::shape_only<int64_t>(y_shape), opgen::ms::shape_only<int64_t>(out_shape), opgen::ms::in<int64_t>(dout_h), opgen::ms::out<int64_t>(dx), opgen::ms::out<int64_t>(dy));
           break;
         }
@@ -132,8 +182,8 @@ class Add : public Function<Add> {
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.
     TensorPtrList grads;
-    grads.push_back(dx);
-    grads.push_back(dy);
+    grads.push_back(dx != nullptr ? dx : dx_is_dout);
+    grads.push_back(dy != nullptr ? dy : dy_is_dout);
     return grads;
   }
 };

@@ -96,25 +96,50 @@ class BroadcastTo : public Function<BroadcastTo> {
     const TensorPtr dout_h = opgen::ms::host(grad_outputs[0]);
     const opgen::Shape out_shape = opgen::Shape(dout_h->shape());
     TensorPtr dx = nullptr;
+    TensorPtr dx_is_dout = nullptr;  // the grad is dout itself (no copy)
     try {
       switch (row) {
         case 0: {
-          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);
+          if (ctx->NeedsInputGrad(0)) {
+            if (x_shape == opgen::Shape(dout_h->shape())) {
+              dx_is_dout = dout_h;  // dx = dout, same shape and dtype
+            } else {
+              dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);  // summed down to x's shape
+            }
+          }
           backward<float, float>(attrs, opgen::ms::shape_only<float>(x_shape), opgen::ms::shape_only<float>(out_shape), opgen::ms::in<float>(dout_h), opgen::ms::out<float>(dx));
           break;
         }
         case 1: {
-          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);
+          if (ctx->NeedsInputGrad(0)) {
+            if (x_shape == opgen::Shape(dout_h->shape())) {
+              dx_is_dout = dout_h;  // dx = dout, same shape and dtype
+            } else {
+              dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);  // summed down to x's shape
+            }
+          }
           backward<double, double>(attrs, opgen::ms::shape_only<double>(x_shape), opgen::ms::shape_only<double>(out_shape), opgen::ms::in<double>(dout_h), opgen::ms::out<double>(dx));
           break;
         }
         case 2: {
-          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeInt32, x_shape);
+          if (ctx->NeedsInputGrad(0)) {
+            if (x_shape == opgen::Shape(dout_h->shape())) {
+              dx_is_dout = dout_h;  // dx = dout, same shape and dtype
+            } else {
+              dx = opgen::ms::empty(mindspore::kNumberTypeInt32, x_shape);  // summed down to x's shape
+            }
+          }
           backward<int32_t, int32_t>(attrs, opgen::ms::shape_only<int32_t>(x_shape), opgen::ms::shape_only<int32_t>(out_shape), opgen::ms::in<int32_t>(dout_h), opgen::ms::out<int32_t>(dx));
           break;
         }
         case 3: {
-          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeInt64, x_shape);
+          if (ctx->NeedsInputGrad(0)) {
+            if (x_shape == opgen::Shape(dout_h->shape())) {
+              dx_is_dout = dout_h;  // dx = dout, same shape and dtype
+            } else {
+              dx = opgen::ms::empty(mindspore::kNumberTypeInt64, x_shape);  // summed down to x's shape
+            }
+          }
           backward<int64_t, int64_t>(attrs, opgen::ms::shape_only<int64_t>(x_shape), opgen::ms::shape_only<int64_t>(out_shape), opgen::ms::in<int64_t>(dout_h), opgen::ms::out<int64_t>(dx));
           break;
         }
@@ -125,7 +150,7 @@ class BroadcastTo : public Function<BroadcastTo> {
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.
     TensorPtrList grads;
-    grads.push_back(dx);
+    grads.push_back(dx != nullptr ? dx : dx_is_dout);
     grads.push_back(nullptr);
     return grads;
   }

@@ -84,17 +84,30 @@ class Sub : public Function<Sub> {
     const TensorPtr dout_h = opgen::ms::host(grad_outputs[0]);
     const opgen::Shape out_shape = opgen::Shape(dout_h->shape());
     TensorPtr dx = nullptr;
+    TensorPtr dx_is_dout = nullptr;  // the grad is dout itself (no copy)
     TensorPtr dy = nullptr;
     try {
       switch (row) {
         case 0: {
-          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);
+          if (ctx->NeedsInputGrad(0)) {
+            if (x_shape == opgen::Shape(dout_h->shape())) {
+              dx_is_dout = dout_h;  // dx = dout, same shape and dtype
+            } else {
+              dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);  // summed down to x's shape
+            }
+          }
           if (ctx->NeedsInputGrad(1)) dy = opgen::ms::empty(mindspore::kNumberTypeFloat32, y_shape);
           backward<float, float, float>(attrs, opgen::ms::shape_only<float>(x_shape), opgen::ms::shape_only<float>(y_shape), opgen::ms::shape_only<float>(out_shape), opgen::ms::in<float>(dout_h), opgen::ms::out<float>(dx), opgen::ms::out<float>(dy));
           break;
         }
         case 1: {
-          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);
+          if (ctx->NeedsInputGrad(0)) {
+            if (x_shape == opgen::Shape(dout_h->shape())) {
+              dx_is_dout = dout_h;  // dx = dout, same shape and dtype
+            } else {
+              dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);  // summed down to x's shape
+            }
+          }
           if (ctx->NeedsInputGrad(1)) dy = opgen::ms::empty(mindspore::kNumberTypeFloat64, y_shape);
           backward<double, double, double>(attrs, opgen::ms::shape_only<double>(x_shape), opgen::ms::shape_only<double>(y_shape), opgen::ms::shape_only<double>(out_shape), opgen::ms::in<double>(dout_h), opgen::ms::out<double>(dx), opgen::ms::out<double>(dy));
           break;
@@ -106,7 +119,7 @@ class Sub : public Function<Sub> {
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.
     TensorPtrList grads;
-    grads.push_back(dx);
+    grads.push_back(dx != nullptr ? dx : dx_is_dout);
     grads.push_back(dy);
     return grads;
   }
