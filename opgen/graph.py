@@ -46,17 +46,24 @@ def pynative_only(op: str, package: str, inputs: Any = ()) -> None:
                            "Custom path) there")
 
 
-def refuse_in_graphs(substitutes: Mapping[Any, Any]) -> None:
+def substitute_in_graphs(substitutes: Mapping[Any, Any]) -> None:
     """Make MindSpore's graph compiler see ``substitutes[f]`` wherever a graph calls ``f``.
 
-    The Function<T> path registers each op's wrapper and its pybind11 function with
-    ``_<op>_in_graph``, which checks the inputs and then calls :func:`pynative_only`: a
-    GRAPH_MODE Cell or ``ms.jit`` that calls the op directly, through an attribute, a list or a
-    helper function, gets the RuntimeError while it compiles, and PyNative calls pay nothing for
-    the test (about 0.2 us per call when each wrapper asked :func:`in_graph`). This is the table
-    MindSpore's parser consults for every name it resolves (``resolve_symbol``) and for builtin
-    functions (``convert_object_map`` of ``mindspore.graph._parse.resources``, MindSpore 2.10),
-    where MindSpore maps Python builtins to graph implementations."""
+    This is the table MindSpore's parser consults for every name it resolves
+    (``resolve_symbol``) and for builtin functions: ``convert_object_map`` of
+    ``mindspore.graph._parse.resources`` (MindSpore 2.10), where MindSpore maps Python builtins
+    to graph implementations. Generated code uses it twice, so that PyNative calls pay nothing
+    for what only a graph needs:
+
+    - the Function<T> path registers each op's wrapper and its pybind11 function with
+      ``_<op>_checked``, which checks the inputs and then calls :func:`pynative_only`: a
+      GRAPH_MODE Cell or ``ms.jit`` that calls the op directly, through an attribute, a list or
+      a helper function, gets the RuntimeError while it compiles (a per-call :func:`in_graph`
+      test cost about 0.2 us);
+    - the Custom path registers each op's ``_<op>_checked`` (the plain function that picks the
+      primitive) with its ``ops.constexpr`` twin, which a graph needs to resolve it while
+      compiling, and a PyNative call need not go through (about 1.5 us per call).
+    """
     _convert_object_map.update(substitutes)
 
 
@@ -64,17 +71,22 @@ def launch_blocking(op: str, out: Any) -> Any:
     """``out`` once the kernels launched so far have run (PyNative), so that a kernel error of
     ``op`` (an index out of range...) is raised by the call that caused it, as ``ValueError`` with
     the kernel's own message, like the Function<T> path; not at some later, unrelated call.
-    In a graph it returns ``out`` as is: MindSpore raises the error from the graph run, with the
-    kernel's message in it."""
-    if in_graph():
-        return out
+    A graph sees :func:`_launch_blocking_in_graph` instead (registered below), which returns
+    ``out`` as is: MindSpore raises the error from the graph run, with the kernel's message in
+    it."""
     _sync()
+    return out
+
+
+def _launch_blocking_in_graph(op: str, out: Any) -> Any:
+    """:func:`launch_blocking` inside a graph: ``out`` (graphs run their kernels in order)."""
     return out
 
 
 def _sync() -> None:
     """Wait for the kernels launched so far (PyNative); a kernel error becomes ValueError(its
-    message).  Not graph-mode safe (``try``): only called where :func:`in_graph` is False."""
+    message).  Not graph-mode safe (``try``): only :func:`launch_blocking` calls it, which graphs
+    do not see."""
     try:
         _pynative_executor.sync()
     except RuntimeError as exc:
@@ -284,3 +296,6 @@ def _b16(f: Any) -> Any:
 
 
 _BPROPS = (_b1, _b2, _b3, _b4, _b5, _b6, _b7, _b8, _b9, _b10, _b11, _b12, _b13, _b14, _b15, _b16)
+
+
+substitute_in_graphs({launch_blocking: _launch_blocking_in_graph})

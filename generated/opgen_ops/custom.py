@@ -12,8 +12,8 @@ contracts once the real shapes are known. This path works in GRAPH_MODE, inside 
 ``nn.Cell`` networks and in PyNative: call the op functions (``add(...)``) anywhere.
 
 Primitives are created per attr values and per *layout* (how many tensors each optional or
-dynamic input brings), once, through ``ops.constexpr`` so that GRAPH_MODE resolves them while
-compiling. Input dtypes are checked against the dtype_format rows first (``TypeError``):
+dynamic input brings), once; GRAPH_MODE resolves them while compiling (through ``ops.constexpr``, which the graph
+compiler sees in place of ``_<op>_checked``). Input dtypes are checked against the dtype_format rows first (``TypeError``):
 MindSpore would otherwise cast silently to some row. The kernels live in one shared library
 built from ``csrc/*_aot.cc`` (see ``opgen build``).
 """
@@ -75,12 +75,12 @@ def _make_add(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x, y):  # type: ignore[no-untyped-def]
         return _rt.broadcast_shape(_rt.ints(x), _rt.ints(y))
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x, y):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0, 1))  # flat inputs that get a gradient
@@ -179,6 +179,8 @@ def _add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _add_resolve = ops.constexpr(_add_checked)
 
 
@@ -202,7 +204,7 @@ def add(x, y) -> Any:
     y = _graph.tensor_input("add", "y", y)
     flat = (x,) + (y,)
     layout = (1, 1)
-    prim = _add_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _add_checked(layout, (x.dtype, y.dtype), (x.shape, y.shape))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("add", prim(*flat))
     return prim(*flat)
@@ -251,12 +253,12 @@ def _make_avg_pool2d(layout: Tuple[int, ...], dynamic: bool, kernel: Any, stride
         ("stride",) + _rt.encode_attr("list[int]", stride),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return (_rt.ints(x)[:2] + [_rt.add(_rt.floordiv(_rt.sub(_rt.at(_rt.ints(x), 2), _rt.at(_rt.ints(kernel), 0)), _rt.at(_rt.ints(stride), 0)), 1), _rt.add(_rt.floordiv(_rt.sub(_rt.at(_rt.ints(x), 3), _rt.at(_rt.ints(kernel), 1)), _rt.at(_rt.ints(stride), 1)), 1)])
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -351,6 +353,8 @@ def _avg_pool2d_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _avg_pool2d_resolve = ops.constexpr(_avg_pool2d_checked)
 
 
@@ -375,7 +379,7 @@ def avg_pool2d(x, kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2)
     x = _graph.tensor_input("avg_pool2d", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _avg_pool2d_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), kernel, stride)
+    prim = _avg_pool2d_checked(layout, (x.dtype,), (x.shape,), kernel, stride)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("avg_pool2d", prim(*flat))
     return prim(*flat)
@@ -421,12 +425,12 @@ def _make_broadcast_to(layout: Tuple[int, ...], dynamic: bool, shape: Any) -> An
         ("shape",) + _rt.encode_attr("list[int]", shape),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.ints(shape)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -525,6 +529,8 @@ def _broadcast_to_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shap
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _broadcast_to_resolve = ops.constexpr(_broadcast_to_checked)
 
 
@@ -548,7 +554,7 @@ def broadcast_to(x, shape: Sequence[int]) -> Any:
     x = _graph.tensor_input("broadcast_to", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _broadcast_to_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), shape)
+    prim = _broadcast_to_checked(layout, (x.dtype,), (x.shape,), shape)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("broadcast_to", prim(*flat))
     return prim(*flat)
@@ -589,12 +595,12 @@ def _make_clip(layout: Tuple[int, ...], dynamic: bool, min: Any, max: Any) -> An
         ("max",) + _rt.encode_attr("float", max),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.ints(x)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -689,6 +695,8 @@ def _clip_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _clip_resolve = ops.constexpr(_clip_checked)
 
 
@@ -714,7 +722,7 @@ def clip(x, min: float, max: float) -> Any:
     x = _graph.tensor_input("clip", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _clip_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), min, max)
+    prim = _clip_checked(layout, (x.dtype,), (x.shape,), min, max)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("clip", prim(*flat))
     return prim(*flat)
@@ -859,6 +867,8 @@ def _concat_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _concat_resolve = ops.constexpr(_concat_checked)
 
 
@@ -880,7 +890,7 @@ def concat(xs, axis: int = 0) -> Any:
     xs = _graph.tensor_list_input("concat", "xs", xs)
     flat = tuple(xs)
     layout = (len(xs),)
-    prim = _concat_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis)
+    prim = _concat_checked(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("concat", prim(*flat))
     return prim(*flat)
@@ -922,12 +932,12 @@ def _make_cumsum(layout: Tuple[int, ...], dynamic: bool, axis: Any, exclusive: A
         ("reverse",) + _rt.encode_attr("bool", reverse),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.ints(x)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -1022,6 +1032,8 @@ def _cumsum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _cumsum_resolve = ops.constexpr(_cumsum_checked)
 
 
@@ -1049,7 +1061,7 @@ def cumsum(x, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> 
     x = _graph.tensor_input("cumsum", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _cumsum_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis, exclusive, reverse)
+    prim = _cumsum_checked(layout, (x.dtype,), (x.shape,), axis, exclusive, reverse)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("cumsum", prim(*flat))
     return prim(*flat)
@@ -1088,12 +1100,12 @@ def _make_div(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x, y):  # type: ignore[no-untyped-def]
         return _rt.broadcast_shape(_rt.ints(x), _rt.ints(y))
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x, y):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0, 1))  # flat inputs that get a gradient
@@ -1188,6 +1200,8 @@ def _div_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _div_resolve = ops.constexpr(_div_checked)
 
 
@@ -1212,7 +1226,7 @@ def div(x, y) -> Any:
     y = _graph.tensor_input("div", "y", y)
     flat = (x,) + (y,)
     layout = (1, 1)
-    prim = _div_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _div_checked(layout, (x.dtype, y.dtype), (x.shape, y.shape))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("div", prim(*flat))
     return prim(*flat)
@@ -1253,12 +1267,12 @@ def _make_dropout(layout: Tuple[int, ...], dynamic: bool, keep_prob: Any, seed: 
         ("seed",) + _rt.encode_attr("int", seed),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return (_rt.ints(x), _rt.ints(x),)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return (x, ms.bool_, )
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -1353,6 +1367,8 @@ def _dropout_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: T
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _dropout_resolve = ops.constexpr(_dropout_checked)
 
 
@@ -1382,7 +1398,7 @@ def dropout(x, keep_prob: float = 0.5, seed: int = 0) -> Any:
     x = _graph.tensor_input("dropout", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _dropout_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), keep_prob, seed)
+    prim = _dropout_checked(layout, (x.dtype,), (x.shape,), keep_prob, seed)
     return _graph.launch_blocking("dropout", prim(*flat))  # its kernel may raise: report it here
 
 
@@ -1419,12 +1435,12 @@ def _make_exp(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.ints(x)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -1519,6 +1535,8 @@ def _exp_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _exp_resolve = ops.constexpr(_exp_checked)
 
 
@@ -1539,7 +1557,7 @@ def exp(x) -> Any:
     x = _graph.tensor_input("exp", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _exp_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _exp_checked(layout, (x.dtype,), (x.shape,))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("exp", prim(*flat))
     return prim(*flat)
@@ -1579,12 +1597,12 @@ def _make_gather(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
         ("axis",) + _rt.encode_attr("int", axis),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, indices, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x, indices):  # type: ignore[no-untyped-def]
         return _rt.gather_shape(_rt.ints(x), _rt.ints(indices), axis)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, indices, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x, indices):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -1679,6 +1697,8 @@ def _gather_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _gather_resolve = ops.constexpr(_gather_checked)
 
 
@@ -1706,7 +1726,7 @@ def gather(x, indices, axis: int = 0) -> Any:
     indices = _graph.tensor_input("gather", "indices", indices)
     flat = (x,) + (indices,)
     layout = (1, 1)
-    prim = _gather_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis)
+    prim = _gather_checked(layout, (x.dtype, indices.dtype), (x.shape, indices.shape), axis)
     return _graph.launch_blocking("gather", prim(*flat))  # its kernel may raise: report it here
 
 
@@ -1744,12 +1764,12 @@ def _make_gelu(layout: Tuple[int, ...], dynamic: bool, approximate: Any) -> Any:
         ("approximate",) + _rt.encode_attr("str", approximate),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.ints(x)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -1844,6 +1864,8 @@ def _gelu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _gelu_resolve = ops.constexpr(_gelu_checked)
 
 
@@ -1867,7 +1889,7 @@ def gelu(x, approximate: str = 'none') -> Any:
     x = _graph.tensor_input("gelu", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _gelu_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), approximate)
+    prim = _gelu_checked(layout, (x.dtype,), (x.shape,), approximate)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("gelu", prim(*flat))
     return prim(*flat)
@@ -2008,6 +2030,8 @@ def _layer_norm_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _layer_norm_resolve = ops.constexpr(_layer_norm_checked)
 
 
@@ -2037,7 +2061,7 @@ def layer_norm(x, gamma = None, beta = None, eps: float = 1e-05) -> Any:
         beta = _graph.tensor_input("layer_norm", "beta", beta)
     flat = (x,) + (() if gamma is None else (gamma,)) + (() if beta is None else (beta,))
     layout = (1, 0 if gamma is None else 1, 0 if beta is None else 1)
-    prim = _layer_norm_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), eps)
+    prim = _layer_norm_checked(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), eps)
     return _graph.launch_blocking("layer_norm", prim(*flat))  # its kernel may raise: report it here
 
 
@@ -2075,12 +2099,12 @@ def _make_leaky_relu(layout: Tuple[int, ...], dynamic: bool, alpha: Any) -> Any:
         ("alpha",) + _rt.encode_attr("float", alpha),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.ints(x)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -2175,6 +2199,8 @@ def _leaky_relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _leaky_relu_resolve = ops.constexpr(_leaky_relu_checked)
 
 
@@ -2198,7 +2224,7 @@ def leaky_relu(x, alpha: float = 0.01) -> Any:
     x = _graph.tensor_input("leaky_relu", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _leaky_relu_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), alpha)
+    prim = _leaky_relu_checked(layout, (x.dtype,), (x.shape,), alpha)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("leaky_relu", prim(*flat))
     return prim(*flat)
@@ -2237,12 +2263,12 @@ def _make_log(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.ints(x)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -2337,6 +2363,8 @@ def _log_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _log_resolve = ops.constexpr(_log_checked)
 
 
@@ -2358,7 +2386,7 @@ def log(x) -> Any:
     x = _graph.tensor_input("log", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _log_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _log_checked(layout, (x.dtype,), (x.shape,))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("log", prim(*flat))
     return prim(*flat)
@@ -2398,12 +2426,12 @@ def _make_log_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
         ("axis",) + _rt.encode_attr("int", axis),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.ints(x)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -2498,6 +2526,8 @@ def _log_softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shape
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _log_softmax_resolve = ops.constexpr(_log_softmax_checked)
 
 
@@ -2521,7 +2551,7 @@ def log_softmax(x, axis: int = -1) -> Any:
     x = _graph.tensor_input("log_softmax", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _log_softmax_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis)
+    prim = _log_softmax_checked(layout, (x.dtype,), (x.shape,), axis)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("log_softmax", prim(*flat))
     return prim(*flat)
@@ -2562,12 +2592,12 @@ def _make_matmul(layout: Tuple[int, ...], dynamic: bool, transpose_a: Any, trans
         ("transpose_b",) + _rt.encode_attr("bool", transpose_b),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        a, b, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(a, b):  # type: ignore[no-untyped-def]
         return _rt.matmul_shape(_rt.ints(a), _rt.ints(b), transpose_a, transpose_b)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        a, b, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(a, b):  # type: ignore[no-untyped-def]
         return a
 
     grad_of = _rt.flat_positions(layout, (0, 1))  # flat inputs that get a gradient
@@ -2662,6 +2692,8 @@ def _matmul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _matmul_resolve = ops.constexpr(_matmul_checked)
 
 
@@ -2687,7 +2719,7 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
     b = _graph.tensor_input("matmul", "b", b)
     flat = (a,) + (b,)
     layout = (1, 1)
-    prim = _matmul_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), transpose_a, transpose_b)
+    prim = _matmul_checked(layout, (a.dtype, b.dtype), (a.shape, b.shape), transpose_a, transpose_b)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("matmul", prim(*flat))
     return prim(*flat)
@@ -2726,12 +2758,12 @@ def _make_maximum(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x, y):  # type: ignore[no-untyped-def]
         return _rt.broadcast_shape(_rt.ints(x), _rt.ints(y))
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x, y):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0, 1))  # flat inputs that get a gradient
@@ -2826,6 +2858,8 @@ def _maximum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: T
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _maximum_resolve = ops.constexpr(_maximum_checked)
 
 
@@ -2851,7 +2885,7 @@ def maximum(x, y) -> Any:
     y = _graph.tensor_input("maximum", "y", y)
     flat = (x,) + (y,)
     layout = (1, 1)
-    prim = _maximum_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _maximum_checked(layout, (x.dtype, y.dtype), (x.shape, y.shape))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("maximum", prim(*flat))
     return prim(*flat)
@@ -2890,12 +2924,12 @@ def _make_mul(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x, y):  # type: ignore[no-untyped-def]
         return _rt.broadcast_shape(_rt.ints(x), _rt.ints(y))
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x, y):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0, 1))  # flat inputs that get a gradient
@@ -2990,6 +3024,8 @@ def _mul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _mul_resolve = ops.constexpr(_mul_checked)
 
 
@@ -3013,7 +3049,7 @@ def mul(x, y) -> Any:
     y = _graph.tensor_input("mul", "y", y)
     flat = (x,) + (y,)
     layout = (1, 1)
-    prim = _mul_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _mul_checked(layout, (x.dtype, y.dtype), (x.shape, y.shape))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("mul", prim(*flat))
     return prim(*flat)
@@ -3052,12 +3088,12 @@ def _make_pow(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x, y):  # type: ignore[no-untyped-def]
         return _rt.broadcast_shape(_rt.ints(x), _rt.ints(y))
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x, y):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0, 1))  # flat inputs that get a gradient
@@ -3152,6 +3188,8 @@ def _pow_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _pow_resolve = ops.constexpr(_pow_checked)
 
 
@@ -3176,7 +3214,7 @@ def pow(x, y) -> Any:
     y = _graph.tensor_input("pow", "y", y)
     flat = (x,) + (y,)
     layout = (1, 1)
-    prim = _pow_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _pow_checked(layout, (x.dtype, y.dtype), (x.shape, y.shape))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("pow", prim(*flat))
     return prim(*flat)
@@ -3217,12 +3255,12 @@ def _make_reduce_max(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dim
         ("keep_dims",) + _rt.encode_attr("bool", keep_dims),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.reduce_shape(_rt.ints(x), _rt.ints(axis), keep_dims)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -3317,6 +3355,8 @@ def _reduce_max_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _reduce_max_resolve = ops.constexpr(_reduce_max_checked)
 
 
@@ -3343,7 +3383,7 @@ def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     x = _graph.tensor_input("reduce_max", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _reduce_max_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis, keep_dims)
+    prim = _reduce_max_checked(layout, (x.dtype,), (x.shape,), axis, keep_dims)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("reduce_max", prim(*flat))
     return prim(*flat)
@@ -3384,12 +3424,12 @@ def _make_reduce_mean(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_di
         ("keep_dims",) + _rt.encode_attr("bool", keep_dims),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.reduce_shape(_rt.ints(x), _rt.ints(axis), keep_dims)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -3484,6 +3524,8 @@ def _reduce_mean_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shape
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _reduce_mean_resolve = ops.constexpr(_reduce_mean_checked)
 
 
@@ -3507,7 +3549,7 @@ def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     x = _graph.tensor_input("reduce_mean", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _reduce_mean_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis, keep_dims)
+    prim = _reduce_mean_checked(layout, (x.dtype,), (x.shape,), axis, keep_dims)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("reduce_mean", prim(*flat))
     return prim(*flat)
@@ -3548,12 +3590,12 @@ def _make_reduce_sum(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dim
         ("keep_dims",) + _rt.encode_attr("bool", keep_dims),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.reduce_shape(_rt.ints(x), _rt.ints(axis), keep_dims)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -3648,6 +3690,8 @@ def _reduce_sum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _reduce_sum_resolve = ops.constexpr(_reduce_sum_checked)
 
 
@@ -3671,7 +3715,7 @@ def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     x = _graph.tensor_input("reduce_sum", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _reduce_sum_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis, keep_dims)
+    prim = _reduce_sum_checked(layout, (x.dtype,), (x.shape,), axis, keep_dims)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("reduce_sum", prim(*flat))
     return prim(*flat)
@@ -3710,12 +3754,12 @@ def _make_relu(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.ints(x)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -3810,6 +3854,8 @@ def _relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _relu_resolve = ops.constexpr(_relu_checked)
 
 
@@ -3831,7 +3877,7 @@ def relu(x) -> Any:
     x = _graph.tensor_input("relu", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _relu_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _relu_checked(layout, (x.dtype,), (x.shape,))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("relu", prim(*flat))
     return prim(*flat)
@@ -3875,12 +3921,12 @@ def _make_rms_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
         ("eps",) + _rt.encode_attr("float", eps),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, weight, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x, weight):  # type: ignore[no-untyped-def]
         return _rt.ints(x)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, weight, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x, weight):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0, 1))  # flat inputs that get a gradient
@@ -3975,6 +4021,8 @@ def _rms_norm_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: 
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _rms_norm_resolve = ops.constexpr(_rms_norm_checked)
 
 
@@ -3999,7 +4047,7 @@ def rms_norm(x, weight, eps: float = 1e-06) -> Any:
     weight = _graph.tensor_input("rms_norm", "weight", weight)
     flat = (x,) + (weight,)
     layout = (1, 1)
-    prim = _rms_norm_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), eps)
+    prim = _rms_norm_checked(layout, (x.dtype, weight.dtype), (x.shape, weight.shape), eps)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("rms_norm", prim(*flat))
     return prim(*flat)
@@ -4038,12 +4086,12 @@ def _make_rsqrt(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.ints(x)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -4138,6 +4186,8 @@ def _rsqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tup
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _rsqrt_resolve = ops.constexpr(_rsqrt_checked)
 
 
@@ -4159,7 +4209,7 @@ def rsqrt(x) -> Any:
     x = _graph.tensor_input("rsqrt", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _rsqrt_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _rsqrt_checked(layout, (x.dtype,), (x.shape,))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("rsqrt", prim(*flat))
     return prim(*flat)
@@ -4200,12 +4250,12 @@ def _make_scale_add(layout: Tuple[int, ...], dynamic: bool, scale: Any, paddings
         ("paddings",) + _rt.encode_attr("list[float]", paddings),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x, y):  # type: ignore[no-untyped-def]
         return _rt.broadcast_shape(_rt.ints(x), _rt.ints(y))
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x, y):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0, 1))  # flat inputs that get a gradient
@@ -4300,6 +4350,8 @@ def _scale_add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes:
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _scale_add_resolve = ops.constexpr(_scale_add_checked)
 
 
@@ -4327,7 +4379,7 @@ def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> A
     y = _graph.tensor_input("scale_add", "y", y)
     flat = (x,) + (y,)
     layout = (1, 1)
-    prim = _scale_add_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), scale, paddings)
+    prim = _scale_add_checked(layout, (x.dtype, y.dtype), (x.shape, y.shape), scale, paddings)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("scale_add", prim(*flat))
     return prim(*flat)
@@ -4366,12 +4418,12 @@ def _make_sigmoid(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.ints(x)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -4466,6 +4518,8 @@ def _sigmoid_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: T
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _sigmoid_resolve = ops.constexpr(_sigmoid_checked)
 
 
@@ -4487,7 +4541,7 @@ def sigmoid(x) -> Any:
     x = _graph.tensor_input("sigmoid", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _sigmoid_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _sigmoid_checked(layout, (x.dtype,), (x.shape,))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("sigmoid", prim(*flat))
     return prim(*flat)
@@ -4532,12 +4586,12 @@ def _make_smooth_l1_loss(layout: Tuple[int, ...], dynamic: bool, beta: Any, redu
         ("reduction",) + _rt.encode_attr("str", reduction),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        pred, target, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(pred, target):  # type: ignore[no-untyped-def]
         return ([] if (reduction != 'none') else _rt.ints(pred))
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        pred, target, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(pred, target):  # type: ignore[no-untyped-def]
         return pred
 
     grad_of = _rt.flat_positions(layout, (0, 1))  # flat inputs that get a gradient
@@ -4632,6 +4686,8 @@ def _smooth_l1_loss_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], sh
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _smooth_l1_loss_resolve = ops.constexpr(_smooth_l1_loss_checked)
 
 
@@ -4658,7 +4714,7 @@ def smooth_l1_loss(pred, target, beta: float = 1.0, reduction: str = 'none') -> 
     target = _graph.tensor_input("smooth_l1_loss", "target", target)
     flat = (pred,) + (target,)
     layout = (1, 1)
-    prim = _smooth_l1_loss_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), beta, reduction)
+    prim = _smooth_l1_loss_checked(layout, (pred.dtype, target.dtype), (pred.shape, target.shape), beta, reduction)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("smooth_l1_loss", prim(*flat))
     return prim(*flat)
@@ -4698,12 +4754,12 @@ def _make_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
         ("axis",) + _rt.encode_attr("int", axis),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.ints(x)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -4798,6 +4854,8 @@ def _softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: T
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _softmax_resolve = ops.constexpr(_softmax_checked)
 
 
@@ -4821,7 +4879,7 @@ def softmax(x, axis: int = -1) -> Any:
     x = _graph.tensor_input("softmax", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _softmax_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis)
+    prim = _softmax_checked(layout, (x.dtype,), (x.shape,), axis)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("softmax", prim(*flat))
     return prim(*flat)
@@ -4860,12 +4918,12 @@ def _make_softplus(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.ints(x)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -4960,6 +5018,8 @@ def _softplus_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: 
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _softplus_resolve = ops.constexpr(_softplus_checked)
 
 
@@ -4982,7 +5042,7 @@ def softplus(x) -> Any:
     x = _graph.tensor_input("softplus", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _softplus_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _softplus_checked(layout, (x.dtype,), (x.shape,))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("softplus", prim(*flat))
     return prim(*flat)
@@ -5021,12 +5081,12 @@ def _make_sqrt(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.ints(x)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -5121,6 +5181,8 @@ def _sqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _sqrt_resolve = ops.constexpr(_sqrt_checked)
 
 
@@ -5142,7 +5204,7 @@ def sqrt(x) -> Any:
     x = _graph.tensor_input("sqrt", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _sqrt_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _sqrt_checked(layout, (x.dtype,), (x.shape,))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("sqrt", prim(*flat))
     return prim(*flat)
@@ -5181,12 +5243,12 @@ def _make_square(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.ints(x)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -5281,6 +5343,8 @@ def _square_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _square_resolve = ops.constexpr(_square_checked)
 
 
@@ -5302,7 +5366,7 @@ def square(x) -> Any:
     x = _graph.tensor_input("square", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _square_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _square_checked(layout, (x.dtype,), (x.shape,))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("square", prim(*flat))
     return prim(*flat)
@@ -5341,12 +5405,12 @@ def _make_sub(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x, y):  # type: ignore[no-untyped-def]
         return _rt.broadcast_shape(_rt.ints(x), _rt.ints(y))
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, y, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x, y):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0, 1))  # flat inputs that get a gradient
@@ -5441,6 +5505,8 @@ def _sub_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _sub_resolve = ops.constexpr(_sub_checked)
 
 
@@ -5464,7 +5530,7 @@ def sub(x, y) -> Any:
     y = _graph.tensor_input("sub", "y", y)
     flat = (x,) + (y,)
     layout = (1, 1)
-    prim = _sub_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _sub_checked(layout, (x.dtype, y.dtype), (x.shape, y.shape))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("sub", prim(*flat))
     return prim(*flat)
@@ -5507,12 +5573,12 @@ def _make_swiglu(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return (_rt.ints(x)[:-1] + [_rt.floordiv(_rt.at(_rt.ints(x), -1), 2)])
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -5607,6 +5673,8 @@ def _swiglu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _swiglu_resolve = ops.constexpr(_swiglu_checked)
 
 
@@ -5628,7 +5696,7 @@ def swiglu(x) -> Any:
     x = _graph.tensor_input("swiglu", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _swiglu_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _swiglu_checked(layout, (x.dtype,), (x.shape,))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("swiglu", prim(*flat))
     return prim(*flat)
@@ -5667,12 +5735,12 @@ def _make_tanh(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return _rt.ints(x)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -5767,6 +5835,8 @@ def _tanh_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _tanh_resolve = ops.constexpr(_tanh_checked)
 
 
@@ -5788,7 +5858,7 @@ def tanh(x) -> Any:
     x = _graph.tensor_input("tanh", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _tanh_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _tanh_checked(layout, (x.dtype,), (x.shape,))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("tanh", prim(*flat))
     return prim(*flat)
@@ -5832,12 +5902,12 @@ def _make_topk(layout: Tuple[int, ...], dynamic: bool, k: Any) -> Any:
         ("k",) + _rt.encode_attr("int", k),
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(x):  # type: ignore[no-untyped-def]
         return ((_rt.ints(x)[:-1] + [k]), (_rt.ints(x)[:-1] + [k]),)
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        x, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(x):  # type: ignore[no-untyped-def]
         return (x, ms.int64, )
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
@@ -5932,6 +6002,8 @@ def _topk_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _topk_resolve = ops.constexpr(_topk_checked)
 
 
@@ -5955,7 +6027,7 @@ def topk(x, k: int = 1) -> Any:
     x = _graph.tensor_input("topk", "x", x)
     flat = (x,)
     layout = (1,)
-    prim = _topk_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), k)
+    prim = _topk_checked(layout, (x.dtype,), (x.shape,), k)
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("topk", prim(*flat))
     return prim(*flat)
@@ -5994,12 +6066,12 @@ def _make_where(layout: Tuple[int, ...], dynamic: bool) -> Any:
     attrs = [
     ]
 
-    def out_shape(*shapes):  # type: ignore[no-untyped-def]
-        cond, x, y, = _rt.regroup(shapes, kinds, layout)
+    # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
+    # on every PyNative call: no regrouping)
+    def out_shape(cond, x, y):  # type: ignore[no-untyped-def]
         return _rt.broadcast_shape(_rt.ints(cond), _rt.ints(x), _rt.ints(y))
 
-    def out_dtype(*dtypes):  # type: ignore[no-untyped-def]
-        cond, x, y, = _rt.regroup(dtypes, kinds, layout)
+    def out_dtype(cond, x, y):  # type: ignore[no-untyped-def]
         return x
 
     grad_of = _rt.flat_positions(layout, (1, 2))  # flat inputs that get a gradient
@@ -6094,6 +6166,8 @@ def _where_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tup
     return opgen_prim
 
 
+# A graph resolves the primitive while it compiles: the compiler sees the constexpr (registered
+# below); a PyNative call runs the plain function (no constexpr machinery per call).
 _where_resolve = ops.constexpr(_where_checked)
 
 
@@ -6119,7 +6193,48 @@ def where(cond, x, y) -> Any:
     y = _graph.tensor_input("where", "y", y)
     flat = (cond,) + (x,) + (y,)
     layout = (1, 1, 1)
-    prim = _where_resolve(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat))
+    prim = _where_checked(layout, (cond.dtype, x.dtype, y.dtype), (cond.shape, x.shape, y.shape))
     if _CHECKED:  # checked mode: an out-of-bounds read is reported by this call
         return _graph.launch_blocking("where", prim(*flat))
     return prim(*flat)
+
+
+_graph.substitute_in_graphs({
+    _add_checked: _add_resolve,
+    _avg_pool2d_checked: _avg_pool2d_resolve,
+    _broadcast_to_checked: _broadcast_to_resolve,
+    _clip_checked: _clip_resolve,
+    _concat_checked: _concat_resolve,
+    _cumsum_checked: _cumsum_resolve,
+    _div_checked: _div_resolve,
+    _dropout_checked: _dropout_resolve,
+    _exp_checked: _exp_resolve,
+    _gather_checked: _gather_resolve,
+    _gelu_checked: _gelu_resolve,
+    _layer_norm_checked: _layer_norm_resolve,
+    _leaky_relu_checked: _leaky_relu_resolve,
+    _log_checked: _log_resolve,
+    _log_softmax_checked: _log_softmax_resolve,
+    _matmul_checked: _matmul_resolve,
+    _maximum_checked: _maximum_resolve,
+    _mul_checked: _mul_resolve,
+    _pow_checked: _pow_resolve,
+    _reduce_max_checked: _reduce_max_resolve,
+    _reduce_mean_checked: _reduce_mean_resolve,
+    _reduce_sum_checked: _reduce_sum_resolve,
+    _relu_checked: _relu_resolve,
+    _rms_norm_checked: _rms_norm_resolve,
+    _rsqrt_checked: _rsqrt_resolve,
+    _scale_add_checked: _scale_add_resolve,
+    _sigmoid_checked: _sigmoid_resolve,
+    _smooth_l1_loss_checked: _smooth_l1_loss_resolve,
+    _softmax_checked: _softmax_resolve,
+    _softplus_checked: _softplus_resolve,
+    _sqrt_checked: _sqrt_resolve,
+    _square_checked: _square_resolve,
+    _sub_checked: _sub_resolve,
+    _swiglu_checked: _swiglu_resolve,
+    _tanh_checked: _tanh_resolve,
+    _topk_checked: _topk_resolve,
+    _where_checked: _where_resolve,
+})

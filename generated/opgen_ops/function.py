@@ -51,7 +51,7 @@ def add(x, y) -> Any:
 def _add_checked(x, y) -> Any:
     """The input checks of add (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for add and _ext.add (registered by _graph.refuse_in_graphs below); a
+    for add and _ext.add (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("add", "x", x)
     y = _graph.tensor_input("add", "y", y)
@@ -100,7 +100,7 @@ def avg_pool2d(x, kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2)
 def _avg_pool2d_checked(x, kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2)) -> Any:
     """The input checks of avg_pool2d (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for avg_pool2d and _ext.avg_pool2d (registered by _graph.refuse_in_graphs below); a
+    for avg_pool2d and _ext.avg_pool2d (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("avg_pool2d", "x", x)
     _graph.pynative_only("avg_pool2d", _PACKAGE, (x,))  # after the input checks
@@ -147,7 +147,7 @@ def broadcast_to(x, shape: Sequence[int]) -> Any:
 def _broadcast_to_checked(x, shape: Sequence[int]) -> Any:
     """The input checks of broadcast_to (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for broadcast_to and _ext.broadcast_to (registered by _graph.refuse_in_graphs below); a
+    for broadcast_to and _ext.broadcast_to (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("broadcast_to", "x", x)
     _graph.pynative_only("broadcast_to", _PACKAGE, (x,))  # after the input checks
@@ -199,7 +199,7 @@ def clip(x, min: float, max: float) -> Any:
 def _clip_checked(x, min: float, max: float) -> Any:
     """The input checks of clip (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for clip and _ext.clip (registered by _graph.refuse_in_graphs below); a
+    for clip and _ext.clip (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("clip", "x", x)
     _graph.pynative_only("clip", _PACKAGE, (x,))  # after the input checks
@@ -246,7 +246,7 @@ def concat(xs, axis: int = 0) -> Any:
 def _concat_checked(xs, axis: int = 0) -> Any:
     """The input checks of concat (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for concat and _ext.concat (registered by _graph.refuse_in_graphs below); a
+    for concat and _ext.concat (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     xs = _graph.tensor_list_input("concat", "xs", xs)
     _graph.pynative_only("concat", _PACKAGE, (xs,))  # after the input checks
@@ -300,7 +300,7 @@ def cumsum(x, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> 
 def _cumsum_checked(x, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Any:
     """The input checks of cumsum (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for cumsum and _ext.cumsum (registered by _graph.refuse_in_graphs below); a
+    for cumsum and _ext.cumsum (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("cumsum", "x", x)
     _graph.pynative_only("cumsum", _PACKAGE, (x,))  # after the input checks
@@ -333,7 +333,7 @@ def div(x, y) -> Any:
 def _div_checked(x, y) -> Any:
     """The input checks of div (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for div and _ext.div (registered by _graph.refuse_in_graphs below); a
+    for div and _ext.div (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("div", "x", x)
     y = _graph.tensor_input("div", "y", y)
@@ -390,7 +390,7 @@ def dropout(x, keep_prob: float = 0.5, seed: int = 0) -> Any:
 def _dropout_checked(x, keep_prob: float = 0.5, seed: int = 0) -> Any:
     """The input checks of dropout (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for dropout and _ext.dropout (registered by _graph.refuse_in_graphs below); a
+    for dropout and _ext.dropout (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("dropout", "x", x)
     _graph.pynative_only("dropout", _PACKAGE, (x,))  # after the input checks
@@ -420,7 +420,7 @@ def exp(x) -> Any:
 def _exp_checked(x) -> Any:
     """The input checks of exp (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for exp and _ext.exp (registered by _graph.refuse_in_graphs below); a
+    for exp and _ext.exp (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("exp", "x", x)
     _graph.pynative_only("exp", _PACKAGE, (x,))  # after the input checks
@@ -473,7 +473,7 @@ def gather(x, indices, axis: int = 0) -> Any:
 def _gather_checked(x, indices, axis: int = 0) -> Any:
     """The input checks of gather (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for gather and _ext.gather (registered by _graph.refuse_in_graphs below); a
+    for gather and _ext.gather (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("gather", "x", x)
     indices = _graph.tensor_input("gather", "indices", indices)
@@ -524,7 +524,7 @@ def gelu(x, approximate: str = 'none') -> Any:
 def _gelu_checked(x, approximate: str = 'none') -> Any:
     """The input checks of gelu (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for gelu and _ext.gelu (registered by _graph.refuse_in_graphs below); a
+    for gelu and _ext.gelu (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("gelu", "x", x)
     _graph.pynative_only("gelu", _PACKAGE, (x,))  # after the input checks
@@ -576,7 +576,7 @@ def layer_norm(x, gamma = None, beta = None, eps: float = 1e-05) -> Any:
 def _layer_norm_checked(x, gamma = None, beta = None, eps: float = 1e-05) -> Any:
     """The input checks of layer_norm (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for layer_norm and _ext.layer_norm (registered by _graph.refuse_in_graphs below); a
+    for layer_norm and _ext.layer_norm (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("layer_norm", "x", x)
     if gamma is not None:
@@ -630,7 +630,7 @@ def leaky_relu(x, alpha: float = 0.01) -> Any:
 def _leaky_relu_checked(x, alpha: float = 0.01) -> Any:
     """The input checks of leaky_relu (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for leaky_relu and _ext.leaky_relu (registered by _graph.refuse_in_graphs below); a
+    for leaky_relu and _ext.leaky_relu (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("leaky_relu", "x", x)
     _graph.pynative_only("leaky_relu", _PACKAGE, (x,))  # after the input checks
@@ -661,7 +661,7 @@ def log(x) -> Any:
 def _log_checked(x) -> Any:
     """The input checks of log (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for log and _ext.log (registered by _graph.refuse_in_graphs below); a
+    for log and _ext.log (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("log", "x", x)
     _graph.pynative_only("log", _PACKAGE, (x,))  # after the input checks
@@ -711,7 +711,7 @@ def log_softmax(x, axis: int = -1) -> Any:
 def _log_softmax_checked(x, axis: int = -1) -> Any:
     """The input checks of log_softmax (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for log_softmax and _ext.log_softmax (registered by _graph.refuse_in_graphs below); a
+    for log_softmax and _ext.log_softmax (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("log_softmax", "x", x)
     _graph.pynative_only("log_softmax", _PACKAGE, (x,))  # after the input checks
@@ -762,7 +762,7 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
 def _matmul_checked(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
     """The input checks of matmul (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for matmul and _ext.matmul (registered by _graph.refuse_in_graphs below); a
+    for matmul and _ext.matmul (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     a = _graph.tensor_input("matmul", "a", a)
     b = _graph.tensor_input("matmul", "b", b)
@@ -797,7 +797,7 @@ def maximum(x, y) -> Any:
 def _maximum_checked(x, y) -> Any:
     """The input checks of maximum (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for maximum and _ext.maximum (registered by _graph.refuse_in_graphs below); a
+    for maximum and _ext.maximum (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("maximum", "x", x)
     y = _graph.tensor_input("maximum", "y", y)
@@ -830,7 +830,7 @@ def mul(x, y) -> Any:
 def _mul_checked(x, y) -> Any:
     """The input checks of mul (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for mul and _ext.mul (registered by _graph.refuse_in_graphs below); a
+    for mul and _ext.mul (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("mul", "x", x)
     y = _graph.tensor_input("mul", "y", y)
@@ -864,7 +864,7 @@ def pow(x, y) -> Any:
 def _pow_checked(x, y) -> Any:
     """The input checks of pow (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for pow and _ext.pow (registered by _graph.refuse_in_graphs below); a
+    for pow and _ext.pow (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("pow", "x", x)
     y = _graph.tensor_input("pow", "y", y)
@@ -915,7 +915,7 @@ def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
 def _reduce_max_checked(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """The input checks of reduce_max (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for reduce_max and _ext.reduce_max (registered by _graph.refuse_in_graphs below); a
+    for reduce_max and _ext.reduce_max (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("reduce_max", "x", x)
     _graph.pynative_only("reduce_max", _PACKAGE, (x,))  # after the input checks
@@ -962,7 +962,7 @@ def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
 def _reduce_mean_checked(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """The input checks of reduce_mean (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for reduce_mean and _ext.reduce_mean (registered by _graph.refuse_in_graphs below); a
+    for reduce_mean and _ext.reduce_mean (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("reduce_mean", "x", x)
     _graph.pynative_only("reduce_mean", _PACKAGE, (x,))  # after the input checks
@@ -1009,7 +1009,7 @@ def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
 def _reduce_sum_checked(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """The input checks of reduce_sum (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for reduce_sum and _ext.reduce_sum (registered by _graph.refuse_in_graphs below); a
+    for reduce_sum and _ext.reduce_sum (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("reduce_sum", "x", x)
     _graph.pynative_only("reduce_sum", _PACKAGE, (x,))  # after the input checks
@@ -1040,7 +1040,7 @@ def relu(x) -> Any:
 def _relu_checked(x) -> Any:
     """The input checks of relu (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for relu and _ext.relu (registered by _graph.refuse_in_graphs below); a
+    for relu and _ext.relu (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("relu", "x", x)
     _graph.pynative_only("relu", _PACKAGE, (x,))  # after the input checks
@@ -1090,7 +1090,7 @@ def rms_norm(x, weight, eps: float = 1e-06) -> Any:
 def _rms_norm_checked(x, weight, eps: float = 1e-06) -> Any:
     """The input checks of rms_norm (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for rms_norm and _ext.rms_norm (registered by _graph.refuse_in_graphs below); a
+    for rms_norm and _ext.rms_norm (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("rms_norm", "x", x)
     weight = _graph.tensor_input("rms_norm", "weight", weight)
@@ -1122,7 +1122,7 @@ def rsqrt(x) -> Any:
 def _rsqrt_checked(x) -> Any:
     """The input checks of rsqrt (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for rsqrt and _ext.rsqrt (registered by _graph.refuse_in_graphs below); a
+    for rsqrt and _ext.rsqrt (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("rsqrt", "x", x)
     _graph.pynative_only("rsqrt", _PACKAGE, (x,))  # after the input checks
@@ -1172,7 +1172,7 @@ def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> A
 def _scale_add_checked(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> Any:
     """The input checks of scale_add (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for scale_add and _ext.scale_add (registered by _graph.refuse_in_graphs below); a
+    for scale_add and _ext.scale_add (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("scale_add", "x", x)
     y = _graph.tensor_input("scale_add", "y", y)
@@ -1204,7 +1204,7 @@ def sigmoid(x) -> Any:
 def _sigmoid_checked(x) -> Any:
     """The input checks of sigmoid (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for sigmoid and _ext.sigmoid (registered by _graph.refuse_in_graphs below); a
+    for sigmoid and _ext.sigmoid (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("sigmoid", "x", x)
     _graph.pynative_only("sigmoid", _PACKAGE, (x,))  # after the input checks
@@ -1256,7 +1256,7 @@ def smooth_l1_loss(pred, target, beta: float = 1.0, reduction: str = 'none') -> 
 def _smooth_l1_loss_checked(pred, target, beta: float = 1.0, reduction: str = 'none') -> Any:
     """The input checks of smooth_l1_loss (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for smooth_l1_loss and _ext.smooth_l1_loss (registered by _graph.refuse_in_graphs below); a
+    for smooth_l1_loss and _ext.smooth_l1_loss (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     pred = _graph.tensor_input("smooth_l1_loss", "pred", pred)
     target = _graph.tensor_input("smooth_l1_loss", "target", target)
@@ -1307,7 +1307,7 @@ def softmax(x, axis: int = -1) -> Any:
 def _softmax_checked(x, axis: int = -1) -> Any:
     """The input checks of softmax (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for softmax and _ext.softmax (registered by _graph.refuse_in_graphs below); a
+    for softmax and _ext.softmax (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("softmax", "x", x)
     _graph.pynative_only("softmax", _PACKAGE, (x,))  # after the input checks
@@ -1339,7 +1339,7 @@ def softplus(x) -> Any:
 def _softplus_checked(x) -> Any:
     """The input checks of softplus (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for softplus and _ext.softplus (registered by _graph.refuse_in_graphs below); a
+    for softplus and _ext.softplus (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("softplus", "x", x)
     _graph.pynative_only("softplus", _PACKAGE, (x,))  # after the input checks
@@ -1370,7 +1370,7 @@ def sqrt(x) -> Any:
 def _sqrt_checked(x) -> Any:
     """The input checks of sqrt (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for sqrt and _ext.sqrt (registered by _graph.refuse_in_graphs below); a
+    for sqrt and _ext.sqrt (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("sqrt", "x", x)
     _graph.pynative_only("sqrt", _PACKAGE, (x,))  # after the input checks
@@ -1401,7 +1401,7 @@ def square(x) -> Any:
 def _square_checked(x) -> Any:
     """The input checks of square (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for square and _ext.square (registered by _graph.refuse_in_graphs below); a
+    for square and _ext.square (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("square", "x", x)
     _graph.pynative_only("square", _PACKAGE, (x,))  # after the input checks
@@ -1433,7 +1433,7 @@ def sub(x, y) -> Any:
 def _sub_checked(x, y) -> Any:
     """The input checks of sub (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for sub and _ext.sub (registered by _graph.refuse_in_graphs below); a
+    for sub and _ext.sub (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("sub", "x", x)
     y = _graph.tensor_input("sub", "y", y)
@@ -1465,7 +1465,7 @@ def swiglu(x) -> Any:
 def _swiglu_checked(x) -> Any:
     """The input checks of swiglu (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for swiglu and _ext.swiglu (registered by _graph.refuse_in_graphs below); a
+    for swiglu and _ext.swiglu (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("swiglu", "x", x)
     _graph.pynative_only("swiglu", _PACKAGE, (x,))  # after the input checks
@@ -1496,7 +1496,7 @@ def tanh(x) -> Any:
 def _tanh_checked(x) -> Any:
     """The input checks of tanh (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for tanh and _ext.tanh (registered by _graph.refuse_in_graphs below); a
+    for tanh and _ext.tanh (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("tanh", "x", x)
     _graph.pynative_only("tanh", _PACKAGE, (x,))  # after the input checks
@@ -1546,7 +1546,7 @@ def topk(x, k: int = 1) -> Any:
 def _topk_checked(x, k: int = 1) -> Any:
     """The input checks of topk (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for topk and _ext.topk (registered by _graph.refuse_in_graphs below); a
+    for topk and _ext.topk (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     x = _graph.tensor_input("topk", "x", x)
     _graph.pynative_only("topk", _PACKAGE, (x,))  # after the input checks
@@ -1579,7 +1579,7 @@ def where(cond, x, y) -> Any:
 def _where_checked(cond, x, y) -> Any:
     """The input checks of where (TypeError naming a non-Tensor input), then, while a graph
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
-    for where and _ext.where (registered by _graph.refuse_in_graphs below); a
+    for where and _ext.where (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
     cond = _graph.tensor_input("where", "cond", cond)
     x = _graph.tensor_input("where", "x", x)
@@ -1589,8 +1589,8 @@ def _where_checked(cond, x, y) -> Any:
 
 
 # GRAPH_MODE: the compiler resolves each op (and its pybind11 function, however it is reached)
-# to its _<op>_checked, which raises; see opgen.graph.refuse_in_graphs.
-_graph.refuse_in_graphs({
+# to its _<op>_checked, which raises; see opgen.graph.substitute_in_graphs.
+_graph.substitute_in_graphs({
     add: _add_checked,
     _ext.add: _add_checked,
     avg_pool2d: _avg_pool2d_checked,

@@ -6,7 +6,7 @@
 //                                                     op(a) (M, K), op(b) (K, N)
 //   opgen::gemm(..., alpha, a, lda, b, ldb, beta, c, ldc)   the full BLAS form
 //
-// Threads: OpenBLAS is set to one thread, and gemm splits the rows of c of very large products
+// Threads: OpenBLAS is set to one thread, and gemm splits the rows of c of large products
 // into blocks that opgen's pool runs (opgen/parallel.h), each one a single-threaded BLAS call. OpenBLAS's own threads
 // hand work off by waiting for each other: with the second core busy (another process), a
 // 512^3 sgemm took 40-67 ms on 2 threads against 1.8 ms on one (docs/performance.md); the pool's
@@ -102,11 +102,12 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, compute_t
       (void)one_thread;
       const int ta = trans_a ? kTrans : kNoTrans, tb = trans_b ? kTrans : kNoTrans;
       const auto i = [](int64_t v) { return static_cast<int>(v); };
-      // Blocks of rows worth ~4G multiply-adds each (~30 ms on one core): a worker that the OS
-      // preempts mid-block (the other core busy) delays the call by a scheduler slice, which
-      // only such blocks absorb. 512^3 split into 8 blocks took 6.2 ms on the pool against 1.8 ms
-      // as one call on a loaded machine, so products up to ~1600^3 run as one call.
-      const int64_t grain = std::max<int64_t>(16, (int64_t{1} << 32) / std::max<int64_t>(1, N * K));
+      // Blocks of rows worth at least 64M multiply-adds (~0.4 ms on one core), about 4 per
+      // thread: 512^3 runs as 2 blocks, 1024^3 as 8, smaller products as one call. On a quiet
+      // 2-core machine this is 1.9x one call (sgemm 512^3: 0.85 vs 1.6 ms); on one whose other
+      // core is busy a worker preempted mid-block delays the call by a scheduler slice (512^3 in
+      // 8 blocks took 6.2 ms against 1.8 ms as one call at load ~8): docs/performance.md.
+      const int64_t grain = std::max<int64_t>(16, (int64_t{1} << 26) / std::max<int64_t>(1, N * K));
       parallel_for(M, grain, [&](int64_t m0, int64_t m1) {
         const T *ab = trans_a ? a + m0 : a + m0 * lda;  // rows m0.. of op(a)
         if constexpr (std::is_same_v<T, float>) {
