@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <cstring>
 #include <cstdint>
 #include <string>
@@ -88,6 +89,17 @@ int main() {
       std::printf("math::tanh(float): tanh(NaN) = %g, tanh(-0) = %g\n", double(nan), double(mz));
       ++failures;
     }
+  }
+
+  // a bool input (read as its byte, so that the loop vectorises): where(mask, x, -x)
+  {
+    std::unique_ptr<bool[]> mask(new bool[x.size()]);
+    for (size_t i = 0; i < x.size(); ++i) mask[i] = (i % 3 == 0) != (x[i] > 0.5f);
+    const auto M = view(static_cast<const bool *>(mask.get()), sx);
+    opgen::map(O, [](float m, float v) noexcept { return opgen::select(m != 0.f, v, -v); }, M, X);
+    std::vector<double> wm(out.size());
+    for (size_t i = 0; i < x.size(); ++i) wm[i] = mask[i] ? x[i] : -x[i];
+    check("bool input", out, wm, 0);
   }
 
   // contiguous map with a transcendental and a select

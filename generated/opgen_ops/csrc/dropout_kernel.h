@@ -28,7 +28,9 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<y_t> 
   const int64_t &seed = attrs.seed;
 #line 42 "ops/dropout.yaml"
   using C = opgen::compute_t<x_t>;
-  if (!(keep_prob > 0.0f && keep_prob <= 1.0f)) throw opgen::Error("keep_prob must be in (0, 1]");
+  // keep_prob is in (0, 1]: the attr's range is checked before any kernel runs, on both paths.
+  // (No error raised here: a body that can raise one makes the Custom path wait for the kernel on every
+  // PyNative call, so that its error reaches the call.)
   const uint64_t s = static_cast<uint64_t>(seed);
   opgen::parallel_for(x.numel, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -41,7 +43,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<y_t> 
       y[i] = keep ? y_t(C(x[i]) / C(keep_prob)) : y_t(0);
     }
   });
-#line 45 "generated/opgen_ops/csrc/dropout_kernel.h"
+#line 47 "generated/opgen_ops/csrc/dropout_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -55,10 +57,10 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
   (void)mask;
   const float &keep_prob = attrs.keep_prob;
   const int64_t &seed = attrs.seed;
-#line 57 "ops/dropout.yaml"
+#line 59 "ops/dropout.yaml"
   using C = opgen::compute_t<x_t>;
   for (int64_t i = 0; i < dx.numel; ++i) dx[i] = mask[i] ? x_t(C(dy[i]) / C(keep_prob)) : x_t(0);
-#line 62 "generated/opgen_ops/csrc/dropout_kernel.h"
+#line 64 "generated/opgen_ops/csrc/dropout_kernel.h"
 }
 
 }  // namespace dropout
