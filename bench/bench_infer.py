@@ -11,10 +11,11 @@ Rows (PyNative, ``mindspore.runtime.launch_blocking()``, float32 ``add`` of two 
 - ``opgen add``            ``generated.opgen_ops.add``: the wrapper (dtype, attr and contract checks,
                            memoized per shapes) and the primitive it picks for known shapes
                            (Python ``out_shape``)
-- ``primitive, C++ infer`` ``add_primitive(dynamic=True)`` called directly: ``out_shape=None``
-- ``primitive, Python out_shape`` ``add_primitive(dynamic=False)`` called directly
+- ``primitive, C++ infer`` ``add_primitive(dynamic=True)``, created once, called directly: ``out_shape=None``
+- ``primitive, Python out_shape`` ``add_primitive(dynamic=False)``, created once, called directly
 - ``hand-written, Python out_shape`` the same aot kernel registered by hand with a Python
                            ``out_shape`` (``opgen.runtime.broadcast_shape``), as opgen generated before
+- ``hand-written + bprop`` the same, with a bprop (returning dout twice) as the generated op has
 - ``ops.add``              MindSpore's builtin
 
 Calls are interleaved in a new random order each round; medians (10th-90th percentile) are
@@ -59,11 +60,25 @@ def main() -> None:
         reg_info=rt.reg_info("opgen_ops_add", [("x", k, 1) for k in kinds[:1]] + [("y", "required", 1)],
                              [("out", "required", 1)], [], C._ADD_ROWS),
     )
+    # the same registration with a bprop, as the generated op has (MindSpore does per-call work
+    # for a primitive with a bprop): the hand-written op "registered the same way"
+    py_prim_bprop = ops.Custom(
+        f"{C._LIB}:opgen_ops_add_forward",
+        out_shape=lambda a, b: rt.broadcast_shape(a, b, op="add"),
+        out_dtype=lambda a, b: a,
+        func_type="aot",
+        reg_info=rt.reg_info("opgen_ops_add", [("x", k, 1) for k in kinds[:1]] + [("y", "required", 1)],
+                             [("out", "required", 1)], [], C._ADD_ROWS),
+        bprop=lambda a, b, out, dout: (dout, dout),
+    )
+    prim_cpp = C.add_primitive(layout=layout, dynamic=True)
+    prim_py = C.add_primitive(layout=layout, dynamic=False)
     rows: dict[str, Callable[[], Any]] = {
         "opgen add": lambda: C.add(x, y),
-        "primitive, C++ infer": lambda: C.add_primitive(layout=layout, dynamic=True)(x, y),
-        "primitive, Python out_shape": lambda: C.add_primitive(layout=layout, dynamic=False)(x, y),
+        "primitive, C++ infer": lambda: prim_cpp(x, y),
+        "primitive, Python out_shape": lambda: prim_py(x, y),
         "hand-written, Python out_shape": lambda: py_prim(x, y),
+        "hand-written + bprop": lambda: py_prim_bprop(x, y),
         "ops.add": lambda: ops.add(x, y),
     }
     want = x.asnumpy() + y.asnumpy()

@@ -361,12 +361,16 @@ def overhead(rounds: int) -> None:
         "reduce_sum(x, [1]) Function": (lambda: function.reduce_sum(x, [1]), lambda: _ext.reduce_sum(x, [1], False)),
         "mul(x, x) Function": (lambda: function.mul(x, x), lambda: _ext.mul(x, x)),
     }
-    for name, make in (("leaky_relu(x, 0.01) Custom", lambda: custom.leaky_relu_primitive(alpha=0.01)),
-                       ("gelu(x, 'tanh') Custom", lambda: custom.gelu_primitive(approximate="tanh"))):
+    # the primitive with a Python out_shape (dynamic=False): what the wrapper picks for known
+    # shapes, i.e. a hand-written aot op registered the same way
+    for name, make in (("leaky_relu(x, 0.01) Custom", lambda: custom.leaky_relu_primitive(alpha=0.01, dynamic=False)),
+                       ("gelu(x, 'tanh') Custom", lambda: custom.gelu_primitive(approximate="tanh", dynamic=False)),
+                       ("add(x, x) Custom", lambda: custom.add_primitive(dynamic=False))):
         prim = make()
         op = name.split("(")[0]
-        gen = (lambda: custom.leaky_relu(x, 0.01)) if op == "leaky_relu" else (lambda: custom.gelu(x, "tanh"))
-        pairs[name] = (gen, lambda prim=prim: prim(x))
+        gen = {"leaky_relu": lambda: custom.leaky_relu(x, 0.01), "gelu": lambda: custom.gelu(x, "tanh"),
+               "add": lambda: custom.add(x, x)}[op]
+        pairs[name] = (gen, (lambda prim=prim: prim(x, x)) if op == "add" else (lambda prim=prim: prim(x)))
     print()
     print("| per call, 16 elements | generated wrapper | direct | ratio |")
     print("|---|---|---|---|")

@@ -85,3 +85,22 @@ def test_incompatible_broadcast_names_the_op(ms) -> None:  # type: ignore[no-unt
     with pytest.raises(ValueError) as info:
         G.mul(Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones((4,), np.float32)))
     assert "mul(): shapes cannot be broadcast together: (2, 3) (4,)" in str(info.value)
+
+
+def test_calls_in_turn_each_get_their_own_primitive(ms) -> None:  # type: ignore[no-untyped-def]
+    """The wrapper reuses the last call's primitive only for an equal call: alternating attrs,
+    dtypes and shapes each give their own result, and a bad call after a good one is checked."""
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    x = np.array([-2.0, -1.0, 0.5, 3.0], np.float32)
+    for _ in range(2):
+        for alpha in (0.1, 0.2, 0.1):
+            got = G.leaky_relu(Tensor(x), alpha).asnumpy()
+            np.testing.assert_allclose(got, np.where(x > 0, x, np.float32(alpha) * x), rtol=1e-6)
+        for arr in (x, x.astype(np.float64), x.reshape(2, 2)):
+            got = G.leaky_relu(Tensor(arr), 0.1).asnumpy()
+            assert got.dtype == arr.dtype and got.shape == arr.shape
+            np.testing.assert_allclose(got, np.where(arr > 0, arr, 0.1 * arr), rtol=1e-6)
+    with pytest.raises(TypeError, match="leaky_relu.*alpha"):
+        G.leaky_relu(Tensor(x), "0.1")
+    with pytest.raises(TypeError, match="leaky_relu"):
+        G.leaky_relu(Tensor(x.astype(np.int32)), 0.1)
