@@ -275,6 +275,22 @@ def bprop_returns_dout(op: Op) -> bool:
             and all(r.dtype(i) == r.dtype(n) for r in op.rows for i in range(n)))
 
 
+def attr_same_function(op: str, attrs: Sequence[Attr], names: dict[str, str]) -> str:
+    """The Function<T> wrapper's per-call attr test: that each value was checked by the last
+    checked call. Scalars by identity (``alpha is _LEAKY_RELU_LAST[0]``); list attrs by value
+    (``tuple(axis) == _REDUCE_SUM_LAST[0]``: a literal list is a new object on every call), which
+    cannot tell ``True`` from ``1``, so the extension checks their element types on every call
+    (``opgen::bind::int_list``...)."""
+    parts = []
+    for i, a in enumerate(attrs):
+        if a.type.startswith("list["):
+            parts.append(f"{a.name}.__class__ in ({names['list']}, {names['tuple']}) and "
+                         f"{names['tuple']}({a.name}) == _{op.upper()}_LAST[{i}]")
+        else:
+            parts.append(f"{a.name} is _{op.upper()}_LAST[{i}]")
+    return " and ".join(parts)
+
+
 def can_fail(op: Op) -> bool:
     """Whether the op's kernel may raise an error the Python wrapper cannot check before launch
     (data-dependent: an index out of range, an integer division by zero), so that its Custom
@@ -478,10 +494,20 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
             x.kind, "const opgen::ms::TensorPtr &") + x.name
         for x in inputs
     ] + [f"{a.cpp_type} {a.name}" for a in attrs]
+    # the pybind11 function's parameters: list attrs arrive as Python objects and are converted by
+    # opgen::bind (element types checked on every call: the wrapper checks their values once)
+    bind_params = run_params[:len(inputs)] + [
+        f"const pybind11::handle &{a.name}" if a.type.startswith("list[") else f"{a.cpp_type} {a.name}" for a in attrs]
+    bind_args = [x.name for x in inputs] + [
+        f'opgen::bind::{a.type[5:-1]}_list("{op.name}", "{a.name}", {a.name})' if a.type.startswith("list[")
+        else a.name for a in attrs]
     return {
         "name": op.name,
         "class_name": op.class_name,
         "run_params": ", ".join(run_params),
+        "bind_params": ", ".join(bind_params),
+        "bind_args": ", ".join(bind_args),
+        "has_list_attr": any(a.type.startswith("list[") for a in attrs),
         "file": op.file,
         "doc": op.doc.strip(),
         "doc_py": doc_block(op.doc),
@@ -546,6 +572,9 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         "call_args": ", ".join(in_names + [f"{a}={a}" for a in attr_names]),  # a call forwarding py_params
         "attr_key": attr_key(attrs),
         "attr_same": attr_same(op.name, attrs),
+        "attr_same_function": attr_same_function(op.name, attrs, names),
+        "attr_last_values": ", ".join(f"{names['tuple']}({a.name})" if a.type.startswith("list[") else a.name
+                                      for a in attrs),
         "primitive_params": "".join(p + ", " for p in attr_params),
         "builtin": names,
         "shadows_builtins": any(v != k for k, v in names.items()),

@@ -104,3 +104,21 @@ def test_attr_checks_are_cached_but_never_skipped(F, ms) -> None:  # type: ignor
         axis[0] = 5  # the same list object, now out of range
         with pytest.raises(ValueError, match="out of range|outside"):
             path.reduce_sum(x, axis)
+        # list attrs are remembered by value (tuple(axis) == last): elements equal to checked ones
+        # but of another type are still refused (on the Function path by the extension itself)
+        x2 = Tensor(np.ones((2, 3), np.float32))
+        for _ in range(2):
+            np.testing.assert_allclose(path.reduce_sum(x2, [1]).asnumpy(), [3.0, 3.0])
+            np.testing.assert_allclose(path.reduce_sum(x2, (1,)).asnumpy(), [3.0, 3.0])
+            np.testing.assert_allclose(path.reduce_sum(x2, [np.int64(1)]).asnumpy(), [3.0, 3.0])
+            with pytest.raises(TypeError, match=r"reduce_sum\(\): attr 'axis' must be a list\[int\], got bool True"):
+                path.reduce_sum(x2, [True])
+            with pytest.raises(TypeError, match=r"reduce_sum\(\): attr 'axis' must be a list\[int\], got float 1.0"):
+                path.reduce_sum(x2, [1.0])
+            np.testing.assert_allclose(path.reduce_sum(x2, [0]).asnumpy(), [2.0, 2.0, 2.0])
+            with pytest.raises(TypeError, match="reduce_sum"):
+                path.reduce_sum(x2, 1)
+            y = Tensor(np.ones((2, 3), np.float32))
+            np.testing.assert_allclose(path.scale_add(x2, y, 1.0, [1.0]).asnumpy(), np.full((2, 3), 3.0))
+            with pytest.raises(TypeError, match=r"scale_add\(\): attr 'paddings' must be a list\[float\], got bool"):
+                path.scale_add(x2, y, 1.0, [True])

@@ -60,6 +60,7 @@ def _add_checked(x, y) -> Any:
 
 
 _AVG_POOL2D_CHECKED: set[Any] = set()
+_AVG_POOL2D_LAST: list[Any] = [_rt.UNSET, _rt.UNSET]
 
 
 def _avg_pool2d_attrs(kernel, stride) -> None:
@@ -70,6 +71,7 @@ def _avg_pool2d_attrs(kernel, stride) -> None:
         seen = False
     if not seen:
         _rt.check_attrs_once("avg_pool2d", {"kernel": kernel, "stride": stride}, _meta.AVG_POOL2D["attrs"], _AVG_POOL2D_CHECKED, (_rt.list_key(kernel), _rt.list_key(stride)))
+    _AVG_POOL2D_LAST[:] = [tuple(kernel), tuple(stride)]
 
 
 def avg_pool2d(x, kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2)) -> Any:
@@ -93,7 +95,8 @@ def avg_pool2d(x, kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2)
     """
     if not (isinstance(x, _Tensor)):
         return _avg_pool2d_checked(x, kernel=kernel, stride=stride)  # raises the TypeError naming the input
-    _avg_pool2d_attrs(kernel, stride)
+    if not (kernel.__class__ in (list, tuple) and tuple(kernel) == _AVG_POOL2D_LAST[0] and stride.__class__ in (list, tuple) and tuple(stride) == _AVG_POOL2D_LAST[1]):  # the values of the last call are checked already
+        _avg_pool2d_attrs(kernel, stride)
     return _ext.avg_pool2d(x, kernel, stride)
 
 
@@ -108,6 +111,7 @@ def _avg_pool2d_checked(x, kernel: Sequence[int] = (2, 2), stride: Sequence[int]
 
 
 _BROADCAST_TO_CHECKED: set[Any] = set()
+_BROADCAST_TO_LAST: list[Any] = [_rt.UNSET]
 
 
 def _broadcast_to_attrs(shape) -> None:
@@ -118,6 +122,7 @@ def _broadcast_to_attrs(shape) -> None:
         seen = False
     if not seen:
         _rt.check_attrs_once("broadcast_to", {"shape": shape}, _meta.BROADCAST_TO["attrs"], _BROADCAST_TO_CHECKED, (_rt.list_key(shape),))
+    _BROADCAST_TO_LAST[:] = [tuple(shape)]
 
 
 def broadcast_to(x, shape: Sequence[int]) -> Any:
@@ -140,7 +145,8 @@ def broadcast_to(x, shape: Sequence[int]) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _broadcast_to_checked(x, shape=shape)  # raises the TypeError naming the input
-    _broadcast_to_attrs(shape)
+    if not (shape.__class__ in (list, tuple) and tuple(shape) == _BROADCAST_TO_LAST[0]):  # the values of the last call are checked already
+        _broadcast_to_attrs(shape)
     return _ext.broadcast_to(x, shape)
 
 
@@ -873,6 +879,7 @@ def _pow_checked(x, y) -> Any:
 
 
 _REDUCE_MAX_CHECKED: set[Any] = set()
+_REDUCE_MAX_LAST: list[Any] = [_rt.UNSET, _rt.UNSET]
 
 
 def _reduce_max_attrs(axis, keep_dims) -> None:
@@ -883,6 +890,7 @@ def _reduce_max_attrs(axis, keep_dims) -> None:
         seen = False
     if not seen:
         _rt.check_attrs_once("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"], _REDUCE_MAX_CHECKED, (_rt.list_key(axis), keep_dims.__class__, keep_dims))
+    _REDUCE_MAX_LAST[:] = [tuple(axis), keep_dims]
 
 
 def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
@@ -908,7 +916,8 @@ def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _reduce_max_checked(x, axis=axis, keep_dims=keep_dims)  # raises the TypeError naming the input
-    _reduce_max_attrs(axis, keep_dims)
+    if not (axis.__class__ in (list, tuple) and tuple(axis) == _REDUCE_MAX_LAST[0] and keep_dims is _REDUCE_MAX_LAST[1]):  # the values of the last call are checked already
+        _reduce_max_attrs(axis, keep_dims)
     return _ext.reduce_max(x, axis, keep_dims)
 
 
@@ -923,6 +932,7 @@ def _reduce_max_checked(x, axis: Sequence[int] = (), keep_dims: bool = False) ->
 
 
 _REDUCE_MEAN_CHECKED: set[Any] = set()
+_REDUCE_MEAN_LAST: list[Any] = [_rt.UNSET, _rt.UNSET]
 
 
 def _reduce_mean_attrs(axis, keep_dims) -> None:
@@ -933,6 +943,7 @@ def _reduce_mean_attrs(axis, keep_dims) -> None:
         seen = False
     if not seen:
         _rt.check_attrs_once("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"], _REDUCE_MEAN_CHECKED, (_rt.list_key(axis), keep_dims.__class__, keep_dims))
+    _REDUCE_MEAN_LAST[:] = [tuple(axis), keep_dims]
 
 
 def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
@@ -955,7 +966,8 @@ def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _reduce_mean_checked(x, axis=axis, keep_dims=keep_dims)  # raises the TypeError naming the input
-    _reduce_mean_attrs(axis, keep_dims)
+    if not (axis.__class__ in (list, tuple) and tuple(axis) == _REDUCE_MEAN_LAST[0] and keep_dims is _REDUCE_MEAN_LAST[1]):  # the values of the last call are checked already
+        _reduce_mean_attrs(axis, keep_dims)
     return _ext.reduce_mean(x, axis, keep_dims)
 
 
@@ -970,6 +982,7 @@ def _reduce_mean_checked(x, axis: Sequence[int] = (), keep_dims: bool = False) -
 
 
 _REDUCE_SUM_CHECKED: set[Any] = set()
+_REDUCE_SUM_LAST: list[Any] = [_rt.UNSET, _rt.UNSET]
 
 
 def _reduce_sum_attrs(axis, keep_dims) -> None:
@@ -980,6 +993,7 @@ def _reduce_sum_attrs(axis, keep_dims) -> None:
         seen = False
     if not seen:
         _rt.check_attrs_once("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"], _REDUCE_SUM_CHECKED, (_rt.list_key(axis), keep_dims.__class__, keep_dims))
+    _REDUCE_SUM_LAST[:] = [tuple(axis), keep_dims]
 
 
 def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
@@ -1002,7 +1016,8 @@ def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _reduce_sum_checked(x, axis=axis, keep_dims=keep_dims)  # raises the TypeError naming the input
-    _reduce_sum_attrs(axis, keep_dims)
+    if not (axis.__class__ in (list, tuple) and tuple(axis) == _REDUCE_SUM_LAST[0] and keep_dims is _REDUCE_SUM_LAST[1]):  # the values of the last call are checked already
+        _reduce_sum_attrs(axis, keep_dims)
     return _ext.reduce_sum(x, axis, keep_dims)
 
 
@@ -1130,6 +1145,7 @@ def _rsqrt_checked(x) -> Any:
 
 
 _SCALE_ADD_CHECKED: set[Any] = set()
+_SCALE_ADD_LAST: list[Any] = [_rt.UNSET, _rt.UNSET]
 
 
 def _scale_add_attrs(scale, paddings) -> None:
@@ -1140,6 +1156,7 @@ def _scale_add_attrs(scale, paddings) -> None:
         seen = False
     if not seen:
         _rt.check_attrs_once("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"], _SCALE_ADD_CHECKED, (scale.__class__, scale, _rt.list_key(paddings)))
+    _SCALE_ADD_LAST[:] = [scale, tuple(paddings)]
 
 
 def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> Any:
@@ -1165,7 +1182,8 @@ def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> A
     """
     if not (isinstance(x, _Tensor) and isinstance(y, _Tensor)):
         return _scale_add_checked(x, y, scale=scale, paddings=paddings)  # raises the TypeError naming the input
-    _scale_add_attrs(scale, paddings)
+    if not (scale is _SCALE_ADD_LAST[0] and paddings.__class__ in (list, tuple) and tuple(paddings) == _SCALE_ADD_LAST[1]):  # the values of the last call are checked already
+        _scale_add_attrs(scale, paddings)
     return _ext.scale_add(x, y, scale, paddings)
 
 

@@ -6,9 +6,102 @@
 #ifndef OPGEN_MS_BIND_H_
 #define OPGEN_MS_BIND_H_
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "pybind11/pybind11.h"
 #include "pybind11/stl.h"
 #include "include/utils/tensor_py.h"
 #include "opgen/ms.h"
+
+namespace opgen {
+namespace bind {
+namespace detail {
+/// numbers.Integral / numbers.Real, looked up once (kept for the life of the process).
+inline PyObject *abc(const char *which) {
+  static PyObject *integral = pybind11::object(pybind11::module_::import("numbers").attr("Integral")).release().ptr();
+  static PyObject *real = pybind11::object(pybind11::module_::import("numbers").attr("Real")).release().ptr();
+  return which[0] == 'I' ? integral : real;
+}
+inline bool is_bool(PyObject *v) {
+  return PyBool_Check(v) || std::string(Py_TYPE(v)->tp_name) == "numpy.bool_" ||
+         std::string(Py_TYPE(v)->tp_name) == "numpy.bool";
+}
+[[noreturn]] inline void bad(const char *op, const char *name, const char *type, const pybind11::handle &v, bool item) {
+  const std::string got = pybind11::str(pybind11::type::handle_of(v).attr("__name__")).cast<std::string>();
+  throw pybind11::type_error(std::string(op) + "(): attr '" + name + "' must be a " + type + ", got " + got +
+                             (item ? " " + pybind11::repr(v).cast<std::string>() : std::string()));
+}
+}  // namespace detail
+
+/// A list[int] attr of the Function<T> path: a list or tuple of integers (numpy integers too),
+/// never a bool, as opgen.runtime.check_attrs requires, with its messages. The generated wrapper
+/// checks a list attr's values once per distinct value tuple (ranges, int64 fit): a value
+/// comparison cannot tell True from 1, so the element types are checked here, on every call.
+/// Raises TypeError (pybind11::type_error).
+inline std::vector<int64_t> int_list(const char *op, const char *name, const pybind11::handle &value) {
+  if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) detail::bad(op, name, "list[int]", value, false);
+  const pybind11::sequence seq = pybind11::reinterpret_borrow<pybind11::sequence>(value);
+  std::vector<int64_t> out;
+  out.reserve(seq.size());
+  for (const auto &v : seq) {
+    if (PyLong_CheckExact(v.ptr())) {  // the common case, cheaply (a bool is not an exact int)
+      out.push_back(v.cast<int64_t>());
+      continue;
+    }
+    if (detail::is_bool(v.ptr()) || PyObject_IsInstance(v.ptr(), detail::abc("Integral")) != 1) {
+      detail::bad(op, name, "list[int]", v, true);
+    }
+    out.push_back(v.cast<int64_t>());
+  }
+  return out;
+}
+
+/// A list[float] attr of the Function<T> path: a list or tuple of real numbers (ints and numpy
+/// floats too), never a bool; see int_list. Raises TypeError (pybind11::type_error).
+inline std::vector<float> float_list(const char *op, const char *name, const pybind11::handle &value) {
+  if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) detail::bad(op, name, "list[float]", value, false);
+  const pybind11::sequence seq = pybind11::reinterpret_borrow<pybind11::sequence>(value);
+  std::vector<float> out;
+  out.reserve(seq.size());
+  for (const auto &v : seq) {
+    if (!PyFloat_CheckExact(v.ptr()) && !PyLong_CheckExact(v.ptr()) &&
+        (detail::is_bool(v.ptr()) || PyObject_IsInstance(v.ptr(), detail::abc("Real")) != 1)) {
+      detail::bad(op, name, "list[float]", v, true);
+    }
+    out.push_back(static_cast<float>(PyFloat_AsDouble(v.ptr())));
+  }
+  return out;
+}
+/// A list[bool] attr of the Function<T> path: a list or tuple of bools (numpy bools too), never
+/// 0 or 1; see int_list. Raises TypeError (pybind11::type_error).
+inline std::vector<bool> bool_list(const char *op, const char *name, const pybind11::handle &value) {
+  if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) detail::bad(op, name, "list[bool]", value, false);
+  const pybind11::sequence seq = pybind11::reinterpret_borrow<pybind11::sequence>(value);
+  std::vector<bool> out;
+  out.reserve(seq.size());
+  for (const auto &v : seq) {
+    if (!detail::is_bool(v.ptr())) detail::bad(op, name, "list[bool]", v, true);
+    out.push_back(PyObject_IsTrue(v.ptr()) == 1);
+  }
+  return out;
+}
+
+/// A list[str] attr of the Function<T> path: a list or tuple of str (not bytes); see int_list.
+/// Raises TypeError (pybind11::type_error).
+inline std::vector<std::string> str_list(const char *op, const char *name, const pybind11::handle &value) {
+  if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) detail::bad(op, name, "list[str]", value, false);
+  const pybind11::sequence seq = pybind11::reinterpret_borrow<pybind11::sequence>(value);
+  std::vector<std::string> out;
+  out.reserve(seq.size());
+  for (const auto &v : seq) {
+    if (!PyUnicode_Check(v.ptr())) detail::bad(op, name, "list[str]", v, true);
+    out.push_back(v.cast<std::string>());
+  }
+  return out;
+}
+}  // namespace bind
+}  // namespace opgen
 
 #endif  // OPGEN_MS_BIND_H_
