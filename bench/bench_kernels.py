@@ -229,8 +229,9 @@ def timed(f: Fn, calls: int) -> list[float]:
     return res
 
 
-def run_case(case: Case, mods: dict[str, Any], rounds: int, grad: bool) -> None:
-    """Check, then time every implementation of a case, interleaved."""
+def run_case(case: Case, mods: dict[str, Any], rounds: int, grad: bool, alone: float = 0.0) -> None:
+    """Check, then time every implementation of a case: interleaved, or with ``alone`` > 0 each
+    one on its own for ``alone`` seconds of back-to-back calls (see ``--alone``)."""
     import mindspore as ms
 
     tensors = {k: ms.Tensor(v) for k, v in case.inputs.items()}
@@ -269,6 +270,15 @@ def run_case(case: Case, mods: dict[str, Any], rounds: int, grad: bool) -> None:
         f()
         f()
     order = list(impls)
+    if alone:
+        for label in order:
+            f = impls[label]
+            for _ in range(3):
+                f()
+            t_end = time.perf_counter() + alone
+            while time.perf_counter() < t_end:
+                case.timings.setdefault(label, []).extend(timed(f, per))
+        return
     shuffle = random.Random(hash((case.op, case.size)) & 0xFFFF)
     for _ in range(rounds):
         shuffle.shuffle(order)
@@ -285,6 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-grad", action="store_true", help="forward only")
     p.add_argument("--no-limits", action="store_true", help="skip the machine's stream / peak / sgemm figures")
     p.add_argument("--overhead-only", action="store_true", help="only the per-call table (16 elements)")
+    p.add_argument("--alone", type=float, default=0.0, metavar="S",
+                   help="time each implementation on its own for S seconds of back-to-back calls instead of "
+                        "in turns: after a builtin op MindSpore's runtime threads spin for ~50 ms and take a "
+                        "core from whatever runs next (docs/performance.md)")
     args = p.parse_args(argv)
 
     print(f"# {machine()}")
@@ -319,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
           "fwd+bwd builtin | F/builtin | C/builtin |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for case in all_cases:
-        run_case(case, fused if case.fused else mods, args.rounds, not args.no_grad)
+        run_case(case, fused if case.fused else mods, args.rounds, not args.no_grad, args.alone)
         med = {k: statistics.median(v) for k, v in case.timings.items()}
         cell = functools.partial(_cell, med)
         ratio = functools.partial(_ratio, med)
