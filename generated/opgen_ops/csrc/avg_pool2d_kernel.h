@@ -31,7 +31,9 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   const int64_t P = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3), OH = out.dim(2), OW = out.dim(3);
   const int64_t kh = kernel[0], kw = kernel[1], sh = stride[0], sw = stride[1];
   const C inv = C(1) / C(kh * kw);
-  opgen::parallel_for(P, [&](int64_t p0, int64_t p1) {
+  // planes in parallel: a chunk of planes is worth kParallelGrain input elements
+  const int64_t grain = std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, H * W));
+  opgen::parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       for (int64_t i = 0; i < OH; ++i) {
         for (int64_t j = 0; j < OW; ++j) {
@@ -44,7 +46,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
       }
     }
   });
-#line 48 "generated/opgen_ops/csrc/avg_pool2d_kernel.h"
+#line 50 "generated/opgen_ops/csrc/avg_pool2d_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -57,13 +59,14 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   (void)out;
   const std::vector<int64_t> &kernel = attrs.kernel;
   const std::vector<int64_t> &stride = attrs.stride;
-#line 54 "ops/avg_pool2d.yaml"
+#line 56 "ops/avg_pool2d.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t P = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3), OH = dout.dim(2), OW = dout.dim(3);
   const int64_t kh = kernel[0], kw = kernel[1], sh = stride[0], sw = stride[1];
   const C inv = C(1) / C(kh * kw);
-  std::fill(dx.data, dx.data + dx.numel, x_t(0));
-  opgen::parallel_for(P, [&](int64_t p0, int64_t p1) {
+  const int64_t grain = std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, H * W));
+  opgen::parallel_for(P, grain, [&](int64_t p0, int64_t p1) {
+    std::fill(dx.data + p0 * H * W, dx.data + p1 * H * W, x_t(0));  // windows stay in their plane
     for (int64_t p = p0; p < p1; ++p) {
       for (int64_t i = 0; i < OH; ++i) {
         for (int64_t j = 0; j < OW; ++j) {
@@ -75,7 +78,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
       }
     }
   });
-#line 79 "generated/opgen_ops/csrc/avg_pool2d_kernel.h"
+#line 82 "generated/opgen_ops/csrc/avg_pool2d_kernel.h"
 }
 
 }  // namespace avg_pool2d

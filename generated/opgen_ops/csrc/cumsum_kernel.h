@@ -33,7 +33,8 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   const std::vector<int64_t> axes = opgen::normalize_axes(axis, x.ndim);
   int64_t outer = 1, n = 1, inner = 1;
   for (int i = 0; i < x.ndim; ++i) (i < axes[0] ? outer : i == axes[0] ? n : inner) *= x.dim(i);
-  opgen::parallel_for(outer * inner, [&](int64_t g0, int64_t g1) {
+  // groups in parallel, a chunk worth kParallelGrain elements (the default grain counts elements)
+  opgen::parallel_for(outer * inner, std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, n)), [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t base = (g / inner) * n * inner + g % inner;
       C acc = 0;
@@ -46,7 +47,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
       }
     }
   });
-#line 50 "generated/opgen_ops/csrc/cumsum_kernel.h"
+#line 51 "generated/opgen_ops/csrc/cumsum_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -60,13 +61,14 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const int64_t &axis = attrs.axis;
   const bool &exclusive = attrs.exclusive;
   const bool &reverse = attrs.reverse;
-#line 56 "ops/cumsum.yaml"
+#line 57 "ops/cumsum.yaml"
   // dx[j] = sum of dout[k] over the k whose sum includes x[j]: a cumsum the other way round.
   using C = opgen::compute_t<x_t>;
   const std::vector<int64_t> axes = opgen::normalize_axes(axis, x.ndim);
   int64_t outer = 1, n = 1, inner = 1;
   for (int i = 0; i < x.ndim; ++i) (i < axes[0] ? outer : i == axes[0] ? n : inner) *= x.dim(i);
-  opgen::parallel_for(outer * inner, [&](int64_t g0, int64_t g1) {
+  // groups in parallel, a chunk worth kParallelGrain elements (the default grain counts elements)
+  opgen::parallel_for(outer * inner, std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, n)), [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t base = (g / inner) * n * inner + g % inner;
       C acc = 0;
@@ -79,7 +81,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
       }
     }
   });
-#line 83 "generated/opgen_ops/csrc/cumsum_kernel.h"
+#line 85 "generated/opgen_ops/csrc/cumsum_kernel.h"
 }
 
 }  // namespace cumsum

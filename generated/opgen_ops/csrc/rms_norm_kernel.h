@@ -28,7 +28,8 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight
 #line 32 "ops/rms_norm.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.dim(-1), R = D ? x.numel / D : 0;
-  opgen::parallel_for(R, [&](int64_t r0, int64_t r1) {
+  // rows in parallel, a chunk worth kParallelGrain elements (the default grain counts elements)
+  opgen::parallel_for(R, std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, D)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const auto *xr = x.data + r * D;
       C ms = 0;
@@ -37,7 +38,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight
       for (int64_t j = 0; j < D; ++j) y[r * D + j] = y_t(C(xr[j]) * s * C(weight[j]));
     }
   });
-#line 41 "generated/opgen_ops/csrc/rms_norm_kernel.h"
+#line 42 "generated/opgen_ops/csrc/rms_norm_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -50,7 +51,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weigh
   (void)weight;
   (void)y;
   const float &eps = attrs.eps;
-#line 44 "ops/rms_norm.yaml"
+#line 45 "ops/rms_norm.yaml"
   // dx = s * g - s**3 * x * sum(g * x) / D with g = dy * weight; dweight = sum over rows of dy * x * s
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.dim(-1), R = D ? x.numel / D : 0;
@@ -69,7 +70,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weigh
     }
   }
   for (int64_t j = 0; dweight && j < D; ++j) dweight[j] = weight_t(acc[j]);
-#line 73 "generated/opgen_ops/csrc/rms_norm_kernel.h"
+#line 74 "generated/opgen_ops/csrc/rms_norm_kernel.h"
 }
 
 }  // namespace rms_norm

@@ -27,7 +27,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 #line 24 "ops/swiglu.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.dim(-1), H = D / 2, R = D ? x.numel / D : 0;
-  opgen::parallel_for(R, [&](int64_t r0, int64_t r1) {
+  opgen::parallel_for(R, std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, D)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t j = 0; j < H; ++j) {
         const C a = C(x[r * D + j]), b = C(x[r * D + H + j]);
@@ -50,7 +50,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   // d/da = b * s * (1 + a * (1 - s)), d/db = a * s, s = sigmoid(a)
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.dim(-1), H = D / 2, R = D ? x.numel / D : 0;
-  opgen::parallel_for(R, [&](int64_t r0, int64_t r1) {
+  opgen::parallel_for(R, std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, D)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t j = 0; j < H; ++j) {
         const C a = C(x[r * D + j]), b = C(x[r * D + H + j]), g = C(dout[r * H + j]);

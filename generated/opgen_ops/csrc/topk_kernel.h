@@ -27,7 +27,8 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<value
   const int64_t &k = attrs.k;
 #line 36 "ops/topk.yaml"
   const int64_t n = x.dim(-1), R = n ? x.numel / n : values.numel / (k ? k : 1);
-  opgen::parallel_for(n ? R : 0, [&](int64_t r0, int64_t r1) {
+  // rows in parallel, a chunk worth kParallelGrain elements (the default grain counts elements)
+  opgen::parallel_for(n ? R : 0, std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, n)), [&](int64_t r0, int64_t r1) {
     std::vector<int64_t> order(static_cast<size_t>(n));
     for (int64_t r = r0; r < r1; ++r) {
       const auto *row = x.data + r * n;
@@ -41,7 +42,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<value
       }
     }
   });
-#line 45 "generated/opgen_ops/csrc/topk_kernel.h"
+#line 46 "generated/opgen_ops/csrc/topk_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -54,13 +55,13 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<value
   (void)values;
   (void)indices;
   const int64_t &k = attrs.k;
-#line 52 "ops/topk.yaml"
+#line 53 "ops/topk.yaml"
   const int64_t n = x.dim(-1), R = n ? x.numel / n : 0;
   std::fill(dx.data, dx.data + dx.numel, x_t(0));
   for (int64_t r = 0; r < R; ++r) {
     for (int64_t j = 0; j < k; ++j) dx[r * n + indices[r * k + j]] += dvalues[r * k + j];
   }
-#line 64 "generated/opgen_ops/csrc/topk_kernel.h"
+#line 65 "generated/opgen_ops/csrc/topk_kernel.h"
 }
 
 }  // namespace topk
