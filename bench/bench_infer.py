@@ -52,25 +52,22 @@ def main() -> None:
     y = ms.Tensor(np.random.default_rng(1).standard_normal(args.size).astype(np.float32))
     layout = (1, 1)
     kinds = ("required", "required")
-    py_prim = ops.Custom(
-        f"{C._LIB}:opgen_ops_add_forward",
-        out_shape=lambda a, b: rt.broadcast_shape(a, b, op="add"),
-        out_dtype=lambda a, b: a,
-        func_type="aot",
-        reg_info=rt.reg_info("opgen_ops_add", [("x", k, 1) for k in kinds[:1]] + [("y", "required", 1)],
-                             [("out", "required", 1)], [], C._ADD_ROWS),
-    )
+    def hand_written(**bprop: Any) -> Any:
+        """The generated op's aot kernel registered by hand, with a Python out_shape."""
+        return ops.Custom(
+            f"{C._LIB}:opgen_ops_add_forward",
+            out_shape=lambda a, b: rt.broadcast_shape(a, b, op="add"),
+            out_dtype=lambda a, b: a,
+            func_type="aot",
+            reg_info=rt.reg_info("opgen_ops_add", [("x", k, 1) for k in kinds[:1]] + [("y", "required", 1)],
+                                 [("out", "required", 1)], [], C._ADD_ROWS),
+            **bprop,
+        )
+
+    py_prim = hand_written()
     # the same registration with a bprop, as the generated op has (MindSpore does per-call work
     # for a primitive with a bprop): the hand-written op "registered the same way"
-    py_prim_bprop = ops.Custom(
-        f"{C._LIB}:opgen_ops_add_forward",
-        out_shape=lambda a, b: rt.broadcast_shape(a, b, op="add"),
-        out_dtype=lambda a, b: a,
-        func_type="aot",
-        reg_info=rt.reg_info("opgen_ops_add", [("x", k, 1) for k in kinds[:1]] + [("y", "required", 1)],
-                             [("out", "required", 1)], [], C._ADD_ROWS),
-        bprop=lambda a, b, out, dout: (dout, dout),
-    )
+    py_prim_bprop = hand_written(bprop=lambda a, b, out, dout: (dout, dout))
     prim_cpp = C.add_primitive(layout=layout, dynamic=True)
     prim_py = C.add_primitive(layout=layout, dynamic=False)
     rows: dict[str, Callable[[], Any]] = {

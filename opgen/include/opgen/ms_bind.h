@@ -33,73 +33,63 @@ inline bool is_bool(PyObject *v) {
   throw pybind11::type_error(std::string(op) + "(): attr '" + name + "' must be a " + type + ", got " + got +
                              (item ? " " + pybind11::repr(v).cast<std::string>() : std::string()));
 }
+
+/// The elements of a list attr: `value` must be a list or tuple and `ok(item)` hold for each
+/// item, else TypeError with check_attrs's message for `type` ("list[int]"...); `get(item)` is
+/// the C++ value.
+template <typename T, typename Ok, typename Get>
+std::vector<T> items(const char *op, const char *name, const char *type, const pybind11::handle &value, Ok ok,
+                     Get get) {
+  if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) bad(op, name, type, value, false);
+  const pybind11::sequence seq = pybind11::reinterpret_borrow<pybind11::sequence>(value);
+  std::vector<T> out;
+  out.reserve(seq.size());
+  for (const auto &v : seq) {
+    if (!ok(v.ptr())) bad(op, name, type, v, true);
+    out.push_back(get(v));
+  }
+  return out;
+}
 }  // namespace detail
 
 /// A list[int] attr of the Function<T> path: a list or tuple of integers (numpy integers too),
 /// never a bool, as opgen.runtime.check_attrs requires, with its messages. The generated wrapper
 /// checks a list attr's values once per distinct value tuple (ranges, int64 fit): a value
-/// comparison cannot tell True from 1, so the element types are checked here, on every call.
-/// Raises TypeError (pybind11::type_error).
+/// comparison cannot tell True from 1, so the element types are checked here, on every call
+/// (an exact int takes the fast path). Raises TypeError (pybind11::type_error).
 inline std::vector<int64_t> int_list(const char *op, const char *name, const pybind11::handle &value) {
-  if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) detail::bad(op, name, "list[int]", value, false);
-  const pybind11::sequence seq = pybind11::reinterpret_borrow<pybind11::sequence>(value);
-  std::vector<int64_t> out;
-  out.reserve(seq.size());
-  for (const auto &v : seq) {
-    if (PyLong_CheckExact(v.ptr())) {  // the common case, cheaply (a bool is not an exact int)
-      out.push_back(v.cast<int64_t>());
-      continue;
-    }
-    if (detail::is_bool(v.ptr()) || PyObject_IsInstance(v.ptr(), detail::abc("Integral")) != 1) {
-      detail::bad(op, name, "list[int]", v, true);
-    }
-    out.push_back(v.cast<int64_t>());
-  }
-  return out;
+  return detail::items<int64_t>(
+      op, name, "list[int]", value,
+      [](PyObject *v) {
+        return PyLong_CheckExact(v) || (!detail::is_bool(v) && PyObject_IsInstance(v, detail::abc("Integral")) == 1);
+      },
+      [](const pybind11::handle &v) { return v.cast<int64_t>(); });
 }
 
 /// A list[float] attr of the Function<T> path: a list or tuple of real numbers (ints and numpy
 /// floats too), never a bool; see int_list. Raises TypeError (pybind11::type_error).
 inline std::vector<float> float_list(const char *op, const char *name, const pybind11::handle &value) {
-  if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) detail::bad(op, name, "list[float]", value, false);
-  const pybind11::sequence seq = pybind11::reinterpret_borrow<pybind11::sequence>(value);
-  std::vector<float> out;
-  out.reserve(seq.size());
-  for (const auto &v : seq) {
-    if (!PyFloat_CheckExact(v.ptr()) && !PyLong_CheckExact(v.ptr()) &&
-        (detail::is_bool(v.ptr()) || PyObject_IsInstance(v.ptr(), detail::abc("Real")) != 1)) {
-      detail::bad(op, name, "list[float]", v, true);
-    }
-    out.push_back(static_cast<float>(PyFloat_AsDouble(v.ptr())));
-  }
-  return out;
+  return detail::items<float>(
+      op, name, "list[float]", value,
+      [](PyObject *v) {
+        return PyFloat_CheckExact(v) || PyLong_CheckExact(v) ||
+               (!detail::is_bool(v) && PyObject_IsInstance(v, detail::abc("Real")) == 1);
+      },
+      [](const pybind11::handle &v) { return static_cast<float>(PyFloat_AsDouble(v.ptr())); });
 }
+
 /// A list[bool] attr of the Function<T> path: a list or tuple of bools (numpy bools too), never
 /// 0 or 1; see int_list. Raises TypeError (pybind11::type_error).
 inline std::vector<bool> bool_list(const char *op, const char *name, const pybind11::handle &value) {
-  if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) detail::bad(op, name, "list[bool]", value, false);
-  const pybind11::sequence seq = pybind11::reinterpret_borrow<pybind11::sequence>(value);
-  std::vector<bool> out;
-  out.reserve(seq.size());
-  for (const auto &v : seq) {
-    if (!detail::is_bool(v.ptr())) detail::bad(op, name, "list[bool]", v, true);
-    out.push_back(PyObject_IsTrue(v.ptr()) == 1);
-  }
-  return out;
+  return detail::items<bool>(op, name, "list[bool]", value, [](PyObject *v) { return detail::is_bool(v); },
+                             [](const pybind11::handle &v) { return PyObject_IsTrue(v.ptr()) == 1; });
 }
 
 /// A list[str] attr of the Function<T> path: a list or tuple of str (not bytes); see int_list.
 /// Raises TypeError (pybind11::type_error).
 inline std::vector<std::string> str_list(const char *op, const char *name, const pybind11::handle &value) {
-  if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) detail::bad(op, name, "list[str]", value, false);
-  const pybind11::sequence seq = pybind11::reinterpret_borrow<pybind11::sequence>(value);
-  std::vector<std::string> out;
-  out.reserve(seq.size());
-  for (const auto &v : seq) {
-    if (!PyUnicode_Check(v.ptr())) detail::bad(op, name, "list[str]", v, true);
-    out.push_back(v.cast<std::string>());
-  }
-  return out;
+  return detail::items<std::string>(op, name, "list[str]", value, [](PyObject *v) { return PyUnicode_Check(v) != 0; },
+                                    [](const pybind11::handle &v) { return v.cast<std::string>(); });
 }
 }  // namespace bind
 }  // namespace opgen
