@@ -117,7 +117,7 @@ def py_literal(attr: Attr, value: Any) -> str:
     """Python literal for an attr value (lists become tuples: defaults are immutable)."""
     if attr.type == "float":
         return py_value(float(value))
-    if attr.type.startswith("list["):
+    if attr.is_list:
         items = [float(v) if attr.type == "list[float]" else v for v in value]
         return py_value(tuple(items))
     return repr(value)
@@ -237,16 +237,16 @@ def attr_key(attrs: Sequence[Attr]) -> str:
     """Python expression of the key under which a call's attr values, once checked, are cached
     (``runtime.check_attrs_once``): each value with its class, so that ``True``, ``1`` and ``1.0``
     (equal and of equal hash) stay apart; list values through ``runtime.list_key``."""
-    parts = [f"_rt.list_key({a.name})" if a.type.startswith("list[") else f"{a.name}.__class__, {a.name}"
+    parts = [f"_rt.list_key({a.name})" if a.is_list else f"{a.name}.__class__, {a.name}"
              for a in attrs]
-    return ", ".join(parts) + ("," if len(parts) == 1 and attrs[0].type.startswith("list[") else "")
+    return ", ".join(parts) + ("," if len(parts) == 1 and attrs[0].is_list else "")
 
 
 def attr_same(op: str, attrs: Sequence[Attr]) -> str:
     """Python condition that a call's attr values are the very objects of the last checked call
     (``alpha is _LEAKY_RELU_LAST[0]``): a few nanoseconds, the Function path's per-call check.
     Empty when an attr is a list (mutable: the same object may hold other values since)."""
-    if not attrs or any(a.type.startswith("list[") for a in attrs):
+    if not attrs or any(a.is_list for a in attrs):
         return ""
     return " and ".join(f"{a.name} is _{op.upper()}_LAST[{i}]" for i, a in enumerate(attrs))
 
@@ -283,7 +283,7 @@ def attr_same_function(op: str, attrs: Sequence[Attr], names: dict[str, str]) ->
     (``opgen::bind::int_list``...)."""
     parts = []
     for i, a in enumerate(attrs):
-        if a.type.startswith("list["):
+        if a.is_list:
             parts.append(f"{a.name}.__class__ in ({names['list']}, {names['tuple']}) and "
                          f"{names['tuple']}({a.name}) == _{op.upper()}_LAST[{i}]")
         else:
@@ -497,9 +497,9 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
     # the pybind11 function's parameters: list attrs arrive as Python objects and are converted by
     # opgen::bind (element types checked on every call: the wrapper checks their values once)
     bind_params = run_params[:len(inputs)] + [
-        f"const pybind11::handle &{a.name}" if a.type.startswith("list[") else f"{a.cpp_type} {a.name}" for a in attrs]
+        f"const pybind11::handle &{a.name}" if a.is_list else f"{a.cpp_type} {a.name}" for a in attrs]
     bind_args = [x.name for x in inputs] + [
-        f'opgen::bind::{a.type[5:-1]}_list("{op.name}", "{a.name}", {a.name})' if a.type.startswith("list[")
+        f'opgen::bind::{a.item_type}_list("{op.name}", "{a.name}", {a.name})' if a.is_list
         else a.name for a in attrs]
     return {
         "name": op.name,
@@ -507,7 +507,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         "run_params": ", ".join(run_params),
         "bind_params": ", ".join(bind_params),
         "bind_args": ", ".join(bind_args),
-        "has_list_attr": any(a.type.startswith("list[") for a in attrs),
+        "has_list_attr": any(a.is_list for a in attrs),
         "file": op.file,
         "doc": op.doc.strip(),
         "doc_py": doc_block(op.doc),
@@ -558,7 +558,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
                 "range": list(a.range) if a.range else None,
                 "range_py": py_value(list(a.range)) if a.range else "None",
                 "choices_py": py_value(tuple(a.choices)) if a.choices else None,
-                "is_list": a.type.startswith("list["),
+                "is_list": a.is_list,
                 "scalar": a.type in ("int", "float", "bool"),
             }
             for a in attrs
@@ -573,7 +573,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         "attr_key": attr_key(attrs),
         "attr_same": attr_same(op.name, attrs),
         "attr_same_function": attr_same_function(op.name, attrs, names),
-        "attr_last_values": ", ".join(f"{names['tuple']}({a.name})" if a.type.startswith("list[") else a.name
+        "attr_last_values": ", ".join(f"{names['tuple']}({a.name})" if a.is_list else a.name
                                       for a in attrs),
         "primitive_params": "".join(p + ", " for p in attr_params),
         "builtin": names,

@@ -123,8 +123,6 @@ def tensor_input(op: str, name: str, value: Any) -> Any:
     return value
 
 
-
-
 def tensor_list_input(op: str, name: str, value: Any) -> Any:
     """Raise TypeError naming ``op`` unless ``value`` is a non-empty list or tuple of Tensors
     (ValueError when empty).  Graph-mode safe (the loop is over the items, not indices: an

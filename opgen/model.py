@@ -127,6 +127,16 @@ class Attr:
         return ATTR_CPP[self.type]
 
     @property
+    def is_list(self) -> bool:
+        """Whether the attr is a list (``list[int]``...)."""
+        return self.type.startswith("list[")
+
+    @property
+    def item_type(self) -> str:
+        """The element type of a list attr (``int`` for ``list[int]``), else the type itself."""
+        return self.type[5:-1] if self.is_list else self.type
+
+    @property
     def reg_type(self) -> str:
         """CustomRegOp value_type string."""
         return ATTR_REG[self.type]

@@ -369,8 +369,6 @@ OPGEN_HIDDEN inline int isa_level() {
   return 0;
 #endif
 }
-/// Whether this CPU runs the AVX2+FMA (or wider) copies of the loops.
-OPGEN_HIDDEN inline bool cpu_has_avx2() { return isa_level() >= 1; }
 
 /// Calls body() from a function compiled for AVX-512 / AVX2+FMA when the CPU has them, else from
 /// the baseline one. `body` is inlined into each, so its loops are vectorised for that ISA.
