@@ -211,6 +211,30 @@ def _cases() -> list[Case]:
                                                                                             [3.0]]))),
                                                   x23.T + np.float32([[1.0], [2.0], [3.0]])), "answer")
 
+    # views opgen's Function path copies itself (ms_support.cc gather_view): an offset slice, a
+    # stride-0 broadcast of a row and of a scalar, 3-d transposes (32 x 32 tiles: sizes that are
+    # not multiples of 32), a transpose sliced again, an int64 slice
+    x3d = _f32(3, 70, 45)
+
+    def _bcast(a: Any, shape: tuple[int, ...]) -> Any:
+        import mindspore
+
+        return mindspore.ops.broadcast_to(_t(a), shape)
+
+    add("square_offset_slice", lambda P: _eq(P.square(_t(x46)[1:, 2:5]), x46[1:, 2:5] ** 2), "answer")
+    add("square_broadcast_row", lambda P: _eq(P.square(_bcast(x46[:1], (5, 6))),
+                                              np.broadcast_to(x46[:1], (5, 6)) ** 2), "answer")
+    add("square_broadcast_scalar", lambda P: _eq(P.square(_bcast(np.float32(1.5), (3, 4))),
+                                                 np.full((3, 4), 2.25, np.float32)), "answer")
+    for perm in ((0, 2, 1), (2, 1, 0), (2, 0, 1)):
+        add(f"square_transposed_{''.join(map(str, perm))}",
+            lambda P, perm=perm: _eq(P.square(_t(x3d).transpose(*perm)), x3d.transpose(perm) ** 2), "answer")
+    add("square_transposed_sliced", lambda P: _eq(P.square(_t(x3d).transpose(0, 2, 1)[:, 3:40:3, 1:]),
+                                                  x3d.transpose(0, 2, 1)[:, 3:40:3, 1:] ** 2), "answer")
+    i46 = np.arange(24, dtype=np.int64).reshape(4, 6)
+    add("concat_int64_slices", lambda P: _eq(P.concat([_t(i46)[:, 1:], _t(i46)[:, ::3]], axis=1),
+                                             np.concatenate([i46[:, 1:], i46[:, ::3]], 1)), "answer")
+
     def grad_transposed(P: Any) -> None:
         xt = _t(x23).transpose()
         gx, gy = _grad(P.mul, xt, _t(y3[:2]))

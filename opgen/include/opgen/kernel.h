@@ -372,6 +372,7 @@ OPGEN_HIDDEN inline int isa_level() {
 
 /// Calls body() from a function compiled for AVX-512 / AVX2+FMA when the CPU has them, else from
 /// the baseline one. `body` is inlined into each, so its loops are vectorised for that ISA.
+/// MaxLevel (an isa_level value) caps the choice for a loop measured faster in a narrower copy.
 template <typename Body>
 #if defined(OPGEN_AVX2_DISPATCH)
 OPGEN_TARGET_AVX512 __attribute__((flatten))
@@ -390,9 +391,9 @@ template <typename Body>
 inline void run_base(Body &body) {
   body();
 }
-template <typename Body>
+template <int MaxLevel = 2, typename Body>
 inline void dispatch_isa(Body &&body) {
-  switch (isa_level()) {
+  switch (std::min(isa_level(), MaxLevel)) {
     case 2: run_avx512(body); break;
     case 1: run_avx2(body); break;
     default: run_base(body); break;

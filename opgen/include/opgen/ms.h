@@ -37,6 +37,7 @@ using TensorPtrList = std::vector<TensorPtr>;
 using mindspore::pynative::autograd::AutogradContext;
 
 /// Host-resident, contiguous version of `t` whose data_c() kernels may read (opgen/ms_support.cc).
+/// A view (slice, transpose, broadcast) is copied by opgen's parallel loops, else by MindSpore.
 TensorPtr host(const TensorPtr &t);
 
 /// Output tensor of `dtype` and `shape` for a kernel to fill: its data is NOT initialised.

@@ -21,10 +21,111 @@
 namespace opgen {
 namespace ms {
 
+namespace {
+/// Offset (elements) of plane `p` of `shape`'s first `nd` axes, for `strides`.
+inline int64_t plane_offset(int64_t p, const Shape &shape, const Shape &strides, int nd) {
+  int64_t off = 0;
+  for (int d = nd - 1; d >= 0; --d) {
+    const auto du = static_cast<size_t>(d);
+    off += (p % shape[du]) * strides[du];
+    p /= shape[du];
+  }
+  return off;
+}
+
+/// out (contiguous, numel elements of `shape`) = the view of `base` with `strides` (elements).
+/// Rows of the last axis in parallel, each a copy (stride 1), a fill (stride 0) or a gather; when
+/// the next-to-last axis is the one closer together in memory (a transpose), 32 x 32 tiles of
+/// the last two axes instead, so that both the reads and the writes of a tile stay in cache.
+template <typename U>
+void gather_strided(const U *base, const Shape &shape, const Shape &strides, int64_t numel, U *out) {
+  const int nd = static_cast<int>(shape.size());
+  const int64_t inner = nd ? shape[static_cast<size_t>(nd - 1)] : 1;
+  const int64_t step = nd ? strides[static_cast<size_t>(nd - 1)] : 0;
+  const int64_t rows = numel / inner;
+  if (nd >= 2 && step > 1 && strides[static_cast<size_t>(nd - 2)] < step) {
+    constexpr int64_t kTile = 32;
+    const int64_t n_rows = shape[static_cast<size_t>(nd - 2)];
+    const int64_t row_step = strides[static_cast<size_t>(nd - 2)];
+    const int64_t row_tiles = (n_rows + kTile - 1) / kTile;
+    parallel_for(rows / n_rows * row_tiles, std::max<int64_t>(1, kParallelGrain / (kTile * inner)),
+                 [&](int64_t t0, int64_t t1) {
+                   for (int64_t t = t0; t < t1; ++t) {
+                     const int64_t plane = t / row_tiles;
+                     const int64_t r0 = t % row_tiles * kTile, r1 = std::min(n_rows, r0 + kTile);
+                     const U *src = base + plane_offset(plane, shape, strides, nd - 2);
+                     U *dst = out + plane * n_rows * inner;
+                     for (int64_t k0 = 0; k0 < inner; k0 += kTile) {
+                       const int64_t k1 = std::min(inner, k0 + kTile);
+                       for (int64_t k = k0; k < k1; ++k) {
+                         for (int64_t r = r0; r < r1; ++r) dst[r * inner + k] = src[r * row_step + k * step];
+                       }
+                     }
+                   }
+                 });
+    return;
+  }
+  parallel_for(rows, std::max<int64_t>(1, kParallelGrain / inner), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const U *src = base + plane_offset(r, shape, strides, nd - 1);
+      U *dst = out + r * inner;
+      if (step == 1) {
+        std::copy(src, src + inner, dst);
+      } else if (step == 0) {
+        std::fill(dst, dst + inner, *src);
+      } else {
+        for (int64_t k = 0; k < inner; ++k) dst[k] = src[k * step];
+      }
+    }
+  });
+}
+
+/// A contiguous copy of the non-contiguous CPU tensor `t` (a transpose, slice or broadcast view),
+/// made by opgen's parallel loops; nullptr when `t` is not a view opgen reads itself (no storage
+/// info or CPU memory, negative strides, an element size other than 1/2/4/8, or strides that
+/// would reach outside the memory), which host() then hands to MindSpore's contiguous().
+///
+/// Why: MindSpore 2.10's contiguous() copies element by element on one thread (~5 GB/s). The
+/// gradient `ms.grad` feeds an op is ones broadcast from a scalar (strides 0): for a 32 MB
+/// output that took 6.7 ms before the op's backward ran, 2-3x the whole builtin fwd+bwd.
+TensorPtr gather_view(const TensorPtr &t) {
+  const auto info = t->storage_info();
+  const auto &addr = t->device_address();
+  if (info == nullptr || addr == nullptr || addr->GetDeviceType() != mindspore::device::DeviceType::kCPU) {
+    return nullptr;
+  }
+  const Shape &shape = info->shape;
+  const Shape &strides = info->strides;
+  if (shape.size() != strides.size() || shape != t->shape()) return nullptr;
+  const size_t item = mindspore::abstract::TypeIdSize(t->data_type());
+  int64_t numel = 1, last = static_cast<int64_t>(info->storage_offset);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] < 0 || strides[d] < 0) return nullptr;
+    numel *= shape[d];
+    if (shape[d] > 0) last += (shape[d] - 1) * strides[d];
+  }
+  if (numel == 0 || (item != 1 && item != 2 && item != 4 && item != 8)) return nullptr;
+  t->ExecuteLazyTask();  // the view's data may still be being written by an async op
+  auto *const mem = static_cast<char *>(addr->GetMutablePtr());
+  if (mem == nullptr || static_cast<size_t>(last + 1) * item > addr->GetSize()) return nullptr;
+  TensorPtr out = empty(t->data_type(), shape);
+  const char *base = mem + info->storage_offset * item;
+  void *dst = out->data_c();
+  switch (item) {
+    case 1: gather_strided(reinterpret_cast<const uint8_t *>(base), shape, strides, numel, static_cast<uint8_t *>(dst)); break;
+    case 2: gather_strided(reinterpret_cast<const uint16_t *>(base), shape, strides, numel, static_cast<uint16_t *>(dst)); break;
+    case 4: gather_strided(reinterpret_cast<const uint32_t *>(base), shape, strides, numel, static_cast<uint32_t *>(dst)); break;
+    default: gather_strided(reinterpret_cast<const uint64_t *>(base), shape, strides, numel, static_cast<uint64_t *>(dst)); break;
+  }
+  return out;
+}
+}  // namespace
+
 TensorPtr host(const TensorPtr &t) {
   if (t == nullptr) return t;
-  TensorPtr c = t->is_contiguous() ? t : mindspore::kernel::pyboost::contiguous(t);
-  return c->cpu();
+  if (t->is_contiguous()) return t->cpu();
+  if (TensorPtr c = gather_view(t)) return c;
+  return mindspore::kernel::pyboost::contiguous(t)->cpu();
 }
 
 namespace {
