@@ -275,17 +275,30 @@ def bprop_returns_dout(op: Op) -> bool:
             and all(r.dtype(i) == r.dtype(n) for r in op.rows for i in range(n)))
 
 
+def cpp_checks_attr(a: Attr) -> bool:
+    """Whether the Function<T> extension checks everything about attr ``a`` that
+    ``opgen.runtime.check_attrs`` does, on every call: a list attr without range or choices
+    (``opgen::bind::int_list``... in ms_bind.h: types, int64 and float32 fit)."""
+    return a.is_list and a.range is None and a.choices is None
+
+
 def attr_same_function(op: str, attrs: Sequence[Attr], names: dict[str, str]) -> str:
     """The Function<T> wrapper's per-call attr test: that each value was checked by the last
-    checked call. Scalars by identity (``alpha is _LEAKY_RELU_LAST[0]``); list attrs by value
-    (``tuple(axis) == _REDUCE_SUM_LAST[0]``: a literal list is a new object on every call), which
-    cannot tell ``True`` from ``1``, so the extension checks their element types on every call
-    (``opgen::bind::int_list``...)."""
+    checked call. Scalars by identity (``alpha is _LEAKY_RELU_LAST[0]``); list attrs with a
+    range or choices by value (``axis == _REDUCE_SUM_LAST[0]``: a literal list is a new object on
+    every call), against a copy of the last checked value (``axis[:]``: a list the caller changes
+    afterwards is checked again; a tuple is its own copy, and a list never equals a tuple, so
+    switching between them checks again). Equality cannot tell ``True`` from ``1``, so the
+    extension checks the element types on every call (``opgen::bind::int_list``...), and with
+    them the rest of what ``check_attrs`` checks of a list without range or choices (int64 and
+    float32 fit, the same messages): such a list is not in this test at all. "" when no attr is."""
     parts = []
     for i, a in enumerate(attrs):
+        if cpp_checks_attr(a):
+            continue
         if a.is_list:
             parts.append(f"{a.name}.__class__ in ({names['list']}, {names['tuple']}) and "
-                         f"{names['tuple']}({a.name}) == _{op.upper()}_LAST[{i}]")
+                         f"{a.name} == _{op.upper()}_LAST[{i}]")
         else:
             parts.append(f"{a.name} is _{op.upper()}_LAST[{i}]")
     return " and ".join(parts)
@@ -573,7 +586,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         "attr_key": attr_key(attrs),
         "attr_same": attr_same(op.name, attrs),
         "attr_same_function": attr_same_function(op.name, attrs, names),
-        "attr_last_values": ", ".join(f"{names['tuple']}({a.name})" if a.is_list else a.name
+        "attr_last_values": ", ".join(f"{a.name}[:]" if a.is_list else a.name
                                       for a in attrs),
         "primitive_params": "".join(p + ", " for p in attr_params),
         "builtin": names,

@@ -104,7 +104,7 @@ def test_attr_checks_are_cached_but_never_skipped(F, ms) -> None:  # type: ignor
         axis[0] = 5  # the same list object, now out of range
         with pytest.raises(ValueError, match="out of range|outside"):
             path.reduce_sum(x, axis)
-        # list attrs are remembered by value (tuple(axis) == last): elements equal to checked ones
+        # list attrs are remembered by value (axis == a copy of the last): elements equal to checked ones
         # but of another type are still refused (on the Function path by the extension itself)
         x2 = Tensor(np.ones((2, 3), np.float32))
         for _ in range(2):
@@ -122,3 +122,11 @@ def test_attr_checks_are_cached_but_never_skipped(F, ms) -> None:  # type: ignor
             np.testing.assert_allclose(path.scale_add(x2, y, 1.0, [1.0]).asnumpy(), np.full((2, 3), 3.0))
             with pytest.raises(TypeError, match=r"scale_add\(\): attr 'paddings' must be a list\[float\], got bool"):
                 path.scale_add(x2, y, 1.0, [True])
+            # elements outside int64 / float32: the extension's own check on the Function path
+            # (a list attr without range or choices is not checked in Python there), the same words
+            with pytest.raises(ValueError, match=r"reduce_sum\(\): attr 'axis' = 36893488147419103232 does not "
+                                                 r"fit an int attr \(int64"):
+                path.reduce_sum(x2, [1, 2**65])
+            with pytest.raises(ValueError, match=r"scale_add\(\): attr 'paddings' = 1e\+39 does not fit a float attr"):
+                path.scale_add(x2, y, 1.0, [1e39])
+            np.testing.assert_allclose(path.scale_add(x2, y, 1.0, [float("inf")]).asnumpy().shape, (2, 3))

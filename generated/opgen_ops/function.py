@@ -26,6 +26,9 @@ _PACKAGE = __name__.rpartition(".")[0]
 __all__ = ["add", "avg_pool2d", "broadcast_to", "clip", "concat", "cumsum", "div", "dropout", "exp", "gather", "gelu", "layer_norm", "leaky_relu", "log", "log_softmax", "matmul", "maximum", "mul", "pow", "reduce_max", "reduce_mean", "reduce_sum", "relu", "rms_norm", "rsqrt", "scale_add", "sigmoid", "smooth_l1_loss", "softmax", "softplus", "sqrt", "square", "sub", "swiglu", "tanh", "topk", "where"]
 
 
+_add_ext = _ext.add  # bound once: one attribute lookup less per call
+
+
 def add(x, y) -> Any:
     """Element-wise sum x + y with NumPy broadcasting
     (MindSpore tutorial custom_operator_custom: [[0,0],[1,1]] + [[2,2],[3,3]] = [[2,2],[4,4]]).
@@ -45,7 +48,7 @@ def add(x, y) -> Any:
     """
     if not (isinstance(x, _Tensor) and isinstance(y, _Tensor)):
         return _add_checked(x, y)  # raises the TypeError naming the input
-    return _ext.add(x, y)
+    return _add_ext(x, y)
 
 
 def _add_checked(x, y) -> Any:
@@ -71,7 +74,10 @@ def _avg_pool2d_attrs(kernel, stride) -> None:
         seen = False
     if not seen:
         _rt.check_attrs_once("avg_pool2d", {"kernel": kernel, "stride": stride}, _meta.AVG_POOL2D["attrs"], _AVG_POOL2D_CHECKED, (_rt.list_key(kernel), _rt.list_key(stride)))
-    _AVG_POOL2D_LAST[:] = [tuple(kernel), tuple(stride)]
+    _AVG_POOL2D_LAST[:] = [kernel[:], stride[:]]
+
+
+_avg_pool2d_ext = _ext.avg_pool2d  # bound once: one attribute lookup less per call
 
 
 def avg_pool2d(x, kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2)) -> Any:
@@ -95,9 +101,7 @@ def avg_pool2d(x, kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2)
     """
     if not (isinstance(x, _Tensor)):
         return _avg_pool2d_checked(x, kernel=kernel, stride=stride)  # raises the TypeError naming the input
-    if not (kernel.__class__ in (list, tuple) and tuple(kernel) == _AVG_POOL2D_LAST[0] and stride.__class__ in (list, tuple) and tuple(stride) == _AVG_POOL2D_LAST[1]):  # the values of the last call are checked already
-        _avg_pool2d_attrs(kernel, stride)
-    return _ext.avg_pool2d(x, kernel, stride)
+    return _avg_pool2d_ext(x, kernel, stride)
 
 
 def _avg_pool2d_checked(x, kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2)) -> Any:
@@ -122,7 +126,10 @@ def _broadcast_to_attrs(shape) -> None:
         seen = False
     if not seen:
         _rt.check_attrs_once("broadcast_to", {"shape": shape}, _meta.BROADCAST_TO["attrs"], _BROADCAST_TO_CHECKED, (_rt.list_key(shape),))
-    _BROADCAST_TO_LAST[:] = [tuple(shape)]
+    _BROADCAST_TO_LAST[:] = [shape[:]]
+
+
+_broadcast_to_ext = _ext.broadcast_to  # bound once: one attribute lookup less per call
 
 
 def broadcast_to(x, shape: Sequence[int]) -> Any:
@@ -145,9 +152,7 @@ def broadcast_to(x, shape: Sequence[int]) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _broadcast_to_checked(x, shape=shape)  # raises the TypeError naming the input
-    if not (shape.__class__ in (list, tuple) and tuple(shape) == _BROADCAST_TO_LAST[0]):  # the values of the last call are checked already
-        _broadcast_to_attrs(shape)
-    return _ext.broadcast_to(x, shape)
+    return _broadcast_to_ext(x, shape)
 
 
 def _broadcast_to_checked(x, shape: Sequence[int]) -> Any:
@@ -175,6 +180,9 @@ def _clip_attrs(min, max) -> None:
     _CLIP_LAST[:] = [min, max]
 
 
+_clip_ext = _ext.clip  # bound once: one attribute lookup less per call
+
+
 def clip(x, min: float, max: float) -> Any:
     """Element-wise clipping to [min, max]: min(max(x, min), max) (numpy.clip, mindspore.ops.clamp).
     Its gradient is dout where min <= x <= max and 0 elsewhere (the bounds included, as
@@ -199,7 +207,7 @@ def clip(x, min: float, max: float) -> Any:
         return _clip_checked(x, min=min, max=max)  # raises the TypeError naming the input
     if not (min is _CLIP_LAST[0] and max is _CLIP_LAST[1]):  # the values of the last call are checked already
         _clip_attrs(min, max)
-    return _ext.clip(x, min, max)
+    return _clip_ext(x, min, max)
 
 
 def _clip_checked(x, min: float, max: float) -> Any:
@@ -227,6 +235,9 @@ def _concat_attrs(axis) -> None:
     _CONCAT_LAST[:] = [axis]
 
 
+_concat_ext = _ext.concat  # bound once: one attribute lookup less per call
+
+
 def concat(xs, axis: int = 0) -> Any:
     """Joins a list of tensors along an existing axis (numpy.concatenate / mindspore.ops.concat).
 
@@ -246,7 +257,7 @@ def concat(xs, axis: int = 0) -> Any:
     xs = _graph.tensor_list_input("concat", "xs", xs)
     if not (axis is _CONCAT_LAST[0]):  # the values of the last call are checked already
         _concat_attrs(axis)
-    return _ext.concat(list(xs), axis)
+    return _concat_ext(list(xs), axis)
 
 
 def _concat_checked(xs, axis: int = 0) -> Any:
@@ -272,6 +283,9 @@ def _cumsum_attrs(axis, exclusive, reverse) -> None:
     if not seen:
         _rt.check_attrs_once("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"], _CUMSUM_CHECKED, (axis.__class__, axis, exclusive.__class__, exclusive, reverse.__class__, reverse))
     _CUMSUM_LAST[:] = [axis, exclusive, reverse]
+
+
+_cumsum_ext = _ext.cumsum  # bound once: one attribute lookup less per call
 
 
 def cumsum(x, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Any:
@@ -300,7 +314,7 @@ def cumsum(x, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> 
         return _cumsum_checked(x, axis=axis, exclusive=exclusive, reverse=reverse)  # raises the TypeError naming the input
     if not (axis is _CUMSUM_LAST[0] and exclusive is _CUMSUM_LAST[1] and reverse is _CUMSUM_LAST[2]):  # the values of the last call are checked already
         _cumsum_attrs(axis, exclusive, reverse)
-    return _ext.cumsum(x, axis, exclusive, reverse)
+    return _cumsum_ext(x, axis, exclusive, reverse)
 
 
 def _cumsum_checked(x, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Any:
@@ -311,6 +325,9 @@ def _cumsum_checked(x, axis: int = 0, exclusive: bool = False, reverse: bool = F
     x = _graph.tensor_input("cumsum", "x", x)
     _graph.pynative_only("cumsum", _PACKAGE, (x,))  # after the input checks
     return x
+
+
+_div_ext = _ext.div  # bound once: one attribute lookup less per call
 
 
 def div(x, y) -> Any:
@@ -333,7 +350,7 @@ def div(x, y) -> Any:
     """
     if not (isinstance(x, _Tensor) and isinstance(y, _Tensor)):
         return _div_checked(x, y)  # raises the TypeError naming the input
-    return _ext.div(x, y)
+    return _div_ext(x, y)
 
 
 def _div_checked(x, y) -> Any:
@@ -360,6 +377,9 @@ def _dropout_attrs(keep_prob, seed) -> None:
     if not seen:
         _rt.check_attrs_once("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"], _DROPOUT_CHECKED, (keep_prob.__class__, keep_prob, seed.__class__, seed))
     _DROPOUT_LAST[:] = [keep_prob, seed]
+
+
+_dropout_ext = _ext.dropout  # bound once: one attribute lookup less per call
 
 
 def dropout(x, keep_prob: float = 0.5, seed: int = 0) -> Any:
@@ -390,7 +410,7 @@ def dropout(x, keep_prob: float = 0.5, seed: int = 0) -> Any:
         return _dropout_checked(x, keep_prob=keep_prob, seed=seed)  # raises the TypeError naming the input
     if not (keep_prob is _DROPOUT_LAST[0] and seed is _DROPOUT_LAST[1]):  # the values of the last call are checked already
         _dropout_attrs(keep_prob, seed)
-    return tuple(_ext.dropout(x, keep_prob, seed))
+    return tuple(_dropout_ext(x, keep_prob, seed))
 
 
 def _dropout_checked(x, keep_prob: float = 0.5, seed: int = 0) -> Any:
@@ -401,6 +421,9 @@ def _dropout_checked(x, keep_prob: float = 0.5, seed: int = 0) -> Any:
     x = _graph.tensor_input("dropout", "x", x)
     _graph.pynative_only("dropout", _PACKAGE, (x,))  # after the input checks
     return x
+
+
+_exp_ext = _ext.exp  # bound once: one attribute lookup less per call
 
 
 def exp(x) -> Any:
@@ -420,7 +443,7 @@ def exp(x) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _exp_checked(x)  # raises the TypeError naming the input
-    return _ext.exp(x)
+    return _exp_ext(x)
 
 
 def _exp_checked(x) -> Any:
@@ -448,6 +471,9 @@ def _gather_attrs(axis) -> None:
     _GATHER_LAST[:] = [axis]
 
 
+_gather_ext = _ext.gather  # bound once: one attribute lookup less per call
+
+
 def gather(x, indices, axis: int = 0) -> Any:
     """Takes slices of x along one axis at the given indices (numpy.take(x, indices, axis),
     mindspore.ops.gather): out[a, i, b] = x[a, indices[i], b], of shape
@@ -473,7 +499,7 @@ def gather(x, indices, axis: int = 0) -> Any:
         return _gather_checked(x, indices, axis=axis)  # raises the TypeError naming the input
     if not (axis is _GATHER_LAST[0]):  # the values of the last call are checked already
         _gather_attrs(axis)
-    return _ext.gather(x, indices, axis)
+    return _gather_ext(x, indices, axis)
 
 
 def _gather_checked(x, indices, axis: int = 0) -> Any:
@@ -502,6 +528,9 @@ def _gelu_attrs(approximate) -> None:
     _GELU_LAST[:] = [approximate]
 
 
+_gelu_ext = _ext.gelu  # bound once: one attribute lookup less per call
+
+
 def gelu(x, approximate: str = 'none') -> Any:
     """Gaussian error linear unit (Hendrycks & Gimpel 2016; torch.nn.functional.gelu):
     exact x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))), or with approximate='tanh'
@@ -524,7 +553,7 @@ def gelu(x, approximate: str = 'none') -> Any:
         return _gelu_checked(x, approximate=approximate)  # raises the TypeError naming the input
     if not (approximate is _GELU_LAST[0]):  # the values of the last call are checked already
         _gelu_attrs(approximate)
-    return _ext.gelu(x, approximate)
+    return _gelu_ext(x, approximate)
 
 
 def _gelu_checked(x, approximate: str = 'none') -> Any:
@@ -552,6 +581,9 @@ def _layer_norm_attrs(eps) -> None:
     _LAYER_NORM_LAST[:] = [eps]
 
 
+_layer_norm_ext = _ext.layer_norm  # bound once: one attribute lookup less per call
+
+
 def layer_norm(x, gamma = None, beta = None, eps: float = 1e-05) -> Any:
     """Layer normalization over the last axis (PyTorch/MindSpore LayerNorm with normalized_shape = last
     dim): y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps), var biased. mean and
@@ -576,7 +608,7 @@ def layer_norm(x, gamma = None, beta = None, eps: float = 1e-05) -> Any:
         return _layer_norm_checked(x, gamma, beta, eps=eps)  # raises the TypeError naming the input
     if not (eps is _LAYER_NORM_LAST[0]):  # the values of the last call are checked already
         _layer_norm_attrs(eps)
-    return tuple(_ext.layer_norm(x, gamma, beta, eps))
+    return tuple(_layer_norm_ext(x, gamma, beta, eps))
 
 
 def _layer_norm_checked(x, gamma = None, beta = None, eps: float = 1e-05) -> Any:
@@ -608,6 +640,9 @@ def _leaky_relu_attrs(alpha) -> None:
     _LEAKY_RELU_LAST[:] = [alpha]
 
 
+_leaky_relu_ext = _ext.leaky_relu  # bound once: one attribute lookup less per call
+
+
 def leaky_relu(x, alpha: float = 0.01) -> Any:
     """Element-wise leaky rectified linear unit: x where x > 0, alpha * x elsewhere (Maas, Hannun and
     Ng, 2013; mindspore.ops.leaky_relu). Its gradient is dout where x > 0 and alpha * dout
@@ -630,7 +665,7 @@ def leaky_relu(x, alpha: float = 0.01) -> Any:
         return _leaky_relu_checked(x, alpha=alpha)  # raises the TypeError naming the input
     if not (alpha is _LEAKY_RELU_LAST[0]):  # the values of the last call are checked already
         _leaky_relu_attrs(alpha)
-    return _ext.leaky_relu(x, alpha)
+    return _leaky_relu_ext(x, alpha)
 
 
 def _leaky_relu_checked(x, alpha: float = 0.01) -> Any:
@@ -641,6 +676,9 @@ def _leaky_relu_checked(x, alpha: float = 0.01) -> Any:
     x = _graph.tensor_input("leaky_relu", "x", x)
     _graph.pynative_only("leaky_relu", _PACKAGE, (x,))  # after the input checks
     return x
+
+
+_log_ext = _ext.log  # bound once: one attribute lookup less per call
 
 
 def log(x) -> Any:
@@ -661,7 +699,7 @@ def log(x) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _log_checked(x)  # raises the TypeError naming the input
-    return _ext.log(x)
+    return _log_ext(x)
 
 
 def _log_checked(x) -> Any:
@@ -689,6 +727,9 @@ def _log_softmax_attrs(axis) -> None:
     _LOG_SOFTMAX_LAST[:] = [axis]
 
 
+_log_softmax_ext = _ext.log_softmax  # bound once: one attribute lookup less per call
+
+
 def log_softmax(x, axis: int = -1) -> Any:
     """Log of the softmax along one axis: x - max - log(sum(exp(x - max))) (mindspore.ops.log_softmax,
     scipy.special.log_softmax). Gradient: dx = dy - exp(y) * sum(dy) along the axis. A 0-d input
@@ -711,7 +752,7 @@ def log_softmax(x, axis: int = -1) -> Any:
         return _log_softmax_checked(x, axis=axis)  # raises the TypeError naming the input
     if not (axis is _LOG_SOFTMAX_LAST[0]):  # the values of the last call are checked already
         _log_softmax_attrs(axis)
-    return _ext.log_softmax(x, axis)
+    return _log_softmax_ext(x, axis)
 
 
 def _log_softmax_checked(x, axis: int = -1) -> Any:
@@ -739,6 +780,9 @@ def _matmul_attrs(transpose_a, transpose_b) -> None:
     _MATMUL_LAST[:] = [transpose_a, transpose_b]
 
 
+_matmul_ext = _ext.matmul  # bound once: one attribute lookup less per call
+
+
 def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
     """Matrix product of 2-D a and b with optional transposes: op(a) @ op(b)
     (mindspore.ops.MatMul(transpose_a, transpose_b)).
@@ -762,7 +806,7 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
         return _matmul_checked(a, b, transpose_a=transpose_a, transpose_b=transpose_b)  # raises the TypeError naming the input
     if not (transpose_a is _MATMUL_LAST[0] and transpose_b is _MATMUL_LAST[1]):  # the values of the last call are checked already
         _matmul_attrs(transpose_a, transpose_b)
-    return _ext.matmul(a, b, transpose_a, transpose_b)
+    return _matmul_ext(a, b, transpose_a, transpose_b)
 
 
 def _matmul_checked(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
@@ -774,6 +818,9 @@ def _matmul_checked(a, b, transpose_a: bool = False, transpose_b: bool = False) 
     b = _graph.tensor_input("matmul", "b", b)
     _graph.pynative_only("matmul", _PACKAGE, (a, b,))  # after the input checks
     return a
+
+
+_maximum_ext = _ext.maximum  # bound once: one attribute lookup less per call
 
 
 def maximum(x, y) -> Any:
@@ -797,7 +844,7 @@ def maximum(x, y) -> Any:
     """
     if not (isinstance(x, _Tensor) and isinstance(y, _Tensor)):
         return _maximum_checked(x, y)  # raises the TypeError naming the input
-    return _ext.maximum(x, y)
+    return _maximum_ext(x, y)
 
 
 def _maximum_checked(x, y) -> Any:
@@ -809,6 +856,9 @@ def _maximum_checked(x, y) -> Any:
     y = _graph.tensor_input("maximum", "y", y)
     _graph.pynative_only("maximum", _PACKAGE, (x, y,))  # after the input checks
     return x
+
+
+_mul_ext = _ext.mul  # bound once: one attribute lookup less per call
 
 
 def mul(x, y) -> Any:
@@ -830,7 +880,7 @@ def mul(x, y) -> Any:
     """
     if not (isinstance(x, _Tensor) and isinstance(y, _Tensor)):
         return _mul_checked(x, y)  # raises the TypeError naming the input
-    return _ext.mul(x, y)
+    return _mul_ext(x, y)
 
 
 def _mul_checked(x, y) -> Any:
@@ -842,6 +892,9 @@ def _mul_checked(x, y) -> Any:
     y = _graph.tensor_input("mul", "y", y)
     _graph.pynative_only("mul", _PACKAGE, (x, y,))  # after the input checks
     return x
+
+
+_pow_ext = _ext.pow  # bound once: one attribute lookup less per call
 
 
 def pow(x, y) -> Any:
@@ -864,7 +917,7 @@ def pow(x, y) -> Any:
     """
     if not (isinstance(x, _Tensor) and isinstance(y, _Tensor)):
         return _pow_checked(x, y)  # raises the TypeError naming the input
-    return _ext.pow(x, y)
+    return _pow_ext(x, y)
 
 
 def _pow_checked(x, y) -> Any:
@@ -890,7 +943,10 @@ def _reduce_max_attrs(axis, keep_dims) -> None:
         seen = False
     if not seen:
         _rt.check_attrs_once("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"], _REDUCE_MAX_CHECKED, (_rt.list_key(axis), keep_dims.__class__, keep_dims))
-    _REDUCE_MAX_LAST[:] = [tuple(axis), keep_dims]
+    _REDUCE_MAX_LAST[:] = [axis[:], keep_dims]
+
+
+_reduce_max_ext = _ext.reduce_max  # bound once: one attribute lookup less per call
 
 
 def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
@@ -916,9 +972,9 @@ def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _reduce_max_checked(x, axis=axis, keep_dims=keep_dims)  # raises the TypeError naming the input
-    if not (axis.__class__ in (list, tuple) and tuple(axis) == _REDUCE_MAX_LAST[0] and keep_dims is _REDUCE_MAX_LAST[1]):  # the values of the last call are checked already
+    if not (keep_dims is _REDUCE_MAX_LAST[1]):  # the values of the last call are checked already
         _reduce_max_attrs(axis, keep_dims)
-    return _ext.reduce_max(x, axis, keep_dims)
+    return _reduce_max_ext(x, axis, keep_dims)
 
 
 def _reduce_max_checked(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
@@ -943,7 +999,10 @@ def _reduce_mean_attrs(axis, keep_dims) -> None:
         seen = False
     if not seen:
         _rt.check_attrs_once("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"], _REDUCE_MEAN_CHECKED, (_rt.list_key(axis), keep_dims.__class__, keep_dims))
-    _REDUCE_MEAN_LAST[:] = [tuple(axis), keep_dims]
+    _REDUCE_MEAN_LAST[:] = [axis[:], keep_dims]
+
+
+_reduce_mean_ext = _ext.reduce_mean  # bound once: one attribute lookup less per call
 
 
 def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
@@ -966,9 +1025,9 @@ def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _reduce_mean_checked(x, axis=axis, keep_dims=keep_dims)  # raises the TypeError naming the input
-    if not (axis.__class__ in (list, tuple) and tuple(axis) == _REDUCE_MEAN_LAST[0] and keep_dims is _REDUCE_MEAN_LAST[1]):  # the values of the last call are checked already
+    if not (keep_dims is _REDUCE_MEAN_LAST[1]):  # the values of the last call are checked already
         _reduce_mean_attrs(axis, keep_dims)
-    return _ext.reduce_mean(x, axis, keep_dims)
+    return _reduce_mean_ext(x, axis, keep_dims)
 
 
 def _reduce_mean_checked(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
@@ -993,7 +1052,10 @@ def _reduce_sum_attrs(axis, keep_dims) -> None:
         seen = False
     if not seen:
         _rt.check_attrs_once("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"], _REDUCE_SUM_CHECKED, (_rt.list_key(axis), keep_dims.__class__, keep_dims))
-    _REDUCE_SUM_LAST[:] = [tuple(axis), keep_dims]
+    _REDUCE_SUM_LAST[:] = [axis[:], keep_dims]
+
+
+_reduce_sum_ext = _ext.reduce_sum  # bound once: one attribute lookup less per call
 
 
 def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
@@ -1016,9 +1078,9 @@ def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _reduce_sum_checked(x, axis=axis, keep_dims=keep_dims)  # raises the TypeError naming the input
-    if not (axis.__class__ in (list, tuple) and tuple(axis) == _REDUCE_SUM_LAST[0] and keep_dims is _REDUCE_SUM_LAST[1]):  # the values of the last call are checked already
+    if not (keep_dims is _REDUCE_SUM_LAST[1]):  # the values of the last call are checked already
         _reduce_sum_attrs(axis, keep_dims)
-    return _ext.reduce_sum(x, axis, keep_dims)
+    return _reduce_sum_ext(x, axis, keep_dims)
 
 
 def _reduce_sum_checked(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
@@ -1029,6 +1091,9 @@ def _reduce_sum_checked(x, axis: Sequence[int] = (), keep_dims: bool = False) ->
     x = _graph.tensor_input("reduce_sum", "x", x)
     _graph.pynative_only("reduce_sum", _PACKAGE, (x,))  # after the input checks
     return x
+
+
+_relu_ext = _ext.relu  # bound once: one attribute lookup less per call
 
 
 def relu(x) -> Any:
@@ -1049,7 +1114,7 @@ def relu(x) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _relu_checked(x)  # raises the TypeError naming the input
-    return _ext.relu(x)
+    return _relu_ext(x)
 
 
 def _relu_checked(x) -> Any:
@@ -1077,6 +1142,9 @@ def _rms_norm_attrs(eps) -> None:
     _RMS_NORM_LAST[:] = [eps]
 
 
+_rms_norm_ext = _ext.rms_norm  # bound once: one attribute lookup less per call
+
+
 def rms_norm(x, weight, eps: float = 1e-06) -> Any:
     """RMS normalization over the last axis (as in LLaMA; mindspore.ops.rms_norm without its rstd
     output): y = x / sqrt(mean(x**2) + eps) * weight, with weight of shape (D,) for x of shape (..., D).
@@ -1099,7 +1167,7 @@ def rms_norm(x, weight, eps: float = 1e-06) -> Any:
         return _rms_norm_checked(x, weight, eps=eps)  # raises the TypeError naming the input
     if not (eps is _RMS_NORM_LAST[0]):  # the values of the last call are checked already
         _rms_norm_attrs(eps)
-    return _ext.rms_norm(x, weight, eps)
+    return _rms_norm_ext(x, weight, eps)
 
 
 def _rms_norm_checked(x, weight, eps: float = 1e-06) -> Any:
@@ -1111,6 +1179,9 @@ def _rms_norm_checked(x, weight, eps: float = 1e-06) -> Any:
     weight = _graph.tensor_input("rms_norm", "weight", weight)
     _graph.pynative_only("rms_norm", _PACKAGE, (x, weight,))  # after the input checks
     return x
+
+
+_rsqrt_ext = _ext.rsqrt  # bound once: one attribute lookup less per call
 
 
 def rsqrt(x) -> Any:
@@ -1131,7 +1202,7 @@ def rsqrt(x) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _rsqrt_checked(x)  # raises the TypeError naming the input
-    return _ext.rsqrt(x)
+    return _rsqrt_ext(x)
 
 
 def _rsqrt_checked(x) -> Any:
@@ -1156,7 +1227,10 @@ def _scale_add_attrs(scale, paddings) -> None:
         seen = False
     if not seen:
         _rt.check_attrs_once("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"], _SCALE_ADD_CHECKED, (scale.__class__, scale, _rt.list_key(paddings)))
-    _SCALE_ADD_LAST[:] = [scale, tuple(paddings)]
+    _SCALE_ADD_LAST[:] = [scale, paddings[:]]
+
+
+_scale_add_ext = _ext.scale_add  # bound once: one attribute lookup less per call
 
 
 def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> Any:
@@ -1182,9 +1256,9 @@ def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> A
     """
     if not (isinstance(x, _Tensor) and isinstance(y, _Tensor)):
         return _scale_add_checked(x, y, scale=scale, paddings=paddings)  # raises the TypeError naming the input
-    if not (scale is _SCALE_ADD_LAST[0] and paddings.__class__ in (list, tuple) and tuple(paddings) == _SCALE_ADD_LAST[1]):  # the values of the last call are checked already
+    if not (scale is _SCALE_ADD_LAST[0]):  # the values of the last call are checked already
         _scale_add_attrs(scale, paddings)
-    return _ext.scale_add(x, y, scale, paddings)
+    return _scale_add_ext(x, y, scale, paddings)
 
 
 def _scale_add_checked(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> Any:
@@ -1196,6 +1270,9 @@ def _scale_add_checked(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.
     y = _graph.tensor_input("scale_add", "y", y)
     _graph.pynative_only("scale_add", _PACKAGE, (x, y,))  # after the input checks
     return x
+
+
+_sigmoid_ext = _ext.sigmoid  # bound once: one attribute lookup less per call
 
 
 def sigmoid(x) -> Any:
@@ -1216,7 +1293,7 @@ def sigmoid(x) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _sigmoid_checked(x)  # raises the TypeError naming the input
-    return _ext.sigmoid(x)
+    return _sigmoid_ext(x)
 
 
 def _sigmoid_checked(x) -> Any:
@@ -1244,6 +1321,9 @@ def _smooth_l1_loss_attrs(beta, reduction) -> None:
     _SMOOTH_L1_LOSS_LAST[:] = [beta, reduction]
 
 
+_smooth_l1_loss_ext = _ext.smooth_l1_loss  # bound once: one attribute lookup less per call
+
+
 def smooth_l1_loss(pred, target, beta: float = 1.0, reduction: str = 'none') -> Any:
     """Smooth L1 (Huber-like) loss between pred and target, of the same shape (mindspore.ops.smooth_l1_loss):
     with d = pred - target, l = 0.5 * d**2 / beta where |d| < beta, else |d| - 0.5 * beta; then
@@ -1268,7 +1348,7 @@ def smooth_l1_loss(pred, target, beta: float = 1.0, reduction: str = 'none') -> 
         return _smooth_l1_loss_checked(pred, target, beta=beta, reduction=reduction)  # raises the TypeError naming the input
     if not (beta is _SMOOTH_L1_LOSS_LAST[0] and reduction is _SMOOTH_L1_LOSS_LAST[1]):  # the values of the last call are checked already
         _smooth_l1_loss_attrs(beta, reduction)
-    return _ext.smooth_l1_loss(pred, target, beta, reduction)
+    return _smooth_l1_loss_ext(pred, target, beta, reduction)
 
 
 def _smooth_l1_loss_checked(pred, target, beta: float = 1.0, reduction: str = 'none') -> Any:
@@ -1297,6 +1377,9 @@ def _softmax_attrs(axis) -> None:
     _SOFTMAX_LAST[:] = [axis]
 
 
+_softmax_ext = _ext.softmax  # bound once: one attribute lookup less per call
+
+
 def softmax(x, axis: int = -1) -> Any:
     """Softmax along one axis: exp(x - max) / sum(exp(x - max)) (mindspore.ops.softmax,
     scipy.special.softmax). Gradient: dx = y * (dy - sum(dy * y)) along the axis. A 0-d input is
@@ -1319,7 +1402,7 @@ def softmax(x, axis: int = -1) -> Any:
         return _softmax_checked(x, axis=axis)  # raises the TypeError naming the input
     if not (axis is _SOFTMAX_LAST[0]):  # the values of the last call are checked already
         _softmax_attrs(axis)
-    return _ext.softmax(x, axis)
+    return _softmax_ext(x, axis)
 
 
 def _softmax_checked(x, axis: int = -1) -> Any:
@@ -1330,6 +1413,9 @@ def _softmax_checked(x, axis: int = -1) -> Any:
     x = _graph.tensor_input("softmax", "x", x)
     _graph.pynative_only("softmax", _PACKAGE, (x,))  # after the input checks
     return x
+
+
+_softplus_ext = _ext.softplus  # bound once: one attribute lookup less per call
 
 
 def softplus(x) -> Any:
@@ -1351,7 +1437,7 @@ def softplus(x) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _softplus_checked(x)  # raises the TypeError naming the input
-    return _ext.softplus(x)
+    return _softplus_ext(x)
 
 
 def _softplus_checked(x) -> Any:
@@ -1362,6 +1448,9 @@ def _softplus_checked(x) -> Any:
     x = _graph.tensor_input("softplus", "x", x)
     _graph.pynative_only("softplus", _PACKAGE, (x,))  # after the input checks
     return x
+
+
+_sqrt_ext = _ext.sqrt  # bound once: one attribute lookup less per call
 
 
 def sqrt(x) -> Any:
@@ -1382,7 +1471,7 @@ def sqrt(x) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _sqrt_checked(x)  # raises the TypeError naming the input
-    return _ext.sqrt(x)
+    return _sqrt_ext(x)
 
 
 def _sqrt_checked(x) -> Any:
@@ -1393,6 +1482,9 @@ def _sqrt_checked(x) -> Any:
     x = _graph.tensor_input("sqrt", "x", x)
     _graph.pynative_only("sqrt", _PACKAGE, (x,))  # after the input checks
     return x
+
+
+_square_ext = _ext.square  # bound once: one attribute lookup less per call
 
 
 def square(x) -> Any:
@@ -1413,7 +1505,7 @@ def square(x) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _square_checked(x)  # raises the TypeError naming the input
-    return _ext.square(x)
+    return _square_ext(x)
 
 
 def _square_checked(x) -> Any:
@@ -1424,6 +1516,9 @@ def _square_checked(x) -> Any:
     x = _graph.tensor_input("square", "x", x)
     _graph.pynative_only("square", _PACKAGE, (x,))  # after the input checks
     return x
+
+
+_sub_ext = _ext.sub  # bound once: one attribute lookup less per call
 
 
 def sub(x, y) -> Any:
@@ -1445,7 +1540,7 @@ def sub(x, y) -> Any:
     """
     if not (isinstance(x, _Tensor) and isinstance(y, _Tensor)):
         return _sub_checked(x, y)  # raises the TypeError naming the input
-    return _ext.sub(x, y)
+    return _sub_ext(x, y)
 
 
 def _sub_checked(x, y) -> Any:
@@ -1457,6 +1552,9 @@ def _sub_checked(x, y) -> Any:
     y = _graph.tensor_input("sub", "y", y)
     _graph.pynative_only("sub", _PACKAGE, (x, y,))  # after the input checks
     return x
+
+
+_swiglu_ext = _ext.swiglu  # bound once: one attribute lookup less per call
 
 
 def swiglu(x) -> Any:
@@ -1477,7 +1575,7 @@ def swiglu(x) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _swiglu_checked(x)  # raises the TypeError naming the input
-    return _ext.swiglu(x)
+    return _swiglu_ext(x)
 
 
 def _swiglu_checked(x) -> Any:
@@ -1488,6 +1586,9 @@ def _swiglu_checked(x) -> Any:
     x = _graph.tensor_input("swiglu", "x", x)
     _graph.pynative_only("swiglu", _PACKAGE, (x,))  # after the input checks
     return x
+
+
+_tanh_ext = _ext.tanh  # bound once: one attribute lookup less per call
 
 
 def tanh(x) -> Any:
@@ -1508,7 +1609,7 @@ def tanh(x) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _tanh_checked(x)  # raises the TypeError naming the input
-    return _ext.tanh(x)
+    return _tanh_ext(x)
 
 
 def _tanh_checked(x) -> Any:
@@ -1536,6 +1637,9 @@ def _topk_attrs(k) -> None:
     _TOPK_LAST[:] = [k]
 
 
+_topk_ext = _ext.topk  # bound once: one attribute lookup less per call
+
+
 def topk(x, k: int = 1) -> Any:
     """The k largest entries along the last axis, largest first, and their indices (mindspore.ops.topk
     with sorted=True); equal values keep their order (lower index first). Any rank >= 1. Gradient:
@@ -1558,7 +1662,7 @@ def topk(x, k: int = 1) -> Any:
         return _topk_checked(x, k=k)  # raises the TypeError naming the input
     if not (k is _TOPK_LAST[0]):  # the values of the last call are checked already
         _topk_attrs(k)
-    return tuple(_ext.topk(x, k))
+    return tuple(_topk_ext(x, k))
 
 
 def _topk_checked(x, k: int = 1) -> Any:
@@ -1569,6 +1673,9 @@ def _topk_checked(x, k: int = 1) -> Any:
     x = _graph.tensor_input("topk", "x", x)
     _graph.pynative_only("topk", _PACKAGE, (x,))  # after the input checks
     return x
+
+
+_where_ext = _ext.where  # bound once: one attribute lookup less per call
 
 
 def where(cond, x, y) -> Any:
@@ -1591,7 +1698,7 @@ def where(cond, x, y) -> Any:
     """
     if not (isinstance(cond, _Tensor) and isinstance(x, _Tensor) and isinstance(y, _Tensor)):
         return _where_checked(cond, x, y)  # raises the TypeError naming the input
-    return _ext.where(cond, x, y)
+    return _where_ext(cond, x, y)
 
 
 def _where_checked(cond, x, y) -> Any:

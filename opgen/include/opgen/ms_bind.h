@@ -6,6 +6,7 @@
 #ifndef OPGEN_MS_BIND_H_
 #define OPGEN_MS_BIND_H_
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -53,21 +54,33 @@ std::vector<T> items(const char *op, const char *name, const char *type, const p
 }  // namespace detail
 
 /// A list[int] attr of the Function<T> path: a list or tuple of integers (numpy integers too),
-/// never a bool, as opgen.runtime.check_attrs requires, with its messages. The generated wrapper
-/// checks a list attr's values once per distinct value tuple (ranges, int64 fit): a value
-/// comparison cannot tell True from 1, so the element types are checked here, on every call
-/// (an exact int takes the fast path). Raises TypeError (pybind11::type_error).
+/// never a bool, each within int64, as opgen.runtime.check_attrs requires, with its messages.
+/// The generated wrapper checks a list attr with a range or choices once per distinct value and
+/// then compares values, which cannot tell True from 1; one without is left to this alone. So
+/// the element types are checked here, on every call (an exact int takes the fast path). Raises
+/// TypeError (pybind11::type_error), ValueError for an element outside int64.
 inline std::vector<int64_t> int_list(const char *op, const char *name, const pybind11::handle &value) {
   return detail::items<int64_t>(
       op, name, "list[int]", value,
       [](PyObject *v) {
         return PyLong_CheckExact(v) || (!detail::is_bool(v) && PyObject_IsInstance(v, detail::abc("Integral")) == 1);
       },
-      [](const pybind11::handle &v) { return v.cast<int64_t>(); });
+      [&](const pybind11::handle &v) {
+        int overflow = 0;
+        const long long r = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+        if (overflow != 0) {
+          throw pybind11::value_error(std::string(op) + "(): attr '" + name + "' = " +
+                                      pybind11::repr(v).cast<std::string>() +
+                                      " does not fit an int attr (int64: -2**63 to 2**63-1)");
+        }
+        if (r == -1 && PyErr_Occurred() != nullptr) throw pybind11::error_already_set();
+        return static_cast<int64_t>(r);
+      });
 }
 
 /// A list[float] attr of the Function<T> path: a list or tuple of real numbers (ints and numpy
-/// floats too), never a bool; see int_list. Raises TypeError (pybind11::type_error).
+/// floats too), never a bool, each within float32's range or infinite (ValueError); see int_list.
+/// Raises TypeError (pybind11::type_error).
 inline std::vector<float> float_list(const char *op, const char *name, const pybind11::handle &value) {
   return detail::items<float>(
       op, name, "list[float]", value,
@@ -75,7 +88,16 @@ inline std::vector<float> float_list(const char *op, const char *name, const pyb
         return PyFloat_CheckExact(v) || PyLong_CheckExact(v) ||
                (!detail::is_bool(v) && PyObject_IsInstance(v, detail::abc("Real")) == 1);
       },
-      [](const pybind11::handle &v) { return static_cast<float>(PyFloat_AsDouble(v.ptr())); });
+      [&](const pybind11::handle &v) {
+        const double d = PyFloat_AsDouble(v.ptr());
+        if (d == -1.0 && PyErr_Occurred() != nullptr) throw pybind11::error_already_set();
+        if (std::isfinite(d) && std::fabs(d) > 3.4028234663852886e38) {
+          throw pybind11::value_error(std::string(op) + "(): attr '" + name + "' = " +
+                                      pybind11::repr(v).cast<std::string>() +
+                                      " does not fit a float attr (float32: at most 3.4028235e+38 in magnitude, or inf)");
+        }
+        return static_cast<float>(d);
+      });
 }
 
 /// A list[bool] attr of the Function<T> path: a list or tuple of bools (numpy bools too), never
