@@ -416,8 +416,9 @@ def _ratio(med: dict[str, float], a: str, b: str) -> str:
 
 def blas_from_c(a: np.ndarray, b: np.ndarray) -> Fn:
     """OpenBLAS sgemm (the library opgen::gemm calls) on a and b, called through ctypes with a
-    preallocated output and OpenBLAS's default threads: the BLAS's own speed, measured in the
-    same turns as the ops."""
+    preallocated output on OpenBLAS's own threads, one per CPU: the BLAS's own speed, measured
+    in the same turns as the ops. The process has one OpenBLAS, which opgen::gemm sets to one
+    thread (it splits rows on its own pool), so each call sets the count and puts 1 back."""
     import ctypes
 
     import scipy_openblas32 as blas  # type: ignore[import-not-found, import-untyped, unused-ignore]
@@ -429,8 +430,14 @@ def blas_from_c(a: np.ndarray, b: np.ndarray) -> Fn:
     m, k = a.shape
     n = b.shape[1]
     c = np.empty((m, n), np.float32)
+    threads = lib.scipy_openblas_set_num_threads
+    threads.argtypes = [i]
+    cpus = len(os.sched_getaffinity(0))
+
     def call() -> np.ndarray:
+        threads(cpus)
         f(101, 111, 111, m, n, k, 1.0, a.ctypes.data, k, b.ctypes.data, n, 0.0, c.ctypes.data, n)
+        threads(1)
         return c
 
     return call

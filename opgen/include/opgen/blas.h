@@ -102,12 +102,15 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, compute_t
       (void)one_thread;
       const int ta = trans_a ? kTrans : kNoTrans, tb = trans_b ? kTrans : kNoTrans;
       const auto i = [](int64_t v) { return static_cast<int>(v); };
-      // Blocks of rows worth at least 64M multiply-adds (~0.4 ms on one core), about 4 per
-      // thread: 512^3 runs as 2 blocks, 1024^3 as 8, smaller products as one call. On a quiet
-      // 2-core machine this is 1.9x one call (sgemm 512^3: 0.85 vs 1.6 ms); on one whose other
-      // core is busy a worker preempted mid-block delays the call by a scheduler slice (512^3 in
-      // 8 blocks took 6.2 ms against 1.8 ms as one call at load ~8): docs/performance.md.
-      const int64_t grain = std::max<int64_t>(16, (int64_t{1} << 26) / std::max<int64_t>(1, N * K));
+      // One block of rows per thread, each worth at least 64M multiply-adds (~0.4 ms on one
+      // core); smaller products are one call. Every block packs all of op(b) (OpenBLAS packs
+      // per call), so fewer blocks pack less: 1024^3 on 2 threads took 5.9 ms as 2 blocks, 6.3
+      // as 4 and 6.7 as 8 (363 / 343 / 318 GFLOP/s; OpenBLAS's own 2 threads: 366), 512^3 0.86
+      // ms as 2 or 4 blocks, 0.93 as 8. On a machine whose other core is busy a worker
+      // preempted mid-block delays the call by a scheduler slice whatever the block count (512^3
+      // in 8 blocks took 6.2 ms against 1.8 ms as one call at load ~8): docs/performance.md.
+      const int64_t grain = std::max<int64_t>(
+          {16, (int64_t{1} << 26) / std::max<int64_t>(1, N * K), M / std::max(1, num_threads())});
       parallel_for(M, grain, [&](int64_t m0, int64_t m1) {
         const T *ab = trans_a ? a + m0 : a + m0 * lda;  // rows m0.. of op(a)
         if constexpr (std::is_same_v<T, float>) {
