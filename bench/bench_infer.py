@@ -16,7 +16,11 @@ Rows (PyNative, ``mindspore.runtime.launch_blocking()``, float32 ``add`` of two 
 - ``hand-written, Python out_shape`` the same aot kernel registered by hand with a Python
                            ``out_shape`` (``opgen.runtime.broadcast_shape``), as opgen generated before
 - ``hand-written + bprop`` the same, with a bprop (returning dout twice) as the generated op has
+- ``Function path add``    ``generated.opgen_ops.function.add``: the same kernel without ops.Custom
 - ``ops.add``              MindSpore's builtin, timed after the others in a loop of its own
+
+With ``--size 4194304`` the same rows show what ops.Custom costs at a large size: the hand-written
+registration of the kernel is as far behind the Function path as the generated op (docs/performance.md).
 
 Calls of the aot rows are interleaved in a new random order each round; medians (10th-90th
 percentile) are printed, with each row's ratio to ``hand-written, Python out_shape``. ``ops.add``
@@ -47,6 +51,7 @@ def main() -> None:
     from mindspore import ops
 
     from generated.opgen_ops import custom as C
+    from generated.opgen_ops import function as F
     from opgen import runtime as rt
 
     ms.set_device("CPU")
@@ -79,6 +84,7 @@ def main() -> None:
         "primitive, Python out_shape": lambda: prim_py(x, y),
         "hand-written, Python out_shape": lambda: py_prim(x, y),
         "hand-written + bprop": lambda: py_prim_bprop(x, y),
+        "Function path add": lambda: F.add(x, y),
     }
     builtin = {"ops.add": lambda: ops.add(x, y)}
     want = x.asnumpy() + y.asnumpy()
