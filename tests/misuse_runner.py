@@ -231,6 +231,17 @@ def _cases() -> list[Case]:
             lambda P, perm=perm: _eq(P.square(_t(x3d).transpose(*perm)), x3d.transpose(perm) ** 2), "answer")
     add("square_transposed_sliced", lambda P: _eq(P.square(_t(x3d).transpose(0, 2, 1)[:, 3:40:3, 1:]),
                                                   x3d.transpose(0, 2, 1)[:, 3:40:3, 1:] ** 2), "answer")
+    def square_view_of_fresh_output(P: Any) -> None:
+        import mindspore
+
+        big = _f32(96, 160)
+        y = mindspore.ops.exp(mindspore.ops.mul(_t(big), 0.0001))  # queued asynchronously in PyNative
+        got_t, got_s = P.square(y.transpose(1, 0)), P.square(y[5:, ::3])  # before anything syncs
+        want = y.asnumpy()
+        _eq(got_t, want.T * want.T)
+        _eq(got_s, want[5:, ::3] * want[5:, ::3])
+
+    add("square_view_of_fresh_output", square_view_of_fresh_output, "answer")
     i46 = np.arange(24, dtype=np.int64).reshape(4, 6)
     add("concat_int64_slices", lambda P: _eq(P.concat([_t(i46)[:, 1:], _t(i46)[:, ::3]], axis=1),
                                              np.concatenate([i46[:, 1:], i46[:, ::3]], 1)), "answer")

@@ -85,9 +85,13 @@ void gather_strided(const U *base, const Shape &shape, const Shape &strides, int
 /// info or CPU memory, negative strides, an element size other than 1/2/4/8, or strides that
 /// would reach outside the memory), which host() then hands to MindSpore's contiguous().
 ///
-/// Why: MindSpore 2.10's contiguous() copies element by element on one thread (~5 GB/s). The
-/// gradient `ms.grad` feeds an op is ones broadcast from a scalar (strides 0): for a 32 MB
-/// output that took 6.7 ms before the op's backward ran, 2-3x the whole builtin fwd+bwd.
+/// Why: MindSpore 2.10's contiguous() copies element by element on one thread. square of a
+/// 4096 x 1024 float32 view, Function path: a column slice x[:, ::2] 5.9 -> 1.6 ms, a broadcast
+/// row 11.3 -> 1.0-1.8 ms, a transpose 16.9 -> 6.9 ms (the builtin on the same views: 6.0, 11.5,
+/// 17-19 ms). ExecuteLazyTask() first runs what MindSpore still has queued for the tensor, as
+/// its own data sync does; in MindSpore 2.10 a view of a just-computed output read correctly
+/// without it too (tests/misuse_runner.py square_view_of_fresh_output, and 90 views of 8 MB
+/// outputs of async ops), so this is a guard, not a measured fix.
 TensorPtr gather_view(const TensorPtr &t) {
   const auto info = t->storage_info();
   const auto &addr = t->device_address();
