@@ -242,15 +242,6 @@ def attr_key(attrs: Sequence[Attr]) -> str:
     return ", ".join(parts) + ("," if len(parts) == 1 and attrs[0].is_list else "")
 
 
-def attr_same(op: str, attrs: Sequence[Attr]) -> str:
-    """Python condition that a call's attr values are the very objects of the last checked call
-    (``alpha is _LEAKY_RELU_LAST[0]``): a few nanoseconds, the Function path's per-call check.
-    Empty when an attr is a list (mutable: the same object may hold other values since)."""
-    if not attrs or any(a.is_list for a in attrs):
-        return ""
-    return " and ".join(f"{a.name} is _{op.upper()}_LAST[{i}]" for i, a in enumerate(attrs))
-
-
 def grad_is_dout(op: Op) -> frozenset[str]:
     """Inputs whose gradient is the incoming gradient itself: an ``elementwise:`` op with one
     output whose ``grad`` of the input is exactly ``dout`` (add's x and y, sub's x). Where such
@@ -282,6 +273,12 @@ def cpp_checks_attr(a: Attr) -> bool:
     return a.is_list and a.range is None and a.choices is None
 
 
+def python_checked_attrs(attrs: Sequence[Attr]) -> list[Attr]:
+    """The attrs the Function<T> wrapper tests and checks in Python (all but those
+    :func:`cpp_checks_attr`), in order: ``_<OP>_LAST`` holds their last checked values."""
+    return [a for a in attrs if not cpp_checks_attr(a)]
+
+
 def attr_same_function(op: str, attrs: Sequence[Attr], names: dict[str, str]) -> str:
     """The Function<T> wrapper's per-call attr test: that each value was checked by the last
     checked call. Scalars by identity (``alpha is _LEAKY_RELU_LAST[0]``); list attrs with a
@@ -293,9 +290,7 @@ def attr_same_function(op: str, attrs: Sequence[Attr], names: dict[str, str]) ->
     them the rest of what ``check_attrs`` checks of a list without range or choices (int64 and
     float32 fit, the same messages): such a list is not in this test at all. "" when no attr is."""
     parts = []
-    for i, a in enumerate(attrs):
-        if cpp_checks_attr(a):
-            continue
+    for i, a in enumerate(python_checked_attrs(attrs)):
         if a.is_list:
             parts.append(f"{a.name}.__class__ in ({names['list']}, {names['tuple']}) and "
                          f"{a.name} == _{op.upper()}_LAST[{i}]")
@@ -584,10 +579,10 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         "py_params": ", ".join(py_params),
         "call_args": ", ".join(in_names + [f"{a}={a}" for a in attr_names]),  # a call forwarding py_params
         "attr_key": attr_key(attrs),
-        "attr_same": attr_same(op.name, attrs),
         "attr_same_function": attr_same_function(op.name, attrs, names),
         "attr_last_values": ", ".join(f"{a.name}[:]" if a.is_list else a.name
-                                      for a in attrs),
+                                      for a in python_checked_attrs(attrs)),
+        "attr_last_count": len(python_checked_attrs(attrs)),
         "primitive_params": "".join(p + ", " for p in attr_params),
         "builtin": names,
         "shadows_builtins": any(v != k for k, v in names.items()),
@@ -624,6 +619,12 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         ],
         "has_backward": op.has_backward,
         "can_fail": can_fail(op),
+        # Custom path: the last call's primitive is remembered when every attr can be compared by
+        # identity (no list attr: the same list object may hold other values since), and the
+        # wrapper itself takes it for a call like the last one when the inputs are fixed (one
+        # tensor each) and the kernel cannot fail (no blocking launch to add)
+        "last_call": not any(a.is_list for a in attrs),
+        "quick_call": not any(a.is_list for a in attrs) and not flexible and not can_fail(op),
         "bprop_returns_dout": bprop_returns_dout(op),
         # a gradient reaches the inputs: some output is differentiable and the spec defines one
         "grad_flows": op.has_backward and any(o.differentiable for o in op.outputs),

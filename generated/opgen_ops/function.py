@@ -62,21 +62,6 @@ def _add_checked(x, y) -> Any:
     return x
 
 
-_AVG_POOL2D_CHECKED: set[Any] = set()
-_AVG_POOL2D_LAST: list[Any] = [_rt.UNSET, _rt.UNSET]
-
-
-def _avg_pool2d_attrs(kernel, stride) -> None:
-    """Checks avg_pool2d's attrs once per distinct value tuple (their keys are kept)."""
-    try:
-        seen = (_rt.list_key(kernel), _rt.list_key(stride)) in _AVG_POOL2D_CHECKED
-    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
-        seen = False
-    if not seen:
-        _rt.check_attrs_once("avg_pool2d", {"kernel": kernel, "stride": stride}, _meta.AVG_POOL2D["attrs"], _AVG_POOL2D_CHECKED, (_rt.list_key(kernel), _rt.list_key(stride)))
-    _AVG_POOL2D_LAST[:] = [kernel[:], stride[:]]
-
-
 _avg_pool2d_ext = _ext.avg_pool2d  # bound once: one attribute lookup less per call
 
 
@@ -112,21 +97,6 @@ def _avg_pool2d_checked(x, kernel: Sequence[int] = (2, 2), stride: Sequence[int]
     x = _graph.tensor_input("avg_pool2d", "x", x)
     _graph.pynative_only("avg_pool2d", _PACKAGE, (x,))  # after the input checks
     return x
-
-
-_BROADCAST_TO_CHECKED: set[Any] = set()
-_BROADCAST_TO_LAST: list[Any] = [_rt.UNSET]
-
-
-def _broadcast_to_attrs(shape) -> None:
-    """Checks broadcast_to's attrs once per distinct value tuple (their keys are kept)."""
-    try:
-        seen = (_rt.list_key(shape),) in _BROADCAST_TO_CHECKED
-    except TypeError:  # unhashable: check_attrs names the attr and the type it expects
-        seen = False
-    if not seen:
-        _rt.check_attrs_once("broadcast_to", {"shape": shape}, _meta.BROADCAST_TO["attrs"], _BROADCAST_TO_CHECKED, (_rt.list_key(shape),))
-    _BROADCAST_TO_LAST[:] = [shape[:]]
 
 
 _broadcast_to_ext = _ext.broadcast_to  # bound once: one attribute lookup less per call
@@ -932,7 +902,7 @@ def _pow_checked(x, y) -> Any:
 
 
 _REDUCE_MAX_CHECKED: set[Any] = set()
-_REDUCE_MAX_LAST: list[Any] = [_rt.UNSET, _rt.UNSET]
+_REDUCE_MAX_LAST: list[Any] = [_rt.UNSET]
 
 
 def _reduce_max_attrs(axis, keep_dims) -> None:
@@ -943,7 +913,7 @@ def _reduce_max_attrs(axis, keep_dims) -> None:
         seen = False
     if not seen:
         _rt.check_attrs_once("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"], _REDUCE_MAX_CHECKED, (_rt.list_key(axis), keep_dims.__class__, keep_dims))
-    _REDUCE_MAX_LAST[:] = [axis[:], keep_dims]
+    _REDUCE_MAX_LAST[:] = [keep_dims]
 
 
 _reduce_max_ext = _ext.reduce_max  # bound once: one attribute lookup less per call
@@ -972,7 +942,7 @@ def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _reduce_max_checked(x, axis=axis, keep_dims=keep_dims)  # raises the TypeError naming the input
-    if not (keep_dims is _REDUCE_MAX_LAST[1]):  # the values of the last call are checked already
+    if not (keep_dims is _REDUCE_MAX_LAST[0]):  # the values of the last call are checked already
         _reduce_max_attrs(axis, keep_dims)
     return _reduce_max_ext(x, axis, keep_dims)
 
@@ -988,7 +958,7 @@ def _reduce_max_checked(x, axis: Sequence[int] = (), keep_dims: bool = False) ->
 
 
 _REDUCE_MEAN_CHECKED: set[Any] = set()
-_REDUCE_MEAN_LAST: list[Any] = [_rt.UNSET, _rt.UNSET]
+_REDUCE_MEAN_LAST: list[Any] = [_rt.UNSET]
 
 
 def _reduce_mean_attrs(axis, keep_dims) -> None:
@@ -999,7 +969,7 @@ def _reduce_mean_attrs(axis, keep_dims) -> None:
         seen = False
     if not seen:
         _rt.check_attrs_once("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"], _REDUCE_MEAN_CHECKED, (_rt.list_key(axis), keep_dims.__class__, keep_dims))
-    _REDUCE_MEAN_LAST[:] = [axis[:], keep_dims]
+    _REDUCE_MEAN_LAST[:] = [keep_dims]
 
 
 _reduce_mean_ext = _ext.reduce_mean  # bound once: one attribute lookup less per call
@@ -1025,7 +995,7 @@ def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _reduce_mean_checked(x, axis=axis, keep_dims=keep_dims)  # raises the TypeError naming the input
-    if not (keep_dims is _REDUCE_MEAN_LAST[1]):  # the values of the last call are checked already
+    if not (keep_dims is _REDUCE_MEAN_LAST[0]):  # the values of the last call are checked already
         _reduce_mean_attrs(axis, keep_dims)
     return _reduce_mean_ext(x, axis, keep_dims)
 
@@ -1041,7 +1011,7 @@ def _reduce_mean_checked(x, axis: Sequence[int] = (), keep_dims: bool = False) -
 
 
 _REDUCE_SUM_CHECKED: set[Any] = set()
-_REDUCE_SUM_LAST: list[Any] = [_rt.UNSET, _rt.UNSET]
+_REDUCE_SUM_LAST: list[Any] = [_rt.UNSET]
 
 
 def _reduce_sum_attrs(axis, keep_dims) -> None:
@@ -1052,7 +1022,7 @@ def _reduce_sum_attrs(axis, keep_dims) -> None:
         seen = False
     if not seen:
         _rt.check_attrs_once("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"], _REDUCE_SUM_CHECKED, (_rt.list_key(axis), keep_dims.__class__, keep_dims))
-    _REDUCE_SUM_LAST[:] = [axis[:], keep_dims]
+    _REDUCE_SUM_LAST[:] = [keep_dims]
 
 
 _reduce_sum_ext = _ext.reduce_sum  # bound once: one attribute lookup less per call
@@ -1078,7 +1048,7 @@ def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """
     if not (isinstance(x, _Tensor)):
         return _reduce_sum_checked(x, axis=axis, keep_dims=keep_dims)  # raises the TypeError naming the input
-    if not (keep_dims is _REDUCE_SUM_LAST[1]):  # the values of the last call are checked already
+    if not (keep_dims is _REDUCE_SUM_LAST[0]):  # the values of the last call are checked already
         _reduce_sum_attrs(axis, keep_dims)
     return _reduce_sum_ext(x, axis, keep_dims)
 
@@ -1216,7 +1186,7 @@ def _rsqrt_checked(x) -> Any:
 
 
 _SCALE_ADD_CHECKED: set[Any] = set()
-_SCALE_ADD_LAST: list[Any] = [_rt.UNSET, _rt.UNSET]
+_SCALE_ADD_LAST: list[Any] = [_rt.UNSET]
 
 
 def _scale_add_attrs(scale, paddings) -> None:
@@ -1227,7 +1197,7 @@ def _scale_add_attrs(scale, paddings) -> None:
         seen = False
     if not seen:
         _rt.check_attrs_once("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"], _SCALE_ADD_CHECKED, (scale.__class__, scale, _rt.list_key(paddings)))
-    _SCALE_ADD_LAST[:] = [scale, paddings[:]]
+    _SCALE_ADD_LAST[:] = [scale]
 
 
 _scale_add_ext = _ext.scale_add  # bound once: one attribute lookup less per call

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -91,7 +92,7 @@ inline std::vector<float> float_list(const char *op, const char *name, const pyb
       [&](const pybind11::handle &v) {
         const double d = PyFloat_AsDouble(v.ptr());
         if (d == -1.0 && PyErr_Occurred() != nullptr) throw pybind11::error_already_set();
-        if (std::isfinite(d) && std::fabs(d) > 3.4028234663852886e38) {
+        if (std::isfinite(d) && std::fabs(d) > static_cast<double>(std::numeric_limits<float>::max())) {
           throw pybind11::value_error(std::string(op) + "(): attr '" + name + "' = " +
                                       pybind11::repr(v).cast<std::string>() +
                                       " does not fit a float attr (float32: at most 3.4028235e+38 in magnitude, or inf)");
