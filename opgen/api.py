@@ -255,6 +255,30 @@ def grad_is_dout(op: Op) -> frozenset[str]:
                      if expr.names == (dout,) and expr.text.strip() == dout)
 
 
+def grad_views_cpp(op: Op) -> dict[str, str]:
+    """Per input of ``kernel.grad_views``, the C++ expression (``opgen/ms.h``) of its gradient as
+    a view of the output gradient, for the Function<T> Backward: the inverse of the output's
+    shape rule, as its shape function defines it (``ShapeFunction.grad_view_cpp``: slices of
+    ``dout`` for ``concat``, ``dout`` broadcast back for ``reduce``). Backward has each fixed input's
+    shape as ``<name>_shape``, each dynamic input's as ``<name>_shapes``, attrs as ``attrs.<name>``."""
+    if op.kernel is None or not op.kernel.grad_views:
+        return {}
+    node = op.outputs[0].shape.node
+    assert isinstance(node, lang.Call)  # checked (check._grad_view_problem)
+    kind = {x.name: x.kind for x in op.inputs}
+    syms = {n: f"opgen::sym::from_shapes({n}_shapes)" if k == "dynamic" else f"opgen::sym::from_shape({n}_shape)"
+            for n, k in kind.items()}
+
+    def cpp(n: lang.Node) -> str:
+        return lang.to_cpp(n, syms, lambda a: f"attrs.{a}")
+
+    out = {}
+    for name, _loc in op.kernel.grad_views:
+        shape = f"{name}_shapes" if kind[name] == "dynamic" else f"{name}_shape"
+        out[name] = node.fn.grad_view_cpp(node.args, cpp, "grad_outputs[0]", shape)
+    return out
+
+
 def bprop_returns_dout(op: Op) -> bool:
     """Whether the Custom path's bprop may return ``dout`` itself for every input: each input is
     required and differentiable with gradient exactly ``dout`` (:func:`grad_is_dout`), and every
@@ -435,6 +459,11 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
             used_by_grad[name] = identifiers(body.text)
         if k.save is not None:
             single_body_uses, used_by_grad = set(k.save), {}
+    views = grad_views_cpp(op)
+    if views and all(x.name in views for x in op.differentiable_inputs):
+        single_body_uses, used_by_grad = set(), {}  # Backward runs no kernel: nothing to keep
+    else:
+        used_by_grad = {g: used for g, used in used_by_grad.items() if g not in views}
 
     # ---- what Backward needs: saved tensors and their conditions -------------------------
     saveable = [n for n in fixed] + out_names + ([dynamic] if dynamic else [])
@@ -534,6 +563,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
                 "out_view": view_type(x.name, "Out"),
                 "tensor_index": fixed.index(x.name) if x.kind != "dynamic" else len(fixed),
                 "grad_is_dout": x.kind == "required" and x.name in grad_is_dout(op),
+                "grad_view_cpp": views.get(x.name, ""),
             }
             for i, x in enumerate(inputs)
         ],
@@ -618,6 +648,8 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
             for b in bw_blocks
         ],
         "has_backward": op.has_backward,
+        # the Function<T> Backward returns every gradient as a view of the output gradient
+        "all_grad_views": bool(views) and all(x.name in views for x in op.differentiable_inputs),
         "can_fail": can_fail(op),
         # Custom path: the last call's primitive is remembered when every attr can be compared by
         # identity (no list attr: the same list object may hold other values since), and the

@@ -379,6 +379,10 @@ def check_op(op: Op) -> list[Diagnostic]:
                 if n not in input_names and n not in {o.name for o in op.outputs}:
                     err(k.save_location, f"kernel.save names '{n}', which is not an input or output",
                         did_you_mean(n, input_names + [o.name for o in op.outputs]))
+        for gname, gloc in k.grad_views:
+            view_problem = _grad_view_problem(op, gname)
+            if view_problem is not None:
+                err(gloc, f"kernel.grad_views: {view_problem[0]}", view_problem[1])
         if k.backward is None and not k.backward_per_input and op.differentiable_inputs:
             err(op.location, f"differentiable input(s) {', '.join(diff_names)} but no kernel.backward",
                 [Note("add kernel.backward or mark the inputs 'differentiable: false'")])
@@ -387,6 +391,34 @@ def check_op(op: Op) -> list[Diagnostic]:
         if ref_problem:
             err(*ref_problem)
     return diags
+
+
+def _grad_view_problem(op: Op, name: str) -> tuple[str, Sequence[Note]] | None:
+    """Why the gradient of input ``name`` cannot be a view of the output gradient
+    (``kernel.grad_views``), with notes; None when it can."""
+    names = [x.name for x in op.inputs]
+    if name not in names:
+        return f"names unknown input '{name}'", did_you_mean(name, names)
+    if not next(x for x in op.inputs if x.name == name).differentiable:
+        return f"input '{name}' is not differentiable", ()
+    if len(op.outputs) != 1:
+        return (f"the gradient of '{name}' can be a view of the output gradient only for an op with one "
+                f"output; '{op.name}' has {len(op.outputs)}", ())
+    out = op.outputs[0]
+    node = out.shape.node
+    viewable = sorted(f.signature for f in lang.FUNCTIONS.values() if f.grad_view)
+    first = node.args[0] if isinstance(node, lang.Call) and node.args else None
+    first_name = (first.name if isinstance(first, lang.TensorRef)
+                  else first.tensor.name if isinstance(first, lang.ShapeOf) else None)
+    if not (isinstance(node, lang.Call) and node.fn.grad_view and first_name == name):
+        return (f"the gradient of '{name}' is a view of '{out.grad_name}' only when output '{out.name}''s shape "
+                f"rule is one of {', '.join(viewable)} with '{name}' as its first argument; it is "
+                f"'{out.shape.text}'", (Note("remove the input from kernel.grad_views: kernel.backward computes its "
+                                            "gradient"),))
+    if out.dtype != name:
+        return (f"a view of '{out.grad_name}' has the output's dtype, so output '{out.name}''s dtype rule must be "
+                f"'{name}', not '{out.dtype}'", ())
+    return None
 
 
 def _elementwise_shape(node: lang.Node) -> bool:

@@ -198,6 +198,10 @@ class Kernel:
     backward_per_input: tuple[tuple[str, Body], ...]
     save: tuple[str, ...] | None = None
     save_location: Location | None = None
+    grad_views: tuple[tuple[str, Location], ...] = ()
+    """Inputs whose gradient the Function<T> path returns as a view of the output gradient
+    (``kernel.grad_views``: the inverse of the output's shape rule, e.g. slices of ``dout`` for
+    ``concat(xs, axis)``), each with where it is written."""
 
 
 DEFAULT_DOMAIN: tuple[tuple[float, float], ...] = ((-2.0, 2.0),)
@@ -445,7 +449,9 @@ def build_op(tree: MarkedDict, file: str) -> Op:
             bw = k["backward"]
             per_input = [(n, Body(t, bw.loc(n))) for n, t in bw.items()]
         save = tuple(k["save"]) if "save" in k else None
-        kernel = Kernel(forward, backward, tuple(per_input), save, k.loc("save") if "save" in k else None)
+        raw_views: Any = k.get("grad_views") or MarkedList()
+        views = tuple((str(n), raw_views.loc(j)) for j, n in enumerate(raw_views))
+        kernel = Kernel(forward, backward, tuple(per_input), save, k.loc("save") if "save" in k else None, views)
     reference = Body(tree["reference"], tree.loc("reference")) if "reference" in tree else None
     requires = []
     raw_requires: Any = tree.get("requires") or MarkedList()

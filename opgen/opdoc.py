@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from . import shapes as lang
 from . import signatures
 from .api import py_literal
 from .model import Op
@@ -77,6 +78,12 @@ def render_op(op: Op, package: str, source: str | None) -> str:
                   + ", ".join(f"`{c.text}`" for c in op.requires) + ".", ""]
     if not op.has_backward:
         lines += ["No gradient is defined: `ms.grad` through this op raises.", ""]
+    if op.kernel is not None and op.kernel.grad_views:
+        node = op.outputs[0].shape.node
+        assert isinstance(node, lang.Call)  # checked: a shape function with a gradient view
+        names_ = ", ".join(f"`{n}`" for n, _ in op.kernel.grad_views)
+        lines += [f"Gradient of {names_} on the Function<T> path: {node.fn.grad_view}, returned as a view "
+                  "(no copy, like MindSpore's own bprop; `kernel.grad_views`).", ""]
     names = [x.name for x in op.inputs] + [o.name for o in op.outputs]
     for target in op.targets:
         rows = op.rows_for(target)

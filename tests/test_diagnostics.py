@@ -321,6 +321,32 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
        "  backward: 'dz[0] = dout[0];'\n")],
      "s.yaml:14:13: error: op 'twice': kernel.backward never writes 'dx', the gradient of "
      "differentiable input 'x'"),
+    ("grad_views_shape_rule",
+     [(EW, "kernel:\n"
+       "  forward: 'out[0] = x[0];'\n"
+       "  backward: 'dx[0] = dout[0];'\n"
+       "  grad_views: [x]\n")],
+     "s.yaml:15:16: error: op 'twice': kernel.grad_views: the gradient of 'x' is a view of 'dout' only when "
+     "output 'out''s shape rule is one of concat(xs, axis), reduce(x, axis, keep_dims) with 'x' as its first "
+     "argument; it is 'x'\n"
+     "s.yaml:15:16: note: remove the input from kernel.grad_views: kernel.backward computes its gradient"),
+    ("grad_views_unknown_input",
+     [("shape: x,", "shape: 'reduce(x, [0])',"),
+      (EW, "kernel:\n"
+       "  forward: 'out[0] = x[0];'\n"
+       "  backward: 'dx[0] = dout[0];'\n"
+       "  grad_views: [xx]\n")],
+     "s.yaml:15:16: error: op 'twice': kernel.grad_views: names unknown input 'xx'\n"
+     "s.yaml:15:16: note: did you mean 'x'?"),
+    ("grad_views_dtype_rule",
+     [("shape: x, dtype: x}", "shape: 'reduce(x, [0])', dtype: float64}"),
+      ("[F32_Default, F32_Default]", "[F32_Default, F64_Default]"),
+      (EW, "kernel:\n"
+       "  forward: 'out[0] = x[0];'\n"
+       "  backward: 'dx[0] = dout[0];'\n"
+       "  grad_views: [x]\n")],
+     "s.yaml:15:16: error: op 'twice': kernel.grad_views: a view of 'dout' has the output's dtype, so output "
+     "'out''s dtype rule must be 'x', not 'float64'"),
     ("kernel_save_unknown",
      [(EW, "kernel:\n"
        "  forward: 'out[0] = x[0];'\n"

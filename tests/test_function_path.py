@@ -130,3 +130,35 @@ def test_attr_checks_are_cached_but_never_skipped(F, ms) -> None:  # type: ignor
             with pytest.raises(ValueError, match=r"scale_add\(\): attr 'paddings' = 1e\+39 does not fit a float attr"):
                 path.scale_add(x2, y, 1.0, [1e39])
             np.testing.assert_allclose(path.scale_add(x2, y, 1.0, [float("inf")]).asnumpy().shape, (2, 3))
+
+
+def test_grad_views_are_views_of_dout_with_the_right_values(F, ms) -> None:  # type: ignore[no-untyped-def]
+    """concat and reduce_sum declare kernel.grad_views: their Function<T> Backward returns slices
+    / a broadcast of dout (MindSpore view ops, no kernel, no copy), as MindSpore's own bprops do.
+    The values match numpy, a weighted dout reaches each slice, and the views feed later ops."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((3, 2)).astype(np.float32)
+    b = rng.standard_normal((3, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 6)).astype(np.float32)
+    ga, gb = ms.grad(lambda p, q: F.mul(F.concat([p, q], axis=1), Tensor(w)), grad_position=(0, 1))(
+        Tensor(a), Tensor(b))
+    np.testing.assert_array_equal(ga.asnumpy(), w[:, :2])
+    np.testing.assert_array_equal(gb.asnumpy(), w[:, 2:])
+    ones = ms.grad(lambda p, q: F.concat([p, q], axis=-1), grad_position=(0, 1))(Tensor(a), Tensor(b))
+    assert [g.shape for g in ones] == [(3, 2), (3, 4)]
+    assert not ones[0].is_contiguous() and not ones[1].is_contiguous()  # columns of dout: views
+    np.testing.assert_array_equal(F.square(ones[1]).asnumpy(), np.ones((3, 4), np.float32))
+
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    v = rng.standard_normal((2, 4)).astype(np.float32)
+    for keep in (False, True):
+        wv = v[:, None, :] if keep else v
+        gx = ms.grad(lambda t, k=keep, w=wv: F.mul(F.reduce_sum(t, [1], k), Tensor(w)))(Tensor(x))
+        assert gx.shape == (2, 3, 4) and not gx.is_contiguous()  # dout broadcast with stride 0
+        np.testing.assert_array_equal(gx.asnumpy(), np.broadcast_to(v[:, None, :], (2, 3, 4)))
+        np.testing.assert_array_equal(F.add(gx, gx).asnumpy(), 2 * np.broadcast_to(v[:, None, :], (2, 3, 4)))
+    g_all = ms.grad(lambda t: F.mul(F.reduce_sum(t), Tensor(np.float32(3.0))))(Tensor(x))
+    np.testing.assert_array_equal(g_all.asnumpy(), np.full((2, 3, 4), 3.0, np.float32))
+    g64 = ms.grad(lambda t: F.reduce_sum(t, [0]))(Tensor(x.astype(np.float64)))
+    assert g64.dtype == ms.float64
+    np.testing.assert_array_equal(g64.asnumpy(), np.ones((2, 3, 4)))

@@ -4,7 +4,9 @@ Each :class:`ShapeFunction` says how a call is type-checked (its parameters), wh
 Python (a function of :mod:`opgen.runtime`), in C++ (a function of ``opgen/sym.h``, which
 handles unknown dims and ranks and otherwise calls the same-named static rule of
 ``opgen/rules.h``), in words (the docs), and how ``opgen test`` draws input shapes for it
-(:meth:`ShapeFunction.sample`).  Adding a function means adding one class here and its two
+(:meth:`ShapeFunction.sample`), and for the functions that only move or sum elements, the
+gradient of their input as a view of the output gradient (:meth:`ShapeFunction.grad_view_cpp`,
+``kernel.grad_views``).  Adding a function means adding one class here and its two
 runtime twins (``runtime.py`` and ``rules.h``/``sym.h``), which tests compare.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 if TYPE_CHECKING:
     from .syntax import Node, _Parser
@@ -125,6 +127,17 @@ class ShapeFunction:
     def words(self, args: tuple[Node, ...]) -> str:
         """The call in words (Markdown), e.g. "the shape of `x` reduced over axis -1"."""
         raise NotImplementedError
+
+    grad_view: str = ""
+    """For a function that only moves or sums elements, the gradient of its first argument as
+    a view of the output gradient, in words ("" for none): what ``kernel.grad_views`` may ask."""
+
+    def grad_view_cpp(self, args: tuple[Node, ...], cpp: Callable[[Node], str], dout: str, shape: str) -> str:
+        """C++ (``opgen/ms.h``) of the gradient of ``args[0]`` as a view of the output gradient
+        ``dout`` (a ``TensorPtr``), for the Function<T> Backward. ``shape`` is the C++ of that
+        input's shape (``opgen::Shape``; ``std::vector<opgen::Shape>`` for a dynamic input) and
+        ``cpp`` turns an argument into C++ over ``opgen/sym.h`` values."""
+        raise NotImplementedError(f"{self.name}() has no gradient view")
 
     def sample(self, args: tuple[Node, ...], ctx: SampleContext) -> None:
         """Give a shape to the inputs among ``args`` that have none yet (``ctx.shapes``), so that
@@ -269,6 +282,12 @@ class Reduce(ShapeFunction):
             ctx.shapes[name] = ctx.random_shape(min_ndim=_axes_ndim(ctx.value(args[1])))
         super().sample(args, ctx)
 
+    grad_view = "the output gradient broadcast back over the reduced axes (a sum's gradient)"
+
+    def grad_view_cpp(self, args: tuple[Node, ...], cpp: Callable[[Node], str], dout: str, shape: str) -> str:
+        kept = f"{self.cpp}({cpp(args[0])}, {cpp(args[1])}, opgen::sym::Bool{{true}})"
+        return f'opgen::ms::unreduce_view({dout}, opgen::sym::to_shape({kept}, "kept"), {shape})'
+
 
 class Matmul(ShapeFunction):
     """``matmul(a, b, transpose_a=False, transpose_b=False)``: 2-D matrix product."""
@@ -333,6 +352,11 @@ class Concat(ShapeFunction):
             dims[ax] = 0 if ctx.style == "empty" and i == 0 else int(ctx.rng.integers(1, 4))
             shapes.append(tuple(dims))
         ctx.shapes[xs] = shapes  # a dynamic input: one shape per tensor
+
+    grad_view = "slices of the output gradient along the joined axis"
+
+    def grad_view_cpp(self, args: tuple[Node, ...], cpp: Callable[[Node], str], dout: str, shape: str) -> str:
+        return f"opgen::ms::split_view({dout}, ({cpp(args[1])}).v, {shape})"
 
 
 class Gather(ShapeFunction):

@@ -82,7 +82,6 @@ class Concat : public Function<Concat> {
     const bool need_xs = opgen::ms::need_any(ctx, xs);
     if (need_xs) {
       TensorPtrList to_save;
-      to_save.push_back((need_xs) ? outputs[0] : nullptr);
       ctx->SaveForBackward(to_save);
       ctx->saved_data["row"] = mindspore::MakeValue(row);
       ctx->saved_data["xs.shapes"] = opgen::ms::keep_shapes(opgen::ms::shapes_of(xs_h));
@@ -97,51 +96,12 @@ class Concat : public Function<Concat> {
     Attrs attrs;
     attrs.axis = opgen::ms::restore<int64_t>(ctx->saved_data["axis"]);
     const std::vector<opgen::Shape> xs_shapes = opgen::ms::restore<std::vector<opgen::Shape>>(ctx->saved_data["xs.shapes"]);
-    const TensorPtr out_h = opgen::ms::host(saved[0]);
-    const TensorPtr dout_h = opgen::ms::host(grad_outputs[0]);
+    (void)row;  // every gradient is a view of dout (kernel.grad_views): no kernel runs
     TensorPtrList dxs;
-    try {
-      switch (row) {
-        case 0: {
-          bool want_xs = false;
-          for (size_t j = 0; j < xs_shapes.size(); ++j) want_xs = want_xs || ctx->NeedsInputGrad(0 + j);
-          if (want_xs) {
-            for (const auto &s : xs_shapes) dxs.push_back(opgen::ms::empty(mindspore::kNumberTypeFloat32, s));
-          }
-          backward<float, float>(attrs, opgen::ms::shape_only_list<float>(xs_shapes), opgen::ms::in<float>(out_h), opgen::ms::in<float>(dout_h), opgen::ms::out_list<float>(dxs));
-          break;
-        }
-        case 1: {
-          bool want_xs = false;
-          for (size_t j = 0; j < xs_shapes.size(); ++j) want_xs = want_xs || ctx->NeedsInputGrad(0 + j);
-          if (want_xs) {
-            for (const auto &s : xs_shapes) dxs.push_back(opgen::ms::empty(mindspore::kNumberTypeFloat64, s));
-          }
-          backward<double, double>(attrs, opgen::ms::shape_only_list<double>(xs_shapes), opgen::ms::in<double>(out_h), opgen::ms::in<double>(dout_h), opgen::ms::out_list<double>(dxs));
-          break;
-        }
-        case 2: {
-          bool want_xs = false;
-          for (size_t j = 0; j < xs_shapes.size(); ++j) want_xs = want_xs || ctx->NeedsInputGrad(0 + j);
-          if (want_xs) {
-            for (const auto &s : xs_shapes) dxs.push_back(opgen::ms::empty(mindspore::kNumberTypeInt32, s));
-          }
-          backward<int32_t, int32_t>(attrs, opgen::ms::shape_only_list<int32_t>(xs_shapes), opgen::ms::in<int32_t>(out_h), opgen::ms::in<int32_t>(dout_h), opgen::ms::out_list<int32_t>(dxs));
-          break;
-        }
-        case 3: {
-          bool want_xs = false;
-          for (size_t j = 0; j < xs_shapes.size(); ++j) want_xs = want_xs || ctx->NeedsInputGrad(0 + j);
-          if (want_xs) {
-            for (const auto &s : xs_shapes) dxs.push_back(opgen::ms::empty(mindspore::kNumberTypeInt64, s));
-          }
-          backward<int64_t, int64_t>(attrs, opgen::ms::shape_only_list<int64_t>(xs_shapes), opgen::ms::in<int64_t>(out_h), opgen::ms::in<int64_t>(dout_h), opgen::ms::out_list<int64_t>(dxs));
-          break;
-        }
-      }
-    } catch (const opgen::Error &e) {
-      opgen::ms::kernel_error("concat", e);
-    }
+    // dxs: a view of dout (kernel.grad_views), no copy, as MindSpore's own bprop returns it
+    bool want_xs = false;
+    for (size_t j = 0; j < xs_shapes.size(); ++j) want_xs = want_xs || ctx->NeedsInputGrad(0 + j);
+    if (want_xs) dxs = opgen::ms::split_view(grad_outputs[0], (opgen::sym::Int{static_cast<int64_t>(attrs.axis)}).v, xs_shapes);
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.
     TensorPtrList grads;

@@ -53,7 +53,7 @@ void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In
   (void)xs;
   (void)out;
   const int64_t &axis = attrs.axis;
-#line 42 "ops/concat.yaml"
+#line 45 "ops/concat.yaml"
   const int64_t ax = opgen::normalize_axes(axis, out.ndim)[0];
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < ax; ++i) outer *= out.dim(i);

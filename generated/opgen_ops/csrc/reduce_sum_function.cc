@@ -65,7 +65,6 @@ class ReduceSum : public Function<ReduceSum> {
     const bool need_x = ctx->NeedGrad(x);
     if (need_x) {
       TensorPtrList to_save;
-      to_save.push_back((need_x) && x_h != nullptr ? x : nullptr);
       ctx->SaveForBackward(to_save);
       ctx->saved_data["row"] = mindspore::MakeValue(row);
       ctx->saved_data["x.shape"] = mindspore::MakeValue(x_h ? x_h->shape() : opgen::Shape{});
@@ -82,26 +81,10 @@ class ReduceSum : public Function<ReduceSum> {
     attrs.axis = opgen::ms::restore<std::vector<int64_t>>(ctx->saved_data["axis"]);
     attrs.keep_dims = opgen::ms::restore<bool>(ctx->saved_data["keep_dims"]);
     const opgen::Shape x_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["x.shape"]);
-    const TensorPtr x_h = opgen::ms::host(saved[0]);
-    const TensorPtr dout_h = opgen::ms::host(grad_outputs[0]);
-    const opgen::Shape out_shape = opgen::Shape(dout_h->shape());
+    (void)row;  // every gradient is a view of dout (kernel.grad_views): no kernel runs
     TensorPtr dx = nullptr;
-    try {
-      switch (row) {
-        case 0: {
-          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);
-          backward<float, float>(attrs, opgen::ms::in<float>(x_h), opgen::ms::shape_only<float>(out_shape), opgen::ms::in<float>(dout_h), opgen::ms::out<float>(dx));
-          break;
-        }
-        case 1: {
-          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);
-          backward<double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::shape_only<double>(out_shape), opgen::ms::in<double>(dout_h), opgen::ms::out<double>(dx));
-          break;
-        }
-      }
-    } catch (const opgen::Error &e) {
-      opgen::ms::kernel_error("reduce_sum", e);
-    }
+    // dx: a view of dout (kernel.grad_views), no copy, as MindSpore's own bprop returns it
+    if (ctx->NeedsInputGrad(0)) dx = opgen::ms::unreduce_view(grad_outputs[0], opgen::sym::to_shape(opgen::sym::reduce(opgen::sym::from_shape(x_shape), opgen::sym::List::of(attrs.axis), opgen::sym::Bool{true}), "kept"), x_shape);
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.
     TensorPtrList grads;

@@ -42,7 +42,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   (void)out;
   const std::vector<int64_t> &axis = attrs.axis;
   const bool &keep_dims = attrs.keep_dims;
-#line 33 "ops/reduce_sum.yaml"
+#line 36 "ops/reduce_sum.yaml"
   // dout broadcast back over the reduced axes.
   const opgen::Shape kept = opgen::reduce_shape(x.shape_vector(), axis, true);
   opgen::map(dx, [](opgen::compute_t<x_t> g) { return g; }, opgen::make_view(dout.data, kept.data(), static_cast<int>(kept.size())));

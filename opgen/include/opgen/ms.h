@@ -40,6 +40,20 @@ using mindspore::pynative::autograd::AutogradContext;
 /// A view (slice, transpose, broadcast) is copied by opgen's parallel loops, else by MindSpore.
 TensorPtr host(const TensorPtr &t);
 
+/// The gradients of a concatenation's inputs as views of its output gradient `dout` (no copy):
+/// tensor i is `dout` narrowed along `axis` (negative counts from the end) to the extent of
+/// `shapes[i]` on that axis, starting where tensor i-1 ended -- MindSpore's own concat bprop
+/// (pyboost narrow_view). Generated for a spec's `kernel.grad_views` input whose output's shape
+/// rule is concat(xs, axis) (opgen/ms_support.cc).
+TensorPtrList split_view(const TensorPtr &dout, int64_t axis, const std::vector<Shape> &shapes);
+
+/// The gradient of a sum's input as a view of its output gradient `dout` (no copy): `dout`
+/// reshaped to `kept` (the reduced shape with reduced axes kept as 1s), then broadcast to
+/// `shape` with stride 0 over the reduced axes -- MindSpore's own ReduceSum bprop (pyboost
+/// broadcast_to_view). Generated for a spec's `kernel.grad_views` input whose output's shape
+/// rule is reduce(x, axis, keep_dims) (opgen/ms_support.cc).
+TensorPtr unreduce_view(const TensorPtr &dout, const Shape &kept, const Shape &shape);
+
 /// Output tensor of `dtype` and `shape` for a kernel to fill: its data is NOT initialised.
 ///
 /// Taken from MindSpore's CPU memory pool (no zero fill, no page faults once the pool holds the

@@ -132,6 +132,25 @@ TensorPtr host(const TensorPtr &t) {
   return mindspore::kernel::pyboost::contiguous(t)->cpu();
 }
 
+TensorPtrList split_view(const TensorPtr &dout, int64_t axis, const std::vector<Shape> &shapes) {
+  const auto ndim = static_cast<int64_t>(dout->shape().size());
+  const int64_t ax = axis < 0 ? axis + ndim : axis;
+  TensorPtrList views;
+  views.reserve(shapes.size());
+  int64_t start = 0;
+  for (const Shape &s : shapes) {
+    const int64_t length = s.empty() ? 0 : s[static_cast<size_t>(ax)];
+    views.push_back(mindspore::kernel::pyboost::narrow_view(dout, ax, start, length));
+    start += length;
+  }
+  return views;
+}
+
+TensorPtr unreduce_view(const TensorPtr &dout, const Shape &kept, const Shape &shape) {
+  const TensorPtr d = dout->shape() == kept ? dout : mindspore::kernel::pyboost::reshape(dout, kept);
+  return kept == shape ? d : mindspore::kernel::pyboost::broadcast_to_view(d, shape);
+}
+
 namespace {
 /// MindSpore's CPU DeviceContext (owner of the CPU memory pool), or nullptr if unavailable.
 const mindspore::device::DeviceContext *cpu_device_context() {
