@@ -279,6 +279,27 @@ def grad_views_cpp(op: Op) -> dict[str, str]:
     return out
 
 
+def grad_views_py(op: Op) -> str:
+    """The Custom path's bprop, in PyNative with static shapes, when the gradient of the op's one
+    differentiable input is a view (``kernel.grad_views``): a Python expression of the tuple of
+    its gradients (one per tensor of a dynamic input) as views of ``dout``, the input bound to its
+    name, attrs to theirs (``ShapeFunction.grad_view_py``); "" otherwise."""
+    if op.kernel is None or not op.kernel.grad_views:
+        return ""
+    views = {n for n, _ in op.kernel.grad_views}
+    if len(op.differentiable_inputs) != 1 or op.differentiable_inputs[0].name not in views:
+        return ""  # (a view's input is the shape rule's first argument: only one can be)
+    node = op.outputs[0].shape.node
+    assert isinstance(node, lang.Call)  # checked (check._grad_view_problem)
+    x = op.differentiable_inputs[0]
+
+    def py(n: lang.Node) -> str:  # an attr by its name (the bprop is parsed in graphs: no _rt calls)
+        return n.name if isinstance(n, lang.AttrRef) else lang.to_python(n)
+
+    view = node.fn.grad_view_py(node.args, py, "dout", x.name)
+    return view if x.kind == "dynamic" else f"({view},)"
+
+
 def bprop_returns_dout(op: Op) -> bool:
     """Whether the Custom path's bprop may return ``dout`` itself for every input: each input is
     required and differentiable with gradient exactly ``dout`` (:func:`grad_is_dout`), and every
@@ -658,6 +679,9 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         "last_call": not any(a.is_list for a in attrs),
         "quick_call": not any(a.is_list for a in attrs) and not flexible and not can_fail(op),
         "bprop_returns_dout": bprop_returns_dout(op),
+        "grad_views_py": grad_views_py(op),
+        "grad_view_input": next(({"name": x.name, "index": i, "dynamic": x.kind == "dynamic"}
+                                 for i, x in enumerate(inputs) if x.differentiable), None),
         # a gradient reaches the inputs: some output is differentiable and the spec defines one
         "grad_flows": op.has_backward and any(o.differentiable for o in op.outputs),
         "saved": [{"name": s.name, "slot": s.slot, "condition": s.condition,

@@ -153,6 +153,55 @@ def scatter_grads(flat: Sequence[Any], grads: Sequence[Any], pick: Sequence[int]
     return out
 
 
+def pick(flat: Sequence[Any], positions: Sequence[int]) -> tuple[Any, ...]:
+    """The tensors of ``flat`` at ``positions`` (``runtime.flat_positions``). Graph-mode safe."""
+    out: tuple[Any, ...] = ()
+    for p in positions:
+        out = out + (flat[p],)
+    return out
+
+
+def split_view(dout: Any, xs: Sequence[Any], axis: int) -> tuple[Any, ...]:
+    """The gradients of a concatenation's inputs ``xs`` as views of its output gradient ``dout``:
+    ``dout`` narrowed along ``axis`` (negative counts from the end; checked by the forward) to
+    each input's extent there, in order -- what MindSpore's own concat bprop returns, with no
+    kernel and no copy in PyNative. What a spec's ``kernel.grad_views`` generates for an output
+    ``concat(xs, axis)`` in the Custom path's bprop (PyNative, static shapes); the Function<T>
+    twin is ``opgen::ms::split_view``. Graph-mode safe (a graph parses it, and runs the kernel)."""
+    ax = axis + len(dout.shape) if axis < 0 else axis
+    views: tuple[Any, ...] = ()
+    start = 0
+    for x in xs:
+        if x.shape[ax] == 0:  # narrow refuses a length of 0
+            views = views + (ops.zeros_like(x),)
+        else:
+            views = views + (ops.narrow(dout, ax, start, x.shape[ax]),)
+        start = start + x.shape[ax]
+    return views
+
+
+def unreduce_view(dout: Any, x: Any, axis: Any, keep_dims: bool) -> Any:
+    """The gradient of a sum's input ``x`` as a view of its output gradient ``dout``: ``dout``
+    with the reduced axes (``axis``: an int or a list, [] for all; checked by the forward)
+    restored as 1s, broadcast to ``x``'s shape with stride 0 -- what MindSpore's own ReduceSum
+    bprop returns, no kernel and no copy in PyNative. What a spec's ``kernel.grad_views``
+    generates for an output ``reduce(x, axis, keep_dims)`` in the Custom path's bprop (PyNative,
+    static shapes); the Function<T> twin is ``opgen::ms::unreduce_view``. ``keep_dims`` does not
+    change the result. Graph-mode safe (a graph parses it, and runs the kernel)."""
+    shape = x.shape
+    rank = len(shape)
+    axes = axis if isinstance(axis, (list, tuple)) else (axis,)
+    kept: tuple[int, ...] = ()
+    for i in range(rank):
+        reduced = len(axes) == 0
+        for a in axes:
+            if a == i or a + rank == i:
+                reduced = True
+        kept = kept + ((1 if reduced else shape[i]),)
+    d = dout if keep_dims or dout.shape == kept else ops.reshape(dout, kept)
+    return d if kept == shape else ops.broadcast_to(d, shape)
+
+
 def zero_grads(flat: Sequence[Any], out: Any, dout: Any) -> tuple[Any, ...]:
     """The bprop of an op with nothing differentiable (no differentiable output, or input): a
     zero gradient per flattened input.  Without a bprop MindSpore rejects any network that

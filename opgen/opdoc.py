@@ -82,8 +82,9 @@ def render_op(op: Op, package: str, source: str | None) -> str:
         node = op.outputs[0].shape.node
         assert isinstance(node, lang.Call)  # checked: a shape function with a gradient view
         names_ = ", ".join(f"`{n}`" for n, _ in op.kernel.grad_views)
-        lines += [f"Gradient of {names_} on the Function<T> path: {node.fn.grad_view}, returned as a view "
-                  "(no copy, like MindSpore's own bprop; `kernel.grad_views`).", ""]
+        lines += [f"Gradient of {names_} in PyNative: {node.fn.grad_view}, returned as a view (no copy, like "
+                  "MindSpore's own bprop; `kernel.grad_views`; on the Custom path with static shapes); graphs "
+                  "and dynamic shapes run the backward kernel.", ""]
     names = [x.name for x in op.inputs] + [o.name for o in op.outputs]
     for target in op.targets:
         rows = op.rows_for(target)

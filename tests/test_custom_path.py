@@ -104,3 +104,51 @@ def test_calls_in_turn_each_get_their_own_primitive(ms) -> None:  # type: ignore
         G.leaky_relu(Tensor(x), "0.1")
     with pytest.raises(TypeError, match="leaky_relu"):
         G.leaky_relu(Tensor(x.astype(np.int32)), 0.1)
+
+
+class _Concat0(nn.Cell):
+    def construct(self, p, q):  # type: ignore[no-untyped-def]
+        return G.concat([p, q], axis=0)
+
+
+class _ConcatWeighted(nn.Cell):
+    def __init__(self, w: np.ndarray) -> None:
+        super().__init__()
+        self.w = Tensor(w)
+
+    def construct(self, p, q):  # type: ignore[no-untyped-def]
+        return G.mul(G.concat([p, q], axis=1), self.w)
+
+
+class _SumWeighted(nn.Cell):
+    def __init__(self, v: np.ndarray, keep: bool) -> None:
+        super().__init__()
+        self.v = Tensor(v)
+        self.keep = keep
+
+    def construct(self, t):  # type: ignore[no-untyped-def]
+        return G.mul(G.reduce_sum(t, [-2], self.keep), self.v)
+
+
+def test_grad_views(mode: str, ms) -> None:  # type: ignore[no-untyped-def]
+    """concat and reduce_sum declare kernel.grad_views: in PyNative the bprop returns slices / a
+    broadcast of dout (MindSpore view ops: no kernel, no copy); a graph runs the backward kernel.
+    Same values either way."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((3, 2)).astype(np.float32)
+    b = rng.standard_normal((3, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 6)).astype(np.float32)
+    ga, gb = ms.grad(_ConcatWeighted(w), grad_position=(0, 1))(Tensor(a), Tensor(b))
+    np.testing.assert_array_equal(ga.asnumpy(), w[:, :2])
+    np.testing.assert_array_equal(gb.asnumpy(), w[:, 2:])
+    assert ga.is_contiguous() == (mode == "GRAPH")  # PyNative: columns of dout, a view
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    v = rng.standard_normal((2, 4)).astype(np.float32)
+    for keep in (False, True):
+        gx = ms.grad(_SumWeighted(v[:, None, :] if keep else v, keep))(Tensor(x))
+        np.testing.assert_array_equal(gx.asnumpy(), np.broadcast_to(v[:, None, :], (2, 3, 4)))
+        assert gx.is_contiguous() == (mode == "GRAPH")  # PyNative: dout broadcast with stride 0
+    e = np.zeros((0, 2), np.float32)  # an empty input: its gradient is empty, the others slices
+    ge, ga = ms.grad(_Concat0(), grad_position=(0, 1))(Tensor(e), Tensor(a))
+    assert ge.shape == (0, 2)
+    np.testing.assert_array_equal(ga.asnumpy(), np.ones((3, 2), np.float32))

@@ -847,7 +847,14 @@ def _make_concat(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
         ),
     )
 
+    view_of = _rt.flat_positions(layout, (0,))  # the tensors of 'xs'
+
     def impl(flat, out, dout):  # type: ignore[no-untyped-def]
+        # PyNative, static shapes: every gradient is a view of dout (kernel.grad_views), as
+        # MindSpore's own bprop returns it: no kernel, no copy. A graph runs the backward kernel.
+        if not dynamic and not _graph.in_graph():
+            xs = _graph.pick(flat, view_of)
+            return _graph.scatter_grads(flat, _graph.split_view(dout, xs, axis), pick)
         grads = backward(*(flat + (out, dout)))
         return _graph.scatter_grads(flat, (grads,) if single_grad else grads, pick)
 
@@ -3993,7 +4000,14 @@ def _make_reduce_sum(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dim
         ),
     )
 
+    view_of = _rt.flat_positions(layout, (0,))  # the tensors of 'x'
+
     def impl(flat, out, dout):  # type: ignore[no-untyped-def]
+        # PyNative, static shapes: every gradient is a view of dout (kernel.grad_views), as
+        # MindSpore's own bprop returns it: no kernel, no copy. A graph runs the backward kernel.
+        if not dynamic and not _graph.in_graph():
+            x = flat[view_of[0]]
+            return _graph.scatter_grads(flat, (_graph.unreduce_view(dout, x, axis, keep_dims),), pick)
         grads = backward(*(flat + (out, dout)))
         return _graph.scatter_grads(flat, (grads,) if single_grad else grads, pick)
 

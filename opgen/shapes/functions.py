@@ -139,6 +139,13 @@ class ShapeFunction:
         ``cpp`` turns an argument into C++ over ``opgen/sym.h`` values."""
         raise NotImplementedError(f"{self.name}() has no gradient view")
 
+    def grad_view_py(self, args: tuple[Node, ...], py: Callable[[Node], str], dout: str, x: str) -> str:
+        """Python (``opgen.graph``, imported as ``_graph``) of the same view, for the Custom path's
+        bprop in PyNative: ``x`` is the Python of ``args[0]``'s input (its tensor; a tuple of
+        tensors for a dynamic input), ``py`` turns the other arguments into Python. A tuple of
+        views for a dynamic input."""
+        raise NotImplementedError(f"{self.name}() has no gradient view")
+
     def sample(self, args: tuple[Node, ...], ctx: SampleContext) -> None:
         """Give a shape to the inputs among ``args`` that have none yet (``ctx.shapes``), so that
         the call is valid for this style; raise :class:`NotApplicable` when it cannot be."""
@@ -288,6 +295,9 @@ class Reduce(ShapeFunction):
         kept = f"{self.cpp}({cpp(args[0])}, {cpp(args[1])}, opgen::sym::Bool{{true}})"
         return f'opgen::ms::unreduce_view({dout}, opgen::sym::to_shape({kept}, "kept"), {shape})'
 
+    def grad_view_py(self, args: tuple[Node, ...], py: Callable[[Node], str], dout: str, x: str) -> str:
+        return f"_graph.unreduce_view({dout}, {x}, {py(args[1])}, {py(args[2])})"
+
 
 class Matmul(ShapeFunction):
     """``matmul(a, b, transpose_a=False, transpose_b=False)``: 2-D matrix product."""
@@ -357,6 +367,9 @@ class Concat(ShapeFunction):
 
     def grad_view_cpp(self, args: tuple[Node, ...], cpp: Callable[[Node], str], dout: str, shape: str) -> str:
         return f"opgen::ms::split_view({dout}, ({cpp(args[1])}).v, {shape})"
+
+    def grad_view_py(self, args: tuple[Node, ...], py: Callable[[Node], str], dout: str, x: str) -> str:
+        return f"_graph.split_view({dout}, {x}, {py(args[1])})"
 
 
 class Gather(ShapeFunction):
