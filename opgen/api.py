@@ -481,7 +481,8 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         if k.save is not None:
             single_body_uses, used_by_grad = set(k.save), {}
     views = grad_views_cpp(op)
-    if views and all(x.name in views for x in op.differentiable_inputs):
+    all_views = bool(views) and all(x.name in views for x in op.differentiable_inputs)
+    if all_views:
         single_body_uses, used_by_grad = set(), {}  # Backward runs no kernel: nothing to keep
     else:
         used_by_grad = {g: used for g, used in used_by_grad.items() if g not in views}
@@ -670,7 +671,7 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         ],
         "has_backward": op.has_backward,
         # the Function<T> Backward returns every gradient as a view of the output gradient
-        "all_grad_views": bool(views) and all(x.name in views for x in op.differentiable_inputs),
+        "all_grad_views": all_views,
         "can_fail": can_fail(op),
         # Custom path: the last call's primitive is remembered when every attr can be compared by
         # identity (no list attr: the same list object may hold other values since), and the

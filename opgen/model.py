@@ -199,9 +199,10 @@ class Kernel:
     save: tuple[str, ...] | None = None
     save_location: Location | None = None
     grad_views: tuple[tuple[str, Location], ...] = ()
-    """Inputs whose gradient the Function<T> path returns as a view of the output gradient
-    (``kernel.grad_views``: the inverse of the output's shape rule, e.g. slices of ``dout`` for
-    ``concat(xs, axis)``), each with where it is written."""
+    """Inputs whose gradient PyNative returns as a view of the output gradient (the Function<T>
+    path always, the Custom path with static shapes; ``kernel.grad_views``: the inverse of the
+    output's shape rule, e.g. slices of ``dout`` for ``concat(xs, axis)``), each with where it is
+    written."""
 
 
 DEFAULT_DOMAIN: tuple[tuple[float, float], ...] = ((-2.0, 2.0),)

@@ -672,8 +672,9 @@ C rsqrt(C x) {
 /// 4M floats, two threads, AVX-512). Plain arithmetic, so an OPGEN_SIMD loop vectorises it
 /// without a library call: 1.6x faster than glibc's libmvec tanhf on AVX2 (4M floats, one
 /// thread: 2.1 ms against 3.5 ms). MindSpore's own CPU tanh is a cheaper 7/6 Pade rational
-/// (nnacl) that is 1e-4 off near |x| = 5 (1688 ulp); this one is at most ~7 ulp (3e-7 absolute)
-/// over every float, +-0.99999976 at +-inf, NaN for NaN, -0 for -0.
+/// (nnacl) that is 1e-4 off near |x| = 5 (1688 ulp); this one is at most 4.95 ulp (2.95e-7
+/// absolute, at x = 7.17; an exhaustive check over every float with this vector loop, AVX-512
+/// and FMA), +-0.99999976 at +-inf, NaN for NaN, -0 for -0.
 inline float tanh_float(float x) noexcept {
   constexpr float kClamp = 7.99881172180175781f;
   const float v = x > kClamp ? kClamp : (x < -kClamp ? -kClamp : x);  // NaN stays NaN
