@@ -83,17 +83,36 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_generate(args: argparse.Namespace) -> int:
-    from .pipeline import generate
+def _backend_list(text: str) -> tuple[str, ...]:
+    """Check ``--backend``: one backend name or several, comma-separated."""
+    from . import backends
 
+    try:
+        return backends.parse_list(text)
+    except backends.UnknownBackend as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
     cfg: Config = args.config
     args.paths = args.paths or list(cfg.specs)
     args.out = args.out or cfg.output
     args.package = args.package or cfg.package
+    status = EXIT_OK
+    for backend in args.backend or cfg.backends:
+        status = max(status, _generate_one(args, cfg, backend))
+        if status != EXIT_OK and not args.check:
+            break
+    return status
+
+
+def _generate_one(args: argparse.Namespace, cfg: Config, backend: str) -> int:
+    from .pipeline import generate
+
     started = time.perf_counter()
     try:
         res = generate(args.paths, Path(args.out), args.package, dry_run=args.dry_run, check_only=args.check,
-                       flags=_package_flags(args))
+                       flags=_package_flags(args), backend=backend)
     except OSError as exc:  # the output directory cannot be written (a file, no space, a held lock...)
         where = display_path(exc.filename) if isinstance(exc.filename, str) else display_path(args.out)
         print(f"opgen: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
@@ -106,10 +125,10 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     assert res.write is not None
     w = res.write
     pkg = display_path(res.package_dir)
+    command = _generate_command(args.paths, args.out, args.package, cfg, backend)
     if args.check:
         if not res.package_dir.is_dir():
-            print(f"opgen: {pkg} does not exist; run '{_generate_command(args.paths, args.out, args.package, cfg)}' "
-                  "to write it.", file=sys.stderr)
+            print(f"opgen: {pkg} does not exist; run '{command}' to write it.", file=sys.stderr)
             return EXIT_ERRORS
         if w.changed:
             print(f"opgen: {pkg} is out of date with its specs:", file=sys.stderr)
@@ -117,7 +136,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                 print(f"  differs: {pkg}/{rel}", file=sys.stderr)
             for rel in w.removed:
                 print(f"  stale:   {pkg}/{rel}", file=sys.stderr)
-            print(f"run '{_generate_command(args.paths, args.out, args.package, cfg)}' to update it.", file=sys.stderr)
+            print(f"run '{command}' to update it.", file=sys.stderr)
             return EXIT_ERRORS
         if not args.quiet:
             print(f"opgen: {pkg} is up to date ({len(res.ops)} ops).")
@@ -136,7 +155,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             f"{len(w.removed)} removed ({time.perf_counter() - started:.2f}s)"
         )
     if args.build and not args.dry_run:
-        return _build(res.package_dir, args, ("aot", "ext"))
+        from . import backends
+
+        return _build(res.package_dir, args, backends.get(backend).library_kinds)
     return EXIT_OK
 
 
@@ -149,8 +170,9 @@ def _package_flags(args: argparse.Namespace) -> BuildFlags | None:
     return flags if flags != BuildFlags() else None
 
 
-def _generate_command(paths: Sequence[str], out: str, package: str, cfg: Config) -> str:
-    """The ``opgen generate`` command line that writes ``out/package`` from ``paths``, as short as works."""
+def _generate_command(paths: Sequence[str], out: str, package: str, cfg: Config, backend: str | None = None) -> str:
+    """The ``opgen generate`` command line that writes ``out/package`` (for ``backend``) from
+    ``paths``, as short as works."""
     parts = ["opgen", "generate"]
     if [display_path(p) for p in paths] != [display_path(p) for p in cfg.specs]:
         parts += [display_path(p) for p in paths]
@@ -158,6 +180,8 @@ def _generate_command(paths: Sequence[str], out: str, package: str, cfg: Config)
         parts += ["-o", display_path(out)]
     if package != cfg.package:
         parts += ["-p", package]
+    if backend is not None and cfg.backends != (backend,):
+        parts += ["--backend", backend]
     return shlex.join(parts)
 
 
@@ -604,7 +628,10 @@ def make_parser() -> argparse.ArgumentParser:
                    help=f"Python package name (default: [tool.opgen] package, else {DEFAULT_PACKAGE})")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the output differs")
     p.add_argument("--dry-run", action="store_true", help="write nothing; list what would change")
-    p.add_argument("--build", action="store_true", help="also build the aot library and the extension")
+    p.add_argument("--build", action="store_true", help="also build the package's libraries")
+    p.add_argument("--backend", type=_backend_list, metavar="NAME[,NAME]",
+                   help="framework(s) to generate for: mindspore (writes OUT/PACKAGE), torch (OUT/PACKAGE_torch); "
+                   "default: [tool.opgen] backends, else mindspore")
     g = p.add_argument_group("user flags (package-wide, kept in csrc/build.json, part of the build's cache key)")
     g.add_argument("--cflag", action="append", metavar="FLAG",
                    help="compile flag for every kernel unit (repeatable; write --cflag=-march=native)")

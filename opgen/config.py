@@ -5,6 +5,7 @@
 specs = "ops"            # spec files or directories (a string or a list); default "ops"
 output = "generated"     # where 'opgen generate' writes; default "generated"
 package = "my_ops"       # the generated package's name; default "opgen_ops"
+backends = ["mindspore", "torch"]  # the frameworks to generate for; default ["mindspore"]
 jobs = 2                 # any build option of 'opgen build', by its long name without '--'
 ```
 
@@ -35,7 +36,7 @@ else:  # pragma: no cover - Python < 3.11
 DEFAULT_SPECS = "ops"
 DEFAULT_OUTPUT = "generated"
 DEFAULT_PACKAGE = "opgen_ops"
-PROJECT_KEYS = ("specs", "output", "package")
+PROJECT_KEYS = ("specs", "output", "package", "backends")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class Config:
     specs: tuple[str, ...] = (DEFAULT_SPECS,)
     output: str = DEFAULT_OUTPUT
     package: str = DEFAULT_PACKAGE
+    backends: tuple[str, ...] = ("mindspore",)
+    """The backends ``opgen generate`` writes a package for (:mod:`opgen.backends`), in order."""
     build: dict[str, Any] = field(default_factory=dict)
     """Build options by their long name without ``--`` (``jobs``, ``build-dir``...)."""
     file: Path | None = None
@@ -146,13 +149,24 @@ def load(build_options: frozenset[str] = frozenset(), start: Path | None = None)
             package_name(values["package"])
         except Exception as exc:  # argparse.ArgumentTypeError
             diags.append(Diagnostic(where("package"), f"[tool.opgen] package: {exc}"))
+    backends: tuple[str, ...] = ("mindspore",)
+    if "backends" in table:
+        from . import backends as _backends
+
+        raw = table["backends"]
+        try:
+            if not (isinstance(raw, str) or (isinstance(raw, list) and all(isinstance(b, str) for b in raw))):
+                raise _backends.UnknownBackend(f"expected a name or a list of names, got {raw!r}")
+            backends = _backends.parse_list(raw)
+        except _backends.UnknownBackend as exc:
+            diags.append(Diagnostic(where("backends"), f"[tool.opgen] backends: {exc}"))
     if diags:
         raise ConfigError(diags)
     build = {k: v for k, v in table.items() if k in build_options}
     if "build-dir" in build and isinstance(build["build-dir"], str):
         build["build-dir"] = _relative(root, build["build-dir"])
     return Config(specs=tuple(_relative(root, s) for s in specs), output=_relative(root, values["output"]),
-                  package=values["package"], build=build, file=path)
+                  package=values["package"], backends=backends, build=build, file=path)
 
 
 def _build_actions(parser: argparse.ArgumentParser) -> dict[str, dict[str, argparse.Action]]:

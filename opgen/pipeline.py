@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import check, loader, model, render, schema, writer
+from . import check, loader, model, schema, writer
 from .diagnostics import Diagnostic, Location, SpecError, display_path, sort_diagnostics
 
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -128,19 +128,24 @@ class GenerateResult:
 
 def generate(
     paths: Sequence[str | Path], out_dir: Path, package: str, *, dry_run: bool = False, check_only: bool = False,
-    flags: model.BuildFlags | None = None,
+    flags: model.BuildFlags | None = None, backend: str | None = None,
 ) -> GenerateResult:
     """Validate every spec; when all are valid, render the package and write it.
 
     With ``dry_run`` or ``check_only`` nothing is written; the result says what would change.
     Any diagnostic means nothing is written at all.  ``flags``: compile/link settings for the
     whole package (written to ``csrc/build.json`` with the specs' own ``build:`` settings).
+    ``backend``: the framework to generate for (:mod:`opgen.backends`; default MindSpore), which
+    decides the package directory (``out_dir/<package><suffix>``).
     """
+    from . import backends
+
+    chosen = backends.get(backend or backends.DEFAULT)
     ops, diags = load_ops(paths)
-    pkg_dir = out_dir / package
+    pkg_dir = chosen.package_dir(out_dir, package)
     if diags or not ops:
         return GenerateResult(ops, diags, pkg_dir, None)
-    files = render.render_package(ops, package, display_path(pkg_dir), flags)
+    files = chosen.render(ops, package, display_path(pkg_dir), flags)
     if dry_run or check_only:
         return GenerateResult(ops, diags, pkg_dir, writer.plan(pkg_dir, files))
     with writer.locked(pkg_dir):

@@ -16,7 +16,7 @@ from typing import Any
 
 import jinja2
 
-from . import api, literals, signatures
+from . import api, literals
 from .model import BuildFlags, Op
 from .resources import templates_dir
 
@@ -108,54 +108,69 @@ def _finish(text: str) -> str:
     return text.rstrip("\n") + "\n"
 
 
+class Emitter:
+    """Renders templates into one package's ``{relative path: text}`` mapping.
+
+    Args:
+        package: the package's Python name (also its C++ namespace and symbol prefix).
+        out_prefix: the package directory as ``#line`` directives show it (``generated/opgen_ops``).
+    """
+
+    def __init__(self, package: str, out_prefix: str):
+        self.package = package
+        self.out_prefix = out_prefix
+        self.files: dict[str, str] = {}
+        self._env = environment()
+
+    def emit(self, template: str, rel: str, header: str, **fields: Any) -> None:
+        """Render ``template`` (relative to ``templates/``) into file ``rel``; refuse writing a
+        file twice."""
+        if rel in self.files:  # pragma: no cover - a backend's file list names a file twice
+            raise ValueError(f"opgen: {rel} rendered twice")
+        text = self._env.get_template(template).render(header=header, package=self.package, **fields)
+        if rel.endswith((".cc", ".h")):
+            text = _resolve_line_resets(text, f"{self.out_prefix}/{rel}")
+        self.files[rel] = _finish(text)
+
+
+def sources_of(ops: Sequence[Op]) -> list[str]:
+    """The spec files of ``ops``, sorted (the generated-by header of package-wide files)."""
+    return sorted({op.file for op in ops})
+
+
+def core_files(emitter: Emitter, ops: Sequence[Op], contexts: Sequence[dict[str, Any]]) -> None:
+    """The framework-neutral files of a package, for every backend: each op's kernel layer
+    (``csrc/<op>_kernel.h``, ``_kernel_decl.h``, ``_kernel.cc``: the YAML bodies over opgen's
+    typed views, one instantiation per dtype row) and the numpy references (``reference.py``).
+
+    Args:
+        ops: the checked ops, sorted by name; ``contexts`` their :func:`opgen.api.op_context`.
+    """
+    package = emitter.package
+    for ctx in contexts:
+        header = GENERATED_BY.format(sources=ctx["file"])
+        emitter.emit("kernel.h.j2", f"csrc/{ctx['name']}_kernel.h", header, op=ctx,
+                     guard=f"{package}_{ctx['name']}_KERNEL_H_".upper(), line_reset=api.LINE_RESET)
+        emitter.emit("kernel_decl.h.j2", f"csrc/{ctx['name']}_kernel_decl.h", header, op=ctx,
+                     guard=f"{package}_{ctx['name']}_KERNEL_DECL_H_".upper())
+        emitter.emit("kernel.cc.j2", f"csrc/{ctx['name']}_kernel.cc", header, op=ctx)
+    emitter.emit("reference.py.j2", "reference.py", GENERATED_BY.format(sources=", ".join(sources_of(ops))),
+                 ops=contexts)
+
+
 def render_package(ops: Sequence[Op], package: str, out_prefix: str,
-                   package_flags: BuildFlags | None = None) -> dict[str, str]:
-    """Render every file of one generated package.
+                   package_flags: BuildFlags | None = None, backend: str | None = None) -> dict[str, str]:
+    """Render every file of one generated package for ``backend`` (default: MindSpore).
 
     Args:
         ops: the checked ops, any order (output is sorted by op name).
-        package: Python package name (also the C++ namespace and symbol prefix).
+        package: Python package name as given (the backend may add its suffix).
         out_prefix: the package directory as shown in ``#line`` directives (e.g. ``generated/opgen_ops``).
         package_flags: compile/link settings for the whole package (``opgen generate --cflag``...).
 
     Returns:
         ``{relative path: text}``, relative to the package directory.
     """
-    env = environment()
-    ordered = sorted(ops, key=lambda o: o.name)
-    contexts = [api.op_context(op, package) for op in ordered]
-    sources = sorted({op.file for op in ordered})
-    files: dict[str, str] = {}
+    from . import backends
 
-    def emit(template: str, rel: str, header: str, **fields: Any) -> None:
-        text = env.get_template(template).render(header=header, package=package, **fields)
-        if rel.endswith((".cc", ".h")):
-            text = _resolve_line_resets(text, f"{out_prefix}/{rel}")
-        files[rel] = _finish(text)
-
-    for ctx in contexts:
-        header = GENERATED_BY.format(sources=ctx["file"])
-        guard = f"{package}_{ctx['name']}_KERNEL_H_".upper()
-        emit("kernel.h.j2", f"csrc/{ctx['name']}_kernel.h", header, op=ctx, guard=guard,
-             line_reset=api.LINE_RESET)
-        emit("kernel_decl.h.j2", f"csrc/{ctx['name']}_kernel_decl.h", header, op=ctx,
-             guard=f"{package}_{ctx['name']}_KERNEL_DECL_H_".upper())
-        emit("kernel.cc.j2", f"csrc/{ctx['name']}_kernel.cc", header, op=ctx)
-        emit("aot.cc.j2", f"csrc/{ctx['name']}_aot.cc", header, op=ctx)
-        emit("function.cc.j2", f"csrc/{ctx['name']}_function.cc", header, op=ctx)
-    all_header = GENERATED_BY.format(sources=", ".join(sources))
-    emit("bindings.cc.j2", "csrc/bindings.cc", all_header, ops=contexts)
-    needs_builtins = any(ctx["shadows_builtins"] for ctx in contexts)
-    emit("custom.py.j2", "custom.py", all_header, ops=contexts, needs_builtins=needs_builtins)
-    emit("function.py.j2", "function.py", all_header, ops=contexts, needs_builtins=needs_builtins)
-    emit("reference.py.j2", "reference.py", all_header, ops=contexts)
-    emit("meta.py.j2", "meta.py", all_header, ops=contexts)
-    emit("__init__.py.j2", "__init__.py", all_header, ops=contexts, sources=sources)
-    flags = api.build_flags(ordered, out_prefix, package_flags)
-    if flags:
-        files["csrc/build.json"] = flags
-    stubs = [signatures.stub_context(op) for op in ordered]
-    emit("custom.pyi.j2", "custom.pyi", all_header, ops=stubs)
-    emit("function.pyi.j2", "function.pyi", all_header, ops=stubs)
-    emit("ext.pyi.j2", f"{package}_ext.pyi", all_header, ops=stubs)
-    return files
+    return backends.get(backend or backends.DEFAULT).render(ops, package, out_prefix, package_flags)

@@ -121,7 +121,9 @@ def test_hints_of_an_unconfigured_project_work_as_printed(tmp_path: Path, monkey
 
 @pytest.mark.parametrize(("table", "expected"), [
     ("spec = 'specs'", "pyproject.toml:2:1: error: unknown key 'spec' in [tool.opgen]; expected one of: specs, "
-     "output, package, build-dir, checked, jobs,"),
+     "output, package, backends, build-dir, checked, jobs,"),
+    ("backends = ['mindspore', 'tensorflow']", "pyproject.toml:2:1: error: [tool.opgen] backends: unknown backend "
+     "'tensorflow'; expected one of: mindspore"),
     ("package = 'My-Ops'", "pyproject.toml:2:1: error: [tool.opgen] package: 'My-Ops' is not a package name"),
     ("jobs = 0", "pyproject.toml:2:1: error: [tool.opgen] jobs: expected a positive integer, got '0'"),
     ("specs = 3", "pyproject.toml:2:1: error: [tool.opgen] specs must be a path or a list of paths"),

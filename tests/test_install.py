@@ -18,7 +18,7 @@ def test_non_editable_install_generates(tmp_path: Path) -> None:
         text=True, capture_output=True, timeout=600,
     )
     assert r.returncode == 0, r.stderr
-    assert (target / "opgen/_templates/custom.py.j2").is_file()
+    assert (target / "opgen/_templates/mindspore/custom.py.j2").is_file()
     assert (target / "opgen/_schemas/op.schema.json").is_file()
     assert (target / "opgen/include/opgen/kernel.h").is_file()
     work = tmp_path / "work"

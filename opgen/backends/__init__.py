@@ -1,0 +1,142 @@
+"""The Backend seam: everything that names a framework lives behind one :class:`Backend`.
+
+The core (load, schema, model, check, the shape language, the kernel layer, references, docs)
+is framework-neutral. A backend turns checked ops into a framework's package and builds and tests
+it: its templates (``templates/<backend>/``), its file list, its build targets (flags, ABI), the
+runtime its generated code imports, its ``opgen test`` runner and its wheel.
+
+Backends are found by name: ``opgen.backends.<name>`` is a package whose module-level ``BACKEND``
+is a :class:`Backend` instance. Adding a backend adds such a package and its templates and
+touches no core module (:func:`names` lists the packages here).
+
+Each backend writes its own package directory, ``<output>/<package><package_suffix>``:
+MindSpore's is ``generated/opgen_ops`` (suffix ``""``), PyTorch's ``generated/opgen_ops_torch``,
+so that both frameworks' packages of one spec directory sit side by side and import in one
+process. (Design: torchgen's ``BackendIndex``; ../docs/backends.md.)
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib
+import pkgutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:  # the model only: backends import what they need themselves
+    from ..model import BuildFlags, Op
+
+DEFAULT = "mindspore"
+"""The backend used when none is named (command line, ``[tool.opgen] backends``, ``load(backend=)``)."""
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Options of one build, as ``opgen build`` takes them (``None``: the environment's default)."""
+
+    build_dir: str | None = None
+    jobs: int | None = None
+    ops_per_unit: int | None = None
+    pch: bool | None = None
+    quiet: bool = False
+
+
+class Backend(abc.ABC):
+    """One framework's half of opgen (one instance per backend package, ``BACKEND``)."""
+
+    name: ClassVar[str]
+    """The backend's name on the command line, in ``[tool.opgen]`` and in ``opgen.load``."""
+    package_suffix: ClassVar[str]
+    """Appended to the package name for this backend's package directory and import name."""
+    library_kinds: ClassVar[tuple[str, ...]]
+    """The libraries ``opgen build`` makes for a package (``opgen build --only`` picks one)."""
+    runtime_modules: ClassVar[tuple[str, ...]]
+    """Python modules that building, importing and testing the package need (``mindspore``...)."""
+    install_hint: ClassVar[str]
+    """How to install what :attr:`runtime_modules` name (``pip install 'opgen[run]'``)."""
+
+    def package_dir(self, output: Path, package: str) -> Path:
+        """Where this backend writes the package ``package`` under ``output``."""
+        return output / (package + self.package_suffix)
+
+    @abc.abstractmethod
+    def render(self, ops: Sequence[Op], package: str, out_prefix: str,
+               package_flags: BuildFlags | None = None) -> dict[str, str]:
+        """Every file of the package: ``{path relative to the package directory: text}``.
+
+        Args:
+            ops: the checked ops, any order (output is sorted by op name).
+            package: the package name as given (without :attr:`package_suffix`).
+            out_prefix: the package directory as generated files show it (``#line``).
+            package_flags: compile/link settings for the whole package.
+        """
+
+    @abc.abstractmethod
+    def owns(self, pkg_dir: Path) -> bool:
+        """Whether ``pkg_dir`` is a package this backend generated."""
+
+    @abc.abstractmethod
+    def build(self, pkg_dir: Path, kind: str, options: BuildOptions) -> Path:
+        """Build (or find cached) library ``kind`` (one of :attr:`library_kinds`) of ``pkg_dir``.
+
+        Raises:
+            opgen.build.BuildError: a compile or link error (at the YAML line of a kernel body).
+        """
+
+
+def names() -> tuple[str, ...]:
+    """The backends installed: every subpackage of ``opgen.backends``, sorted, the default first."""
+    found = sorted(m.name for m in pkgutil.iter_modules(__path__) if m.ispkg)
+    return tuple(sorted(found, key=lambda n: n != DEFAULT))
+
+
+class UnknownBackend(ValueError):
+    """A backend name that is not one of :func:`names`."""
+
+
+def get(name: str) -> Backend:
+    """The backend called ``name``.
+
+    Raises:
+        UnknownBackend: no such backend (the message lists the known ones).
+    """
+    known = names()
+    if name not in known:
+        raise UnknownBackend(f"unknown backend {name!r}; expected one of: {', '.join(known)}")
+    module = importlib.import_module(f"{__name__}.{name}")
+    backend = getattr(module, "BACKEND", None)
+    if not isinstance(backend, Backend):  # pragma: no cover - a broken backend package
+        raise UnknownBackend(f"opgen.backends.{name} defines no BACKEND")
+    return backend
+
+
+def of_package(pkg_dir: Path) -> Backend | None:
+    """The backend that generated ``pkg_dir``, or None when no backend owns it."""
+    for name in names():
+        backend = get(name)
+        if backend.owns(pkg_dir):
+            return backend
+    return None
+
+
+def parse_list(text: str | Sequence[str]) -> tuple[str, ...]:
+    """Backend names from ``--backend a,b`` or a ``[tool.opgen] backends`` list, checked, in order,
+    each once.
+
+    Raises:
+        UnknownBackend: a name that is not a backend.
+    """
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out: list[str] = []
+    for raw in items:
+        name = raw.strip()
+        if not name:
+            continue
+        get(name)  # raises for an unknown name
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise UnknownBackend(f"no backend named; expected one or more of: {', '.join(names())}")
+    return tuple(out)

@@ -1,0 +1,70 @@
+"""The MindSpore 2.10 backend: the ``ops.Custom`` (aot) path and the ``Function<T>`` path.
+
+Files (``templates/mindspore/``): per op the aot C ABI entry points with ``InferShape``
+(``csrc/<op>_aot.cc``) and a ``Function<T>`` subclass (``csrc/<op>_function.cc``); per package
+the pybind11 bindings, ``custom.py`` (CustomRegOp info, ``ops.Custom`` and bprop), ``function.py``,
+``meta.py``, the package ``__init__`` and the stubs. Libraries: ``aot`` (framework-free, loaded by
+``ops.Custom``) and ``ext`` (the extension, built with ``CustomOpBuilder``'s CPU flags).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from ...model import BuildFlags, Op
+from .. import Backend, BuildOptions
+
+
+class MindSporeBackend(Backend):
+    """MindSpore 2.10 (CPU): ``ops.Custom`` with aot kernels, and ``Function<T>`` with pybind11."""
+
+    name: ClassVar[str] = "mindspore"
+    package_suffix: ClassVar[str] = ""
+    library_kinds: ClassVar[tuple[str, ...]] = ("aot", "ext")
+    runtime_modules: ClassVar[tuple[str, ...]] = ("mindspore",)
+    install_hint: ClassVar[str] = "pip install 'opgen[run]'"
+
+    def render(self, ops: Sequence[Op], package: str, out_prefix: str,
+               package_flags: BuildFlags | None = None) -> dict[str, str]:
+        from ... import api, signatures
+        from ...render import GENERATED_BY, Emitter, core_files, sources_of
+
+        ordered = sorted(ops, key=lambda o: o.name)
+        contexts = [api.op_context(op, package) for op in ordered]
+        sources = sources_of(ordered)
+        em = Emitter(package, out_prefix)
+        core_files(em, ordered, contexts)
+        for ctx in contexts:
+            header = GENERATED_BY.format(sources=ctx["file"])
+            em.emit("mindspore/aot.cc.j2", f"csrc/{ctx['name']}_aot.cc", header, op=ctx)
+            em.emit("mindspore/function.cc.j2", f"csrc/{ctx['name']}_function.cc", header, op=ctx)
+        all_header = GENERATED_BY.format(sources=", ".join(sources))
+        em.emit("mindspore/bindings.cc.j2", "csrc/bindings.cc", all_header, ops=contexts)
+        needs_builtins = any(ctx["shadows_builtins"] for ctx in contexts)
+        em.emit("mindspore/custom.py.j2", "custom.py", all_header, ops=contexts, needs_builtins=needs_builtins)
+        em.emit("mindspore/function.py.j2", "function.py", all_header, ops=contexts, needs_builtins=needs_builtins)
+        em.emit("mindspore/meta.py.j2", "meta.py", all_header, ops=contexts)
+        em.emit("mindspore/__init__.py.j2", "__init__.py", all_header, ops=contexts, sources=sources)
+        flags = api.build_flags(ordered, out_prefix, package_flags)
+        files = em.files
+        if flags:
+            files["csrc/build.json"] = flags
+        stubs = [signatures.stub_context(op) for op in ordered]
+        em.emit("mindspore/custom.pyi.j2", "custom.pyi", all_header, ops=stubs)
+        em.emit("mindspore/function.pyi.j2", "function.pyi", all_header, ops=stubs)
+        em.emit("mindspore/ext.pyi.j2", f"{package}_ext.pyi", all_header, ops=stubs)
+        return dict(sorted(files.items()))
+
+    def owns(self, pkg_dir: Path) -> bool:
+        return (pkg_dir / "custom.py").is_file() and (pkg_dir / "csrc").is_dir()
+
+    def build(self, pkg_dir: Path, kind: str, options: BuildOptions) -> Path:
+        from ... import build
+
+        return build.build(pkg_dir, kind, options.quiet, build_dir=options.build_dir, jobs=options.jobs,
+                           ops_per_unit=options.ops_per_unit, pch=options.pch)
+
+
+BACKEND = MindSporeBackend()
