@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from .names import NAME_MAX, PID_TEMP_SUFFIX
 from .resources import include_dir
 
 LOCK_TIMEOUT_S = 900.0
@@ -379,6 +380,9 @@ def group_units(kind: str, sources: Sequence[Path], ops_per_unit: int | None) ->
         chunk = srcs[i * n // count : (i + 1) * n // count]
         names = [_op_of(s) for s in chunk]
         obj = f"{kind}/{chunk[0].stem}.o" if len(chunk) == 1 else f"{kind}/{names[0]}--{names[-1]}.o"
+        if len(obj.encode()) - len(f"{kind}/") + len(PID_TEMP_SUFFIX) > NAME_MAX:  # <obj>.<pid>.tmp too long:
+            # the first op names the unit alone (units hold consecutive sources)
+            obj = f"{kind}/{names[0]}--{len(chunk)}.o"
         units.append(Unit(obj, tuple(chunk), _label(names) + suffix))
     return tuple(units)
 

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable, Sequence
 
 from . import dtypes
 from . import shapes as lang
-from .diagnostics import Diagnostic, Location, Note, did_you_mean
+from .diagnostics import Diagnostic, Location, Note, did_you_mean, shorten
 from .model import Body, Op, inside
+from .names import op_name_too_long
 
 CPP_KEYWORDS = frozenset(
     """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
@@ -64,6 +65,8 @@ def _bad_op_name(name: str) -> str | None:
         why = f"the name of a generated submodule ({', '.join(GENERATED_MODULES)})"
     if why is None and name in MODULE_LEVEL_NAMES:
         why = "a Python builtin or module that the generated modules use"
+    if why is None:
+        why = op_name_too_long(name)
     return why
 
 
@@ -142,7 +145,7 @@ def check_op(op: Op) -> list[Diagnostic]:
     # --- names -------------------------------------------------------------------------
     why = _bad_op_name(op.name)
     if why:
-        err(op.location, f"op name '{op.name}' is {why}")
+        err(op.location, f"op name '{shorten(op.name)}' is {why}")
     seen: dict[str, tuple[str, Location]] = {}
 
     def claim(name: str, what: str, loc: Location) -> None:

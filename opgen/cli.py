@@ -288,23 +288,14 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
                    "plain build)")
 
 
-_NOT_PACKAGE_NAMES = frozenset({"opgen", "mindspore", "numpy", "np", "ms", "std", "generated"})
-
-
 def package_name(text: str) -> str:
-    """Check ``--package``: it names a Python package, a C++ namespace and a symbol prefix."""
-    import keyword
-    import re
+    """Check ``--package``: it names a Python package, a C++ namespace and a symbol prefix
+    (:func:`opgen.names.package_name_problem`)."""
+    from .names import package_name_problem
 
-    from .check import CPP_KEYWORDS
-
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", text):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a package name: use snake_case (lower-case letters, digits, '_'), e.g. my_ops")
-    if keyword.iskeyword(text) or keyword.issoftkeyword(text) or text in CPP_KEYWORDS:
-        raise argparse.ArgumentTypeError(f"{text!r} is a Python or C++ keyword; pick another package name")
-    if text in _NOT_PACKAGE_NAMES:
-        raise argparse.ArgumentTypeError(f"{text!r} would shadow a module the generated code imports")
+    problem = package_name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 

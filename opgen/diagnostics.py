@@ -51,7 +51,7 @@ class Diagnostic:
 
     def format(self) -> str:
         """Render as ``file:line:col: error: [op 'x'] message`` followed by ``note:`` lines."""
-        prefix = f"op '{printable(self.op)}': " if self.op else ""
+        prefix = f"op '{printable(shorten(self.op))}': " if self.op else ""
         lines = [f"{self.location}: {self.level}: {prefix}{self.message}"]
         for note in self.notes:
             where = f"{note.location}: " if note.location else f"{self.location}: "
@@ -65,6 +65,12 @@ class SpecError(Exception):
     def __init__(self, diagnostics: Sequence[Diagnostic]):
         self.diagnostics = list(diagnostics)
         super().__init__("\n".join(d.format() for d in self.diagnostics))
+
+
+def shorten(text: str, keep: int = 30) -> str:
+    """``text``, or for text over ``2 * keep + 3`` characters its first and last ``keep`` joined
+    by ``...`` (a 10,000-character op name in a message)."""
+    return text if len(text) <= 2 * keep + 3 else f"{text[:keep]}...{text[-keep:]}"
 
 
 def printable(text: str) -> str:

@@ -41,6 +41,9 @@ class MarkedDict(dict):  # type: ignore[type-arg]
     comma_split: dict[str, str]
     """In a flow mapping ``{doc: a, b.}``: a valueless plain key (``b.``) -> the key before it
     (``doc``) whose plain value the comma most likely cut; set only where that happened."""
+    bool_words: dict[str, str]
+    """Values that YAML 1.1 read as booleans from a word other than true/false (``name: yes``):
+    key -> the word, for the diagnostic that expected a string there."""
 
     def loc(self, key: str) -> Location:
         """Location of the value under ``key`` (of the mapping itself if absent)."""
@@ -117,6 +120,7 @@ class _Converter:
             out.key_locations = {}
             out.value_locations = {}
             out.comma_split = {}
+            out.bool_words = {}
             previous: tuple[yaml.Node, yaml.Node] | None = None
             for key_node, value_node in node.value:
                 if (node.flow_style and previous is not None and _plain(key_node) and _plain(value_node)
@@ -145,6 +149,8 @@ class _Converter:
                 out.key_locations[key] = self.loc(key_node)
                 out.value_locations[key] = self.loc(value_node)
                 out[key] = self.convert(value_node, depth + 1)
+                if isinstance(out[key], bool) and value_node.value.lower() not in ("true", "false"):
+                    out.bool_words[key] = value_node.value
             return out
         if isinstance(node, yaml.SequenceNode):
             seq = MarkedList()
@@ -371,6 +377,8 @@ def _load_plain(text: str, file: str, loader_class: Any) -> Any:
                     value = _SCALAR_CONSTRUCTOR.construct_object(node)
                     if _overflowed(value, event.value):
                         raise _Unusual
+                    if isinstance(value, bool) and event.value.lower() not in ("true", "false"):
+                        raise _Unusual  # yes/no/on/off: the general path keeps the word (bool_words)
                 else:
                     raise _Unusual
                 if event.style in ("|", ">"):
@@ -388,6 +396,7 @@ def _load_plain(text: str, file: str, loader_class: Any) -> Any:
                     value.key_locations = {}
                     value.value_locations = {}
                     value.comma_split = {}
+                    value.bool_words = {}
                 else:
                     value = MarkedList()
                     value.location = where
@@ -428,7 +437,8 @@ def load_file(path: str | Path) -> Any:
     """Read and parse one spec file; see :func:`load_text`.
 
     Raises:
-        SpecError: if the file is unreadable, over :data:`MAX_FILE_BYTES`, not UTF-8, or bad YAML.
+        SpecError: if the file is unreadable, over :data:`MAX_FILE_BYTES`, not UTF-8, starts with two
+            byte-order marks, or is bad YAML.
     """
     file = display_path(path)
     p = Path(path)
@@ -451,4 +461,7 @@ def load_file(path: str | Path) -> Any:
         ) from None
     if text.startswith("\ufeff"):
         text = text[1:]
+    if text.startswith("\ufeff"):  # YAML would read the second as part of the first key
+        raise SpecError([Diagnostic(Location(file, 1, 1), "spec starts with more than one byte-order mark "
+                                    "(U+FEFF, bytes EF BB BF); keep at most one")])
     return load_text(text, file)

@@ -159,6 +159,21 @@ def _number_note(value: Any, expected: str) -> tuple[Note, ...]:
                  f"and the exponent's sign; write {mantissa}e{exponent}"),)
 
 
+def _bool_word_note(tree: Any, path: list[Any], expected: str) -> tuple[Note, ...]:
+    """The note for ``name: yes``: YAML 1.1 reads yes/no/on/off (and y/n) as booleans."""
+    parent = tree
+    for part in path[:-1]:
+        try:
+            parent = parent[part]
+        except (KeyError, IndexError, TypeError):
+            return ()
+    word = getattr(parent, "bool_words", {}).get(path[-1]) if path else None
+    if word is None or "string" not in expected:
+        return ()
+    return (Note(f"YAML 1.1 reads the unquoted word {word} as the boolean {str(parent[path[-1]]).lower()}; quote it to "
+                 f"mean the text: {path[-1]}: \"{word}\""),)
+
+
 def _comma_split_note(node: Any, key: str) -> tuple[Note, ...]:
     """The note for ``{doc: First factor, any shape.}``: YAML split the value at the comma."""
     before = getattr(node, "comma_split", {}).get(key)
@@ -200,7 +215,7 @@ def _diagnose(tree: Any, err: ValidationError) -> list[Diagnostic]:
         exp = " or ".join(expected) if isinstance(expected, list) else str(expected)
         exp = exp.replace("object", "mapping").replace("array", "list")
         return [Diagnostic(loc, f"{where} must be a {exp}, got {_type_name(err.instance)}", op,
-                           notes=_number_note(err.instance, exp))]
+                           notes=_number_note(err.instance, exp) or _bool_word_note(tree, path, exp))]
     if v == "enum":
         enum_vals: Any = err.validator_value
         allowed_vals = [str(a) for a in enum_vals]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .check import CPP_KEYWORDS
 from .diagnostics import display_path
+from .names import op_name_too_long
 from .render import environment
 from .resources import schemas_dir
 from .schema import SCHEMA_FILE
@@ -29,6 +30,9 @@ def name_problem(name: str) -> str | None:
         return f"{name!r} is not an op name: use snake_case (lower-case letters, digits, '_'), e.g. my_op"
     if keyword.iskeyword(name) or keyword.issoftkeyword(name) or name in CPP_KEYWORDS:
         return f"{name!r} is a Python or C++ keyword; pick another op name"
+    too_long = op_name_too_long(name)
+    if too_long:
+        return f"op name is {too_long}"
     return None
 
 
