@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from . import env as _env
 from .names import NAME_MAX, PID_TEMP_SUFFIX
 from .resources import include_dir
 
@@ -82,9 +83,11 @@ class BuildError(RuntimeError):
 
 def build_root(override: str | os.PathLike[str] | None = None) -> Path:
     """Root of all opgen builds: ``override``, else ``$OPGEN_BUILD_DIR``, else ``~/.cache/opgen``."""
-    chosen = os.fspath(override) if override else os.environ.get("OPGEN_BUILD_DIR")
+    if override:
+        return Path(os.fspath(override)).expanduser().resolve()
+    chosen = _env.path("OPGEN_BUILD_DIR")
     if chosen:
-        return Path(chosen).expanduser().resolve()
+        return chosen
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return (base / "opgen").resolve()
@@ -99,9 +102,9 @@ def package_build_dir(pkg_dir: Path, root: str | os.PathLike[str] | None = None)
 
 def default_jobs() -> int:
     """Parallel compile jobs: ``$OPGEN_JOBS``, else the CPUs this process may run on."""
-    env = os.environ.get("OPGEN_JOBS", "").strip()
-    if env.isdigit() and int(env) > 0:
-        return int(env)
+    env = _env.count("OPGEN_JOBS")
+    if env:
+        return env
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
@@ -109,20 +112,16 @@ def default_jobs() -> int:
 
 
 def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+    return _env.flag(name)
 
 
 def _env_ops_per_unit() -> int | None:
-    env = os.environ.get("OPGEN_OPS_PER_UNIT", "").strip()
-    return int(env) if env.isdigit() and int(env) > 0 else None
+    return _env.count("OPGEN_OPS_PER_UNIT")
 
 
 def _lock_timeout() -> float:
-    env = os.environ.get("OPGEN_LOCK_TIMEOUT", "").strip()
-    try:
-        return float(env) if env else LOCK_TIMEOUT_S
-    except ValueError:
-        return LOCK_TIMEOUT_S
+    env = _env.seconds("OPGEN_LOCK_TIMEOUT")
+    return LOCK_TIMEOUT_S if env is None else env
 
 
 def _compiler() -> str:
@@ -139,10 +138,11 @@ def _launcher_and_compiler() -> tuple[list[str], list[str]]:
         words = shlex.split(_compiler())
     except ValueError:
         words = [_compiler()]
+    given = _env.command("OPGEN_CXX_LAUNCHER") or ""
     try:
-        launcher = shlex.split(os.environ.get("OPGEN_CXX_LAUNCHER", ""))
+        launcher = shlex.split(given)
     except ValueError:
-        launcher = [os.environ.get("OPGEN_CXX_LAUNCHER", "")]
+        launcher = [given]
     while len(words) > 1 and os.path.basename(words[0]) in LAUNCHERS:
         launcher.append(words.pop(0))
     return launcher, words
@@ -495,8 +495,7 @@ def support_dir(root: str | os.PathLike[str] | None = None) -> Path:
 
     Several build roots (a CI's test runs, say) share one support object through the variable.
     """
-    env = os.environ.get("OPGEN_SUPPORT_DIR", "").strip()
-    return Path(env).expanduser().resolve() if env else build_root(root) / "support"
+    return _env.path("OPGEN_SUPPORT_DIR") or build_root(root) / "support"
 
 
 def support_object(root: str | os.PathLike[str] | None = None) -> tuple[Path, tuple[str, ...], str]:

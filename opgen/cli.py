@@ -748,8 +748,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         _print_diags(exc.diagnostics)
         return EXIT_ERRORS
+    from .env import EnvError, check_all
+
+    bad_env = check_all()
+    for problem in bad_env:
+        print(f"opgen: error: {problem}", file=sys.stderr)
+    if bad_env:
+        return EXIT_USAGE
     try:
         return int(args.func(args))
+    except EnvError as exc:  # set by a command itself (opgen test's OPGEN_CHECK)
+        print(f"opgen: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("opgen: interrupted", file=sys.stderr)
         return 130

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import jinja2
 
 from . import api, literals
+from . import env as _env
 from .model import BuildFlags, Op
 from .resources import templates_dir
 
@@ -60,7 +60,7 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
     path and checks it against a hash of the source; the file names here also hold a hash of
     the environment's options, which shape the compiled code too.
     """
-    if os.environ.get("OPGEN_NO_TEMPLATE_CACHE"):
+    if _env.flag("OPGEN_NO_TEMPLATE_CACHE"):
         return None
     digest = hashlib.sha256(repr(sorted((k, repr(v)) for k, v in _OPTIONS.items())).encode()).hexdigest()[:12]
     try:

@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from . import build as _build
+from . import env as _env
 
 _loaded: dict[str, ModuleType] = {}
 _build_dirs: dict[Path, str] = {}
@@ -61,9 +62,7 @@ def prebuilt_library(pkg_dir: Path, kind: str) -> str | None:
 
 
 def _quiet() -> bool:
-    import os
-
-    return os.environ.get("OPGEN_QUIET") in ("1", "true", "yes")
+    return _env.flag("OPGEN_QUIET")
 
 
 def _require_sanitizer_runtime() -> None:
@@ -95,6 +94,7 @@ def aot_library(module_file: str) -> str:
         ImportError: for an ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded.
     """
     _require_sanitizer_runtime()
+    _env.check_kernel_variables()
     pkg_dir = Path(module_file).parent.resolve()
     return prebuilt_library(pkg_dir, "aot") or str(
         _build.build(pkg_dir, "aot", quiet=_quiet(), build_dir=_build_dirs.get(pkg_dir)))
@@ -118,6 +118,7 @@ def load_extension(module_file: str) -> ModuleType:
         ImportError: for an ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded.
     """
     _require_sanitizer_runtime()
+    _env.check_kernel_variables()
     pkg_dir = Path(module_file).parent.resolve()
     name = f"{pkg_dir.name}_ext"
     path = prebuilt_library(pkg_dir, "ext") or _build.build(pkg_dir, "ext", quiet=_quiet(),

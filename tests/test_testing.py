@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -381,3 +382,38 @@ def test_cli_refuses_a_stale_package(package: testing.Package, workdir: Path) ->
     r = _cli("specs", "--package-dir", "elsewhere/opgen_ops", cwd=workdir, build=workdir / "build")
     assert r.returncode == 1
     assert "is not what specs generate today; run 'opgen generate specs -o elsewhere -p opgen_ops'" in r.stderr
+
+
+def test_stale_package_hint_never_loses_ops(tmp_path: Path) -> None:
+    """Issue 25 item 10: ``opgen test specs/scale.yaml --package-dir P`` on a package of three ops.
+    Up to date, the package is tested as it is; stale, the hint regenerates it from the specs of
+    all three ops (it said 'opgen generate specs/scale.yaml ...', which deletes the other two);
+    with another op's spec gone, the hint gives no command that would delete it."""
+    (tmp_path / "specs").mkdir()
+    for name, text in SPECS.items():
+        (tmp_path / "specs" / name).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    with contextlib.chdir(tmp_path):
+        assert not generate(["specs"], Path("out"), "three").diagnostics
+        pkg = Path("out/three")
+        three = testing.package_ops(pkg)
+        assert sorted(three) == ["badfwd", "badgrad", "scale"] and three["scale"] == "specs/scale.yaml"
+        assert testing.package_for(["specs/scale.yaml"], pkg)[1] == (
+            "testing out/three (up to date with the specs of all its ops)")
+        badfwd = Path("specs/badfwd.yaml")
+        badfwd.write_text(badfwd.read_text(encoding="utf-8").replace("doc: ", "doc: Edited. ", 1), encoding="utf-8")
+        with pytest.raises(testing.StalePackage) as stale:
+            testing.package_for(["specs/scale.yaml"], pkg)
+        command = str(stale.value).split("run '")[1].split("' first")[0]
+        assert command == ("opgen generate specs/scale.yaml specs/badfwd.yaml specs/badgrad.yaml -o out -p three")
+    r = subprocess.run([sys.executable, "-m", "opgen", *shlex.split(command)[1:], "-q"], cwd=tmp_path, text=True,
+                       capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    assert r.returncode == 0, r.stderr
+    with contextlib.chdir(tmp_path):
+        assert sorted(testing.package_ops(pkg)) == ["badfwd", "badgrad", "scale"]  # nothing lost
+        assert testing.package_for(["specs/scale.yaml"], pkg)[0] == pkg
+        Path("specs/badgrad.yaml").rename("badgrad.yaml")
+        badfwd.write_text(badfwd.read_text(encoding="utf-8").replace("Edited. ", ""), encoding="utf-8")
+        with pytest.raises(testing.StalePackage) as lost:
+            testing.package_for(["specs/scale.yaml"], pkg)
+    assert "also holds op(s) badgrad whose spec is not found from here (badgrad: specs/badgrad.yaml)" in str(lost.value)
+    assert "opgen generate SPECS... -o out -p three" in str(lost.value) and "run '" not in str(lost.value)
