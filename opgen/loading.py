@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import re
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,8 @@ from types import ModuleType
 
 from .diagnostics import Diagnostic, Location, display_path
 from .model import BuildFlags
+from .names import package_name_problem
+from .writer import MANIFEST
 
 
 class LoadError(Exception):
@@ -58,10 +61,14 @@ def load(paths: str | Path | Sequence[str | Path], package: str | None = None,
     Returns:
         The package module: its ops are the Custom (aot) path, ``.function`` the Function<T> path,
         exactly as after ``opgen generate`` + ``opgen build`` + ``import``.  Calling again after
-        editing a spec rebuilds what changed and returns the new module.
+        editing a spec rebuilds what changed and returns the new module.  Threads may call it at
+        once: the import at its end is serialized.
 
     Raises:
-        LoadError: a spec is invalid (every diagnostic, each at its ``file:line:col``).
+        LoadError: a spec is invalid (every diagnostic, each at its ``file:line:col``), or
+            ``package`` cannot name a package (the rule of ``opgen generate -p``,
+            :func:`opgen.names.package_name_problem`), or names a module already imported in this
+            process that opgen did not generate (``json``).
         opgen.build.BuildError: a kernel does not compile (at its YAML line), or the build lock
             could not be had.
     """
@@ -74,8 +81,9 @@ def load(paths: str | Path | Sequence[str | Path], package: str | None = None,
     if not specs:
         raise LoadError([Diagnostic(_no_location(), "opgen.load() needs at least one spec file or directory")])
     name = package or _default_package(specs)
-    if not name.isidentifier():
-        raise LoadError([Diagnostic(_no_location(), f"package name {name!r} is not a Python identifier")])
+    problem = package_name_problem(name) or _imported_elsewhere(name)
+    if problem:
+        raise LoadError([Diagnostic(_no_location(), problem)])
     tag = hashlib.sha256("\0".join(str(p.resolve()) for p in specs).encode()).hexdigest()[:10]
     out_dir = _build.build_root(build_dir) / "load" / f"{name}-{tag}"
     flags = BuildFlags(tuple(extra_cflags), tuple(str(Path(d).resolve()) for d in extra_include_paths),
@@ -89,24 +97,44 @@ def load(paths: str | Path | Sequence[str | Path], package: str | None = None,
               f"{len(res.write.unchanged)} unchanged", file=sys.stderr)
     for kind in _build.KINDS:
         _build.build(pkg_dir, kind, quiet=not verbose, build_dir=build_dir)
-    runtime.set_build_dir(pkg_dir, build_dir)
-    for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-        del sys.modules[mod]  # a load after an edit imports the new package, not the cached one
-    spec = importlib.util.spec_from_file_location(name, pkg_dir / "__init__.py",
-                                                  submodule_search_locations=[str(pkg_dir)])
-    if spec is None or spec.loader is None:  # pragma: no cover - importlib contract
-        raise ImportError(f"cannot import {pkg_dir}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-        module.function = importlib.import_module(f"{name}.function")  # type: ignore[attr-defined]
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
+    with _import_lock:  # the swap of sys.modules entries below, one thread at a time
+        runtime.set_build_dir(pkg_dir, build_dir)
+        for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            del sys.modules[mod]  # a load after an edit imports the new package, not the cached one
+        spec = importlib.util.spec_from_file_location(name, pkg_dir / "__init__.py",
+                                                      submodule_search_locations=[str(pkg_dir)])
+        if spec is None or spec.loader is None:  # pragma: no cover - importlib contract
+            raise ImportError(f"cannot import {pkg_dir}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+            module.function = importlib.import_module(f"{name}.function")  # type: ignore[attr-defined]
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
     if verbose:
         print(f"opgen: loaded {name} in {time.monotonic() - started:.1f}s", file=sys.stderr)
     return module
+
+
+_import_lock = threading.Lock()
+"""Serializes the end of :func:`load` (removing a package's modules from ``sys.modules`` and
+importing it again): threads loading at once got ``KeyError: '<pkg>.custom'`` or
+``ModuleNotFoundError`` from each other's half-done swaps."""
+
+
+def _imported_elsewhere(name: str) -> str | None:
+    """Why ``name`` cannot be loaded in this process: a module of that name is already imported
+    and is not a package opgen generated (``json``, ``pytest``...), or None."""
+    module = sys.modules.get(name)
+    if module is None:
+        return None
+    file = getattr(module, "__file__", None)
+    if file and (Path(file).parent / MANIFEST).is_file():
+        return None  # a generated package (an earlier load): replaced by the new one
+    return (f"package name {name!r} is the name of a module already imported in this process "
+            f"({file or 'built in'}); loading would replace it: pick another package name")
 
 
 def _no_location() -> Location:

@@ -10,7 +10,10 @@ whole test run shares ($OPGEN_SUPPORT_DIR, set by conftest).
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
+import re
+import sys
 import textwrap
 from pathlib import Path
 
@@ -93,6 +96,21 @@ def test_load_and_cli_cold_edit_no_change(tmp_path: Path, monkeypatch: pytest.Mo
     assert main(["build", str(pkg), "--build-dir", str(root), "-q"]) == 0
     assert compiles(log) == []
 
+    # threads (issue 25 item 9): 4 x 10 loads of the cached package at once, every one whole
+    def loads() -> list[str]:
+        errors = []
+        for _ in range(10):
+            try:
+                m = opgen.load(spec, package="ld_ops", build_dir=root)
+                assert m.function.halve is not None and m.halve is not None
+            except Exception as exc:  # noqa: BLE001 - collected, then reported
+                errors.append(f"{type(exc).__name__}: {exc}")
+        return errors
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        failed = [e for errors in pool.map(lambda _: loads(), range(4)) for e in errors]
+    assert failed == [] and compiles(log) == []
+
     # a body edit, through the CLI: only halve's kernel unit, then both links
     spec.write_text(spec.read_text().replace("out[i] = x[i] / 2;", "out[i] = x[i] / 4;"))
     assert main(["generate", str(spec), "-o", str(pkg.parent), "-p", "ld_ops", "-q"]) == 0
@@ -112,3 +130,23 @@ def test_load_and_cli_cold_edit_no_change(tmp_path: Path, monkeypatch: pytest.Mo
         opgen.load(spec, package="ld_ops", build_dir=root)
     assert f"specs{os.sep}halve.yaml:6:" in str(info.value) or "specs/halve.yaml:6:" in str(info.value)
     assert info.value.diagnostics and compiles(log) == []
+
+
+@pytest.mark.parametrize("package, message", [
+    ("opgen", "'opgen' would shadow a module the generated code imports"),
+    ("class", "'class' is a Python or C++ keyword; pick another package name"),
+    ("My-Ops", "'My-Ops' is not a package name: use snake_case"),
+    ("json", "package name 'json' is the name of a module already imported in this process"),
+    ("p" * 201, "package name is 201 bytes long; at most 200"),
+])
+def test_load_refuses_package_names_the_cli_refuses(package: str, message: str, tmp_path: Path) -> None:
+    """One rule for ``-p`` and ``load(package=)`` (it replaced ``sys.modules['opgen']`` and gave
+    g++ errors for ``class``); a module this process imported is not replaced. Nothing is written."""
+    import json  # noqa: F401 - imported, as in any process
+
+    spec = tmp_path / "halve.yaml"
+    spec.write_text(textwrap.dedent(HALVE).lstrip())
+    before = sys.modules.get("opgen")
+    with pytest.raises(opgen.LoadError, match=re.escape(message)):
+        opgen.load(spec, package=package, build_dir=tmp_path / "build")
+    assert sys.modules.get("opgen") is before and not (tmp_path / "build").exists()
