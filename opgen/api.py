@@ -1,5 +1,6 @@
-"""Stage 5a — api: translate an :class:`~opgen.model.Op` into the flat, named fields each
-template needs (C++ signatures, dispatch rows, Python rules, bprop wiring).
+"""Stage 5a — api: translate an :class:`~opgen.model.Op` into the typed, frozen view the
+templates read (:class:`opgen.views.OpView`: C++ signatures, dispatch rows, kernel bodies,
+saved tensors, Python rules), and the neutral helpers backends build their own views with.
 
 Every decision is made here, in Python; templates only loop and substitute.  Nothing here
 knows about Jinja, and nothing in the templates knows about YAML.
@@ -11,13 +12,13 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from . import shapes as lang
 from .check import identifiers, indent_python
 from .literals import cpp_string
 from .model import ATTR_CPP, Attr, Body, BuildFlags, Input, Op, Output
+from .views import AttrView, BackwardBlock, BodyView, InputView, OpView, OutputView, ReferenceView, RowView, SavedView
 
 LINE_RESET = "//@@opgen-line-reset@@"
 """Marker the renderer replaces with ``#line N "generated file"`` after a spliced YAML body."""
@@ -135,15 +136,6 @@ PY_ATTR_TYPE = {
 }
 
 
-@dataclass(frozen=True)
-class Saved:
-    """A tensor the Function<T> path keeps for Backward: its slot and when it is needed."""
-
-    name: str
-    slot: int
-    condition: str  # C++ boolean over need_<input> flags
-
-
 PY_BUILTINS_CALLED = ("int", "len", "list", "range", "sum", "tuple", "zip")
 """Builtins the generated Python calls in functions whose parameters are an op's inputs and attrs."""
 
@@ -221,11 +213,11 @@ def output_shapes_py(op: Op) -> str:
     return outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
 
 
-def _rows_text(op: Op) -> str:
-    rows = op.rows_for("CPU")
+def _rows_text(op: Op, target: str) -> str:
+    """The dtype_format rows of ``target`` in words, for error messages: ``(x=float32, out=float32), ...``."""
     names = [x.name for x in op.inputs] + [o.name for o in op.outputs]
     parts = []
-    for r in rows:
+    for r in op.rows_for(target):
         parts.append("(" + ", ".join(f"{n}={r.dtype(i).name}" for i, n in enumerate(names)) + ")")
     return ", ".join(parts)
 
@@ -253,95 +245,6 @@ def grad_is_dout(op: Op) -> frozenset[str]:
     dout = "d" + op.outputs[0].name
     return frozenset(name for name, expr, _ in op.elementwise.grads
                      if expr.names == (dout,) and expr.text.strip() == dout)
-
-
-def grad_views_cpp(op: Op) -> dict[str, str]:
-    """Per input of ``kernel.grad_views``, the C++ expression (``opgen/ms.h``) of its gradient as
-    a view of the output gradient, for the Function<T> Backward: the inverse of the output's
-    shape rule, as its shape function defines it (``ShapeFunction.grad_view_cpp``: slices of
-    ``dout`` for ``concat``, ``dout`` broadcast back for ``reduce``). Backward has each fixed input's
-    shape as ``<name>_shape``, each dynamic input's as ``<name>_shapes``, attrs as ``attrs.<name>``."""
-    if op.kernel is None or not op.kernel.grad_views:
-        return {}
-    node = op.outputs[0].shape.node
-    assert isinstance(node, lang.Call)  # checked (check._grad_view_problem)
-    kind = {x.name: x.kind for x in op.inputs}
-    syms = {n: f"opgen::sym::from_shapes({n}_shapes)" if k == "dynamic" else f"opgen::sym::from_shape({n}_shape)"
-            for n, k in kind.items()}
-
-    def cpp(n: lang.Node) -> str:
-        return lang.to_cpp(n, syms, lambda a: f"attrs.{a}")
-
-    out = {}
-    for name, _loc in op.kernel.grad_views:
-        shape = f"{name}_shapes" if kind[name] == "dynamic" else f"{name}_shape"
-        out[name] = node.fn.grad_view_cpp(node.args, cpp, "grad_outputs[0]", shape)
-    return out
-
-
-def grad_views_py(op: Op) -> str:
-    """The Custom path's bprop, in PyNative with static shapes, when the gradient of the op's one
-    differentiable input is a view (``kernel.grad_views``): a Python expression of the tuple of
-    its gradients (one per tensor of a dynamic input) as views of ``dout``, the input bound to its
-    name, attrs to theirs (``ShapeFunction.grad_view_py``); "" otherwise."""
-    if op.kernel is None or not op.kernel.grad_views:
-        return ""
-    views = {n for n, _ in op.kernel.grad_views}
-    if len(op.differentiable_inputs) != 1 or op.differentiable_inputs[0].name not in views:
-        return ""  # (a view's input is the shape rule's first argument: only one can be)
-    node = op.outputs[0].shape.node
-    assert isinstance(node, lang.Call)  # checked (check._grad_view_problem)
-    x = op.differentiable_inputs[0]
-
-    def py(n: lang.Node) -> str:  # an attr by its name (the bprop is parsed in graphs: no _rt calls)
-        return n.name if isinstance(n, lang.AttrRef) else lang.to_python(n)
-
-    view = node.fn.grad_view_py(node.args, py, "dout", x.name)
-    return view if x.kind == "dynamic" else f"({view},)"
-
-
-def bprop_returns_dout(op: Op) -> bool:
-    """Whether the Custom path's bprop may return ``dout`` itself for every input: each input is
-    required and differentiable with gradient exactly ``dout`` (:func:`grad_is_dout`), and every
-    dtype_format row gives the inputs the output's dtype. The bprop then skips the backward
-    kernel when the inputs have the output's (static) shape."""
-    same = grad_is_dout(op)
-    n = len(op.inputs)
-    return (bool(op.inputs) and all(x.kind == "required" and x.differentiable and x.name in same for x in op.inputs)
-            and all(r.dtype(i) == r.dtype(n) for r in op.rows for i in range(n)))
-
-
-def cpp_checks_attr(a: Attr) -> bool:
-    """Whether the Function<T> extension checks everything about attr ``a`` that
-    ``opgen.runtime.check_attrs`` does, on every call: a list attr without range or choices
-    (``opgen::bind::int_list``... in ms_bind.h: types, int64 and float32 fit)."""
-    return a.is_list and a.range is None and a.choices is None
-
-
-def python_checked_attrs(attrs: Sequence[Attr]) -> list[Attr]:
-    """The attrs the Function<T> wrapper tests and checks in Python (all but those
-    :func:`cpp_checks_attr`), in order: ``_<OP>_LAST`` holds their last checked values."""
-    return [a for a in attrs if not cpp_checks_attr(a)]
-
-
-def attr_same_function(op: str, attrs: Sequence[Attr], names: dict[str, str]) -> str:
-    """The Function<T> wrapper's per-call attr test: that each value was checked by the last
-    checked call. Scalars by identity (``alpha is _LEAKY_RELU_LAST[0]``); list attrs with a
-    range or choices by value (``axis == _REDUCE_SUM_LAST[0]``: a literal list is a new object on
-    every call), against a copy of the last checked value (``axis[:]``: a list the caller changes
-    afterwards is checked again; a tuple is its own copy, and a list never equals a tuple, so
-    switching between them checks again). Equality cannot tell ``True`` from ``1``, so the
-    extension checks the element types on every call (``opgen::bind::int_list``...), and with
-    them the rest of what ``check_attrs`` checks of a list without range or choices (int64 and
-    float32 fit, the same messages): such a list is not in this test at all. "" when no attr is."""
-    parts = []
-    for i, a in enumerate(python_checked_attrs(attrs)):
-        if a.is_list:
-            parts.append(f"{a.name}.__class__ in ({names['list']}, {names['tuple']}) and "
-                         f"{a.name} == _{op.upper()}_LAST[{i}]")
-        else:
-            parts.append(f"{a.name} is _{op.upper()}_LAST[{i}]")
-    return " and ".join(parts)
 
 
 def can_fail(op: Op) -> bool:
@@ -379,8 +282,15 @@ def _kernel_signatures(inputs: Sequence[Input], outputs: Sequence[Output], diff:
     return {"forward_params": ", ".join(fw), "backward_params": ", ".join(bw)}
 
 
-def op_context(op: Op, package: str) -> dict[str, Any]:
-    """Every field the templates need for one op."""
+def op_context(op: Op, package: str, target: str) -> OpView:
+    """The framework-neutral view of ``op`` for templates (:class:`opgen.views.OpView`).
+
+    Args:
+        op: a checked op.
+        package: the generated package's name (its C++ namespace).
+        target: the dtype_format target whose rows the backend builds (MindSpore's ``CPU``).
+    """
+    del package  # the same view serves every package name (templates get ``package`` themselves)
     inputs = list(op.inputs)
     outputs = list(op.outputs)
     attrs = list(op.attrs)
@@ -388,42 +298,31 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
     out_names = [o.name for o in outputs]
     attr_names = [a.name for a in attrs]
     diff = [x.name for x in op.differentiable_inputs]
-    tparams = [f"{n}_t" for n in in_names + out_names]
-    cpu_rows = op.rows_for("CPU")
     kind = {x.name: x.kind for x in inputs}
     flexible = any(x.kind != "required" for x in inputs)
-    # Function<T>::Forward takes the fixed tensors, then the attrs, then a dynamic input's
-    # tensors as a parameter pack; NeedsInputGrad counts tensors only, in that order.
+    # the backward is called with the fixed tensors, then the attrs, then a dynamic input's
+    # tensors (Function<T>::Forward's order; NeedsInputGrad counts tensors only, in that order)
     fixed = [x.name for x in inputs if x.kind != "dynamic"]
     dynamic = next((x.name for x in inputs if x.kind == "dynamic"), None)
 
     rows = []
-    for ri, r in enumerate(cpu_rows):
+    for ri, r in enumerate(op.rows_for(target)):
         cols = [r.dtype(i) for i in range(len(r.columns))]
-        rows.append(
-            {
-                "index": ri,
-                "cpp_types": [c.cpp for c in cols],
-                "dtype_names": [c.name for c in cols],
-                "in_enums": [c.ms_enum for c in cols[: len(inputs)]],
-                "out_enums": [c.ms_enum for c in cols[len(inputs):]],
-                "columns": list(r.columns),
-                "in_dtype_names": [c.name for c in cols[: len(inputs)]],
-                # backward aot groups: inputs, outputs, d<outputs>, d<diff inputs>
-                "bw_dtype_names": [c.name for c in cols]
-                + [c.name for c in cols[len(inputs):]]
-                + [cols[in_names.index(n)].name for n in diff],
-                "bw_columns": list(r.columns)
-                + list(r.columns[len(inputs):])
-                + [r.columns[in_names.index(n)] for n in diff],
-                **_kernel_signatures(inputs, outputs, diff, [c.cpp for c in cols]),
-            }
-        )
+        cpp_types = tuple(c.cpp for c in cols)
+        rows.append(RowView(
+            index=ri,
+            columns=tuple(r.columns),
+            dtype_names=tuple(c.name for c in cols),
+            cpp_types=cpp_types,
+            in_cpp_types=cpp_types[:len(inputs)],
+            out_cpp_types=cpp_types[len(inputs):],
+            **_kernel_signatures(inputs, outputs, diff, cpp_types),
+        ))
 
     # ---- kernel bodies -----------------------------------------------------------------
-    attr_prelude = [f"const {a.cpp_type} &{a.name} = attrs.{a.name};" for a in attrs]
+    attr_prelude = tuple(f"const {a.cpp_type} &{a.name} = attrs.{a.name};" for a in attrs)
     fw_lines: list[str] = []
-    bw_blocks: list[dict[str, Any]] = []  # each: {"guard": "dx" or "", "lines": [...]}
+    bw_blocks: list[BackwardBlock] = []
     used_by_grad: dict[str, set[str]] = {}
     single_body_uses: set[str] = set()
     if op.elementwise is not None:
@@ -443,11 +342,8 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
             f"{args});",
         ]
         grads = {g[0]: g[1] for g in ew.grads}
-        bw_head = [
-            f"using C = {common};",
-            f"const opgen::Shape iter_shape = {out.grad_name}.shape_vector();",
-        ]
-        bw_blocks.append({"guard": "", "lines": bw_head, "yaml": None})
+        bw_head = (f"using C = {common};", f"const opgen::Shape iter_shape = {out.grad_name}.shape_vector();")
+        bw_blocks.append(BackwardBlock("", bw_head, None, None))
         for x in inputs:
             if x.name not in grads:
                 continue
@@ -456,49 +352,49 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
             used_by_grad[x.name] = set(tensors)
             p = ", ".join(f"C {n}" for n in tensors)
             a = "".join(f", {n}" for n in tensors)
-            bw_blocks.append(
-                {
-                    "guard": "d" + x.name,
-                    "lines": [
-                        f"// d{x.name} = {expr.text}",
-                        f"opgen::map_reduce_to(d{x.name}, iter_shape, [&]({p}) {_noexcept(expr.cpp)}-> C "
-                        f"{{ return {expr.cpp}; }}{a});",
-                    ],
-                    "yaml": None,
-                }
-            )
+            bw_blocks.append(BackwardBlock("d" + x.name, (
+                f"// d{x.name} = {expr.text}",
+                f"opgen::map_reduce_to(d{x.name}, iter_shape, [&]({p}) {_noexcept(expr.cpp)}-> C "
+                f"{{ return {expr.cpp}; }}{a});",
+            ), None, None))
     else:
         assert op.kernel is not None
         k = op.kernel
-        fw_lines = []
+
+        def block(guard: str, body: Body) -> BackwardBlock:
+            return BackwardBlock(guard, (), indent_body(body.text, "    " if guard else "  "), line_directive(body))
+
         if k.backward is not None:
-            bw_blocks.append({"guard": "", "lines": [], "yaml": k.backward})
+            bw_blocks.append(block("", k.backward))
             single_body_uses = identifiers(k.backward.text)
         for name, body in k.backward_per_input:
-            guard = f"!d{name}.empty()" if kind[name] == "dynamic" else f"d{name}"
-            bw_blocks.append({"guard": guard, "lines": [], "yaml": body})
+            bw_blocks.append(block(f"!d{name}.empty()" if kind[name] == "dynamic" else f"d{name}", body))
             used_by_grad[name] = identifiers(body.text)
         if k.save is not None:
             single_body_uses, used_by_grad = set(k.save), {}
-    views = grad_views_cpp(op)
+    views = {n for n, _ in op.kernel.grad_views} if op.kernel is not None else set()
     all_views = bool(views) and all(x.name in views for x in op.differentiable_inputs)
     if all_views:
         single_body_uses, used_by_grad = set(), {}  # Backward runs no kernel: nothing to keep
     else:
         used_by_grad = {g: used for g, used in used_by_grad.items() if g not in views}
 
-    # ---- what Backward needs: saved tensors and their conditions -------------------------
+    # ---- what the backward needs: saved tensors and their conditions ---------------------
     saveable = [n for n in fixed] + out_names + ([dynamic] if dynamic else [])
-    saved: list[Saved] = []
+    saved: list[SavedView] = []
+
+    def keep(name: str, condition: str) -> None:
+        saved.append(SavedView(name, len(saved), condition, name == dynamic, name in kind,
+                               out_names.index(name) if name in out_names else -1))
+
     for name in saveable:
         if single_body_uses:
             if name in single_body_uses:
-                saved.append(Saved(name, len(saved), " || ".join(f"need_{d}" for d in diff) or "false"))
+                keep(name, " || ".join(f"need_{d}" for d in diff) or "false")
             continue
         needers = [g for g, used in used_by_grad.items() if name in used]
         if needers:
-            saved.append(Saved(name, len(saved), " || ".join(f"need_{g}" for g in needers)))
-    saved_names = {s.name for s in saved}
+            keep(name, " || ".join(f"need_{g}" for g in needers))
 
     def view_type(name: str, direction: str) -> str:
         base = {"dynamic": "List"}.get(kind.get(name, "required"), "")
@@ -516,197 +412,117 @@ def op_context(op: Op, package: str) -> dict[str, Any]:
         attr_params.insert(kw_at, "*")
     py_params = [x.name + py_default(x.name) for x in inputs] + attr_params
     names = builtin_names(in_names + attr_names)
-    # inputs the shape expressions and contracts read, as opgen::sym values (Function<T> path:
-    # from the host tensors; aot InferShape: from MindSpore's flattened ndims/shapes)
-    shape_used = [n for n in in_names if any(n in lang.tensors_used(e) for e in
-                                               [o.shape.node for o in outputs] + [c.node for c in op.requires])]
-    fn_present = {n: f"{n}_h != nullptr" for n in in_names}
-    fn_prelude = []
-    for n in shape_used:
-        if kind[n] == "dynamic":
-            fn_prelude.append(f"const std::vector<opgen::sym::List> {_sym(n)} = "
-                              f"opgen::sym::from_shapes(opgen::ms::shapes_of({n}_h));")
-        elif kind[n] == "optional":
-            fn_prelude.append(f"const opgen::sym::List {_sym(n)} = {n}_h ? opgen::sym::from_shape({n}_h->shape()) "
-                              ": opgen::sym::List{};")
-        else:
-            fn_prelude.append(f"const opgen::sym::List {_sym(n)} = opgen::sym::from_shape({n}_h->shape());")
-    fn_prelude += shape_prelude_cpp(op, fn_present)
-    count = {x.name: (f"attrs.opgen_layout[{i}]" if flexible else "1") for i, x in enumerate(inputs)}
-    aot_present = {n: f"{count[n]} > 0" for n in in_names}
-    infer_prelude = []
-    for n in in_names:
-        used = n in shape_used
-        if kind[n] == "dynamic":
-            call = f"opgen_in.list({count[n]})"
-            decl = f"const std::vector<opgen::sym::List> {_sym(n)} = {call};"
-        elif kind[n] == "optional":
-            call = f"opgen_in.maybe({count[n]})"
-            decl = f"const opgen::sym::List {_sym(n)} = {call};"
-        else:
-            call = "opgen_in.one()"
-            decl = f"const opgen::sym::List {_sym(n)} = {call};"
-        infer_prelude.append(decl if used else f"{call};  // {n}: not read by the shape rules")
-    infer_prelude += shape_prelude_cpp(op, aot_present)
-    run_params = [
-        {"dynamic": "const opgen::ms::TensorPtrList &", "optional": "const std::optional<opgen::ms::TensorPtr> &"}.get(
-            x.kind, "const opgen::ms::TensorPtr &") + x.name
-        for x in inputs
-    ] + [f"{a.cpp_type} {a.name}" for a in attrs]
-    # the pybind11 function's parameters: list attrs arrive as Python objects and are converted by
-    # opgen::bind (element types checked on every call: the wrapper checks their values once)
-    bind_params = run_params[:len(inputs)] + [
-        f"const pybind11::handle &{a.name}" if a.is_list else f"{a.cpp_type} {a.name}" for a in attrs]
-    bind_args = [x.name for x in inputs] + [
-        f'opgen::bind::{a.item_type}_list("{op.name}", "{a.name}", {a.name})' if a.is_list
-        else a.name for a in attrs]
-    return {
-        "name": op.name,
-        "class_name": op.class_name,
-        "run_params": ", ".join(run_params),
-        "bind_params": ", ".join(bind_params),
-        "bind_args": ", ".join(bind_args),
-        "has_list_attr": any(a.is_list for a in attrs),
-        "file": op.file,
-        "doc": op.doc.strip(),
-        "doc_py": doc_block(op.doc),
-        "doc_cpp": cpp_string(op.doc.strip()),
-        "inputs": [
-            {
-                "name": x.name,
-                "doc": " ".join(x.doc.split()),
-                "index": i,
-                "differentiable": x.differentiable,
-                "kind": x.kind,
-                "optional": x.kind == "optional",
-                "dynamic": x.kind == "dynamic",
-                "py_type": PY_TENSOR_TYPE[x.kind],
-                "in_view": view_type(x.name, "In"),
-                "out_view": view_type(x.name, "Out"),
-                "tensor_index": fixed.index(x.name) if x.kind != "dynamic" else len(fixed),
-                "grad_is_dout": x.kind == "required" and x.name in grad_is_dout(op),
-                "grad_view_cpp": views.get(x.name, ""),
-            }
+    same = grad_is_dout(op)
+    rows_text = _rows_text(op, target)
+    return OpView(
+        name=op.name,
+        class_name=op.class_name,
+        file=op.file,
+        doc=op.doc.strip(),
+        doc_py=doc_block(op.doc),
+        doc_cpp=cpp_string(op.doc.strip()),
+        inputs=tuple(
+            InputView(
+                name=x.name,
+                doc=" ".join(x.doc.split()),
+                index=i,
+                differentiable=x.differentiable,
+                kind=x.kind,
+                optional=x.kind == "optional",
+                dynamic=x.kind == "dynamic",
+                py_type=PY_TENSOR_TYPE[x.kind],
+                in_view=view_type(x.name, "In"),
+                out_view=view_type(x.name, "Out"),
+                tensor_index=fixed.index(x.name) if x.kind != "dynamic" else len(fixed),
+                grad_is_dout=x.kind == "required" and x.name in same,
+                grad_view=x.name in views,
+            )
             for i, x in enumerate(inputs)
-        ],
-        "outputs": [
-            {
-                "name": o.name,
-                "doc": " ".join(o.doc.split()),
-                "index": i,
-                "grad_name": o.grad_name,
-                "differentiable": o.differentiable,
-                "shape_cpp": shape_cpp(o),
-                "shape_text": o.shape.text,
-                "dtype_rule": o.dtype,
-                "dtype_is_input": o.dtype in in_names,
-                "dtype_py": (f"{o.dtype}[0]" if kind.get(o.dtype) == "dynamic" else o.dtype) if o.dtype in in_names
-                else f"ms.{'bool_' if o.dtype == 'bool' else o.dtype}",
-            }
+        ),
+        outputs=tuple(
+            OutputView(
+                name=o.name,
+                doc=" ".join(o.doc.split()),
+                index=i,
+                column=len(inputs) + i,
+                grad_name=o.grad_name,
+                differentiable=o.differentiable,
+                shape_cpp=shape_cpp(o),
+                shape_text=o.shape.text,
+                dtype_rule=o.dtype,
+                dtype_input=o.dtype if o.dtype in in_names else "",
+                dtype_input_dynamic=kind.get(o.dtype) == "dynamic",
+            )
             for i, o in enumerate(outputs)
-        ],
-        "attrs": [
-            {
-                "name": a.name,
-                "cpp_type": a.cpp_type,
-                "py_type": PY_ATTR_TYPE[a.type],
-                "type": a.type,
-                "has_default": a.has_default,
-                "py_default": py_literal(a, a.default) if a.has_default else "",
-                "cpp_default": cpp_literal(a, a.default) if a.has_default else "",
-                "doc": " ".join(a.doc.split()),
-                "range": list(a.range) if a.range else None,
-                "range_py": py_value(list(a.range)) if a.range else "None",
-                "choices_py": py_value(tuple(a.choices)) if a.choices else None,
-                "is_list": a.is_list,
-                "scalar": a.type in ("int", "float", "bool"),
-            }
+        ),
+        attrs=tuple(
+            AttrView(
+                name=a.name,
+                type=a.type,
+                cpp_type=a.cpp_type,
+                py_type=PY_ATTR_TYPE[a.type],
+                has_default=a.has_default,
+                py_default=py_literal(a, a.default) if a.has_default else "",
+                cpp_default=cpp_literal(a, a.default) if a.has_default else "",
+                doc=" ".join(a.doc.split()),
+                range_py=py_value(list(a.range)) if a.range else "None",
+                choices_py=py_value(tuple(a.choices)) if a.choices else None,
+                is_list=a.is_list,
+                item_type=a.item_type if a.is_list else a.type,
+            )
             for a in attrs
-        ],
-        "shape_prelude_fn": fn_prelude,
-        "shape_prelude_infer": infer_prelude,
-        "shape_check_py": shape_check_py(op),
-        "output_shapes_py": output_shapes_py(op),
-        "has_contracts": bool(op.requires),
-        "py_params": ", ".join(py_params),
-        "call_args": ", ".join(in_names + [f"{a}={a}" for a in attr_names]),  # a call forwarding py_params
-        "attr_key": attr_key(attrs),
-        "attr_same_function": attr_same_function(op.name, attrs, names),
-        "attr_last_values": ", ".join(f"{a.name}[:]" if a.is_list else a.name
-                                      for a in python_checked_attrs(attrs)),
-        "attr_last_count": len(python_checked_attrs(attrs)),
-        "primitive_params": "".join(p + ", " for p in attr_params),
-        "builtin": names,
-        "shadows_builtins": any(v != k for k, v in names.items()),
-        "attr_names": attr_names,
-        "in_names": in_names,
-        "out_names": out_names,
-        "kinds": tuple(x.kind for x in inputs),
-        "flexible": flexible,
-        "fixed_names": fixed,
-        "dynamic": dynamic,
-        "diff_names": diff,
-        "diff_indices": [in_names.index(n) for n in diff],
-        "nondiff_names": [n for n in in_names if n not in diff],
-        "tparams": tparams,
-        "rows": rows,
-        "rows_text": _rows_text(op),
-        "rows_cpp": cpp_string(_rows_text(op)),
-        "attr_prelude": attr_prelude,
-        "fw_lines": fw_lines,
-        "fw_body": None if op.elementwise is not None else {
-            "text": indent_body(op.kernel.forward.text) if op.kernel else "",
-            "line": line_directive(op.kernel.forward) if op.kernel else "",
-        },
-        "bw_blocks": [
-            {
-                "guard": b["guard"],
-                "lines": b["lines"],
-                "yaml_text": indent_body(b["yaml"].text, "    " if b["guard"] else "  ")
-                if b["yaml"] is not None
-                else None,
-                "yaml_line": line_directive(b["yaml"]) if b["yaml"] is not None else None,
-            }
-            for b in bw_blocks
-        ],
-        "has_backward": op.has_backward,
-        # the Function<T> Backward returns every gradient as a view of the output gradient
-        "all_grad_views": all_views,
-        "can_fail": can_fail(op),
-        # Custom path: the last call's primitive is remembered when every attr can be compared by
-        # identity (no list attr: the same list object may hold other values since), and the
-        # wrapper itself takes it for a call like the last one when the inputs are fixed (one
-        # tensor each) and the kernel cannot fail (no blocking launch to add)
-        "last_call": not any(a.is_list for a in attrs),
-        "quick_call": not any(a.is_list for a in attrs) and not flexible and not can_fail(op),
-        "bprop_returns_dout": bprop_returns_dout(op),
-        "grad_views_py": grad_views_py(op),
-        "grad_view_input": next(({"name": x.name, "index": i, "dynamic": x.kind == "dynamic"}
-                                 for i, x in enumerate(inputs) if x.differentiable), None),
-        # a gradient reaches the inputs: some output is differentiable and the spec defines one
-        "grad_flows": op.has_backward and any(o.differentiable for o in op.outputs),
-        "saved": [{"name": s.name, "slot": s.slot, "condition": s.condition,
-                   "dynamic": s.name == dynamic} for s in saved],
-        "saved_names": sorted(saved_names),
-        "symbol_forward": f"{package}_{op.name}_forward",
-        "symbol_backward": f"{package}_{op.name}_backward",
-        "reference": _reference(op),
-        "grad_reference": _grad_reference(op),
-        "single_output": len(outputs) == 1,
-        "includes": [h if h[:1] in "<\"" else f'"{h}"' for h in op.build.includes],
-    }
+        ),
+        in_names=tuple(in_names),
+        out_names=tuple(out_names),
+        attr_names=tuple(attr_names),
+        kinds=tuple(x.kind for x in inputs),
+        flexible=flexible,
+        fixed_names=tuple(fixed),
+        dynamic=dynamic,
+        diff_names=tuple(diff),
+        diff_indices=tuple(in_names.index(n) for n in diff),
+        nondiff_names=tuple(n for n in in_names if n not in diff),
+        tparams=tuple(f"{n}_t" for n in in_names + out_names),
+        rows=tuple(rows),
+        rows_text=rows_text,
+        rows_cpp=cpp_string(rows_text),
+        attr_prelude=attr_prelude,
+        fw_lines=tuple(fw_lines),
+        fw_body=None if op.elementwise is not None or op.kernel is None else BodyView(
+            indent_body(op.kernel.forward.text), line_directive(op.kernel.forward)),
+        bw_blocks=tuple(bw_blocks),
+        has_backward=op.has_backward,
+        all_grad_views=all_views,
+        can_fail=can_fail(op),
+        grad_flows=op.has_backward and any(o.differentiable for o in op.outputs),
+        saved=tuple(saved),
+        saved_names=tuple(sorted(s.name for s in saved)),
+        reference=_reference(op),
+        grad_reference=_grad_reference(op),
+        single_output=len(outputs) == 1,
+        includes=tuple(h if h[:1] in "<\"" else f'"{h}"' for h in op.build.includes),
+        shape_check_py=tuple(shape_check_py(op)),
+        output_shapes_py=output_shapes_py(op),
+        has_contracts=bool(op.requires),
+        py_params=", ".join(py_params),
+        call_args=", ".join(in_names + [f"{a}={a}" for a in attr_names]),
+        attr_key=attr_key(attrs),
+        primitive_params="".join(p + ", " for p in attr_params),
+        builtin=names,
+        shadows_builtins=any(v != k for k, v in names.items()),
+        has_list_attr=any(a.is_list for a in attrs),
+    )
 
 
-def _reference(op: Op) -> dict[str, Any] | None:
-    params = [x.name for x in op.inputs] + [a.name for a in op.attrs]
+def _reference(op: Op) -> ReferenceView | None:
+    params = tuple(x.name for x in op.inputs) + tuple(a.name for a in op.attrs)
     if op.reference is not None:
-        body = indent_python(op.reference.text)
-        return {"params": params, "body": body}
+        return ReferenceView(params, indent_python(op.reference.text))
     if op.elementwise is not None:
         # an expression may use fewer inputs than the shape rule broadcasts (forward: x with
         # shape broadcast(x, y)): the result takes the output's shape, like the kernel's.
-        body = f"    return np.broadcast_to({op.elementwise.forward.numpy}, {_reference_shape(op)}).copy()"
-        return {"params": params, "body": body}
+        return ReferenceView(params, f"    return np.broadcast_to({op.elementwise.forward.numpy}, "
+                                     f"{_reference_shape(op)}).copy()")
     return None
 
 
@@ -716,11 +532,11 @@ def _reference_shape(op: Op) -> str:
     return "tuple(" + lang.to_python(op.outputs[0].shape.node, tensor=lambda n: f"np.shape({n})") + ")"
 
 
-def _grad_reference(op: Op) -> dict[str, Any] | None:
+def _grad_reference(op: Op) -> ReferenceView | None:
     if op.elementwise is None or not op.elementwise.grads:
         return None
     out = op.outputs[0]
-    params = [x.name for x in op.inputs] + [out.name, out.grad_name] + [a.name for a in op.attrs]
+    params = (*(x.name for x in op.inputs), out.name, out.grad_name, *(a.name for a in op.attrs))
     lines = []
     grads = {g[0]: g[1] for g in op.elementwise.grads}
     results = []
@@ -734,7 +550,7 @@ def _grad_reference(op: Op) -> dict[str, Any] | None:
         else:
             results.append("None")
     lines.append("    return (" + ", ".join(results) + ("," if len(results) == 1 else "") + ")")
-    return {"params": params, "body": "\n".join(lines)}
+    return ReferenceView(params, "\n".join(lines))
 
 
 def build_flags(ops: Sequence[Op], package_dir: str, package: BuildFlags | None = None) -> str:

@@ -7,7 +7,7 @@ runs the Python rendering.
 
 from .emit import optional_inputs, to_cpp, to_python, to_source, to_words
 from .evaluate import evaluate
-from .functions import FUNCTIONS, NotApplicable, ShapeFunction
+from .functions import FUNCTIONS, GradViewKind, NotApplicable, ShapeFunction
 from .syntax import (
     Arith,
     AttrRef,
@@ -39,8 +39,8 @@ from .syntax import (
 )
 
 __all__ = [
-    "FUNCTIONS", "Arith", "AttrRef", "Call", "Compare", "Cond", "Const", "Index", "Len", "ListOf", "Logic",
-    "MinMax", "Neg", "Node", "Not", "NotApplicable", "RankOf", "Scope", "ShapeError", "ShapeFunction", "ShapeOf",
-    "Slice", "TensorRef", "Type", "attrs_used", "evaluate", "optional_inputs", "parse", "parse_condition",
+    "FUNCTIONS", "Arith", "AttrRef", "Call", "Compare", "Cond", "Const", "GradViewKind", "Index", "Len", "ListOf",
+    "Logic", "MinMax", "Neg", "Node", "Not", "NotApplicable", "RankOf", "Scope", "ShapeError", "ShapeFunction",
+    "ShapeOf", "Slice", "TensorRef", "Type", "attrs_used", "evaluate", "optional_inputs", "parse", "parse_condition",
     "parse_shape", "tensors_used", "to_cpp", "to_python", "to_source", "to_words", "walk",
 ]

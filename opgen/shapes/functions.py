@@ -5,19 +5,23 @@ Python (a function of :mod:`opgen.runtime`), in C++ (a function of ``opgen/sym.h
 handles unknown dims and ranks and otherwise calls the same-named static rule of
 ``opgen/rules.h``), in words (the docs), and how ``opgen test`` draws input shapes for it
 (:meth:`ShapeFunction.sample`), and for the functions that only move or sum elements, the
-gradient of their input as a view of the output gradient (:meth:`ShapeFunction.grad_view_cpp`,
-``kernel.grad_views``).  Adding a function means adding one class here and its two
-runtime twins (``runtime.py`` and ``rules.h``/``sym.h``), which tests compare.
+gradient of their input as a view of the output gradient (``kernel.grad_views``: its geometry,
+:attr:`ShapeFunction.grad_view_kind`, and the arguments that fix it; each backend spells the
+call).  Adding a function means adding one class here and its two runtime twins (``runtime.py``
+and ``rules.h``/``sym.h``), which tests compare.
 """
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
 
 if TYPE_CHECKING:
     from .syntax import Node, _Parser
+
+GradViewKind = Literal["split", "unreduce"]
+"""The geometries of a gradient view (:attr:`ShapeFunction.grad_view_kind`)."""
 
 
 class SampleContext(Protocol):
@@ -132,18 +136,23 @@ class ShapeFunction:
     """For a function that only moves or sums elements, the gradient of its first argument as
     a view of the output gradient, in words ("" for none): what ``kernel.grad_views`` may ask."""
 
-    def grad_view_cpp(self, args: tuple[Node, ...], cpp: Callable[[Node], str], dout: str, shape: str) -> str:
-        """C++ (``opgen/ms.h``) of the gradient of ``args[0]`` as a view of the output gradient
-        ``dout`` (a ``TensorPtr``), for the Function<T> Backward. ``shape`` is the C++ of that
-        input's shape (``opgen::Shape``; ``std::vector<opgen::Shape>`` for a dynamic input) and
-        ``cpp`` turns an argument into C++ over ``opgen/sym.h`` values."""
+    grad_view_kind: GradViewKind | None = None
+    """The view's geometry, which a backend spells as its own call (MindSpore's ``opgen::ms::
+    split_view`` and ``_graph.split_view``): ``split`` (slices of the output gradient along an
+    axis, one per tensor of a list input) or ``unreduce`` (the output gradient broadcast back over
+    reduced axes); None for a function without a gradient view."""
+
+    def grad_view_cpp(self, args: tuple[Node, ...], cpp: Callable[[Node], str]) -> tuple[str, ...]:
+        """The C++ arguments that fix the view's geometry, over ``opgen/sym.h`` values (``cpp``
+        turns an argument into C++): for ``split`` the axis (an ``int64_t``), for ``unreduce`` the
+        kept shape (an ``opgen::Shape``). A backend's call takes the output gradient, these, and
+        the input's shape (:data:`GradViewKind`)."""
         raise NotImplementedError(f"{self.name}() has no gradient view")
 
-    def grad_view_py(self, args: tuple[Node, ...], py: Callable[[Node], str], dout: str, x: str) -> str:
-        """Python (``opgen.graph``, imported as ``_graph``) of the same view, for the Custom path's
-        bprop in PyNative: ``x`` is the Python of ``args[0]``'s input (its tensor; a tuple of
-        tensors for a dynamic input), ``py`` turns the other arguments into Python. A tuple of
-        views for a dynamic input."""
+    def grad_view_py(self, args: tuple[Node, ...], py: Callable[[Node], str]) -> tuple[str, ...]:
+        """The Python arguments of the same view (``py`` turns an argument into Python): for
+        ``split`` the axis, for ``unreduce`` the axes and ``keep_dims``. A backend's call takes the
+        output gradient, the input (a tensor; a tuple of tensors for a list input), and these."""
         raise NotImplementedError(f"{self.name}() has no gradient view")
 
     def sample(self, args: tuple[Node, ...], ctx: SampleContext) -> None:
@@ -291,12 +300,14 @@ class Reduce(ShapeFunction):
 
     grad_view = "the output gradient broadcast back over the reduced axes (a sum's gradient)"
 
-    def grad_view_cpp(self, args: tuple[Node, ...], cpp: Callable[[Node], str], dout: str, shape: str) -> str:
-        kept = f"{self.cpp}({cpp(args[0])}, {cpp(args[1])}, opgen::sym::Bool{{true}})"
-        return f'opgen::ms::unreduce_view({dout}, opgen::sym::to_shape({kept}, "kept"), {shape})'
+    grad_view_kind: GradViewKind | None = "unreduce"
 
-    def grad_view_py(self, args: tuple[Node, ...], py: Callable[[Node], str], dout: str, x: str) -> str:
-        return f"_graph.unreduce_view({dout}, {x}, {py(args[1])}, {py(args[2])})"
+    def grad_view_cpp(self, args: tuple[Node, ...], cpp: Callable[[Node], str]) -> tuple[str, ...]:
+        kept = f"{self.cpp}({cpp(args[0])}, {cpp(args[1])}, opgen::sym::Bool{{true}})"
+        return (f'opgen::sym::to_shape({kept}, "kept")',)
+
+    def grad_view_py(self, args: tuple[Node, ...], py: Callable[[Node], str]) -> tuple[str, ...]:
+        return py(args[1]), py(args[2])
 
 
 class Matmul(ShapeFunction):
@@ -365,11 +376,13 @@ class Concat(ShapeFunction):
 
     grad_view = "slices of the output gradient along the joined axis"
 
-    def grad_view_cpp(self, args: tuple[Node, ...], cpp: Callable[[Node], str], dout: str, shape: str) -> str:
-        return f"opgen::ms::split_view({dout}, ({cpp(args[1])}).v, {shape})"
+    grad_view_kind: GradViewKind | None = "split"
 
-    def grad_view_py(self, args: tuple[Node, ...], py: Callable[[Node], str], dout: str, x: str) -> str:
-        return f"_graph.split_view({dout}, {x}, {py(args[1])})"
+    def grad_view_cpp(self, args: tuple[Node, ...], cpp: Callable[[Node], str]) -> tuple[str, ...]:
+        return (f"({cpp(args[1])}).v",)
+
+    def grad_view_py(self, args: tuple[Node, ...], py: Callable[[Node], str]) -> tuple[str, ...]:
+        return (py(args[1]),)
 
 
 class Gather(ShapeFunction):

@@ -106,9 +106,9 @@ class LayerNorm : public Function<LayerNorm> {
     const opgen::Shape beta_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["beta.shape"]);
     const bool beta_present = mindspore::GetValue<bool>(ctx->saved_data["beta.present"]);
     const TensorPtr x_h = opgen::ms::host(saved[0]);
-    const TensorPtr gamma_h = opgen::ms::host(saved[0 + 1]);
-    const TensorPtr mean_h = opgen::ms::host(saved[0 + 1 + 1]);
-    const TensorPtr rstd_h = opgen::ms::host(saved[0 + 1 + 1 + 1]);
+    const TensorPtr gamma_h = opgen::ms::host(saved[1]);
+    const TensorPtr mean_h = opgen::ms::host(saved[2]);
+    const TensorPtr rstd_h = opgen::ms::host(saved[3]);
     const TensorPtr dy_h = opgen::ms::host(grad_outputs[0]);
     const opgen::Shape y_shape = opgen::Shape(dy_h->shape());
     const TensorPtr dmean_h = opgen::ms::host(grad_outputs[1]);

@@ -90,7 +90,7 @@ class Matmul : public Function<Matmul> {
     const opgen::Shape a_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["a.shape"]);
     const opgen::Shape b_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["b.shape"]);
     const TensorPtr a_h = opgen::ms::host(saved[0]);
-    const TensorPtr b_h = opgen::ms::host(saved[0 + 1]);
+    const TensorPtr b_h = opgen::ms::host(saved[1]);
     const TensorPtr dout_h = opgen::ms::host(grad_outputs[0]);
     const opgen::Shape out_shape = opgen::Shape(dout_h->shape());
     TensorPtr da = nullptr;

@@ -84,7 +84,7 @@ class Mul : public Function<Mul> {
     const opgen::Shape x_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["x.shape"]);
     const opgen::Shape y_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["y.shape"]);
     const TensorPtr x_h = opgen::ms::host(saved[0]);
-    const TensorPtr y_h = opgen::ms::host(saved[0 + 1]);
+    const TensorPtr y_h = opgen::ms::host(saved[1]);
     const TensorPtr dout_h = opgen::ms::host(grad_outputs[0]);
     const opgen::Shape out_shape = opgen::Shape(dout_h->shape());
     TensorPtr dx = nullptr;

@@ -85,8 +85,8 @@ class Pow : public Function<Pow> {
     const opgen::Shape x_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["x.shape"]);
     const opgen::Shape y_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["y.shape"]);
     const TensorPtr x_h = opgen::ms::host(saved[0]);
-    const TensorPtr y_h = opgen::ms::host(saved[0 + 1]);
-    const TensorPtr out_h = opgen::ms::host(saved[0 + 1 + 1]);
+    const TensorPtr y_h = opgen::ms::host(saved[1]);
+    const TensorPtr out_h = opgen::ms::host(saved[2]);
     const TensorPtr dout_h = opgen::ms::host(grad_outputs[0]);
     TensorPtr dx = nullptr;
     TensorPtr dy = nullptr;

@@ -84,7 +84,7 @@ class ReduceMax : public Function<ReduceMax> {
     attrs.keep_dims = opgen::ms::restore<bool>(ctx->saved_data["keep_dims"]);
     const opgen::Shape x_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["x.shape"]);
     const TensorPtr x_h = opgen::ms::host(saved[0]);
-    const TensorPtr out_h = opgen::ms::host(saved[0 + 1]);
+    const TensorPtr out_h = opgen::ms::host(saved[1]);
     const TensorPtr dout_h = opgen::ms::host(grad_outputs[0]);
     TensorPtr dx = nullptr;
     try {

@@ -89,7 +89,7 @@ class RmsNorm : public Function<RmsNorm> {
     const opgen::Shape x_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["x.shape"]);
     const opgen::Shape weight_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["weight.shape"]);
     const TensorPtr x_h = opgen::ms::host(saved[0]);
-    const TensorPtr weight_h = opgen::ms::host(saved[0 + 1]);
+    const TensorPtr weight_h = opgen::ms::host(saved[1]);
     const TensorPtr dy_h = opgen::ms::host(grad_outputs[0]);
     const opgen::Shape y_shape = opgen::Shape(dy_h->shape());
     TensorPtr dx = nullptr;

@@ -92,7 +92,7 @@ class SmoothL1Loss : public Function<SmoothL1Loss> {
     const opgen::Shape pred_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["pred.shape"]);
     const opgen::Shape target_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["target.shape"]);
     const TensorPtr pred_h = opgen::ms::host(saved[0]);
-    const TensorPtr target_h = opgen::ms::host(saved[0 + 1]);
+    const TensorPtr target_h = opgen::ms::host(saved[1]);
     const TensorPtr dloss_h = opgen::ms::host(grad_outputs[0]);
     const opgen::Shape loss_shape = opgen::Shape(dloss_h->shape());
     TensorPtr dpred = nullptr;

@@ -87,7 +87,7 @@ class Topk : public Function<Topk> {
     attrs.k = opgen::ms::restore<int64_t>(ctx->saved_data["k"]);
     const opgen::Shape x_shape = mindspore::GetValue<std::vector<int64_t>>(ctx->saved_data["x.shape"]);
     const TensorPtr x_h = opgen::ms::host(saved[0]);
-    const TensorPtr indices_h = opgen::ms::host(saved[0 + 1]);
+    const TensorPtr indices_h = opgen::ms::host(saved[1]);
     const TensorPtr dvalues_h = opgen::ms::host(grad_outputs[0]);
     const opgen::Shape values_shape = opgen::Shape(dvalues_h->shape());
     const TensorPtr dindices_h = opgen::ms::host(grad_outputs[1]);

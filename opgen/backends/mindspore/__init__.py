@@ -30,21 +30,23 @@ class MindSporeBackend(Backend):
                package_flags: BuildFlags | None = None) -> dict[str, str]:
         from ... import api, signatures
         from ...render import GENERATED_BY, Emitter, core_files, sources_of
+        from .views import ms_view
 
         ordered = sorted(ops, key=lambda o: o.name)
-        contexts = [api.op_context(op, package) for op in ordered]
+        ms_views = [ms_view(op, package) for op in ordered]
+        contexts = [m.op for m in ms_views]
         sources = sources_of(ordered)
         em = Emitter(package, out_prefix)
         core_files(em, ordered, contexts)
-        for ctx in contexts:
-            header = GENERATED_BY.format(sources=ctx["file"])
-            em.emit("mindspore/aot.cc.j2", f"csrc/{ctx['name']}_aot.cc", header, op=ctx)
-            em.emit("mindspore/function.cc.j2", f"csrc/{ctx['name']}_function.cc", header, op=ctx)
+        for m in ms_views:
+            header = GENERATED_BY.format(sources=m.op.file)
+            em.emit("mindspore/aot.cc.j2", f"csrc/{m.op.name}_aot.cc", header, op=m.op, ms=m)
+            em.emit("mindspore/function.cc.j2", f"csrc/{m.op.name}_function.cc", header, op=m.op, ms=m)
         all_header = GENERATED_BY.format(sources=", ".join(sources))
-        em.emit("mindspore/bindings.cc.j2", "csrc/bindings.cc", all_header, ops=contexts)
-        needs_builtins = any(ctx["shadows_builtins"] for ctx in contexts)
-        em.emit("mindspore/custom.py.j2", "custom.py", all_header, ops=contexts, needs_builtins=needs_builtins)
-        em.emit("mindspore/function.py.j2", "function.py", all_header, ops=contexts, needs_builtins=needs_builtins)
+        em.emit("mindspore/bindings.cc.j2", "csrc/bindings.cc", all_header, ops=ms_views)
+        needs_builtins = any(ctx.shadows_builtins for ctx in contexts)
+        em.emit("mindspore/custom.py.j2", "custom.py", all_header, ops=ms_views, needs_builtins=needs_builtins)
+        em.emit("mindspore/function.py.j2", "function.py", all_header, ops=ms_views, needs_builtins=needs_builtins)
         em.emit("mindspore/meta.py.j2", "meta.py", all_header, ops=contexts)
         em.emit("mindspore/__init__.py.j2", "__init__.py", all_header, ops=contexts, sources=sources)
         flags = api.build_flags(ordered, out_prefix, package_flags)
