@@ -636,6 +636,91 @@ def is_published(artifact: Path, *, verify: bool = True) -> bool:
         return False
 
 
+# --------------------------------------------------------------------------- libraries in use
+
+_held: dict[str, int] = {}
+"""Published libraries this process holds (:func:`hold_library`): path -> the open descriptor
+that carries the shared lock, kept open for the life of the process."""
+_held_guard = threading.Lock()
+
+
+def hold_library(path: Path) -> bool:
+    """Take a shared lock (``flock(LOCK_SH)``) on the published library ``path`` for the rest of
+    this process, so that :func:`remove_unused_library` (``opgen clean``, the removal of old
+    libraries when another is published) leaves it in place: MindSpore reopens an aot library by
+    its path for each new shape or dtype, long after it was first loaded.
+
+    Returns:
+        True when held; False when ``path`` was removed (or replaced) before the lock was had:
+        build it again and hold that.
+    """
+    key = os.fspath(path)
+    with _held_guard:
+        if key in _held:
+            return True
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a removal holds it exclusively
+        if not _same_file(fd, path):
+            os.close(fd)
+            return False
+        _held[key] = fd
+        return True
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        here, there = os.fstat(fd), os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def remove_unused_library(path: Path) -> bool:
+    """Remove the published library ``path`` and its record unless a process holds it
+    (:func:`hold_library`): the exclusive lock is tried without waiting, and the file is removed
+    while it is held, so a process that opens it meanwhile finds it gone and builds again.
+
+    Returns:
+        True when removed (or already gone), False when in use.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        _record_path(path).unlink(missing_ok=True)
+        return True
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        if not _same_file(fd, path):  # republished meanwhile: not the file that was free
+            return False
+        path.unlink(missing_ok=True)
+        _record_path(path).unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(fd)
+
+
+def library_in_use(path: Path) -> bool:
+    """Whether a process holds the published library ``path`` (:func:`hold_library`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the lock
+    return False
+
+
 # --------------------------------------------------------------------------- lock
 
 
@@ -1181,8 +1266,7 @@ def build_library(pkg_dir: Path, kind: str, quiet: bool = False, *,
         _publish(bdir / kind / f"{target.name}.so", artifact)
         for old in bdir.glob(f"{target.name}-*.so"):
             if old != artifact and time.time() - old.stat().st_mtime > 3600:
-                old.unlink(missing_ok=True)
-                _record_path(old).unlink(missing_ok=True)
+                remove_unused_library(old)  # kept while a process holds it
         took = time.monotonic() - started
         compiled = support + tuple(run.compiled)
         if not quiet:

@@ -6,10 +6,14 @@ Two things go:
   package's absolute path; its ninja files name the package's ``csrc/``);
 - in the build folder of a package that exists, every published library but the newest of each
   kind (``lib<pkg>_aot-<hash>.so``, ``<pkg>_ext-<hash>.so``) with its ``.sha256`` record: each
-  edit of the specs publishes a new one, and the old ones are never loaded again.
+  edit of the specs publishes a new one.
 
-A folder whose build lock another process holds (a build is running) is left alone.
-Nothing else under the build root is touched.
+A process that loaded an older library may still open it again (MindSpore reopens an aot library
+by its path for each new shape or dtype), so every process holds a shared lock on the libraries it
+loaded (:func:`opgen.build.hold_library`), and a library whose lock is held is kept
+(:func:`opgen.build.remove_unused_library`), as is the folder of a vanished package while one of
+its libraries is held.  A folder whose build lock another process holds (a build is running) is
+left alone.  Nothing else under the build root is touched.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ class Cleaned:
     libraries: list[Path] = field(default_factory=list)
     busy: list[Path] = field(default_factory=list)
     """Folders skipped because a build holds their lock."""
+    in_use: list[Path] = field(default_factory=list)
+    """Libraries kept because a running process holds them (and so their folder)."""
     freed: int = 0
 
 
@@ -113,6 +119,10 @@ def clean(root: Path | None = None, *, dry_run: bool = False) -> Cleaned:
             done.busy.append(folder)
             continue
         if not exists:
+            held = [lib for lib in sorted(folder.glob("*.so")) if build.library_in_use(lib)]
+            if held:
+                done.in_use.extend(held)
+                continue
             done.freed += _size(folder)
             done.folders.append((folder, pkg))
             if not dry_run:
@@ -120,11 +130,12 @@ def clean(root: Path | None = None, *, dry_run: bool = False) -> Cleaned:
             continue
         for lib in _old_libraries(folder):
             record = lib.with_name(lib.name + ".sha256")
-            done.freed += _size(lib) + (_size(record) if record.exists() else 0)
+            size = _size(lib) + (_size(record) if record.exists() else 0)
+            if build.library_in_use(lib) if dry_run else not build.remove_unused_library(lib):
+                done.in_use.append(lib)
+                continue
+            done.freed += size
             done.libraries.append(lib)
-            if not dry_run:
-                lib.unlink(missing_ok=True)
-                record.unlink(missing_ok=True)
     return done
 
 

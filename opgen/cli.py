@@ -430,6 +430,8 @@ def _cmd_clean(args: argparse.Namespace) -> int:
             print(f"  {verb} {lib}" + (" (an older build)" if args.verbose else ""))
         for folder in done.busy:
             print(f"  skipped {folder}: a build is running in it")
+        for lib in done.in_use:
+            print(f"  kept {lib}: a running process has loaded it")
         print(f"opgen: {verb} {len(done.folders)} build folder(s) and {len(done.libraries)} old "
               f"librar{'y' if len(done.libraries) == 1 else 'ies'} in {root} ({human(done.freed)})")
     return EXIT_OK

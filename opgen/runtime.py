@@ -96,8 +96,23 @@ def aot_library(module_file: str) -> str:
     _require_sanitizer_runtime()
     _env.check_kernel_variables()
     pkg_dir = Path(module_file).parent.resolve()
-    return prebuilt_library(pkg_dir, "aot") or str(
-        _build.build(pkg_dir, "aot", quiet=_quiet(), build_dir=_build_dirs.get(pkg_dir)))
+    return prebuilt_library(pkg_dir, "aot") or str(_built(pkg_dir, "aot"))
+
+
+def _built(pkg_dir: Path, kind: str) -> Path:
+    """Build (or find) library ``kind`` of ``pkg_dir`` and hold it for the life of this process
+    (:func:`opgen.build.hold_library`), so that ``opgen clean`` and later builds leave it in place.
+
+    Raises:
+        opgen.build.BuildError: when it does not compile.
+        ImportError: when it is removed each time it is built.
+    """
+    for _ in range(3):
+        path = _build.build(pkg_dir, kind, quiet=_quiet(), build_dir=_build_dirs.get(pkg_dir))
+        if _build.hold_library(path):
+            return path
+    raise ImportError(f"the {kind} library of {pkg_dir} was removed each time it was built ({path}); "
+                      "is something deleting the build folder?")
 
 
 def checked() -> bool:
@@ -121,8 +136,7 @@ def load_extension(module_file: str) -> ModuleType:
     _env.check_kernel_variables()
     pkg_dir = Path(module_file).parent.resolve()
     name = f"{pkg_dir.name}_ext"
-    path = prebuilt_library(pkg_dir, "ext") or _build.build(pkg_dir, "ext", quiet=_quiet(),
-                                                              build_dir=_build_dirs.get(pkg_dir))
+    path = prebuilt_library(pkg_dir, "ext") or _built(pkg_dir, "ext")
     if str(path) in _loaded:
         return _loaded[str(path)]
     spec = importlib.util.spec_from_file_location(name, path)
