@@ -34,9 +34,16 @@ def set_build_dir(pkg_dir: Path, build_dir: str | os.PathLike[str] | None) -> No
 def prebuilt_library(pkg_dir: Path, kind: str) -> str | None:
     """The library of a wheel-installed package (``opgen wheel``), or None for a generated one.
 
+    The library is checked against the sha256 the wheel recorded (``_prebuilt.json``, else the
+    wheel's ``RECORD``) before it is handed to MindSpore, once per process: a truncated, emptied or
+    altered library gave SIGBUS, an empty ``RuntimeError`` or silently different results.
+    Hashing costs about 1 ms per MB.
+
     Raises:
         ImportError: when the wheel was built for another MindSpore version, Python or platform
-            (the message names both).
+            (the message names both); when ``_prebuilt.json`` is not valid or names no library of
+            ``kind``; when the library is missing, unreadable or does not match its recorded sha256
+            (the message names the file).
     """
     import json
     import sysconfig
@@ -44,7 +51,15 @@ def prebuilt_library(pkg_dir: Path, kind: str) -> str | None:
     record = pkg_dir / "_prebuilt.json"
     if not record.is_file():
         return None
-    facts = json.loads(record.read_text(encoding="utf-8"))
+    reinstall = f"reinstall the package (pip install --force-reinstall {pkg_dir.name})"
+    try:
+        facts = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ImportError(f"{record} is damaged ({exc}); {reinstall}") from None
+    libraries = facts.get("libraries") if isinstance(facts, dict) else None
+    if not isinstance(libraries, dict) or not isinstance(libraries.get(kind), str):
+        raise ImportError(f"{record} names no {kind} library (its 'libraries' entry is missing or "
+                          f"incomplete); {reinstall}")
     here = {
         "mindspore": _build._ms_version(),
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
@@ -58,7 +73,50 @@ def prebuilt_library(pkg_dir: Path, kind: str) -> str | None:
                 f"{facts.get('platform')}), but this is {what} {have}: install a wheel built for it, or "
                 "run 'opgen wheel' again under this one"
             )
-    return str(pkg_dir / facts["libraries"][kind])
+    path = pkg_dir / libraries[kind]
+    if str(path) not in _verified:
+        digests = facts.get("sha256")
+        expected = digests.get(kind) if isinstance(digests, dict) else None
+        if not isinstance(expected, str):
+            expected = _recorded_digest(pkg_dir, libraries[kind])
+        if expected is None:
+            raise ImportError(f"{path}: no sha256 recorded for it (in {record} or the wheel's RECORD), so it "
+                              f"cannot be checked; {reinstall}")
+        try:
+            size, actual = path.stat().st_size, _build._digest(path)
+        except OSError as exc:
+            raise ImportError(f"cannot read the prebuilt library {path}: {exc.strerror}; {reinstall}") from None
+        if actual != expected:
+            raise ImportError(f"the prebuilt library {path} is damaged or was altered after it was installed "
+                              f"({size} bytes, sha256 {actual[:16]}..., the wheel recorded {expected[:16]}...); "
+                              f"{reinstall}")
+        _verified.add(str(path))
+    return str(path)
+
+
+_verified: set[str] = set()
+"""Prebuilt libraries this process checked against their recorded sha256."""
+
+
+def _recorded_digest(pkg_dir: Path, rel: str) -> str | None:
+    """The sha256 (hex) of ``pkg_dir/rel`` in the RECORD of the wheel that installed it, if any."""
+    import base64
+
+    name = f"{pkg_dir.name}/{rel}"
+    for record in sorted(pkg_dir.parent.glob(f"{pkg_dir.name}-*.dist-info/RECORD")):
+        try:
+            lines = record.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in lines:
+            parts = line.rsplit(",", 2)
+            if len(parts) == 3 and parts[0] == name and parts[1].startswith("sha256="):
+                b64 = parts[1][len("sha256="):]
+                try:
+                    return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
+                except ValueError:
+                    return None
+    return None
 
 
 def _quiet() -> bool:

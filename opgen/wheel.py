@@ -2,8 +2,9 @@
 libraries prebuilt for this MindSpore version, Python and platform.
 
 The wheel holds the package's Python files, ``lib/lib<pkg>_aot.so``, ``lib/<pkg>_ext.so`` and
-``_prebuilt.json`` (what they were built for).  Installed, the package loads those libraries
-instead of building (:func:`opgen.runtime.aot_library`), so no compiler is needed; under another
+``_prebuilt.json`` (what they were built for, and each library's sha256).  Installed, the package
+checks and loads those libraries instead of building (:func:`opgen.runtime.aot_library`), so no
+compiler is needed; under another
 MindSpore version, Python or platform its import fails naming the one it was built for.  It
 depends on ``opgen`` (the runtime helpers the generated modules import) and on that MindSpore.
 """
@@ -70,6 +71,7 @@ def build_wheel(pkg_dir: Path, out_dir: Path, *, version: str = "0.1.0", quiet: 
         "machine": platform.machine(),
         "opgen": __version__,
         "libraries": names,
+        "sha256": {kind: hashlib.sha256(files[f"{name}/{rel}"]).hexdigest() for kind, rel in names.items()},
     }
     files[f"{name}/{PREBUILT}"] = (json.dumps(prebuilt, indent=2, sort_keys=True) + "\n").encode()
     dist = f"{name}-{version}"

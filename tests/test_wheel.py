@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -93,3 +94,48 @@ def test_wheel_installs_and_runs_without_a_compiler(tmp_path: Path, monkeypatch)
     assert run.returncode != 0
     assert "was built by opgen wheel for mindspore 2.9.0" in run.stderr
     assert f"but this is mindspore {build._ms_version()}" in run.stderr
+
+    # tampered installs (issue 25 item 4): each library is checked against its recorded sha256
+    record.write_text(json.dumps(facts))
+    _tampered_libraries_are_clear_errors(site / "whl_ops", facts)
+    aot = site / "whl_ops" / facts["libraries"]["aot"]
+    aot.write_bytes(aot.read_bytes()[: aot.stat().st_size // 2])
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", "import whl_ops"], env=env, cwd=tmp_path / "dist",
+                         capture_output=True, text=True)
+    assert run.returncode == 1 and "Traceback" in run.stderr, run.stderr[-2000:]  # was SIGBUS at the first call
+    assert f"ImportError: the prebuilt library {aot} is damaged or was altered" in run.stderr
+
+
+def _tampered_libraries_are_clear_errors(pkg: Path, facts: dict) -> None:  # type: ignore[type-arg]
+    """Truncated, emptied and 7-bytes-altered libraries, and a damaged ``_prebuilt.json``: an
+    ImportError naming the file (in-process: the check needs no MindSpore)."""
+    import pytest
+
+    from opgen import runtime
+
+    record = pkg / "_prebuilt.json"
+    for kind in ("aot", "ext"):
+        lib = pkg / facts["libraries"][kind]
+        good = lib.read_bytes()
+        middle = len(good) // 2
+        for damage in (good[:middle], b"", good[:middle] + b"\x00" * 7 + good[middle + 7:]):
+            lib.write_bytes(damage)
+            runtime._verified.clear()
+            with pytest.raises(ImportError, match=f"^the prebuilt library {lib} is damaged or was altered "
+                               f"after it was installed \\({len(damage)} bytes, sha256 "):
+                runtime.prebuilt_library(pkg, kind)
+        record.write_text(json.dumps({k: v for k, v in facts.items() if k != "sha256"}))
+        runtime._verified.clear()
+        with pytest.raises(ImportError, match="is damaged or was altered"):  # the wheel's RECORD has it too
+            runtime.prebuilt_library(pkg, kind)
+        lib.write_bytes(good)
+        assert runtime.prebuilt_library(pkg, kind) == str(lib)
+        record.write_text(json.dumps(facts))
+    for text, message in (("{not json", f"{record} is damaged (Expecting property name"),
+                          (json.dumps({k: v for k, v in facts.items() if k != "libraries"}),
+                           f"{record} names no aot library"),
+                          ("[]", f"{record} names no aot library")):
+        record.write_text(text)
+        with pytest.raises(ImportError, match="^" + re.escape(message)):
+            runtime.prebuilt_library(pkg, "aot")
+    record.write_text(json.dumps(facts))
