@@ -482,7 +482,7 @@ def _attr_value_problem(
 
 def _number_note(value: object, typ: str) -> tuple[Note, ...]:
     """For a float attr whose default YAML 1.1 read as a string (``1e6``): how to write it."""
-    from .schema import _number_note as note
+    from .schema import number_note as note
 
     if typ not in ("float", "list[float]"):
         return ()

@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import backends as _backends
 from .diagnostics import Diagnostic, Location, did_you_mean, display_path
+from .names import package_name_problem
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -46,7 +48,7 @@ class Config:
     specs: tuple[str, ...] = (DEFAULT_SPECS,)
     output: str = DEFAULT_OUTPUT
     package: str = DEFAULT_PACKAGE
-    backends: tuple[str, ...] = ("mindspore",)
+    backends: tuple[str, ...] = (_backends.DEFAULT,)
     """The backends ``opgen generate`` writes a package for (:mod:`opgen.backends`), in order."""
     build: dict[str, Any] = field(default_factory=dict)
     """Build options by their long name without ``--`` (``jobs``, ``build-dir``...)."""
@@ -143,16 +145,11 @@ def load(build_options: frozenset[str] = frozenset(), start: Path | None = None)
             value = default
         values[key] = value
     if "package" in table and not diags:
-        from .cli import package_name  # the same rule as -p
-
-        try:
-            package_name(values["package"])
-        except Exception as exc:  # argparse.ArgumentTypeError
-            diags.append(Diagnostic(where("package"), f"[tool.opgen] package: {exc}"))
-    backends: tuple[str, ...] = ("mindspore",)
+        problem = package_name_problem(values["package"])  # the same rule as -p
+        if problem:
+            diags.append(Diagnostic(where("package"), f"[tool.opgen] package: {problem}"))
+    backends: tuple[str, ...] = (_backends.DEFAULT,)
     if "backends" in table:
-        from . import backends as _backends
-
         raw = table["backends"]
         try:
             if not (isinstance(raw, str) or (isinstance(raw, list) and all(isinstance(b, str) for b in raw))):

@@ -146,7 +146,7 @@ def _type_name(value: Any) -> str:
 _YAML11_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 
-def _number_note(value: Any, expected: str) -> tuple[Note, ...]:
+def number_note(value: Any, expected: str) -> tuple[Note, ...]:
     """The note for ``1.0e6`` or ``1e-3``, which YAML 1.1 (PyYAML) reads as strings (no sign, no dot)."""
     if not (isinstance(value, str) and "number" in expected and _YAML11_EXPONENT.fullmatch(value.strip())):
         return ()
@@ -215,7 +215,7 @@ def _diagnose(tree: Any, err: ValidationError) -> list[Diagnostic]:
         exp = " or ".join(expected) if isinstance(expected, list) else str(expected)
         exp = exp.replace("object", "mapping").replace("array", "list")
         return [Diagnostic(loc, f"{where} must be a {exp}, got {_type_name(err.instance)}", op,
-                           notes=_number_note(err.instance, exp) or _bool_word_note(tree, path, exp))]
+                           notes=number_note(err.instance, exp) or _bool_word_note(tree, path, exp))]
     if v == "enum":
         enum_vals: Any = err.validator_value
         allowed_vals = [str(a) for a in enum_vals]
