@@ -11,6 +11,7 @@ import functools
 import hashlib
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -70,11 +71,13 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
         return None
 
 
-@functools.lru_cache(maxsize=1)
-def environment() -> jinja2.Environment:
-    """The one Jinja2 environment opgen renders with."""
+@functools.lru_cache(maxsize=8)
+def environment(extra: tuple[str, ...] = ()) -> jinja2.Environment:
+    """The one Jinja2 environment opgen renders with (one per template search path): ``templates/``
+    (the neutral kernel layer, and ``<backend>/`` for the backends shipped with opgen), after
+    the ``extra`` directories of a backend that keeps its templates elsewhere."""
     env = _Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        loader=jinja2.FileSystemLoader([*extra, str(templates_dir())]),
         bytecode_cache=_bytecode_cache(),
         **_OPTIONS,
     )
@@ -115,13 +118,15 @@ class Emitter:
     Args:
         package: the package's Python name (also its C++ namespace and symbol prefix).
         out_prefix: the package directory as ``#line`` directives show it (``generated/opgen_ops``).
+        templates: directories searched for templates before opgen's own ``templates/`` (a
+            backend outside opgen's tree keeps its templates there).
     """
 
-    def __init__(self, package: str, out_prefix: str):
+    def __init__(self, package: str, out_prefix: str, templates: Sequence[Path] = ()):
         self.package = package
         self.out_prefix = out_prefix
         self.files: dict[str, str] = {}
-        self._env = environment()
+        self._env = environment(tuple(str(d) for d in templates))
 
     def emit(self, template: str, rel: str, header: str, **fields: Any) -> None:
         """Render ``template`` (relative to ``templates/``) into file ``rel``; refuse writing a

@@ -1,8 +1,11 @@
-"""Runtime helpers used by generated packages (not by the generator itself).
+"""Framework-neutral runtime helpers used by generated packages (not by the generator itself).
 
-Generated modules call :func:`aot_library` and :func:`load_extension` at import, which build
-the package's libraries when missing or stale (see :mod:`opgen.build`), and use the small
-shape and attr helpers below so the rules they implement live in one place.
+The shape and attr helpers the generated wrappers and references call (``_rt``), so that the
+rules they implement live in one place, and the library loading every backend's runtime uses
+(:func:`package_library`: a wheel's prebuilt library, or a build when missing or stale, see
+:mod:`opgen.build`). A backend's own runtime sits in its package
+(:mod:`opgen.backends.mindspore.runtime`: ``aot_library``, ``load_extension``, ``reg_info``...).
+Nothing here imports a framework.
 """
 
 from __future__ import annotations
@@ -31,16 +34,19 @@ def set_build_dir(pkg_dir: Path, build_dir: str | os.PathLike[str] | None) -> No
         _build_dirs[Path(pkg_dir).resolve()] = os.fspath(build_dir)
 
 
-def prebuilt_library(pkg_dir: Path, kind: str) -> str | None:
-    """The library of a wheel-installed package (``opgen wheel``), or None for a generated one.
+def prebuilt_library(pkg_dir: Path, kind: str, framework: str, version: str, label: str) -> str | None:
+    """The library ``kind`` of a wheel-installed package (``opgen wheel``), or None for a generated one.
+
+    ``framework`` is the key under which ``_prebuilt.json`` records the framework's version
+    (``mindspore``), ``version`` the one this process runs, ``label`` its name in messages.
 
     The library is checked against the sha256 the wheel recorded (``_prebuilt.json``, else the
-    wheel's ``RECORD``) before it is handed to MindSpore, once per process: a truncated, emptied or
+    wheel's ``RECORD``) before it is handed to the framework, once per process: a truncated, emptied or
     altered library gave SIGBUS, an empty ``RuntimeError`` or silently different results.
     Hashing costs about 1 ms per MB.
 
     Raises:
-        ImportError: when the wheel was built for another MindSpore version, Python or platform
+        ImportError: when the wheel was built for another framework version, Python or platform
             (the message names both); when ``_prebuilt.json`` is not valid or names no library of
             ``kind``; when the library is missing, unreadable or does not match its recorded sha256
             (the message names the file).
@@ -61,7 +67,7 @@ def prebuilt_library(pkg_dir: Path, kind: str) -> str | None:
         raise ImportError(f"{record} names no {kind} library (its 'libraries' entry is missing or "
                           f"incomplete); {reinstall}")
     here = {
-        "mindspore": _build._ms_version(),
+        framework: version,
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
         "platform": sysconfig.get_platform(),
     }
@@ -69,7 +75,7 @@ def prebuilt_library(pkg_dir: Path, kind: str) -> str | None:
         if facts.get(what) != have:
             raise ImportError(
                 f"package '{facts.get('package', pkg_dir.name)}' was built by opgen wheel for {what} "
-                f"{facts.get(what)} (MindSpore {facts.get('mindspore')}, Python {facts.get('python')}, "
+                f"{facts.get(what)} ({label} {facts.get(framework)}, Python {facts.get('python')}, "
                 f"{facts.get('platform')}), but this is {what} {have}: install a wheel built for it, or "
                 "run 'opgen wheel' again under this one"
             )
@@ -142,21 +148,6 @@ def _require_sanitizer_runtime() -> None:
     )
 
 
-def aot_library(module_file: str) -> str:
-    """Absolute path of the aot library of the package containing ``module_file``.
-
-    Builds it first when missing or stale (a few seconds; says so on stderr).
-
-    Raises:
-        opgen.build.BuildError: when the kernels do not compile.
-        ImportError: for an ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded.
-    """
-    _require_sanitizer_runtime()
-    _env.check_kernel_variables()
-    pkg_dir = Path(module_file).parent.resolve()
-    return prebuilt_library(pkg_dir, "aot") or str(_built(pkg_dir, "aot"))
-
-
 def _built(pkg_dir: Path, kind: str) -> Path:
     """Build (or find) library ``kind`` of ``pkg_dir`` and hold it for the life of this process
     (:func:`opgen.build.hold_library`), so that ``opgen clean`` and later builds leave it in place.
@@ -173,38 +164,47 @@ def _built(pkg_dir: Path, kind: str) -> Path:
                       "is something deleting the build folder?")
 
 
-def checked() -> bool:
-    """Whether this process builds and loads the checked mode (``OPGEN_CHECK=1``: bounds-checked
-    kernel views, see :func:`opgen.build.checked_flags`)."""
-    return bool(_build.checked_flags())
-
-
-def load_extension(module_file: str) -> ModuleType:
-    """Import the pybind11 extension of the package containing ``module_file``.
-
-    Builds it first when missing or stale (MindSpore's headers make this about a minute on 2
-    cores for a few ops; says so on stderr, see docs/build.md). A process loads each built
-    library once; after an edit (a new library) the new one is loaded beside the old.
+def package_library(pkg_dir: Path, kind: str, framework: str, version: str, label: str) -> str:
+    """The library ``kind`` of the package in ``pkg_dir``: a wheel's prebuilt one
+    (:func:`prebuilt_library`, its sha256 checked), else built first when missing or stale
+    (:func:`opgen.build.build`; says so on stderr) under the build root :func:`set_build_dir` gave
+    the package, and held for the life of the process (:func:`_built`).
 
     Raises:
-        opgen.build.BuildError: when the Function<T> sources do not compile.
-        ImportError: for an ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded.
+        opgen.build.BuildError: when it does not compile.
+        ImportError: for an ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded, a
+            wheel built for another framework version, Python or platform, or a damaged one.
+        opgen.env.EnvError: a bad ``OPGEN_NUM_THREADS`` / ``OPGEN_ISA`` (checked before it loads).
     """
     _require_sanitizer_runtime()
     _env.check_kernel_variables()
-    pkg_dir = Path(module_file).parent.resolve()
-    name = f"{pkg_dir.name}_ext"
-    path = prebuilt_library(pkg_dir, "ext") or _built(pkg_dir, "ext")
-    if str(path) in _loaded:
-        return _loaded[str(path)]
+    pkg_dir = pkg_dir.resolve()
+    return prebuilt_library(pkg_dir, kind, framework, version, label) or str(_built(pkg_dir, kind))
+
+
+def load_library_module(name: str, path: str) -> ModuleType:
+    """Import the Python extension module ``name`` from the shared library ``path``, once per path
+    (a process loads each built library once; after an edit the new one is loaded beside the old).
+
+    Raises:
+        ImportError: when it does not load.
+    """
+    if path in _loaded:
+        return _loaded[path]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:  # pragma: no cover - importlib contract
         raise ImportError(f"cannot load extension {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     sys.modules[name] = module
-    _loaded[str(path)] = module
+    _loaded[path] = module
     return module
+
+
+def checked() -> bool:
+    """Whether this process builds and loads the checked mode (``OPGEN_CHECK=1``: bounds-checked
+    kernel views, see :func:`opgen.build.checked_flags`)."""
+    return bool(_build.checked_flags())
 
 
 def broadcast_shape(*shapes: Sequence[int], op: str = "") -> list[int]:
@@ -630,45 +630,8 @@ _FLOAT32_MAX = 3.4028234663852886e38
 
 # ----------------------------------------------------------------------------- Custom (aot) path
 #
-# Optional and dynamic inputs reach an aot kernel flattened: one Custom primitive per *layout*
-# (how many tensors each input contributes: 1 for required, 0/1 for optional, N for dynamic),
-# with the layout passed to the kernel as the attr ``opgen_layout``. MindSpore 2.10's CPU aot
-# kernels take neither None nor native "dynamic" inputs (verified: kernel select fails).
-
-_LIST_PREFIXED = ("list[int]", "list[float]", "list[bool]", "list[str]", "str")
-
-
-def encode_attr(typ: str, value: Any) -> tuple[str, Any]:
-    """An attr value as (CustomRegOp value_type, value) for AotExtra, which reads only int,
-    float, bool and vectors of int/float.
-
-    Lists are length-prefixed (so an empty list is never an empty attr); ``str`` and
-    ``list[str]`` become UTF-8 bytes, ``list[bool]`` 0/1 ints. ``opgen::aot::get_attr`` in
-    ``aot.h`` decodes the same format.
-    """
-    if typ == "int":
-        return "int", int(value)
-    if typ == "float":
-        return "float", float(value)
-    if typ == "bool":
-        return "bool", bool(value)
-    if typ == "list[float]":
-        return "listFloat", [float(len(value))] + [float(v) for v in value]
-    if typ == "list[int]":
-        return "listInt", [len(value)] + [int(v) for v in value]
-    if typ == "list[bool]":
-        return "listInt", [len(value)] + [1 if v else 0 for v in value]
-    if typ == "str":
-        data = value.encode("utf-8")
-        return "listInt", [len(data)] + list(data)
-    if typ == "list[str]":
-        out = [len(value)]
-        for s in value:
-            data = s.encode("utf-8")
-            out += [len(data)] + list(data)
-        return "listInt", out
-    raise ValueError(f"unknown attr type {typ!r}")
-
+# A *layout* says how many tensors each input brings (1 for required, 0/1 for optional, N for
+# dynamic) when a backend passes the inputs flattened (MindSpore's aot kernels).
 
 def regroup(flat: Sequence[Any], kinds: Sequence[str], layout: Sequence[int]) -> list[Any]:
     """Flattened per-tensor values back to one value per input (None / a list for optional / dynamic)."""
@@ -685,80 +648,33 @@ def regroup(flat: Sequence[Any], kinds: Sequence[str], layout: Sequence[int]) ->
     return out
 
 
-def layout_suffix(kinds: Sequence[str], layout: Sequence[int]) -> str:
-    """Suffix that makes a CustomRegOp name unique per layout (empty when every input is required).
-
-    MindSpore keys registered op info by name: two layouts under one name would share the first.
-    """
-    if all(k == "required" for k in kinds):
-        return ""
-    return "_" + "_".join(str(n) for n in layout)
-
-
 def flat_positions(layout: Sequence[int], inputs: Sequence[int]) -> tuple[int, ...]:
     """Positions, in the flattened tensor list, of the tensors of the inputs with indices ``inputs``."""
     starts = [sum(layout[:i]) for i in range(len(layout))]
     return tuple(p for i in inputs for p in range(starts[i], starts[i] + layout[i]))
 
 
-def _tensor_names(groups: Sequence[tuple[str, str, int]]) -> list[str]:
-    """One name per tensor of ``(name, kind, count)`` groups: ``xs0``, ``xs1``... for a dynamic one."""
-    return [f"{gname}{j}" if kind == "dynamic" else gname for gname, kind, n in groups for j in range(n)]
-
-
-def reg_info(
-    name: str,
-    inputs: Sequence[tuple[str, str, int]],
-    outputs: Sequence[tuple[str, str, int]],
-    attrs: Sequence[tuple[str, str, Any]],
-    rows: Sequence[Sequence[str]],
-    target: str = "CPU",
-) -> Any:
-    """``CustomRegOp(name).input(...).output(...).attr(...).dtype_format(...).target(...).get_op_info()``.
-
-    ``inputs``/``outputs`` are ``(name, kind, count)`` groups: a group appears ``count`` times
-    (named ``xs0``, ``xs1``... for a dynamic one), and each row's column for it is repeated
-    likewise. ``rows`` hold DataType names, one per group, as the spec states them.
-    """
-    from mindspore.ops import CustomRegOp, DataType
-
-    reg = CustomRegOp(name)
-    for index, tname in enumerate(_tensor_names(inputs)):
-        reg = reg.input(index, tname, "required")
-    for index, tname in enumerate(_tensor_names(outputs)):
-        reg = reg.output(index, tname, "required")
-    for aname, value_type, value in attrs:
-        reg = reg.attr(aname, "required", value_type, value=value)
-    counts = [n for _, _, n in inputs] + [n for _, _, n in outputs]
-    for row in rows:
-        reg = reg.dtype_format(*[getattr(DataType, c) for c, n in zip(row, counts) for _ in range(n)])
-    return reg.target(target).get_op_info()
-
-
-def check_dtypes(
+def check_dtype_names(
     op: str,
-    dtypes: Sequence[Any],
+    got: Sequence[str],
     inputs: Sequence[str],
     kinds: Sequence[str],
     layout: Sequence[int],
     rows: Sequence[Sequence[str]],
     outputs: Sequence[str] = (),
 ) -> bool:
-    """Raise TypeError unless the flattened input dtypes match one dtype_format row.
+    """Raise TypeError unless the flattened input dtypes, by name (``float32``), match one row.
 
-    Called on the Custom path before the primitive, in PyNative and (through ``ops.constexpr``)
-    while a GRAPH_MODE network compiles: MindSpore itself would silently cast to some row.
-    ``rows`` give per-input dtype names, then per-output ones (named by ``outputs``), which
-    the message shows like the Function path's ("supported dtype_format rows: (x=float32,
-    out=float32), ...").
+    ``rows`` give per-input dtype names, then per-output ones (named by ``outputs``), which the
+    message shows like the kernels' own ("supported dtype_format rows: (x=float32,
+    out=float32), ..."). A backend turns its framework's dtypes into these names.
 
     Raises:
         TypeError: naming the op, the dtypes given and the supported rows.
     """
-    got = [_dtype_name(d) for d in dtypes]
     for row in rows:
         expanded = [row[i] for i, n in enumerate(layout) for _ in range(n)]
-        if got == expanded:
+        if list(got) == expanded:
             return True
     names = []
     for name, kind, n in zip(inputs, kinds, layout):
@@ -769,6 +685,18 @@ def check_dtypes(
     raise TypeError(f"{op}(): unsupported dtypes ({given}); supported dtype_format rows: {supported}")
 
 
-def _dtype_name(dtype: Any) -> str:
-    text = str(dtype).replace("mindspore.", "").lower()
-    return {"bool_": "bool"}.get(text, text)
+_MOVED_TO_MINDSPORE = frozenset({"aot_library", "load_extension", "reg_info", "encode_attr", "check_dtypes",
+                                 "layout_suffix"})
+"""Names that moved to :mod:`opgen.backends.mindspore.runtime`; packages generated (and wheels
+built) before the move call them here, so they still resolve, lazily (this module imports no
+framework)."""
+
+
+def __getattr__(name: str) -> Any:
+    """Compatibility: ``opgen.runtime.aot_library`` and the other MindSpore names of
+    :data:`_MOVED_TO_MINDSPORE`, for packages generated before they moved."""
+    if name in _MOVED_TO_MINDSPORE:
+        from .backends.mindspore import runtime as ms_runtime
+
+        return getattr(ms_runtime, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

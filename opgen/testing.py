@@ -6,7 +6,7 @@ Checks, per op and per attr set (the spec's optional ``test.attrs``; default: th
 - ``reference``: the package has a numpy reference for the op, giving the output shapes the
   shape rules say; where it also has reference gradients (elementwise ops), they match central
   differences of the reference forward.
-- ``forward/<path>``: every CPU dtype_format row, on random shapes of every *style* the
+- ``forward/<path>``: every dtype_format row of the backend's target, on random shapes of every *style* the
   op's shape rules allow (plain, broadcasting, 0-d, empty): output count, dtype, shape, and
   values against the numpy reference (computed in float64 from the same values).
 - ``grad/<path>``: for ``loss = sum_k sum(out_k * w_k)`` (random ``w``, every differentiable
@@ -19,9 +19,12 @@ Checks, per op and per attr set (the spec's optional ``test.attrs``; default: th
 - ``contracts/<path>``: for each contract (``requires``) that reads a shape, a call with
   shapes that break it raises ``ValueError`` naming the op and the contract.
 
-Paths (:data:`PATHS`): ``custom-graph`` (the ``ops.Custom`` aot path in GRAPH_MODE, through
-``<op>_primitive``), ``custom-pynative`` (the same in PyNative, through ``<op>(...)``) and
-``function`` (the ``Function<T>`` path, PyNative only; importing it builds the extension).
+Paths are the backend's (:attr:`opgen.backends.Backend.test_paths`; its
+:meth:`~opgen.backends.Backend.test_package` runs them through an :class:`OpRunner`). MindSpore's
+(:data:`PATHS`, :mod:`opgen.backends.mindspore.testing`): ``custom-graph`` (the ``ops.Custom``
+aot path in GRAPH_MODE, through ``<op>_primitive``), ``custom-pynative`` (the same in PyNative,
+through ``<op>(...)``) and ``function`` (the ``Function<T>`` path, PyNative only; importing it
+builds the extension). This module imports no framework.
 
 Errors are measured as ``max |got - want| / max(1, |want|)`` over the elements (absolute for
 small values, relative for large ones; NaN where both are NaN and equal infinities count as
@@ -35,7 +38,7 @@ shape function of :mod:`opgen.shapes.functions` knows how to draw its own inputs
 
 from __future__ import annotations
 
-import contextlib
+import abc
 import fnmatch
 import functools
 import hashlib
@@ -48,17 +51,15 @@ import sys
 import time
 import traceback
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
-import mindspore as ms
 import numpy as np
-from mindspore import nn
 
-from . import runtime
+from . import backends, runtime
 from . import shapes as lang
 from .diagnostics import Diagnostic, SpecError
 from .model import DEFAULT_DOMAIN, Op, TestSettings
@@ -66,13 +67,20 @@ from .model import DEFAULT_DOMAIN, Op, TestSettings
 Array = Any
 """A numpy array (``numpy.ndarray``); kept loose for the type checker."""
 
-PATHS: tuple[str, ...] = ("custom-graph", "custom-pynative", "function")
-"""The paths an op is checked on (``function`` is PyNative only, as MindSpore allows)."""
+KINDS: tuple[str, ...] = ("forward", "grad", "dtypes", "contracts")
+"""The checks that run on each path of a backend (``reference`` runs once)."""
 
-CHECKS: tuple[str, ...] = ("reference",) + tuple(
-    f"{kind}/{path}" for kind in ("forward", "grad", "dtypes", "contracts") for path in PATHS
-)
-"""Every check, in table order: ``reference``, then ``<forward|grad|dtypes|contracts>/<path>``."""
+
+def checks_for(paths: Sequence[str]) -> tuple[str, ...]:
+    """Every check over ``paths``, in table order: ``reference``, then ``<kind>/<path>``."""
+    return ("reference",) + tuple(f"{kind}/{path}" for kind in KINDS for path in paths)
+
+
+PATHS: tuple[str, ...] = tuple(backends.get(backends.DEFAULT).test_paths)
+"""The default backend's paths (MindSpore: ``custom-graph``, ``custom-pynative``, ``function``)."""
+
+CHECKS: tuple[str, ...] = checks_for(PATHS)
+"""The default backend's checks, in table order: ``reference``, then ``<kind>/<path>``."""
 
 _SHORT = {
     "reference": "ref",
@@ -80,9 +88,6 @@ _SHORT = {
     "grad": "grad",
     "dtypes": "dtype",
     "contracts": "req",
-    "custom-graph": "graph",
-    "custom-pynative": "pynat",
-    "function": "func",
 }
 
 
@@ -484,50 +489,95 @@ def draw_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str,
 # ----------------------------------------------------------------------------- packages
 
 
-class Package:
-    """A generated package under test: its ``custom`` and ``reference`` modules, and its
-    ``function`` module imported on first use (that builds the extension)."""
+class OpRunner(abc.ABC):
+    """Runs one op on one path of a backend with fixed attr values, through its functional API
+    (as a user calls it: dtype and attr checks included): forward and gradients, numpy in and
+    out. Tensors are passed flat, one per slot of ``layout`` (see :class:`Case`). A backend's
+    :meth:`Package.runner` makes them; the checks here only call these methods."""
+
+    grad_api: ClassVar[str] = "grad"
+    """How failure messages name the framework's gradient call (``ms.grad``)."""
+
+    def __init__(self, op: Op, path: str, attrs: Mapping[str, Any]):
+        self.op = op
+        self.path = path
+        self.attrs = dict(attrs)
+        self.kinds = tuple(x.kind for x in op.inputs)
+        self.diff_in = tuple(i for i, x in enumerate(op.inputs) if x.differentiable)
+        self.diff_out = tuple(k for k, o in enumerate(op.outputs) if o.differentiable)
+
+    def diff_slots(self, case: Case) -> tuple[int, ...]:
+        """The slots of ``case`` that belong to differentiable inputs."""
+        return tuple(j for j, i in enumerate(case.slots) if i in self.diff_in)
+
+    @abc.abstractmethod
+    def forward(self, arrays: Sequence[Array], layout: Sequence[int]) -> list[Array]:
+        """The op's outputs (numpy) for the flat ``arrays``.
+
+        Raises:
+            Exception: whatever the op raises (the checks report it; ``TypeError`` and
+                ``ValueError`` naming the op are what ``dtypes`` and ``contracts`` expect).
+        """
+
+    @abc.abstractmethod
+    def grads(self, arrays: Sequence[Array], weights: Sequence[Array], layout: Sequence[int],
+              positions: Sequence[int]) -> list[Array]:
+        """Gradients (numpy) of ``sum_k sum(out_k * weights[k])`` over :attr:`diff_out` for the
+        flat slots ``positions``, one per position, through the framework's autograd."""
+
+    def finite_differences_runner(self) -> OpRunner:
+        """The runner whose forward the gradient check differentiates numerically (itself; a
+        graph path may answer its eager twin, which computes the same numbers faster)."""
+        return self
+
+
+class Package(abc.ABC):
+    """A generated package under test, as its backend runs it: its numpy references and one
+    :class:`OpRunner` per op and path. :func:`load_package` asks the package's backend
+    (:meth:`opgen.backends.Backend.test_package`) for it."""
+
+    paths: tuple[str, ...]
+    """The backend's paths, in table order (each check but ``reference`` runs on each)."""
+    target: str
+    """The dtype_format target whose rows the package's kernels have."""
 
     def __init__(self, module: str, directory: Path):
         self.module = module
         self.directory = directory
-        self.custom: ModuleType = importlib.import_module(f"{module}.custom")
         self.reference: ModuleType = importlib.import_module(f"{module}.reference")
-        self._function: ModuleType | None = None
-        self._function_error: str | None = None
 
-    def function(self) -> ModuleType:
-        """The ``function`` module (imported, and the extension built, on first call).
+    @property
+    def checks(self) -> tuple[str, ...]:
+        """Every check of this package, in table order (:func:`checks_for` its paths)."""
+        return checks_for(self.paths)
+
+    @abc.abstractmethod
+    def runner(self, op: Op, path: str, attrs: Mapping[str, Any]) -> OpRunner:
+        """The runner of ``op`` on ``path`` (one of :attr:`paths`) with these attr values.
 
         Raises:
-            CheckError: the extension does not build or import (the same message every call).
+            CheckError: an unknown path, or a path that cannot run here (its library does not
+                build or import: the message says why).
         """
-        if self._function is None and self._function_error is None:
-            try:
-                self._function = importlib.import_module(f"{self.module}.function")
-            except Exception as exc:  # a build or import failure fails the function checks only
-                self._function_error = f"cannot import {self.module}.function: {type(exc).__name__}: {exc}"
-        if self._function is None:
-            raise CheckError(self._function_error or "function path unavailable")
-        return self._function
 
 
-def load_package(pkg_dir: Path) -> Package:
+def import_package(pkg_dir: Path) -> str:
     """Import the generated package in ``pkg_dir`` (reusing it when already imported under any
-    name, e.g. ``generated.opgen_ops``); importing builds its aot library when stale.
+    name, e.g. ``generated.opgen_ops``) and return its module name; its modules' imports may build
+    its libraries.
 
     Raises:
-        opgen.build.BuildError: the aot kernels do not compile.
-        FileNotFoundError: ``pkg_dir`` holds no generated package.
+        opgen.build.BuildError: a library does not compile.
+        FileNotFoundError: ``pkg_dir`` has no ``__init__.py``.
     """
     pkg_dir = pkg_dir.resolve()
     init = pkg_dir / "__init__.py"
-    if not (pkg_dir / "custom.py").is_file() or not init.is_file():
-        raise FileNotFoundError(f"{pkg_dir} is not a generated package (no __init__.py/custom.py)")
+    if not init.is_file():
+        raise FileNotFoundError(f"{pkg_dir} is not a generated package (no __init__.py)")
     for name, mod in list(sys.modules.items()):
         f = getattr(mod, "__file__", None)
         if f and Path(f).resolve() == init:
-            return Package(name, pkg_dir)
+            return name
     name = pkg_dir.name
     if name in sys.modules:
         name = f"_opgen_test_{hashlib.sha256(str(pkg_dir).encode()).hexdigest()[:10]}"
@@ -541,7 +591,22 @@ def load_package(pkg_dir: Path) -> Package:
     except BaseException:
         del sys.modules[name]
         raise
-    return Package(name, pkg_dir)
+    return name
+
+
+def load_package(pkg_dir: Path) -> Package:
+    """The generated package in ``pkg_dir``, imported, as its backend tests it (importing builds
+    its libraries when stale).
+
+    Raises:
+        opgen.build.BuildError: the kernels do not compile.
+        FileNotFoundError: ``pkg_dir`` holds no generated package.
+    """
+    backend = backends.of_package(pkg_dir.resolve())
+    if backend is None:
+        raise FileNotFoundError(f"{pkg_dir.resolve()} is not a generated package (not one of "
+                                f"{', '.join(backends.names())})")
+    return backend.test_package(pkg_dir)
 
 
 class StalePackage(Exception):
@@ -625,117 +690,6 @@ def package_for(paths: Sequence[str | Path], package_dir: Path | None = None, *,
 
 
 # ----------------------------------------------------------------------------- running ops
-
-
-class _Call(nn.Cell):  # type: ignore[misc]
-    """The op's functional API applied to flat tensors (one per slot, see :class:`Case`),
-    regrouped per input; usable in GRAPH_MODE (the loop unrolls over constant kinds/layout)."""
-
-    def __init__(self, fn: Any, attrs: Mapping[str, Any], kinds: tuple[str, ...], layout: tuple[int, ...]):
-        super().__init__()
-        self.fn = fn
-        self.attrs = dict(attrs)
-        self.kinds = kinds
-        self.layout = layout
-
-    def call(self, flat):  # type: ignore[no-untyped-def]
-        args = ()
-        p = 0
-        for i in range(len(self.kinds)):
-            n = self.layout[i]
-            if self.kinds[i] == "dynamic":
-                args = args + (flat[p:p + n],)  # type: ignore[assignment]
-            elif n == 0:
-                args = args + (None,)  # type: ignore[assignment]
-            else:
-                args = args + (flat[p],)  # type: ignore[assignment]
-            p = p + n
-        return self.fn(*args, **self.attrs)
-
-    def construct(self, *flat):  # type: ignore[no-untyped-def]
-        return self.call(flat)  # type: ignore[no-untyped-call]
-
-
-class _Loss(_Call):
-    """``sum_k sum(out_k * w_k)`` over the differentiable outputs; the ``w_k`` follow the ``n_in``
-    flat input tensors."""
-
-    def __init__(self, fn: Any, attrs: Mapping[str, Any], kinds: tuple[str, ...], layout: tuple[int, ...],
-                 n_in: int, pairs: tuple[tuple[int, int], ...], single: bool):
-        super().__init__(fn, attrs, kinds, layout)
-        self.n_in = n_in
-        self.pairs = pairs
-        self.single = single
-
-    def construct(self, *args):  # type: ignore[no-untyped-def]
-        outs = self.call(args[: self.n_in])  # type: ignore[no-untyped-call]
-        if self.single:
-            outs = (outs,)
-        loss = 0.0
-        for i, j in self.pairs:
-            loss = loss + (outs[i] * args[j]).sum()
-        return loss
-
-
-@contextlib.contextmanager
-def _mode(graph: bool) -> Iterator[None]:
-    old = ms.get_context("mode")
-    ms.set_context(mode=ms.GRAPH_MODE if graph else ms.PYNATIVE_MODE)
-    try:
-        yield
-    finally:
-        ms.set_context(mode=old)
-
-
-class _Runner:
-    """Runs one op on one path with fixed attr values, through its functional API (as a user
-    calls it: dtype and attr checks included): forward and gradients, numpy in and out. Tensors
-    are passed flat, one per slot of ``layout`` (see :class:`Case`)."""
-
-    def __init__(self, pkg: Package, op: Op, path: str, attrs: Mapping[str, Any]):
-        self.op = op
-        self.path = path
-        self.graph = path == "custom-graph"
-        if path in ("custom-graph", "custom-pynative"):
-            self.fn: Any = getattr(pkg.custom, op.name)
-        elif path == "function":
-            self.fn = getattr(pkg.function(), op.name)
-        else:
-            raise CheckError(f"unknown path '{path}'; expected one of {', '.join(PATHS)}")
-        self.attrs = dict(attrs)
-        self.kinds = tuple(x.kind for x in op.inputs)
-        self.diff_in = tuple(i for i, x in enumerate(op.inputs) if x.differentiable)
-        self.diff_out = tuple(k for k, o in enumerate(op.outputs) if o.differentiable)
-
-    def diff_slots(self, case: Case) -> tuple[int, ...]:
-        """The slots of ``case`` that belong to differentiable inputs."""
-        return tuple(j for j, i in enumerate(case.slots) if i in self.diff_in)
-
-    def _outs(self, result: Any) -> list[Array]:
-        items = list(result) if isinstance(result, (tuple, list)) else [result]
-        # GRAPH_MODE hands a 0-d bool output back as a Python bool, not a Tensor
-        return [t.asnumpy() if isinstance(t, ms.Tensor) else np.asarray(t) for t in items]
-
-    def forward(self, arrays: Sequence[Array], layout: Sequence[int]) -> list[Array]:
-        """The op's outputs for the flat ``arrays``."""
-        tensors = [ms.Tensor(a) for a in arrays]
-        with _mode(self.graph):
-            if self.graph:
-                result = _Call(self.fn, self.attrs, self.kinds, tuple(layout))(*tensors)
-            else:
-                result = self.fn(*group(self.op, tensors, layout), **self.attrs)
-            return self._outs(result)
-
-    def grads(self, arrays: Sequence[Array], weights: Sequence[Array], layout: Sequence[int],
-              positions: Sequence[int]) -> list[Array]:
-        """Gradients of ``sum_k sum(out_k * weights[k])`` for the flat slots ``positions``."""
-        n_in = len(arrays)
-        pairs = tuple((k, n_in + j) for j, k in enumerate(self.diff_out))
-        loss = _Loss(self.fn, self.attrs, self.kinds, tuple(layout), n_in, pairs, len(self.op.outputs) == 1)
-        tensors = [ms.Tensor(a) for a in list(arrays) + list(weights)]
-        with _mode(self.graph):
-            result = ms.grad(loss, grad_position=tuple(positions))(*tensors)
-            return self._outs(result)
 
 
 def _central_differences(forward: Callable[[Sequence[Array]], list[Array]], arrays: Sequence[Array],
@@ -855,8 +809,9 @@ def _first_line(exc: BaseException) -> str:
 # ----------------------------------------------------------------------------- checks
 
 
-def _row_dtypes(op: Op) -> list[list[str]]:
-    return [[r.dtype(i).name for i in range(len(r.columns))] for r in op.rows_for("CPU")]
+def _row_dtypes(op: Op, target: str) -> list[list[str]]:
+    """The element type names of each dtype_format row of ``target``, inputs then outputs."""
+    return [[r.dtype(i).name for i in range(len(r.columns))] for r in op.rows_for(target)]
 
 
 def _ref_attrs(op: Op, attrs: Mapping[str, Any]) -> dict[str, Any]:
@@ -900,11 +855,11 @@ def _draw(rng: np.random.Generator, op: Op, case: Case, dtypes: Sequence[str],
             for i, shape in zip(case.slots, case.slot_shapes)]
 
 
-def _grad_rows(op: Op) -> tuple[list[str] | None, list[list[str]]]:
+def _grad_rows(op: Op, target: str) -> tuple[list[str] | None, list[list[str]]]:
     """The row gradients are checked by finite differences in (float64, else the widest float
     row) and the other rows whose differentiable inputs are all float."""
     diff = [i for i, x in enumerate(op.inputs) if x.differentiable]
-    rows = [r for r in _row_dtypes(op) if diff and all(np.dtype(r[i]).kind == "f" for i in diff)]
+    rows = [r for r in _row_dtypes(op, target) if diff and all(np.dtype(r[i]).kind == "f" for i in diff)]
     if not rows:
         return None, []
     main = max(rows, key=lambda r: max(np.dtype(r[i]).itemsize for i in diff))
@@ -913,7 +868,7 @@ def _grad_rows(op: Op) -> tuple[list[str] | None, list[list[str]]]:
 
 def _check_reference(pkg: Package, op: Op, attrs: Mapping[str, Any], settings: OpTestSettings,
                      rng: np.random.Generator, tally: _Tally) -> None:
-    f64 = ["float64" if np.dtype(d).kind == "f" else d for d in _row_dtypes(op)[0]]
+    f64 = ["float64" if np.dtype(d).kind == "f" else d for d in _row_dtypes(op, pkg.target)[0]]
     for case in shape_cases(op, attrs, rng, settings):  # the reference follows the shape rules
         tally.context = f"reference forward, {case.describe()}"
         tally.comparisons += 1
@@ -955,10 +910,10 @@ def _check_reference(pkg: Package, op: Op, attrs: Mapping[str, Any], settings: O
 
 def _check_forward(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], settings: OpTestSettings,
                    rng: np.random.Generator, tally: _Tally) -> None:
-    runner = _Runner(pkg, op, path, attrs)
+    runner = pkg.runner(op, path, attrs)
     n_in = len(op.inputs)
     names = [x.name for x in op.inputs] + [o.name for o in op.outputs]
-    for row in _row_dtypes(op):
+    for row in _row_dtypes(op, pkg.target):
         row_text = ", ".join(f"{n}={d}" for n, d in zip(names, row))
         for case in shape_cases(op, attrs, rng, settings):
             tally.context = f"({row_text}) {case.describe()}{_attrs_text(attrs)}"
@@ -986,14 +941,14 @@ def _check_forward(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], se
 
 def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], settings: OpTestSettings,
                 rng: np.random.Generator, tally: _Tally) -> None:
-    main, others = _grad_rows(op)
-    runner = _Runner(pkg, op, path, attrs)
+    main, others = _grad_rows(op, pkg.target)
+    runner = pkg.runner(op, path, attrs)
     if not runner.diff_in or not runner.diff_out:
-        _check_no_grad(op, runner, attrs, settings, rng, tally)
+        _check_no_grad(op, runner, _row_dtypes(op, pkg.target), attrs, settings, rng, tally)
         return
     if main is None:
         raise NotApplicable("no differentiable input and output with a float row")
-    fd_runner = runner if path != "custom-graph" else _Runner(pkg, op, "custom-pynative", attrs)
+    fd_runner = runner.finite_differences_runner()
     n_in = len(op.inputs)
     # values representable in the narrowest float row, so every row sees the same numbers
     narrow = min((r[i] for r in [main, *others] for i in runner.diff_in), key=lambda d: np.dtype(d).itemsize)
@@ -1011,7 +966,7 @@ def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], setti
             got = runner.grads(arrays, weights, case.layout, positions)
         except Exception as exc:
             tally.comparisons += 1
-            tally.fail(f"ms.grad raised {_first_line(exc)}")
+            tally.fail(f"{runner.grad_api} raised {_first_line(exc)}")
             continue
         fd = _central_differences(functools.partial(fd_runner.forward, layout=case.layout), arrays, weights,
                                   positions,
@@ -1033,7 +988,7 @@ def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], setti
                 got_r = runner.grads(arrs, ws, case.layout, positions)
             except Exception as exc:
                 tally.comparisons += 1
-                tally.fail(f"ms.grad ({', '.join(row[:n_in])}) raised {_first_line(exc)}")
+                tally.fail(f"{runner.grad_api} ({', '.join(row[:n_in])}) raised {_first_line(exc)}")
                 continue
             for j, slot in enumerate(positions):
                 i = case.slots[slot]
@@ -1043,13 +998,13 @@ def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], setti
                               tolerance(row[i]).grad)
 
 
-def _check_no_grad(op: Op, runner: _Runner, attrs: Mapping[str, Any], settings: OpTestSettings,
-                   rng: np.random.Generator, tally: _Tally) -> None:
-    """An op no gradient flows through (no differentiable output or input): ``ms.grad`` through
-    it must work and give zeros for its float inputs, on every path (the Custom path once had no
-    bprop for it, then passed its output gradient on)."""
+def _check_no_grad(op: Op, runner: OpRunner, rows: Sequence[Sequence[str]], attrs: Mapping[str, Any],
+                   settings: OpTestSettings, rng: np.random.Generator, tally: _Tally) -> None:
+    """An op no gradient flows through (no differentiable output or input): the framework's
+    gradient (``ms.grad``) through it must work and give zeros for its float inputs, on every
+    path (MindSpore's Custom path once had no bprop for it, then passed its output gradient on)."""
     n_in = len(op.inputs)
-    row = next((r for r in _row_dtypes(op) if any(np.dtype(d).kind == "f" for d in r)), None)
+    row = next((r for r in rows if any(np.dtype(d).kind == "f" for d in r)), None)
     if row is None:
         raise NotApplicable("no float input or output")
     float_in = [i for i in range(n_in) if np.dtype(row[i]).kind == "f"]
@@ -1067,7 +1022,7 @@ def _check_no_grad(op: Op, runner: _Runner, attrs: Mapping[str, Any], settings: 
             got = runner.grads(arrays, weights, case.layout, positions)
         except Exception as exc:
             tally.comparisons += 1
-            tally.fail(f"ms.grad raised {_first_line(exc)}")
+            tally.fail(f"{runner.grad_api} raised {_first_line(exc)}")
             continue
         for j, slot in enumerate(positions):
             i = case.slots[slot]
@@ -1078,13 +1033,14 @@ def _check_no_grad(op: Op, runner: _Runner, attrs: Mapping[str, Any], settings: 
 _REJECT_CANDIDATES = ("float16", "int8", "uint8", "int16", "int32", "int64", "float32", "float64", "bool")
 
 
-def bad_dtype_combinations(op: Op) -> list[tuple[str, ...]]:
-    """Input dtype combinations outside the op's CPU rows that ``dtypes/*`` checks: every
+def bad_dtype_combinations(op: Op, target: str | None = None) -> list[tuple[str, ...]]:
+    """Input dtype combinations outside the op's rows for ``target`` (default: the default
+    backend's) that ``dtypes/*`` checks: every
     input of the first dtype of :data:`_REJECT_CANDIDATES` no row has, and, for ops with two
     or more inputs and rows, the first row with its first input's dtype taken from another
     row, when no row has that mix."""
     n = len(op.inputs)
-    rows = [tuple(r[:n]) for r in _row_dtypes(op)]
+    rows = [tuple(r[:n]) for r in _row_dtypes(op, target or backends.get(backends.DEFAULT).target)]
     out: list[tuple[str, ...]] = []
     for d in _REJECT_CANDIDATES:
         if (d,) * n not in rows:
@@ -1101,11 +1057,11 @@ def bad_dtype_combinations(op: Op) -> list[tuple[str, ...]]:
 
 def _check_dtypes(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], settings: OpTestSettings,
                   rng: np.random.Generator, tally: _Tally) -> None:
-    runner = _Runner(pkg, op, path, attrs)
+    runner = pkg.runner(op, path, attrs)
     cases = [c for c in shape_cases(op, attrs, rng, settings) if c.style == "plain"]
     if not cases:
         raise NotApplicable("no plain shape case")
-    for combo in bad_dtype_combinations(op):
+    for combo in bad_dtype_combinations(op, pkg.target):
         text = ", ".join(f"{x.name}={d}" for x, d in zip(op.inputs, combo))
         tally.context = f"({text}){_attrs_text(attrs)}"
         tally.comparisons += 1
@@ -1137,8 +1093,8 @@ def _check_contracts(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], 
     bad = violating_cases(op, attrs, rng, settings)
     if not bad:
         return  # with these attrs; run_check says n/a when no attr set gives a case
-    runner = _Runner(pkg, op, path, attrs)
-    row = _row_dtypes(op)[0]
+    runner = pkg.runner(op, path, attrs)
+    row = _row_dtypes(op, pkg.target)[0]
     for text, case in bad:
         tally.context = f"requires '{text}': {case.describe()}{_attrs_text(attrs)}"
         tally.comparisons += 1
@@ -1174,16 +1130,16 @@ def _seed(seed: int, *parts: str | int) -> list[int]:
 
 
 def run_check(pkg: Package, op: Op, check: str, *, seed: int = 0) -> Result:
-    """Run one check (a name from :data:`CHECKS`) of ``op`` against package ``pkg``.
+    """Run one check (a name from ``pkg.checks``) of ``op`` against package ``pkg``.
 
     Every attr set of the spec's ``test.attrs`` runs. Never raises for a problem of the op,
     the spec or the package: those make a ``fail`` result whose messages say what and where.
 
     Raises:
-        ValueError: ``check`` is not one of :data:`CHECKS`.
+        ValueError: ``check`` is not one of ``pkg.checks``.
     """
-    if check not in CHECKS:
-        raise ValueError(f"unknown check '{check}'; expected one of: {', '.join(CHECKS)}")
+    if check not in pkg.checks:
+        raise ValueError(f"unknown check '{check}'; expected one of: {', '.join(pkg.checks)}")
     started = time.perf_counter()
     tally = _Tally()
     kind, _, path = check.partition("/")
@@ -1212,10 +1168,11 @@ def run_check(pkg: Package, op: Op, check: str, *, seed: int = 0) -> Result:
     return tally.result(op.name, check, time.perf_counter() - started)
 
 
-def select_checks(only: Sequence[str] = (), skip: Sequence[str] = ()) -> list[str]:
-    """The checks of :data:`CHECKS` matching any ``only`` pattern (all when empty) and no
-    ``skip`` pattern; patterns are shell globs (``forward/*``, ``*function``)."""
-    chosen = [c for c in CHECKS if not only or any(fnmatch.fnmatchcase(c, p) for p in only)]
+def select_checks(only: Sequence[str] = (), skip: Sequence[str] = (), checks: Sequence[str] = CHECKS) -> list[str]:
+    """The ``checks`` (default: the default backend's, :data:`CHECKS`; a package's are
+    ``pkg.checks``) matching any ``only`` pattern (all when empty) and no ``skip`` pattern;
+    patterns are shell globs (``forward/*``, ``*function``)."""
+    chosen = [c for c in checks if not only or any(fnmatch.fnmatchcase(c, p) for p in only)]
     return [c for c in chosen if not any(fnmatch.fnmatchcase(c, p) for p in skip)]
 
 
@@ -1235,7 +1192,8 @@ def format_table(results: Sequence[Result], checks: Sequence[str]) -> str:
     """The op x check table: ``ok <worst error>``, ``FAIL <worst error>`` or ``-`` (n/a)."""
     ops = list(dict.fromkeys(r.op for r in results))
     by = {(r.op, r.check): r for r in results}
-    heads = [" ".join(_SHORT.get(p, p) for p in c.split("/")) for c in checks]
+    short = {**_SHORT, **{p: s for name in backends.names() for p, s in backends.get(name).test_paths.items()}}
+    heads = [" ".join(short.get(p, p) for p in c.split("/")) for c in checks]
     width0 = max([2] + [len(o) for o in ops])
     widths = [max(len(h), 10) for h in heads]
     lines = ["  ".join([f"{'op':<{width0}}"] + [f"{h:<{w}}" for h, w in zip(heads, widths)]).rstrip()]

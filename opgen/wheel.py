@@ -3,7 +3,8 @@ libraries prebuilt for this MindSpore version, Python and platform.
 
 The wheel holds the package's Python files, ``lib/lib<pkg>_aot.so``, ``lib/<pkg>_ext.so`` and
 ``_prebuilt.json`` (what they were built for, and each library's sha256).  Installed, the package
-checks and loads those libraries instead of building (:func:`opgen.runtime.aot_library`), so no
+checks and loads those libraries instead of building
+(:func:`opgen.backends.mindspore.runtime.aot_library`), so no
 compiler is needed; under another
 MindSpore version, Python or platform its import fails naming the one it was built for.  It
 depends on ``opgen`` (the runtime helpers the generated modules import) and on that MindSpore.

@@ -347,7 +347,7 @@ def test_unit_grouping() -> None:
 
 def test_build_on_import_says_so_once(package: Path, capsys: pytest.CaptureFixture[str],
                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from opgen import runtime
+    from opgen.backends.mindspore import runtime
 
     monkeypatch.delenv("OPGEN_QUIET", raising=False)
     lib = runtime.aot_library(str(package / "custom.py"))

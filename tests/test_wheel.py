@@ -112,6 +112,7 @@ def _tampered_libraries_are_clear_errors(pkg: Path, facts: dict) -> None:  # typ
     import pytest
 
     from opgen import runtime
+    from opgen.backends.mindspore import runtime as ms_runtime
 
     record = pkg / "_prebuilt.json"
     for kind in ("aot", "ext"):
@@ -123,13 +124,13 @@ def _tampered_libraries_are_clear_errors(pkg: Path, facts: dict) -> None:  # typ
             runtime._verified.clear()
             with pytest.raises(ImportError, match=f"^the prebuilt library {lib} is damaged or was altered "
                                f"after it was installed \\({len(damage)} bytes, sha256 "):
-                runtime.prebuilt_library(pkg, kind)
+                ms_runtime.prebuilt_library(pkg, kind)
         record.write_text(json.dumps({k: v for k, v in facts.items() if k != "sha256"}))
         runtime._verified.clear()
         with pytest.raises(ImportError, match="is damaged or was altered"):  # the wheel's RECORD has it too
-            runtime.prebuilt_library(pkg, kind)
+            ms_runtime.prebuilt_library(pkg, kind)
         lib.write_bytes(good)
-        assert runtime.prebuilt_library(pkg, kind) == str(lib)
+        assert ms_runtime.prebuilt_library(pkg, kind) == str(lib)
         record.write_text(json.dumps(facts))
     for text, message in (("{not json", f"{record} is damaged (Expecting property name"),
                           (json.dumps({k: v for k, v in facts.items() if k != "libraries"}),
@@ -137,5 +138,5 @@ def _tampered_libraries_are_clear_errors(pkg: Path, facts: dict) -> None:  # typ
                           ("[]", f"{record} names no aot library")):
         record.write_text(text)
         with pytest.raises(ImportError, match="^" + re.escape(message)):
-            runtime.prebuilt_library(pkg, "aot")
+            ms_runtime.prebuilt_library(pkg, "aot")
     record.write_text(json.dumps(facts))

@@ -26,12 +26,13 @@ import mindspore as ms
 from mindspore import Tensor as _Tensor
 from mindspore import ops
 
-from opgen import graph as _graph
 from opgen import runtime as _rt
+from opgen.backends.mindspore import graph as _graph
+from opgen.backends.mindspore import runtime as _ms
 
 from . import meta as _meta
 
-_LIB = _rt.aot_library(__file__)
+_LIB = _ms.aot_library(__file__)
 """Absolute path of the compiled aot library (built on first import when missing or stale)."""
 _CHECKED = _rt.checked()
 """Whether that library is the checked build (OPGEN_CHECK=1): then every op launches blocking."""
@@ -98,8 +99,8 @@ def _make_add(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_add_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_add_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.ADD["differentiable"]],
             attrs,
@@ -120,8 +121,8 @@ def _make_add(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_add_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_add" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_add" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -179,7 +180,7 @@ def _add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("add", dtypes, _meta.ADD["inputs"], _meta.ADD["kinds"], layout, _meta.ADD["rows"], _meta.ADD["outputs"])
+        _ms.check_dtypes("add", dtypes, _meta.ADD["inputs"], _meta.ADD["kinds"], layout, _meta.ADD["rows"], _meta.ADD["outputs"])
         opgen_values = _rt.check_attrs("add", {}, _meta.ADD["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -274,8 +275,8 @@ def _make_avg_pool2d(layout: Tuple[int, ...], dynamic: bool, kernel: Any, stride
     kinds = _meta.AVG_POOL2D["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.AVG_POOL2D["inputs"], kinds, layout)]
     attrs = [
-        ("kernel",) + _rt.encode_attr("list[int]", kernel),
-        ("stride",) + _rt.encode_attr("list[int]", stride),
+        ("kernel",) + _ms.encode_attr("list[int]", kernel),
+        ("stride",) + _ms.encode_attr("list[int]", stride),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -300,8 +301,8 @@ def _make_avg_pool2d(layout: Tuple[int, ...], dynamic: bool, kernel: Any, stride
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_avg_pool2d_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_avg_pool2d_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.AVG_POOL2D["differentiable"]],
             attrs,
@@ -318,8 +319,8 @@ def _make_avg_pool2d(layout: Tuple[int, ...], dynamic: bool, kernel: Any, stride
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_avg_pool2d_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_avg_pool2d" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_avg_pool2d" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -367,7 +368,7 @@ def _avg_pool2d_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("avg_pool2d", dtypes, _meta.AVG_POOL2D["inputs"], _meta.AVG_POOL2D["kinds"], layout, _meta.AVG_POOL2D["rows"], _meta.AVG_POOL2D["outputs"])
+        _ms.check_dtypes("avg_pool2d", dtypes, _meta.AVG_POOL2D["inputs"], _meta.AVG_POOL2D["kinds"], layout, _meta.AVG_POOL2D["rows"], _meta.AVG_POOL2D["outputs"])
         opgen_values = _rt.check_attrs("avg_pool2d", {"kernel": kernel, "stride": stride}, _meta.AVG_POOL2D["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -447,7 +448,7 @@ def _make_broadcast_to(layout: Tuple[int, ...], dynamic: bool, shape: Any) -> An
     kinds = _meta.BROADCAST_TO["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.BROADCAST_TO["inputs"], kinds, layout)]
     attrs = [
-        ("shape",) + _rt.encode_attr("list[int]", shape),
+        ("shape",) + _ms.encode_attr("list[int]", shape),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -472,8 +473,8 @@ def _make_broadcast_to(layout: Tuple[int, ...], dynamic: bool, shape: Any) -> An
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_broadcast_to_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_broadcast_to_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.BROADCAST_TO["differentiable"]],
             attrs,
@@ -494,8 +495,8 @@ def _make_broadcast_to(layout: Tuple[int, ...], dynamic: bool, shape: Any) -> An
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_broadcast_to_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_broadcast_to" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_broadcast_to" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -543,7 +544,7 @@ def _broadcast_to_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shap
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("broadcast_to", dtypes, _meta.BROADCAST_TO["inputs"], _meta.BROADCAST_TO["kinds"], layout, _meta.BROADCAST_TO["rows"], _meta.BROADCAST_TO["outputs"])
+        _ms.check_dtypes("broadcast_to", dtypes, _meta.BROADCAST_TO["inputs"], _meta.BROADCAST_TO["kinds"], layout, _meta.BROADCAST_TO["rows"], _meta.BROADCAST_TO["outputs"])
         opgen_values = _rt.check_attrs("broadcast_to", {"shape": shape}, _meta.BROADCAST_TO["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -616,8 +617,8 @@ def _make_clip(layout: Tuple[int, ...], dynamic: bool, min: Any, max: Any) -> An
     kinds = _meta.CLIP["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CLIP["inputs"], kinds, layout)]
     attrs = [
-        ("min",) + _rt.encode_attr("float", min),
-        ("max",) + _rt.encode_attr("float", max),
+        ("min",) + _ms.encode_attr("float", min),
+        ("max",) + _ms.encode_attr("float", max),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -642,8 +643,8 @@ def _make_clip(layout: Tuple[int, ...], dynamic: bool, min: Any, max: Any) -> An
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_clip_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_clip_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.CLIP["differentiable"]],
             attrs,
@@ -660,8 +661,8 @@ def _make_clip(layout: Tuple[int, ...], dynamic: bool, min: Any, max: Any) -> An
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_clip_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_clip" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_clip" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -719,7 +720,7 @@ def _clip_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("clip", dtypes, _meta.CLIP["inputs"], _meta.CLIP["kinds"], layout, _meta.CLIP["rows"], _meta.CLIP["outputs"])
+        _ms.check_dtypes("clip", dtypes, _meta.CLIP["inputs"], _meta.CLIP["kinds"], layout, _meta.CLIP["rows"], _meta.CLIP["outputs"])
         opgen_values = _rt.check_attrs("clip", {"min": min, "max": max}, _meta.CLIP["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -812,8 +813,8 @@ def _make_concat(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
     kinds = _meta.CONCAT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CONCAT["inputs"], kinds, layout)]
     attrs = [
-        ("axis",) + _rt.encode_attr("int", axis),
-        ("opgen_layout",) + _rt.encode_attr("list[int]", layout),
+        ("axis",) + _ms.encode_attr("int", axis),
+        ("opgen_layout",) + _ms.encode_attr("list[int]", layout),
     ]
 
     def out_shape(*shapes):  # type: ignore[no-untyped-def]
@@ -838,8 +839,8 @@ def _make_concat(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_concat_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_concat_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.CONCAT["differentiable"]],
             attrs,
@@ -863,8 +864,8 @@ def _make_concat(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_concat_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_concat" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_concat" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -922,7 +923,7 @@ def _concat_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("concat", dtypes, _meta.CONCAT["inputs"], _meta.CONCAT["kinds"], layout, _meta.CONCAT["rows"], _meta.CONCAT["outputs"])
+        _ms.check_dtypes("concat", dtypes, _meta.CONCAT["inputs"], _meta.CONCAT["kinds"], layout, _meta.CONCAT["rows"], _meta.CONCAT["outputs"])
         opgen_values = _rt.check_attrs("concat", {"axis": axis}, _meta.CONCAT["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -994,9 +995,9 @@ def _make_cumsum(layout: Tuple[int, ...], dynamic: bool, axis: Any, exclusive: A
     kinds = _meta.CUMSUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CUMSUM["inputs"], kinds, layout)]
     attrs = [
-        ("axis",) + _rt.encode_attr("int", axis),
-        ("exclusive",) + _rt.encode_attr("bool", exclusive),
-        ("reverse",) + _rt.encode_attr("bool", reverse),
+        ("axis",) + _ms.encode_attr("int", axis),
+        ("exclusive",) + _ms.encode_attr("bool", exclusive),
+        ("reverse",) + _ms.encode_attr("bool", reverse),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -1021,8 +1022,8 @@ def _make_cumsum(layout: Tuple[int, ...], dynamic: bool, axis: Any, exclusive: A
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_cumsum_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_cumsum_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.CUMSUM["differentiable"]],
             attrs,
@@ -1039,8 +1040,8 @@ def _make_cumsum(layout: Tuple[int, ...], dynamic: bool, axis: Any, exclusive: A
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_cumsum_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_cumsum" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_cumsum" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -1098,7 +1099,7 @@ def _cumsum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("cumsum", dtypes, _meta.CUMSUM["inputs"], _meta.CUMSUM["kinds"], layout, _meta.CUMSUM["rows"], _meta.CUMSUM["outputs"])
+        _ms.check_dtypes("cumsum", dtypes, _meta.CUMSUM["inputs"], _meta.CUMSUM["kinds"], layout, _meta.CUMSUM["rows"], _meta.CUMSUM["outputs"])
         opgen_values = _rt.check_attrs("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -1213,8 +1214,8 @@ def _make_div(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_div_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_div_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.DIV["differentiable"]],
             attrs,
@@ -1231,8 +1232,8 @@ def _make_div(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_div_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_div" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_div" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -1290,7 +1291,7 @@ def _div_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("div", dtypes, _meta.DIV["inputs"], _meta.DIV["kinds"], layout, _meta.DIV["rows"], _meta.DIV["outputs"])
+        _ms.check_dtypes("div", dtypes, _meta.DIV["inputs"], _meta.DIV["kinds"], layout, _meta.DIV["rows"], _meta.DIV["outputs"])
         opgen_values = _rt.check_attrs("div", {}, _meta.DIV["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -1378,8 +1379,8 @@ def _make_dropout(layout: Tuple[int, ...], dynamic: bool, keep_prob: Any, seed: 
     kinds = _meta.DROPOUT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.DROPOUT["inputs"], kinds, layout)]
     attrs = [
-        ("keep_prob",) + _rt.encode_attr("float", keep_prob),
-        ("seed",) + _rt.encode_attr("int", seed),
+        ("keep_prob",) + _ms.encode_attr("float", keep_prob),
+        ("seed",) + _ms.encode_attr("int", seed),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -1404,8 +1405,8 @@ def _make_dropout(layout: Tuple[int, ...], dynamic: bool, keep_prob: Any, seed: 
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_dropout_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_dropout_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("y", "required", 1), ("mask", "required", 1), ("dy", "required", 1), ("dmask", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.DROPOUT["differentiable"]],
             attrs,
@@ -1422,8 +1423,8 @@ def _make_dropout(layout: Tuple[int, ...], dynamic: bool, keep_prob: Any, seed: 
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_dropout_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_dropout" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_dropout" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("y", "required", 1), ("mask", "required", 1), ],
             attrs,
@@ -1481,7 +1482,7 @@ def _dropout_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: T
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("dropout", dtypes, _meta.DROPOUT["inputs"], _meta.DROPOUT["kinds"], layout, _meta.DROPOUT["rows"], _meta.DROPOUT["outputs"])
+        _ms.check_dtypes("dropout", dtypes, _meta.DROPOUT["inputs"], _meta.DROPOUT["kinds"], layout, _meta.DROPOUT["rows"], _meta.DROPOUT["outputs"])
         opgen_values = _rt.check_attrs("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -1598,8 +1599,8 @@ def _make_exp(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_exp_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_exp_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.EXP["differentiable"]],
             attrs,
@@ -1616,8 +1617,8 @@ def _make_exp(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_exp_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_exp" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_exp" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -1675,7 +1676,7 @@ def _exp_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("exp", dtypes, _meta.EXP["inputs"], _meta.EXP["kinds"], layout, _meta.EXP["rows"], _meta.EXP["outputs"])
+        _ms.check_dtypes("exp", dtypes, _meta.EXP["inputs"], _meta.EXP["kinds"], layout, _meta.EXP["rows"], _meta.EXP["outputs"])
         opgen_values = _rt.check_attrs("exp", {}, _meta.EXP["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -1759,7 +1760,7 @@ def _make_gather(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
     kinds = _meta.GATHER["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.GATHER["inputs"], kinds, layout)]
     attrs = [
-        ("axis",) + _rt.encode_attr("int", axis),
+        ("axis",) + _ms.encode_attr("int", axis),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -1784,8 +1785,8 @@ def _make_gather(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_gather_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_gather_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.GATHER["differentiable"]],
             attrs,
@@ -1802,8 +1803,8 @@ def _make_gather(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_gather_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_gather" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_gather" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -1861,7 +1862,7 @@ def _gather_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("gather", dtypes, _meta.GATHER["inputs"], _meta.GATHER["kinds"], layout, _meta.GATHER["rows"], _meta.GATHER["outputs"])
+        _ms.check_dtypes("gather", dtypes, _meta.GATHER["inputs"], _meta.GATHER["kinds"], layout, _meta.GATHER["rows"], _meta.GATHER["outputs"])
         opgen_values = _rt.check_attrs("gather", {"axis": axis}, _meta.GATHER["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -1937,7 +1938,7 @@ def _make_gelu(layout: Tuple[int, ...], dynamic: bool, approximate: Any) -> Any:
     kinds = _meta.GELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.GELU["inputs"], kinds, layout)]
     attrs = [
-        ("approximate",) + _rt.encode_attr("str", approximate),
+        ("approximate",) + _ms.encode_attr("str", approximate),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -1962,8 +1963,8 @@ def _make_gelu(layout: Tuple[int, ...], dynamic: bool, approximate: Any) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_gelu_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_gelu_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.GELU["differentiable"]],
             attrs,
@@ -1980,8 +1981,8 @@ def _make_gelu(layout: Tuple[int, ...], dynamic: bool, approximate: Any) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_gelu_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_gelu" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_gelu" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -2039,7 +2040,7 @@ def _gelu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("gelu", dtypes, _meta.GELU["inputs"], _meta.GELU["kinds"], layout, _meta.GELU["rows"], _meta.GELU["outputs"])
+        _ms.check_dtypes("gelu", dtypes, _meta.GELU["inputs"], _meta.GELU["kinds"], layout, _meta.GELU["rows"], _meta.GELU["outputs"])
         opgen_values = _rt.check_attrs("gelu", {"approximate": approximate}, _meta.GELU["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -2126,8 +2127,8 @@ def _make_layer_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
     kinds = _meta.LAYER_NORM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LAYER_NORM["inputs"], kinds, layout)]
     attrs = [
-        ("eps",) + _rt.encode_attr("float", eps),
-        ("opgen_layout",) + _rt.encode_attr("list[int]", layout),
+        ("eps",) + _ms.encode_attr("float", eps),
+        ("opgen_layout",) + _ms.encode_attr("list[int]", layout),
     ]
 
     def out_shape(*shapes):  # type: ignore[no-untyped-def]
@@ -2152,8 +2153,8 @@ def _make_layer_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_layer_norm_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_layer_norm_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("y", "required", 1), ("mean", "required", 1), ("rstd", "required", 1), ("dy", "required", 1), ("dmean", "required", 1), ("drstd", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.LAYER_NORM["differentiable"]],
             attrs,
@@ -2170,8 +2171,8 @@ def _make_layer_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_layer_norm_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_layer_norm" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_layer_norm" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("y", "required", 1), ("mean", "required", 1), ("rstd", "required", 1), ],
             attrs,
@@ -2229,7 +2230,7 @@ def _layer_norm_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("layer_norm", dtypes, _meta.LAYER_NORM["inputs"], _meta.LAYER_NORM["kinds"], layout, _meta.LAYER_NORM["rows"], _meta.LAYER_NORM["outputs"])
+        _ms.check_dtypes("layer_norm", dtypes, _meta.LAYER_NORM["inputs"], _meta.LAYER_NORM["kinds"], layout, _meta.LAYER_NORM["rows"], _meta.LAYER_NORM["outputs"])
         opgen_values = _rt.check_attrs("layer_norm", {"eps": eps}, _meta.LAYER_NORM["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -2307,7 +2308,7 @@ def _make_leaky_relu(layout: Tuple[int, ...], dynamic: bool, alpha: Any) -> Any:
     kinds = _meta.LEAKY_RELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LEAKY_RELU["inputs"], kinds, layout)]
     attrs = [
-        ("alpha",) + _rt.encode_attr("float", alpha),
+        ("alpha",) + _ms.encode_attr("float", alpha),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -2332,8 +2333,8 @@ def _make_leaky_relu(layout: Tuple[int, ...], dynamic: bool, alpha: Any) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_leaky_relu_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_leaky_relu_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.LEAKY_RELU["differentiable"]],
             attrs,
@@ -2350,8 +2351,8 @@ def _make_leaky_relu(layout: Tuple[int, ...], dynamic: bool, alpha: Any) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_leaky_relu_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_leaky_relu" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_leaky_relu" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -2409,7 +2410,7 @@ def _leaky_relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("leaky_relu", dtypes, _meta.LEAKY_RELU["inputs"], _meta.LEAKY_RELU["kinds"], layout, _meta.LEAKY_RELU["rows"], _meta.LEAKY_RELU["outputs"])
+        _ms.check_dtypes("leaky_relu", dtypes, _meta.LEAKY_RELU["inputs"], _meta.LEAKY_RELU["kinds"], layout, _meta.LEAKY_RELU["rows"], _meta.LEAKY_RELU["outputs"])
         opgen_values = _rt.check_attrs("leaky_relu", {"alpha": alpha}, _meta.LEAKY_RELU["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -2520,8 +2521,8 @@ def _make_log(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_log_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_log_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.LOG["differentiable"]],
             attrs,
@@ -2538,8 +2539,8 @@ def _make_log(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_log_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_log" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_log" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -2597,7 +2598,7 @@ def _log_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("log", dtypes, _meta.LOG["inputs"], _meta.LOG["kinds"], layout, _meta.LOG["rows"], _meta.LOG["outputs"])
+        _ms.check_dtypes("log", dtypes, _meta.LOG["inputs"], _meta.LOG["kinds"], layout, _meta.LOG["rows"], _meta.LOG["outputs"])
         opgen_values = _rt.check_attrs("log", {}, _meta.LOG["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -2682,7 +2683,7 @@ def _make_log_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
     kinds = _meta.LOG_SOFTMAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LOG_SOFTMAX["inputs"], kinds, layout)]
     attrs = [
-        ("axis",) + _rt.encode_attr("int", axis),
+        ("axis",) + _ms.encode_attr("int", axis),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -2707,8 +2708,8 @@ def _make_log_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_log_softmax_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_log_softmax_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.LOG_SOFTMAX["differentiable"]],
             attrs,
@@ -2725,8 +2726,8 @@ def _make_log_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_log_softmax_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_log_softmax" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_log_softmax" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -2784,7 +2785,7 @@ def _log_softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shape
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("log_softmax", dtypes, _meta.LOG_SOFTMAX["inputs"], _meta.LOG_SOFTMAX["kinds"], layout, _meta.LOG_SOFTMAX["rows"], _meta.LOG_SOFTMAX["outputs"])
+        _ms.check_dtypes("log_softmax", dtypes, _meta.LOG_SOFTMAX["inputs"], _meta.LOG_SOFTMAX["kinds"], layout, _meta.LOG_SOFTMAX["rows"], _meta.LOG_SOFTMAX["outputs"])
         opgen_values = _rt.check_attrs("log_softmax", {"axis": axis}, _meta.LOG_SOFTMAX["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -2871,8 +2872,8 @@ def _make_matmul(layout: Tuple[int, ...], dynamic: bool, transpose_a: Any, trans
     kinds = _meta.MATMUL["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.MATMUL["inputs"], kinds, layout)]
     attrs = [
-        ("transpose_a",) + _rt.encode_attr("bool", transpose_a),
-        ("transpose_b",) + _rt.encode_attr("bool", transpose_b),
+        ("transpose_a",) + _ms.encode_attr("bool", transpose_a),
+        ("transpose_b",) + _ms.encode_attr("bool", transpose_b),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -2897,8 +2898,8 @@ def _make_matmul(layout: Tuple[int, ...], dynamic: bool, transpose_a: Any, trans
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_matmul_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_matmul_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.MATMUL["differentiable"]],
             attrs,
@@ -2915,8 +2916,8 @@ def _make_matmul(layout: Tuple[int, ...], dynamic: bool, transpose_a: Any, trans
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_matmul_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_matmul" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_matmul" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -2974,7 +2975,7 @@ def _matmul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("matmul", dtypes, _meta.MATMUL["inputs"], _meta.MATMUL["kinds"], layout, _meta.MATMUL["rows"], _meta.MATMUL["outputs"])
+        _ms.check_dtypes("matmul", dtypes, _meta.MATMUL["inputs"], _meta.MATMUL["kinds"], layout, _meta.MATMUL["rows"], _meta.MATMUL["outputs"])
         opgen_values = _rt.check_attrs("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _meta.MATMUL["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -3087,8 +3088,8 @@ def _make_maximum(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_maximum_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_maximum_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.MAXIMUM["differentiable"]],
             attrs,
@@ -3105,8 +3106,8 @@ def _make_maximum(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_maximum_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_maximum" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_maximum" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -3164,7 +3165,7 @@ def _maximum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: T
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("maximum", dtypes, _meta.MAXIMUM["inputs"], _meta.MAXIMUM["kinds"], layout, _meta.MAXIMUM["rows"], _meta.MAXIMUM["outputs"])
+        _ms.check_dtypes("maximum", dtypes, _meta.MAXIMUM["inputs"], _meta.MAXIMUM["kinds"], layout, _meta.MAXIMUM["rows"], _meta.MAXIMUM["outputs"])
         opgen_values = _rt.check_attrs("maximum", {}, _meta.MAXIMUM["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -3277,8 +3278,8 @@ def _make_mul(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_mul_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_mul_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.MUL["differentiable"]],
             attrs,
@@ -3295,8 +3296,8 @@ def _make_mul(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_mul_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_mul" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_mul" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -3354,7 +3355,7 @@ def _mul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("mul", dtypes, _meta.MUL["inputs"], _meta.MUL["kinds"], layout, _meta.MUL["rows"], _meta.MUL["outputs"])
+        _ms.check_dtypes("mul", dtypes, _meta.MUL["inputs"], _meta.MUL["kinds"], layout, _meta.MUL["rows"], _meta.MUL["outputs"])
         opgen_values = _rt.check_attrs("mul", {}, _meta.MUL["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -3465,8 +3466,8 @@ def _make_pow(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_pow_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_pow_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.POW["differentiable"]],
             attrs,
@@ -3483,8 +3484,8 @@ def _make_pow(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_pow_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_pow" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_pow" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -3542,7 +3543,7 @@ def _pow_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("pow", dtypes, _meta.POW["inputs"], _meta.POW["kinds"], layout, _meta.POW["rows"], _meta.POW["outputs"])
+        _ms.check_dtypes("pow", dtypes, _meta.POW["inputs"], _meta.POW["kinds"], layout, _meta.POW["rows"], _meta.POW["outputs"])
         opgen_values = _rt.check_attrs("pow", {}, _meta.POW["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -3630,8 +3631,8 @@ def _make_reduce_max(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dim
     kinds = _meta.REDUCE_MAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_MAX["inputs"], kinds, layout)]
     attrs = [
-        ("axis",) + _rt.encode_attr("list[int]", axis),
-        ("keep_dims",) + _rt.encode_attr("bool", keep_dims),
+        ("axis",) + _ms.encode_attr("list[int]", axis),
+        ("keep_dims",) + _ms.encode_attr("bool", keep_dims),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -3656,8 +3657,8 @@ def _make_reduce_max(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dim
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_reduce_max_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_reduce_max_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.REDUCE_MAX["differentiable"]],
             attrs,
@@ -3674,8 +3675,8 @@ def _make_reduce_max(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dim
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_reduce_max_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_reduce_max" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_reduce_max" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -3723,7 +3724,7 @@ def _reduce_max_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("reduce_max", dtypes, _meta.REDUCE_MAX["inputs"], _meta.REDUCE_MAX["kinds"], layout, _meta.REDUCE_MAX["rows"], _meta.REDUCE_MAX["outputs"])
+        _ms.check_dtypes("reduce_max", dtypes, _meta.REDUCE_MAX["inputs"], _meta.REDUCE_MAX["kinds"], layout, _meta.REDUCE_MAX["rows"], _meta.REDUCE_MAX["outputs"])
         opgen_values = _rt.check_attrs("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -3799,8 +3800,8 @@ def _make_reduce_mean(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_di
     kinds = _meta.REDUCE_MEAN["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_MEAN["inputs"], kinds, layout)]
     attrs = [
-        ("axis",) + _rt.encode_attr("list[int]", axis),
-        ("keep_dims",) + _rt.encode_attr("bool", keep_dims),
+        ("axis",) + _ms.encode_attr("list[int]", axis),
+        ("keep_dims",) + _ms.encode_attr("bool", keep_dims),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -3825,8 +3826,8 @@ def _make_reduce_mean(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_di
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_reduce_mean_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_reduce_mean_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.REDUCE_MEAN["differentiable"]],
             attrs,
@@ -3843,8 +3844,8 @@ def _make_reduce_mean(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_di
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_reduce_mean_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_reduce_mean" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_reduce_mean" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -3892,7 +3893,7 @@ def _reduce_mean_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shape
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("reduce_mean", dtypes, _meta.REDUCE_MEAN["inputs"], _meta.REDUCE_MEAN["kinds"], layout, _meta.REDUCE_MEAN["rows"], _meta.REDUCE_MEAN["outputs"])
+        _ms.check_dtypes("reduce_mean", dtypes, _meta.REDUCE_MEAN["inputs"], _meta.REDUCE_MEAN["kinds"], layout, _meta.REDUCE_MEAN["rows"], _meta.REDUCE_MEAN["outputs"])
         opgen_values = _rt.check_attrs("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -3965,8 +3966,8 @@ def _make_reduce_sum(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dim
     kinds = _meta.REDUCE_SUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_SUM["inputs"], kinds, layout)]
     attrs = [
-        ("axis",) + _rt.encode_attr("list[int]", axis),
-        ("keep_dims",) + _rt.encode_attr("bool", keep_dims),
+        ("axis",) + _ms.encode_attr("list[int]", axis),
+        ("keep_dims",) + _ms.encode_attr("bool", keep_dims),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -3991,8 +3992,8 @@ def _make_reduce_sum(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dim
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_reduce_sum_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_reduce_sum_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.REDUCE_SUM["differentiable"]],
             attrs,
@@ -4016,8 +4017,8 @@ def _make_reduce_sum(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dim
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_reduce_sum_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_reduce_sum" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_reduce_sum" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -4065,7 +4066,7 @@ def _reduce_sum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("reduce_sum", dtypes, _meta.REDUCE_SUM["inputs"], _meta.REDUCE_SUM["kinds"], layout, _meta.REDUCE_SUM["rows"], _meta.REDUCE_SUM["outputs"])
+        _ms.check_dtypes("reduce_sum", dtypes, _meta.REDUCE_SUM["inputs"], _meta.REDUCE_SUM["kinds"], layout, _meta.REDUCE_SUM["rows"], _meta.REDUCE_SUM["outputs"])
         opgen_values = _rt.check_attrs("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -4162,8 +4163,8 @@ def _make_relu(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_relu_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_relu_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.RELU["differentiable"]],
             attrs,
@@ -4180,8 +4181,8 @@ def _make_relu(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_relu_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_relu" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_relu" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -4239,7 +4240,7 @@ def _relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("relu", dtypes, _meta.RELU["inputs"], _meta.RELU["kinds"], layout, _meta.RELU["rows"], _meta.RELU["outputs"])
+        _ms.check_dtypes("relu", dtypes, _meta.RELU["inputs"], _meta.RELU["kinds"], layout, _meta.RELU["rows"], _meta.RELU["outputs"])
         opgen_values = _rt.check_attrs("relu", {}, _meta.RELU["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -4328,7 +4329,7 @@ def _make_rms_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
     kinds = _meta.RMS_NORM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.RMS_NORM["inputs"], kinds, layout)]
     attrs = [
-        ("eps",) + _rt.encode_attr("float", eps),
+        ("eps",) + _ms.encode_attr("float", eps),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -4353,8 +4354,8 @@ def _make_rms_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_rms_norm_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_rms_norm_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("y", "required", 1), ("dy", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.RMS_NORM["differentiable"]],
             attrs,
@@ -4371,8 +4372,8 @@ def _make_rms_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_rms_norm_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_rms_norm" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_rms_norm" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("y", "required", 1), ],
             attrs,
@@ -4430,7 +4431,7 @@ def _rms_norm_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: 
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("rms_norm", dtypes, _meta.RMS_NORM["inputs"], _meta.RMS_NORM["kinds"], layout, _meta.RMS_NORM["rows"], _meta.RMS_NORM["outputs"])
+        _ms.check_dtypes("rms_norm", dtypes, _meta.RMS_NORM["inputs"], _meta.RMS_NORM["kinds"], layout, _meta.RMS_NORM["rows"], _meta.RMS_NORM["outputs"])
         opgen_values = _rt.check_attrs("rms_norm", {"eps": eps}, _meta.RMS_NORM["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -4542,8 +4543,8 @@ def _make_rsqrt(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_rsqrt_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_rsqrt_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.RSQRT["differentiable"]],
             attrs,
@@ -4560,8 +4561,8 @@ def _make_rsqrt(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_rsqrt_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_rsqrt" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_rsqrt" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -4619,7 +4620,7 @@ def _rsqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tup
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("rsqrt", dtypes, _meta.RSQRT["inputs"], _meta.RSQRT["kinds"], layout, _meta.RSQRT["rows"], _meta.RSQRT["outputs"])
+        _ms.check_dtypes("rsqrt", dtypes, _meta.RSQRT["inputs"], _meta.RSQRT["kinds"], layout, _meta.RSQRT["rows"], _meta.RSQRT["outputs"])
         opgen_values = _rt.check_attrs("rsqrt", {}, _meta.RSQRT["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -4704,8 +4705,8 @@ def _make_scale_add(layout: Tuple[int, ...], dynamic: bool, scale: Any, paddings
     kinds = _meta.SCALE_ADD["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SCALE_ADD["inputs"], kinds, layout)]
     attrs = [
-        ("scale",) + _rt.encode_attr("float", scale),
-        ("paddings",) + _rt.encode_attr("list[float]", paddings),
+        ("scale",) + _ms.encode_attr("float", scale),
+        ("paddings",) + _ms.encode_attr("list[float]", paddings),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -4730,8 +4731,8 @@ def _make_scale_add(layout: Tuple[int, ...], dynamic: bool, scale: Any, paddings
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_scale_add_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_scale_add_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SCALE_ADD["differentiable"]],
             attrs,
@@ -4748,8 +4749,8 @@ def _make_scale_add(layout: Tuple[int, ...], dynamic: bool, scale: Any, paddings
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_scale_add_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_scale_add" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_scale_add" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -4797,7 +4798,7 @@ def _scale_add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes:
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("scale_add", dtypes, _meta.SCALE_ADD["inputs"], _meta.SCALE_ADD["kinds"], layout, _meta.SCALE_ADD["rows"], _meta.SCALE_ADD["outputs"])
+        _ms.check_dtypes("scale_add", dtypes, _meta.SCALE_ADD["inputs"], _meta.SCALE_ADD["kinds"], layout, _meta.SCALE_ADD["rows"], _meta.SCALE_ADD["outputs"])
         opgen_values = _rt.check_attrs("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -4898,8 +4899,8 @@ def _make_sigmoid(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_sigmoid_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_sigmoid_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SIGMOID["differentiable"]],
             attrs,
@@ -4916,8 +4917,8 @@ def _make_sigmoid(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_sigmoid_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_sigmoid" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_sigmoid" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -4975,7 +4976,7 @@ def _sigmoid_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: T
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("sigmoid", dtypes, _meta.SIGMOID["inputs"], _meta.SIGMOID["kinds"], layout, _meta.SIGMOID["rows"], _meta.SIGMOID["outputs"])
+        _ms.check_dtypes("sigmoid", dtypes, _meta.SIGMOID["inputs"], _meta.SIGMOID["kinds"], layout, _meta.SIGMOID["rows"], _meta.SIGMOID["outputs"])
         opgen_values = _rt.check_attrs("sigmoid", {}, _meta.SIGMOID["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -5064,8 +5065,8 @@ def _make_smooth_l1_loss(layout: Tuple[int, ...], dynamic: bool, beta: Any, redu
     kinds = _meta.SMOOTH_L1_LOSS["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SMOOTH_L1_LOSS["inputs"], kinds, layout)]
     attrs = [
-        ("beta",) + _rt.encode_attr("float", beta),
-        ("reduction",) + _rt.encode_attr("str", reduction),
+        ("beta",) + _ms.encode_attr("float", beta),
+        ("reduction",) + _ms.encode_attr("str", reduction),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -5090,8 +5091,8 @@ def _make_smooth_l1_loss(layout: Tuple[int, ...], dynamic: bool, beta: Any, redu
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_smooth_l1_loss_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_smooth_l1_loss_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("loss", "required", 1), ("dloss", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SMOOTH_L1_LOSS["differentiable"]],
             attrs,
@@ -5108,8 +5109,8 @@ def _make_smooth_l1_loss(layout: Tuple[int, ...], dynamic: bool, beta: Any, redu
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_smooth_l1_loss_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_smooth_l1_loss" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_smooth_l1_loss" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("loss", "required", 1), ],
             attrs,
@@ -5167,7 +5168,7 @@ def _smooth_l1_loss_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], sh
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("smooth_l1_loss", dtypes, _meta.SMOOTH_L1_LOSS["inputs"], _meta.SMOOTH_L1_LOSS["kinds"], layout, _meta.SMOOTH_L1_LOSS["rows"], _meta.SMOOTH_L1_LOSS["outputs"])
+        _ms.check_dtypes("smooth_l1_loss", dtypes, _meta.SMOOTH_L1_LOSS["inputs"], _meta.SMOOTH_L1_LOSS["kinds"], layout, _meta.SMOOTH_L1_LOSS["rows"], _meta.SMOOTH_L1_LOSS["outputs"])
         opgen_values = _rt.check_attrs("smooth_l1_loss", {"beta": beta, "reduction": reduction}, _meta.SMOOTH_L1_LOSS["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -5257,7 +5258,7 @@ def _make_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
     kinds = _meta.SOFTMAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SOFTMAX["inputs"], kinds, layout)]
     attrs = [
-        ("axis",) + _rt.encode_attr("int", axis),
+        ("axis",) + _ms.encode_attr("int", axis),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -5282,8 +5283,8 @@ def _make_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_softmax_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_softmax_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SOFTMAX["differentiable"]],
             attrs,
@@ -5300,8 +5301,8 @@ def _make_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_softmax_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_softmax" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_softmax" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -5359,7 +5360,7 @@ def _softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: T
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("softmax", dtypes, _meta.SOFTMAX["inputs"], _meta.SOFTMAX["kinds"], layout, _meta.SOFTMAX["rows"], _meta.SOFTMAX["outputs"])
+        _ms.check_dtypes("softmax", dtypes, _meta.SOFTMAX["inputs"], _meta.SOFTMAX["kinds"], layout, _meta.SOFTMAX["rows"], _meta.SOFTMAX["outputs"])
         opgen_values = _rt.check_attrs("softmax", {"axis": axis}, _meta.SOFTMAX["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -5470,8 +5471,8 @@ def _make_softplus(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_softplus_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_softplus_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SOFTPLUS["differentiable"]],
             attrs,
@@ -5488,8 +5489,8 @@ def _make_softplus(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_softplus_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_softplus" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_softplus" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -5547,7 +5548,7 @@ def _softplus_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: 
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("softplus", dtypes, _meta.SOFTPLUS["inputs"], _meta.SOFTPLUS["kinds"], layout, _meta.SOFTPLUS["rows"], _meta.SOFTPLUS["outputs"])
+        _ms.check_dtypes("softplus", dtypes, _meta.SOFTPLUS["inputs"], _meta.SOFTPLUS["kinds"], layout, _meta.SOFTPLUS["rows"], _meta.SOFTPLUS["outputs"])
         opgen_values = _rt.check_attrs("softplus", {}, _meta.SOFTPLUS["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -5657,8 +5658,8 @@ def _make_sqrt(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_sqrt_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_sqrt_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SQRT["differentiable"]],
             attrs,
@@ -5675,8 +5676,8 @@ def _make_sqrt(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_sqrt_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_sqrt" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_sqrt" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -5734,7 +5735,7 @@ def _sqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("sqrt", dtypes, _meta.SQRT["inputs"], _meta.SQRT["kinds"], layout, _meta.SQRT["rows"], _meta.SQRT["outputs"])
+        _ms.check_dtypes("sqrt", dtypes, _meta.SQRT["inputs"], _meta.SQRT["kinds"], layout, _meta.SQRT["rows"], _meta.SQRT["outputs"])
         opgen_values = _rt.check_attrs("sqrt", {}, _meta.SQRT["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -5843,8 +5844,8 @@ def _make_square(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_square_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_square_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SQUARE["differentiable"]],
             attrs,
@@ -5861,8 +5862,8 @@ def _make_square(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_square_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_square" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_square" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -5920,7 +5921,7 @@ def _square_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("square", dtypes, _meta.SQUARE["inputs"], _meta.SQUARE["kinds"], layout, _meta.SQUARE["rows"], _meta.SQUARE["outputs"])
+        _ms.check_dtypes("square", dtypes, _meta.SQUARE["inputs"], _meta.SQUARE["kinds"], layout, _meta.SQUARE["rows"], _meta.SQUARE["outputs"])
         opgen_values = _rt.check_attrs("square", {}, _meta.SQUARE["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -6029,8 +6030,8 @@ def _make_sub(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_sub_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_sub_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SUB["differentiable"]],
             attrs,
@@ -6047,8 +6048,8 @@ def _make_sub(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_sub_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_sub" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_sub" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -6106,7 +6107,7 @@ def _sub_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("sub", dtypes, _meta.SUB["inputs"], _meta.SUB["kinds"], layout, _meta.SUB["rows"], _meta.SUB["outputs"])
+        _ms.check_dtypes("sub", dtypes, _meta.SUB["inputs"], _meta.SUB["kinds"], layout, _meta.SUB["rows"], _meta.SUB["outputs"])
         opgen_values = _rt.check_attrs("sub", {}, _meta.SUB["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -6221,8 +6222,8 @@ def _make_swiglu(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_swiglu_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_swiglu_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SWIGLU["differentiable"]],
             attrs,
@@ -6239,8 +6240,8 @@ def _make_swiglu(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_swiglu_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_swiglu" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_swiglu" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -6298,7 +6299,7 @@ def _swiglu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("swiglu", dtypes, _meta.SWIGLU["inputs"], _meta.SWIGLU["kinds"], layout, _meta.SWIGLU["rows"], _meta.SWIGLU["outputs"])
+        _ms.check_dtypes("swiglu", dtypes, _meta.SWIGLU["inputs"], _meta.SWIGLU["kinds"], layout, _meta.SWIGLU["rows"], _meta.SWIGLU["outputs"])
         opgen_values = _rt.check_attrs("swiglu", {}, _meta.SWIGLU["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -6407,8 +6408,8 @@ def _make_tanh(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_tanh_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_tanh_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.TANH["differentiable"]],
             attrs,
@@ -6425,8 +6426,8 @@ def _make_tanh(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_tanh_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_tanh" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_tanh" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -6484,7 +6485,7 @@ def _tanh_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("tanh", dtypes, _meta.TANH["inputs"], _meta.TANH["kinds"], layout, _meta.TANH["rows"], _meta.TANH["outputs"])
+        _ms.check_dtypes("tanh", dtypes, _meta.TANH["inputs"], _meta.TANH["kinds"], layout, _meta.TANH["rows"], _meta.TANH["outputs"])
         opgen_values = _rt.check_attrs("tanh", {}, _meta.TANH["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -6573,7 +6574,7 @@ def _make_topk(layout: Tuple[int, ...], dynamic: bool, k: Any) -> Any:
     kinds = _meta.TOPK["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.TOPK["inputs"], kinds, layout)]
     attrs = [
-        ("k",) + _rt.encode_attr("int", k),
+        ("k",) + _ms.encode_attr("int", k),
     ]
 
     # one tensor per input: MindSpore passes each input's shape / dtype as one argument (called
@@ -6598,8 +6599,8 @@ def _make_topk(layout: Tuple[int, ...], dynamic: bool, k: Any) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_topk_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_topk_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("values", "required", 1), ("indices", "required", 1), ("dvalues", "required", 1), ("dindices", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.TOPK["differentiable"]],
             attrs,
@@ -6616,8 +6617,8 @@ def _make_topk(layout: Tuple[int, ...], dynamic: bool, k: Any) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_topk_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_topk" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_topk" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("values", "required", 1), ("indices", "required", 1), ],
             attrs,
@@ -6675,7 +6676,7 @@ def _topk_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("topk", dtypes, _meta.TOPK["inputs"], _meta.TOPK["kinds"], layout, _meta.TOPK["rows"], _meta.TOPK["outputs"])
+        _ms.check_dtypes("topk", dtypes, _meta.TOPK["inputs"], _meta.TOPK["kinds"], layout, _meta.TOPK["rows"], _meta.TOPK["outputs"])
         opgen_values = _rt.check_attrs("topk", {"k": k}, _meta.TOPK["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -6786,8 +6787,8 @@ def _make_where(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else backward_like,
         out_dtype=backward_like,
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_where_backward" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_where_backward" + _ms.layout_suffix(kinds, layout),
             inputs + [("out", "required", 1), ("dout", "required", 1), ],
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.WHERE["differentiable"]],
             attrs,
@@ -6804,8 +6805,8 @@ def _make_where(layout: Tuple[int, ...], dynamic: bool) -> Any:
         out_shape=None if dynamic else out_shape,  # None: the library's opgen_ops_where_forwardInferShape
         out_dtype=out_dtype,  # a callable: a fixed dtype makes GRAPH_MODE return 0-d outputs as Python floats
         func_type="aot",
-        reg_info=_rt.reg_info(
-            "opgen_ops_where" + _rt.layout_suffix(kinds, layout),
+        reg_info=_ms.reg_info(
+            "opgen_ops_where" + _ms.layout_suffix(kinds, layout),
             inputs,
             [("out", "required", 1), ],
             attrs,
@@ -6863,7 +6864,7 @@ def _where_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tup
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _rt.check_dtypes("where", dtypes, _meta.WHERE["inputs"], _meta.WHERE["kinds"], layout, _meta.WHERE["rows"], _meta.WHERE["outputs"])
+        _ms.check_dtypes("where", dtypes, _meta.WHERE["inputs"], _meta.WHERE["kinds"], layout, _meta.WHERE["rows"], _meta.WHERE["outputs"])
         opgen_values = _rt.check_attrs("where", {}, _meta.WHERE["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:

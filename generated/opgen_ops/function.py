@@ -13,13 +13,15 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from opgen import graph as _graph
-from opgen import runtime as _rt
 from mindspore import Tensor as _Tensor
+
+from opgen import runtime as _rt
+from opgen.backends.mindspore import graph as _graph
+from opgen.backends.mindspore import runtime as _ms
 
 from . import meta as _meta
 
-_ext: Any = _rt.load_extension(__file__)
+_ext: Any = _ms.load_extension(__file__)
 _PACKAGE = __name__.rpartition(".")[0]
 """This package's import path, named by the error that refuses the Function<T> path in graphs."""
 
@@ -1684,7 +1686,7 @@ def _where_checked(cond, x, y) -> Any:
 
 
 # GRAPH_MODE: the compiler resolves each op (and its pybind11 function, however it is reached)
-# to its _<op>_checked, which raises; see opgen.graph.substitute_in_graphs.
+# to its _<op>_checked, which raises; see opgen.backends.mindspore.graph.substitute_in_graphs.
 _graph.substitute_in_graphs({
     add: _add_checked,
     _ext.add: _add_checked,

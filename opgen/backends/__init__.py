@@ -20,13 +20,14 @@ from __future__ import annotations
 import abc
 import importlib
 import pkgutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:  # the model only: backends import what they need themselves
     from ..model import BuildFlags, Op
+    from ..testing import Package as TestPackage
 
 DEFAULT = "mindspore"
 """The backend used when none is named (command line, ``[tool.opgen] backends``, ``load(backend=)``)."""
@@ -56,6 +57,11 @@ class Backend(abc.ABC):
     """Python modules that building, importing and testing the package need (``mindspore``...)."""
     install_hint: ClassVar[str]
     """How to install what :attr:`runtime_modules` name (``pip install 'opgen[run]'``)."""
+    target: ClassVar[str]
+    """The spec's dtype_format target whose rows this backend builds (MindSpore's ``CPU``)."""
+    test_paths: ClassVar[Mapping[str, str]] = {}
+    """The paths ``opgen test`` checks each op on, in table order, each with its short name in
+    the results table (MindSpore: ``custom-graph: graph``...); see :meth:`test_package`."""
 
     def package_dir(self, output: Path, package: str) -> Path:
         """Where this backend writes the package ``package`` under ``output``."""
@@ -84,6 +90,20 @@ class Backend(abc.ABC):
         Raises:
             opgen.build.BuildError: a compile or link error (at the YAML line of a kernel body).
         """
+
+
+    def test_package(self, pkg_dir: Path) -> TestPackage:
+        """The package in ``pkg_dir``, imported, for ``opgen test``: an :class:`opgen.testing.Package`
+        whose ``runner(op, path, attrs)`` runs an op on each of :attr:`test_paths` (forward and
+        the framework's gradients, numpy in and out). The checks (reference, float64 gradients
+        against central differences, dtype rows, contracts, checked mode) are the neutral ones of
+        :mod:`opgen.testing`; a backend implements only this runner.
+
+        Raises:
+            NotImplementedError: this backend has no ``opgen test`` runner (the base class's answer).
+            FileNotFoundError: ``pkg_dir`` holds no package of this backend.
+        """
+        raise NotImplementedError(f"opgen test: backend '{self.name}' has no test runner")
 
 
 def names() -> tuple[str, ...]:

@@ -9,12 +9,16 @@ the pybind11 bindings, ``custom.py`` (CustomRegOp info, ``ops.Custom`` and bprop
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ...model import BuildFlags, Op
 from .. import Backend, BuildOptions
+from .runtime import TARGET
+
+if TYPE_CHECKING:
+    from ...testing import Package as TestPackage
 
 
 class MindSporeBackend(Backend):
@@ -25,6 +29,8 @@ class MindSporeBackend(Backend):
     library_kinds: ClassVar[tuple[str, ...]] = ("aot", "ext")
     runtime_modules: ClassVar[tuple[str, ...]] = ("mindspore",)
     install_hint: ClassVar[str] = "pip install 'opgen[run]'"
+    target: ClassVar[str] = TARGET
+    test_paths: ClassVar[Mapping[str, str]] = {"custom-graph": "graph", "custom-pynative": "pynat", "function": "func"}
 
     def render(self, ops: Sequence[Op], package: str, out_prefix: str,
                package_flags: BuildFlags | None = None) -> dict[str, str]:
@@ -67,6 +73,11 @@ class MindSporeBackend(Backend):
 
         return build.build(pkg_dir, kind, options.quiet, build_dir=options.build_dir, jobs=options.jobs,
                            ops_per_unit=options.ops_per_unit, pch=options.pch)
+
+    def test_package(self, pkg_dir: Path) -> TestPackage:
+        from . import testing
+
+        return testing.load(pkg_dir)
 
 
 BACKEND = MindSporeBackend()

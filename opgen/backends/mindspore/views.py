@@ -18,9 +18,7 @@ from ... import shapes as lang
 from ...api import _sym, grad_is_dout, op_context, shape_prelude_cpp
 from ...model import Attr, Op
 from ...views import InputView, OpView, RowView
-
-TARGET = "CPU"
-"""The dtype_format target whose rows the MindSpore backend builds (``CustomOpBuilder(backend="CPU")``)."""
+from .runtime import TARGET
 
 GRAD_VIEW_CPP = {"split": "opgen::ms::split_view", "unreduce": "opgen::ms::unreduce_view"}
 """The ``opgen/ms.h`` call of each gradient view geometry (:data:`opgen.shapes.GradViewKind`)."""

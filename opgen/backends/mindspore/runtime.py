@@ -1,0 +1,181 @@
+"""Runtime helpers of the MindSpore backend, which generated ``custom.py`` and ``function.py``
+import (as ``_ms``) beside the neutral :mod:`opgen.runtime` (as ``_rt``).
+
+The aot library and the pybind11 extension of a package (built at import when missing or
+stale, or a wheel's prebuilt ones), ``CustomRegOp`` op info and the attr encoding ``AotExtra``
+reads, and the dtype check of the Custom path. MindSpore itself is imported only inside the
+functions that need it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ... import runtime as _rt
+
+TARGET = "CPU"
+"""The one target of the MindSpore backend: ``CustomRegOp(...).target``, the spec's dtype_format
+rows it builds, ``CustomOpBuilder(backend=...)``."""
+FRAMEWORK = ("mindspore", "MindSpore")
+"""The key of MindSpore's version in a wheel's ``_prebuilt.json``, and its name in messages."""
+
+
+def version() -> str:
+    """The MindSpore version installed (read without importing it)."""
+    from ...build import _ms_version
+
+    return _ms_version()
+
+
+def prebuilt_library(pkg_dir: Path, kind: str) -> str | None:
+    """The library of a wheel-installed package (``opgen wheel``), checked against its recorded
+    sha256, or None for a generated one (:func:`opgen.runtime.prebuilt_library`).
+
+    Raises:
+        ImportError: when the wheel was built for another MindSpore version, Python or platform
+            (the message names both), or a library or ``_prebuilt.json`` is damaged (naming it).
+    """
+    return _rt.prebuilt_library(pkg_dir, kind, FRAMEWORK[0], version(), FRAMEWORK[1])
+
+
+def aot_library(module_file: str) -> str:
+    """Absolute path of the aot library of the package containing ``module_file``.
+
+    Builds it first when missing or stale (a few seconds; says so on stderr).
+
+    Raises:
+        opgen.build.BuildError: when the kernels do not compile.
+        ImportError: for an ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded.
+    """
+    return _rt.package_library(Path(module_file).parent, "aot", FRAMEWORK[0], version(), FRAMEWORK[1])
+
+
+def load_extension(module_file: str) -> ModuleType:
+    """Import the pybind11 extension of the package containing ``module_file``.
+
+    Builds it first when missing or stale (MindSpore's headers make this about a minute on 2
+    cores for a few ops; says so on stderr, see docs/build.md). A process loads each built
+    library once; after an edit (a new library) the new one is loaded beside the old.
+
+    Raises:
+        opgen.build.BuildError: when the Function<T> sources do not compile.
+        ImportError: for an ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded.
+    """
+    pkg_dir = Path(module_file).parent.resolve()
+    path = _rt.package_library(pkg_dir, "ext", FRAMEWORK[0], version(), FRAMEWORK[1])
+    return _rt.load_library_module(f"{pkg_dir.name}_ext", path)
+
+
+# Optional and dynamic inputs reach an aot kernel flattened: one Custom primitive per *layout*
+# (how many tensors each input contributes: 1 for required, 0/1 for optional, N for dynamic),
+# with the layout passed to the kernel as the attr ``opgen_layout``. MindSpore 2.10's CPU aot
+# kernels take neither None nor native "dynamic" inputs (verified: kernel select fails).
+
+_LIST_PREFIXED = ("list[int]", "list[float]", "list[bool]", "list[str]", "str")
+
+
+def encode_attr(typ: str, value: Any) -> tuple[str, Any]:
+    """An attr value as (CustomRegOp value_type, value) for AotExtra, which reads only int,
+    float, bool and vectors of int/float.
+
+    Lists are length-prefixed (so an empty list is never an empty attr); ``str`` and
+    ``list[str]`` become UTF-8 bytes, ``list[bool]`` 0/1 ints. ``opgen::aot::get_attr`` in
+    ``aot.h`` decodes the same format.
+    """
+    if typ == "int":
+        return "int", int(value)
+    if typ == "float":
+        return "float", float(value)
+    if typ == "bool":
+        return "bool", bool(value)
+    if typ == "list[float]":
+        return "listFloat", [float(len(value))] + [float(v) for v in value]
+    if typ == "list[int]":
+        return "listInt", [len(value)] + [int(v) for v in value]
+    if typ == "list[bool]":
+        return "listInt", [len(value)] + [1 if v else 0 for v in value]
+    if typ == "str":
+        data = value.encode("utf-8")
+        return "listInt", [len(data)] + list(data)
+    if typ == "list[str]":
+        out = [len(value)]
+        for s in value:
+            data = s.encode("utf-8")
+            out += [len(data)] + list(data)
+        return "listInt", out
+    raise ValueError(f"unknown attr type {typ!r}")
+
+
+def layout_suffix(kinds: Sequence[str], layout: Sequence[int]) -> str:
+    """Suffix that makes a CustomRegOp name unique per layout (empty when every input is required).
+
+    MindSpore keys registered op info by name: two layouts under one name would share the first.
+    """
+    if all(k == "required" for k in kinds):
+        return ""
+    return "_" + "_".join(str(n) for n in layout)
+
+
+def _tensor_names(groups: Sequence[tuple[str, str, int]]) -> list[str]:
+    """One name per tensor of ``(name, kind, count)`` groups: ``xs0``, ``xs1``... for a dynamic one."""
+    return [f"{gname}{j}" if kind == "dynamic" else gname for gname, kind, n in groups for j in range(n)]
+
+
+def reg_info(
+    name: str,
+    inputs: Sequence[tuple[str, str, int]],
+    outputs: Sequence[tuple[str, str, int]],
+    attrs: Sequence[tuple[str, str, Any]],
+    rows: Sequence[Sequence[str]],
+    target: str = TARGET,
+) -> Any:
+    """``CustomRegOp(name).input(...).output(...).attr(...).dtype_format(...).target(...).get_op_info()``.
+
+    ``inputs``/``outputs`` are ``(name, kind, count)`` groups: a group appears ``count`` times
+    (named ``xs0``, ``xs1``... for a dynamic one), and each row's column for it is repeated
+    likewise. ``rows`` hold DataType names, one per group, as the spec states them.
+    """
+    from mindspore.ops import CustomRegOp, DataType
+
+    reg = CustomRegOp(name)
+    for index, tname in enumerate(_tensor_names(inputs)):
+        reg = reg.input(index, tname, "required")
+    for index, tname in enumerate(_tensor_names(outputs)):
+        reg = reg.output(index, tname, "required")
+    for aname, value_type, value in attrs:
+        reg = reg.attr(aname, "required", value_type, value=value)
+    counts = [n for _, _, n in inputs] + [n for _, _, n in outputs]
+    for row in rows:
+        reg = reg.dtype_format(*[getattr(DataType, c) for c, n in zip(row, counts) for _ in range(n)])
+    return reg.target(target).get_op_info()
+
+
+def check_dtypes(
+    op: str,
+    dtypes: Sequence[Any],
+    inputs: Sequence[str],
+    kinds: Sequence[str],
+    layout: Sequence[int],
+    rows: Sequence[Sequence[str]],
+    outputs: Sequence[str] = (),
+) -> bool:
+    """Raise TypeError unless the flattened input dtypes match one dtype_format row.
+
+    Called on the Custom path before the primitive, in PyNative and (through ``ops.constexpr``)
+    while a GRAPH_MODE network compiles: MindSpore itself would silently cast to some row.
+    ``rows`` give per-input dtype names, then per-output ones (named by ``outputs``), which
+    the message shows like the Function path's ("supported dtype_format rows: (x=float32,
+    out=float32), ...").
+
+    Raises:
+        TypeError: naming the op, the dtypes given and the supported rows.
+    """
+    return _rt.check_dtype_names(op, [_dtype_name(d) for d in dtypes], inputs, kinds, layout, rows, outputs)
+
+
+def _dtype_name(dtype: Any) -> str:
+    text = str(dtype).replace("mindspore.", "").lower()
+    return {"bool_": "bool"}.get(text, text)
