@@ -1,0 +1,76 @@
+"""The PyTorch backend: each op a real PyTorch operator, ``torch.ops.<package>_torch.<op>``.
+
+Files (``templates/torch/``): per op ``csrc/<op>_torch.cc``, which registers the op's schema
+(``TORCH_LIBRARY_FRAGMENT``, derived from the spec) and CPU kernel (``TORCH_LIBRARY_IMPL``:
+contiguous inputs, dtype dispatch over the spec's CPU rows, contracts and output shapes over
+``opgen::sym``, ``at::empty`` outputs, the kernel layer's ``forward``), and the backward operator
+``<op>_backward`` (the kernel layer's ``backward``, only the gradients asked for; protocol in
+:mod:`.context`); per package ``__init__.py`` (documented functions, fake kernels from the shape
+language, autograd) and its stubs ``<package>_torch.pyi``, plus the neutral kernel layer and
+``reference.py`` (:func:`opgen.render.core_files`). The kernel layer's namespace is the torch
+package's name, so that both frameworks' libraries load into one process without clashing.
+
+Library: ``torch`` (:mod:`.build`), loaded with ``torch.ops.load_library`` (:mod:`.runtime`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from ...model import BuildFlags, Op
+from .. import Backend, BuildOptions
+
+
+class TorchBackend(Backend):
+    """PyTorch (CPU): ``TORCH_LIBRARY`` operators, ``register_fake`` and ``register_autograd``."""
+
+    name: ClassVar[str] = "torch"
+    package_suffix: ClassVar[str] = "_torch"
+    library_kinds: ClassVar[tuple[str, ...]] = ("torch",)
+    runtime_modules: ClassVar[tuple[str, ...]] = ("torch",)
+    install_hint: ClassVar[str] = "pip install 'opgen[torch]'"
+
+    def render(self, ops: Sequence[Op], package: str, out_prefix: str,
+               package_flags: BuildFlags | None = None) -> dict[str, str]:
+        from ... import api, signatures
+        from ...render import GENERATED_BY, Emitter, core_files, sources_of
+        from .context import torch_op
+
+        namespace = package + self.package_suffix
+        ordered = sorted(ops, key=lambda o: o.name)
+        contexts = [api.op_context(op, namespace) for op in ordered]
+        sources = sources_of(ordered)
+        em = Emitter(namespace, out_prefix)
+        core_files(em, ordered, contexts)
+        items = []
+        for op, ctx in zip(ordered, contexts):
+            t = torch_op(op, ctx, namespace)
+            items.append({"op": ctx, "t": t})
+            em.emit("torch/op.cc.j2", f"csrc/{op.name}_torch.cc", GENERATED_BY.format(sources=ctx["file"]),
+                    op=ctx, t=t)
+        all_header = GENERATED_BY.format(sources=", ".join(sources))
+        em.emit("torch/__init__.py.j2", "__init__.py", all_header, ops=items, sources=sources, namespace=namespace)
+        stubs = [signatures.stub_context(op) for op in ordered]
+        em.emit("torch/package.pyi.j2", "__init__.pyi", all_header, ops=stubs, namespace=namespace)
+        flags = api.build_flags(ordered, out_prefix, package_flags)
+        files = em.files
+        if flags:
+            files["csrc/build.json"] = flags
+        return dict(sorted(files.items()))
+
+    def owns(self, pkg_dir: Path) -> bool:
+        csrc = pkg_dir / "csrc"
+        return (pkg_dir / "__init__.py").is_file() and csrc.is_dir() and any(csrc.glob("*_torch.cc"))
+
+    def build(self, pkg_dir: Path, kind: str, options: BuildOptions) -> Path:
+        from . import build
+
+        if kind != build.KIND:
+            raise ValueError(f"unknown library kind {kind!r} for the torch backend; expected {build.KIND!r}")
+        return build.build(pkg_dir, options.quiet, build_dir=options.build_dir, jobs=options.jobs,
+                           ops_per_unit=options.ops_per_unit)
+
+
+BACKEND = TorchBackend()

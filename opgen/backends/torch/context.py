@@ -1,0 +1,332 @@
+"""The fields the PyTorch templates (``templates/torch/``) need for one op, decided here in Python.
+
+:func:`torch_op` turns a checked :class:`~opgen.model.Op` (and its neutral
+:func:`opgen.api.op_context`) into a frozen :class:`TorchOp`: the operator schemas, the C++
+parameters and argument unpacking of the CPU kernels, the dtype dispatch rows as ``at::ScalarType``
+tests, the backward op's tensor slots, and the Python fake kernel's and autograd's pieces. The
+templates only loop and substitute.
+
+Backward protocol (one fact, one place: the C++ template and the Python autograd both follow it):
+``<op>_backward(Tensor?[] saved, Tensor?[] douts, SymInt[] shapes, int[] ranks, bool[] needs,
+int row, <attrs>) -> Tensor[]``. There is one *slot* per tensor: the inputs in order (a list
+input's tensors each), then the outputs. ``ranks[slot]`` is its rank (-1 for an absent optional
+input) and ``shapes`` their dims, concatenated; ``saved[slot]`` the tensor when the backward body
+reads it (as the spec says, only when a gradient that needs it is wanted; None otherwise);
+``needs[slot]`` (input slots only) whether that gradient is wanted; ``row`` the forward's
+dtype_format row. It returns the wanted gradients, in slot order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ... import api, dtypes
+from ... import shapes as lang
+from ...model import Attr, Op
+
+AT_SCALAR = {
+    "float32": "at::kFloat", "float64": "at::kDouble", "float16": "at::kHalf", "bfloat16": "at::kBFloat16",
+    "int8": "at::kChar", "int16": "at::kShort", "int32": "at::kInt", "int64": "at::kLong",
+    "uint8": "at::kByte", "bool": "at::kBool",
+}
+"""``at::ScalarType`` of each opgen dtype (:data:`opgen.dtypes.DTYPES`)."""
+
+TORCH_DTYPE = {
+    "float32": "torch.float32", "float64": "torch.float64", "float16": "torch.float16",
+    "bfloat16": "torch.bfloat16", "int8": "torch.int8", "int16": "torch.int16", "int32": "torch.int32",
+    "int64": "torch.int64", "uint8": "torch.uint8", "bool": "torch.bool",
+}
+"""The ``torch.dtype`` of each opgen dtype, as Python source."""
+
+assert set(AT_SCALAR) == set(TORCH_DTYPE) == set(dtypes.BY_NAME)
+
+_SCHEMA_TYPE = {
+    "int": "SymInt", "float": "float", "bool": "bool", "str": "str",
+    "list[int]": "SymInt[]", "list[float]": "float[]", "list[bool]": "bool[]", "list[str]": "str[]",
+}
+"""Schema type of each attr type: ints are SymInts, so that ``torch.compile(dynamic=True)`` may
+pass a symbolic int (an attr the shape rules read, such as topk's ``k``) without specialising."""
+
+_CPP_PARAM = {
+    "int": "int64_t", "float": "double", "bool": "bool", "str": "c10::string_view",
+    "list[int]": "at::IntArrayRef", "list[float]": "at::ArrayRef<double>", "list[bool]": "c10::List<bool>",
+    "list[str]": "c10::List<std::string>",
+}
+"""The C++ kernel's parameter type for each attr type (a SymInt arrives as int64_t on CPU)."""
+
+
+def _schema_default(a: Attr) -> str:
+    """`` =<default>`` in the schema, or "" where the schema language has no literal for it (a
+    non-finite float, a bool or str list): the Python function passes every attr anyway."""
+    if not a.has_default:
+        return ""
+    v = a.default
+    t = a.type
+    if t == "int":
+        return f"={int(v)}"
+    if t == "float":
+        return f"={float(v)!r}" if math.isfinite(float(v)) else ""
+    if t == "bool":
+        return "=True" if v else "=False"
+    if t == "str":
+        return "=" + repr(str(v)) if "'" not in str(v) and "\\" not in str(v) else ""
+    if t == "list[int]":
+        return "=[" + ", ".join(str(int(x)) for x in v) + "]"
+    if t == "list[float]":
+        return "=[" + ", ".join(repr(float(x)) for x in v) + "]" if all(math.isfinite(float(x)) for x in v) else ""
+    if t in ("list[bool]", "list[str]"):
+        return ""
+    raise AssertionError(t)  # pragma: no cover - ATTR_CPP lists every type
+
+
+def _attr_assign(a: Attr) -> str:
+    """C++ statement storing the kernel's argument ``a.name`` into the kernel layer's Attrs."""
+    t = a.type
+    if t in ("int", "bool"):
+        return f"attrs.{a.name} = {a.name};"
+    if t == "float":
+        return f"attrs.{a.name} = static_cast<float>({a.name});"
+    if t == "str":
+        return f"attrs.{a.name} = std::string({a.name});"
+    if t == "list[int]":
+        return f"attrs.{a.name} = opgen::pt::to_vector<int64_t>({a.name});"
+    if t == "list[float]":
+        return f"attrs.{a.name} = opgen::pt::to_vector<float>({a.name});"
+    if t == "list[bool]":
+        return f"attrs.{a.name} = opgen::pt::to_vector<bool>({a.name});"
+    if t == "list[str]":
+        return f"attrs.{a.name} = opgen::pt::to_vector<std::string>({a.name});"
+    raise AssertionError(t)  # pragma: no cover
+
+
+@dataclass(frozen=True)
+class Row:
+    """One CPU dtype_format row: its index, C++ element types and the ``at::ScalarType`` tests."""
+
+    index: int
+    cpp_types: tuple[str, ...]
+    condition: str
+    """C++ test that the inputs (named as in the kernel) have this row's dtypes."""
+    scalars: tuple[str, ...]
+    """``at::ScalarType`` per column (inputs, then outputs)."""
+    py_dtypes: tuple[str, ...]
+    """``torch.dtype`` per column, as Python source."""
+
+
+@dataclass(frozen=True)
+class InputView:
+    """One input as the templates see it: kind, slot expression (C++), view expressions."""
+
+    name: str
+    kind: str
+    index: int
+    differentiable: bool
+    cpp_param: str
+    unpack: str
+    """C++ statement making the contiguous local ``<name>`` from the parameter ``<name>_arg``."""
+    slot: str
+    """C++ expression of the input's first slot in the backward op (see the module docstring)."""
+    grad_view: str
+    """Python expression of its gradient as a view of ``dout`` (kernel.grad_views), or ""."""
+
+
+@dataclass(frozen=True)
+class TorchOp:
+    """Every PyTorch-specific field of one op."""
+
+    namespace: str
+    schema: str
+    backward_schema: str
+    cpp_params: str
+    backward_cpp_params: str
+    inputs: tuple[InputView, ...]
+    attr_assign: tuple[str, ...]
+    rows: tuple[Row, ...]
+    prelude: tuple[str, ...]
+    """C++ statements: the inputs' opgen::sym shapes and the contracts."""
+    return_type: str
+    n_fixed_slots: int
+    """Slots that do not depend on the list input's length (fixed inputs and outputs)."""
+    out_slots: tuple[str, ...]
+    dynamic: str
+    has_backward_op: bool
+    view_names: tuple[str, ...]
+    """Inputs whose gradient is a view of ``dout`` (kernel.grad_views)."""
+    """Whether a gradient needs the backward kernel (false when every gradient is a view)."""
+    py_params: str
+    fake_params: str
+    """The fake kernel's parameters: the inputs, then the attrs with the schema's defaults (the
+    dispatcher leaves out arguments equal to their default)."""
+    attr_names: tuple[str, ...]
+    call_args: str
+    """The Python call of ``torch.ops.<ns>.<op>`` from the function's parameters."""
+    saved_py: tuple[tuple[str, str], ...]
+    """(tensor name, Python condition over ``need_<input>``) for each tensor the backward reads."""
+    rows_py: str
+    """Python tuple of the rows' input dtypes (``torch.dtype`` source), for the fake kernel."""
+    out_dtypes_py: tuple[str, ...]
+    """Python expression per output of its dtype: an input's dtype or a fixed dtype."""
+
+
+def _cpp_param(kind: str, name: str) -> str:
+    if kind == "required":
+        return f"const at::Tensor &{name}_arg"
+    if kind == "optional":
+        return f"const std::optional<at::Tensor> &{name}_arg"
+    if kind == "dynamic":
+        return f"at::TensorList {name}_arg"
+    raise AssertionError(kind)  # pragma: no cover
+
+
+def torch_op(op: Op, ctx: dict[str, Any], namespace: str) -> TorchOp:
+    """The PyTorch fields of ``op`` (``ctx``: its :func:`opgen.api.op_context`)."""
+    inputs = list(op.inputs)
+    dynamic = next((x.name for x in inputs if x.kind == "dynamic"), "")
+    # ---- schema ------------------------------------------------------------------------
+    args = []
+    for x in inputs:
+        if x.kind == "required":
+            args.append(f"Tensor {x.name}")
+        elif x.kind == "optional":
+            args.append(f"Tensor? {x.name}=None")
+        elif x.kind == "dynamic":
+            args.append(f"Tensor[] {x.name}")
+        else:  # pragma: no cover - model.Input kinds
+            raise AssertionError(x.kind)
+    attr_args = [f"{_SCHEMA_TYPE[a.type]} {a.name}{_schema_default(a)}" for a in op.attrs]
+    # a parameter without default after one with default is not allowed: keep defaults only at the end
+    for i in range(len(attr_args) - 1, -1, -1):
+        if "=" not in attr_args[i]:
+            attr_args[:i] = [s.split("=")[0] for s in attr_args[:i]]
+            break
+    if len(op.outputs) == 1:
+        rets = "Tensor"
+    else:
+        rets = "(" + ", ".join(f"Tensor {o.name}" for o in op.outputs) + ")"
+    schema = f"{op.name}({', '.join(args + attr_args)}) -> {rets}"
+    bw_attrs = [f"{_SCHEMA_TYPE[a.type]} {a.name}" for a in op.attrs]
+    backward_schema = (f"{op.name}_backward(Tensor?[] saved, Tensor?[] douts, SymInt[] shapes, int[] ranks, "
+                       f"bool[] needs, int row{''.join(', ' + s for s in bw_attrs)}) -> Tensor[]")
+    # ---- C++ --------------------------------------------------------------------------
+    attr_params = [f"{_CPP_PARAM[a.type]} {a.name}" for a in op.attrs]
+    cpp_params = ", ".join([_cpp_param(x.kind, x.name) for x in inputs] + attr_params)
+    backward_cpp_params = ", ".join(
+        ["const c10::List<std::optional<at::Tensor>> &saved", "const c10::List<std::optional<at::Tensor>> &douts",
+         "at::IntArrayRef shapes", "at::IntArrayRef ranks", "c10::List<bool> needs", "int64_t row"] + attr_params)
+    views: list[InputView] = []
+    seen_dynamic = False
+    grad_views = _grad_views_py(op)
+    for i, x in enumerate(inputs):
+        if x.kind == "dynamic":
+            unpack = f"const std::vector<at::Tensor> {x.name} = opgen::pt::contiguous({x.name}_arg);"
+        else:
+            unpack = f"const at::Tensor {x.name} = opgen::pt::contiguous({x.name}_arg);"
+        slot = f"{i - 1} + n_dyn" if seen_dynamic else str(i)
+        seen_dynamic = seen_dynamic or x.kind == "dynamic"
+        views.append(InputView(x.name, x.kind, i, x.differentiable, _cpp_param(x.kind, x.name), unpack, slot,
+                               grad_views.get(x.name, "")))
+    n_in_fixed = len(inputs) - (1 if dynamic else 0)
+    out_slots = tuple(f"{n_in_fixed + j} + n_dyn" if dynamic else str(n_in_fixed + j) for j in range(len(op.outputs)))
+    rows = []
+    for r in ctx["rows"]:
+        names = r["dtype_names"]
+        conds = [f"opgen::pt::dtype_is({x.name}, {AT_SCALAR[names[i]]})" for i, x in enumerate(inputs)]
+        rows.append(Row(r["index"], tuple(r["cpp_types"]), " && ".join(conds) or "true",
+                        tuple(AT_SCALAR[n] for n in names), tuple(TORCH_DTYPE[n] for n in names)))
+    prelude = tuple(_prelude(op))
+    return_type = "at::Tensor" if len(op.outputs) == 1 else \
+        "std::tuple<" + ", ".join("at::Tensor" for _ in op.outputs) + ">"
+    # ---- Python -----------------------------------------------------------------------
+    call_args = ", ".join([x.name for x in inputs] + [a.name for a in op.attrs])
+    saved_py = tuple((s["name"], s["condition"].replace(" || ", " or ")) for s in ctx["saved"])
+    rows_py = "(" + "".join("(" + "".join(f"{d}, " for d in r.py_dtypes[:len(inputs)]) + "), " for r in rows) + ")"
+    in_names = [x.name for x in inputs]
+    out_dtypes = []
+    for o in op.outputs:
+        if o.dtype in in_names:
+            out_dtypes.append(f"{o.dtype}[0].dtype" if o.dtype == dynamic else f"{o.dtype}.dtype")
+        else:
+            out_dtypes.append(TORCH_DTYPE[o.dtype])
+    non_view_diff = [x for x in op.differentiable_inputs if x.name not in grad_views]
+    return TorchOp(
+        namespace=namespace,
+        schema=schema,
+        backward_schema=backward_schema,
+        cpp_params=cpp_params,
+        backward_cpp_params=backward_cpp_params,
+        inputs=tuple(views),
+        attr_assign=tuple(_attr_assign(a) for a in op.attrs),
+        rows=tuple(rows),
+        prelude=prelude,
+        return_type=return_type,
+        n_fixed_slots=n_in_fixed + len(op.outputs),
+        out_slots=out_slots,
+        dynamic=dynamic,
+        has_backward_op=op.has_backward and bool(non_view_diff),
+        view_names=tuple(grad_views),
+        py_params=ctx["py_params"],
+        fake_params=_fake_params(op, attr_args),
+        attr_names=tuple(a.name for a in op.attrs),
+        call_args=call_args,
+        saved_py=saved_py,
+        rows_py=rows_py,
+        out_dtypes_py=tuple(out_dtypes),
+    )
+
+
+def _fake_params(op: Op, attr_args: list[str]) -> str:
+    """The fake kernel's parameters: the dispatcher leaves out trailing arguments equal to their
+    schema default (None for an optional input), so those get the same default in Python; a
+    parameter after them that the schema never leaves out gets ``None`` only to be valid Python."""
+    params, defaulted = [], False
+    for x in op.inputs:
+        defaulted = defaulted or x.kind == "optional"
+        params.append(x.name + ("=None" if defaulted else ""))
+    for a, text in zip(op.attrs, attr_args):
+        if "=" in text:
+            params.append(f"{a.name}={api.py_literal(a, a.default)}")
+            defaulted = True
+        else:
+            params.append(a.name + ("=None" if defaulted else ""))
+    return ", ".join(params)
+
+
+def _prelude(op: Op) -> list[str]:
+    """C++ statements over the contiguous inputs: the ``opgen::sym`` shape (``opgen_s_<name>``)
+    of each input a shape rule or contract reads, then the contracts (:func:`opgen.api.shape_prelude_cpp`)."""
+    nodes = [o.shape.node for o in op.outputs] + [c.node for c in op.requires]
+    lines = []
+    for x in op.inputs:
+        if not any(x.name in lang.tensors_used(n) for n in nodes):
+            continue
+        if x.kind == "dynamic":
+            lines.append(f"const std::vector<opgen::sym::List> opgen_s_{x.name} = "
+                         f"opgen::sym::from_shapes(opgen::pt::shapes_of({x.name}));")
+        elif x.kind == "optional":
+            lines.append(f"const opgen::sym::List opgen_s_{x.name} = {x.name}.defined() ? "
+                         f"opgen::sym::from_shape(opgen::pt::shape_of({x.name})) : opgen::sym::List{{}};")
+        else:
+            lines.append(f"const opgen::sym::List opgen_s_{x.name} = "
+                         f"opgen::sym::from_shape(opgen::pt::shape_of({x.name}));")
+    return lines + api.shape_prelude_cpp(op, {x.name: f"{x.name}.defined()" for x in op.inputs})
+
+
+def _grad_views_py(op: Op) -> dict[str, str]:
+    """Per ``kernel.grad_views`` input, the Python (over ``opgen.backends.torch.runtime`` as
+    ``_rt``) of its gradient as views of ``dout`` (``narrow`` / ``expand``): the inverse of the
+    output's shape rule (``ShapeFunction.grad_view_py`` spells it for MindSpore's ``_graph``
+    helpers, which the torch runtime mirrors under the same names)."""
+    if op.kernel is None or not op.kernel.grad_views:
+        return {}
+    node = op.outputs[0].shape.node
+    assert isinstance(node, lang.Call)  # checked (check._grad_view_problem)
+
+    def py(n: lang.Node) -> str:
+        return lang.to_python(n)
+
+    out = {}
+    for name, _loc in op.kernel.grad_views:
+        out[name] = node.fn.grad_view_py(node.args, py, "dout", name).replace("_graph.", "_rt.")
+    return out

@@ -1,0 +1,223 @@
+// opgen bridge between PyTorch tensors (at::Tensor, the PyTorch backend) and kernel views.
+//
+// Each generated csrc/<op>_torch.cc registers the op's schema (TORCH_LIBRARY_FRAGMENT) and its
+// CPU kernel (TORCH_LIBRARY_IMPL); the kernel makes its inputs contiguous, picks the dtype_format
+// row, checks the contracts and computes output shapes over opgen::sym, allocates outputs with
+// at::empty and calls the kernel layer (<op>_kernel_decl.h) through the views made here.
+//
+// Errors: a contract violation or an opgen::Error from a body becomes c10::ValueError (Python
+// ValueError, "<op>(): <message>", the same text as the MindSpore path's opgen::ms::kernel_error);
+// dtypes no row takes become c10::TypeError naming the op, the dtypes and the rows.
+//
+// Build cost: only <ATen/core/Tensor.h>, <ATen/ops/empty.h>, <ATen/ops/zeros.h> and
+// <torch/library.h> (~8 CPU s per unit, against ~40 s for <torch/extension.h>); no pybind11
+// (the library is loaded with torch.ops.load_library). Compiled with -D_GLIBCXX_USE_CXX11_ABI=1
+// and C++20, as PyTorch 2.13 is.
+//
+// Shipped with opgen (not generated). Header-only: nothing to build once per machine.
+#ifndef OPGEN_TORCH_H_
+#define OPGEN_TORCH_H_
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/List.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/util/Exception.h>
+
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "opgen/kernel.h"
+#include "opgen/rules.h"
+
+namespace opgen {
+namespace pt {
+
+/// The contiguous version of `t` (itself when it already is; undefined stays undefined).
+inline at::Tensor contiguous(const at::Tensor &t) { return t.defined() ? t.contiguous() : t; }
+
+/// An optional input: its contiguous tensor, or an undefined tensor for None.
+inline at::Tensor contiguous(const std::optional<at::Tensor> &t) {
+  return t.has_value() && t->defined() ? t->contiguous() : at::Tensor();
+}
+
+/// The tensors of a list input, each contiguous.
+inline std::vector<at::Tensor> contiguous(at::TensorList ts) {
+  std::vector<at::Tensor> out;
+  out.reserve(ts.size());
+  for (const auto &t : ts) out.push_back(t.contiguous());
+  return out;
+}
+
+/// `t`'s shape (an undefined tensor has none).
+inline Shape shape_of(const at::Tensor &t) { return t.defined() ? Shape(t.sizes().begin(), t.sizes().end()) : Shape{}; }
+
+inline std::vector<Shape> shapes_of(const std::vector<at::Tensor> &ts) {
+  std::vector<Shape> out;
+  out.reserve(ts.size());
+  for (const auto &t : ts) out.push_back(shape_of(t));
+  return out;
+}
+
+/// A view of a contiguous tensor (an empty view for an undefined tensor).
+template <typename E>
+In<E> in(const at::Tensor &t) {
+  if (!t.defined()) return In<E>{};
+  return make_view<const E>(static_cast<const E *>(t.const_data_ptr()), t.sizes().data(), static_cast<int>(t.dim()));
+}
+
+template <typename E>
+Out<E> out(const at::Tensor &t) {
+  if (!t.defined()) return Out<E>{};
+  return make_view<E>(static_cast<E *>(t.mutable_data_ptr()), t.sizes().data(), static_cast<int>(t.dim()));
+}
+
+/// A view with `shape` but no data: stands for a tensor the backward pass did not keep.
+template <typename E>
+In<E> shape_only(const Shape &shape) {
+  In<E> v;
+  v.shape = shape.data();
+  v.ndim = static_cast<int>(shape.size());
+  v.numel = numel_of(shape.data(), v.ndim);
+  return v;
+}
+
+template <typename E>
+InList<E> in_list(const std::vector<at::Tensor> &ts) {
+  InList<E> l;
+  for (const auto &t : ts) l.items.push_back(in<E>(t));
+  return l;
+}
+
+template <typename E>
+OutList<E> out_list(const std::vector<at::Tensor> &ts) {
+  OutList<E> l;
+  for (const auto &t : ts) l.items.push_back(out<E>(t));
+  return l;
+}
+
+/// A fresh (uninitialised) CPU tensor for a kernel to fill.
+inline at::Tensor empty(const Shape &shape, at::ScalarType dtype) {
+  return at::empty(at::IntArrayRef(shape), at::TensorOptions().dtype(dtype));
+}
+
+/// Whether `t` has dtype `want`; an absent optional input (undefined) matches any row.
+inline bool dtype_is(const at::Tensor &t, at::ScalarType want) { return !t.defined() || t.scalar_type() == want; }
+inline bool dtype_is(const std::vector<at::Tensor> &ts, at::ScalarType want) {
+  for (const auto &t : ts) {
+    if (t.scalar_type() != want) return false;
+  }
+  return true;
+}
+
+/// opgen's (numpy's) name of a dtype, as the spec's rows name it.
+inline const char *dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kChar: return "int8";
+    case at::kShort: return "int16";
+    case at::kInt: return "int32";
+    case at::kLong: return "int64";
+    case at::kByte: return "uint8";
+    case at::kBool: return "bool";
+    case at::kComplexFloat: return "complex64";
+    case at::kComplexDouble: return "complex128";
+    default: return c10::toString(t);
+  }
+}
+
+/// Appends "name=dtype" entries describing an argument, for unsupported-dtype messages.
+inline void describe(std::vector<std::string> *got, const std::string &name, const at::Tensor &t) {
+  if (t.defined()) got->push_back(name + "=" + dtype_name(t.scalar_type()));
+}
+inline void describe(std::vector<std::string> *got, const std::string &name, const std::vector<at::Tensor> &ts) {
+  for (size_t i = 0; i < ts.size(); ++i) describe(got, name + "[" + std::to_string(i) + "]", ts[i]);
+}
+
+/// Raises a Python TypeError naming the op, the dtypes it got and the rows it supports (the
+/// MindSpore path's message).
+[[noreturn]] inline void unsupported_dtypes(const char *op, const std::vector<std::string> &got, const char *rows) {
+  std::string msg = std::string(op) + "(): unsupported dtypes (";
+  for (size_t i = 0; i < got.size(); ++i) msg += got[i] + (i + 1 < got.size() ? ", " : "");
+  msg += "); supported dtype_format rows: " + std::string(rows);
+  throw c10::TypeError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, msg);
+}
+
+/// Raises a Python ValueError "<op>(): <what the kernel or a contract said>".
+[[noreturn]] inline void kernel_error(const char *op, const std::exception &e) {
+  throw c10::ValueError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, std::string(op) + "(): " + e.what());
+}
+
+/// A list attr's values as the kernel layer's Attrs hold them.
+template <typename T, typename A>
+std::vector<T> to_vector(const A &values) {
+  std::vector<T> out;
+  for (const auto &v : values) out.push_back(static_cast<T>(v));
+  return out;
+}
+
+/// What a backward op receives about the forward call (the Python setup_context sends it): one
+/// slot per tensor -- the inputs in order (a list input's tensors each), then the outputs --
+/// each with its shape (`ranks[slot]` dims of `shapes`, rank -1 for an absent optional input)
+/// and its saved tensor when the backward body reads it (None otherwise).
+class Saved {
+ public:
+  Saved(const c10::List<std::optional<at::Tensor>> &saved, at::IntArrayRef shapes, at::IntArrayRef ranks) {
+    size_t pos = 0;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      const int64_t r = ranks[i];
+      present_.push_back(r >= 0);
+      shapes_.emplace_back(shapes.begin() + pos, shapes.begin() + pos + (r > 0 ? r : 0));
+      pos += r > 0 ? static_cast<size_t>(r) : 0;
+      std::optional<at::Tensor> t = i < saved.size() ? saved.get(i) : std::nullopt;
+      tensors_.push_back(t.has_value() && t->defined() ? t->contiguous() : at::Tensor());
+    }
+  }
+
+  size_t size() const { return shapes_.size(); }
+  const Shape &shape(size_t slot) const { return shapes_.at(slot); }
+  bool present(size_t slot) const { return present_.at(slot); }
+
+  /// The view of slot `slot`: the saved tensor, else its shape alone, else (absent) nothing.
+  template <typename E>
+  In<E> in(size_t slot) const {
+    if (tensors_.at(slot).defined()) return pt::in<E>(tensors_[slot]);
+    return present_[slot] ? shape_only<E>(shapes_[slot]) : In<E>{};
+  }
+
+  template <typename E>
+  InList<E> in_list(size_t first, size_t count) const {
+    InList<E> l;
+    for (size_t k = 0; k < count; ++k) l.items.push_back(in<E>(first + k));
+    return l;
+  }
+
+  std::vector<Shape> shapes(size_t first, size_t count) const {
+    return std::vector<Shape>(shapes_.begin() + first, shapes_.begin() + first + count);
+  }
+
+ private:
+  std::vector<Shape> shapes_;
+  std::vector<bool> present_;
+  std::vector<at::Tensor> tensors_;
+};
+
+/// The incoming gradient of output `j` (contiguous), or zeros of `shape` and `dtype` when
+/// autograd passed None (an output nobody differentiated).
+inline at::Tensor dout(const c10::List<std::optional<at::Tensor>> &douts, size_t j, const Shape &shape,
+                       at::ScalarType dtype) {
+  std::optional<at::Tensor> g = j < douts.size() ? douts.get(j) : std::nullopt;
+  if (g.has_value() && g->defined()) return g->contiguous();
+  return at::zeros(at::IntArrayRef(shape), at::TensorOptions().dtype(dtype));
+}
+
+}  // namespace pt
+}  // namespace opgen
+
+#endif  // OPGEN_TORCH_H_

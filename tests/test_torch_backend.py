@@ -1,0 +1,267 @@
+"""The PyTorch backend on every op in ops/, with real torch and real numbers: the committed package
+generated/opgen_ops_torch (tests/test_cli.py checks that it is what ops/ generates).
+
+- ``forward``: every CPU dtype row, the spec's test attrs, random shapes of every style the shape
+  rules allow (plain, broadcasting, 0-d, 0-size dims, optional inputs left out, lists) against the
+  numpy reference (generated reference.py), at opgen test's tolerances; a non-contiguous input
+  (transposed) gives the same numbers.
+- ``grad``: float64 ``torch.autograd.gradcheck`` of every differentiable op (through
+  ``register_autograd`` and the ``<op>_backward`` operator), on plain shapes.
+- ``dtypes``: a dtype combination outside the rows raises TypeError naming the op and the rows.
+- ``contracts``: shapes that break a contract raise the MindSpore path's ValueError text
+  (``<op>(): contract '...' does not hold: ...``), from the C++ kernel and from the fake kernel.
+- ``opcheck``: ``torch.library.opcheck`` (schema, fake tensor, autograd registration, aot dispatch
+  static and dynamic) on every op.
+- ``compile``: ``torch.compile(fullgraph=True, dynamic=True)`` on a representative set (forward
+  and backward, no recompile for a second shape).
+
+Runtime: the first import builds the library (~3 CPU minutes: 37 kernel units and 5 operator
+units); the tests then take about 2 minutes on 2 cores (opcheck and compile most of it).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from opgen import testing  # noqa: E402
+from opgen.model import Op  # noqa: E402
+from opgen.pipeline import load_ops  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+OPS, _ = load_ops([ROOT / "ops"])
+BY_NAME = {op.name: op for op in OPS}
+
+
+@pytest.fixture(scope="module")
+def pkg() -> Any:
+    """The generated PyTorch package (importing it builds and loads the operator library)."""
+    return importlib.import_module("generated.opgen_ops_torch")
+
+
+@pytest.fixture(scope="module")
+def ref() -> Any:
+    return importlib.import_module("generated.opgen_ops_torch.reference")
+
+
+class _Ref:
+    def __init__(self, module: Any):
+        self.reference = module
+
+
+def _call(pkg: Any, op: Op, arrays: list[np.ndarray], layout: tuple[int, ...], attrs: dict[str, Any],
+          transform: Any = None) -> list[np.ndarray]:
+    tensors = [torch.from_numpy(np.array(a, copy=True)) for a in arrays]
+    if transform is not None:
+        tensors = [transform(t) for t in tensors]
+    args = testing.group(op, tensors, layout)
+    out = getattr(pkg, op.name)(*args, **attrs)
+    outs = [out] if len(op.outputs) == 1 else list(out)
+    return [o.numpy() for o in outs]
+
+
+def _non_contiguous(t: Any) -> Any:
+    """The same values in a non-contiguous tensor (a transposed copy, transposed back)."""
+    if t.dim() < 2:
+        return t.repeat_interleave(2)[::2] if t.dim() == 1 else t
+    return t.transpose(0, 1).contiguous().transpose(0, 1)
+
+
+@pytest.mark.parametrize("op", OPS, ids=[o.name for o in OPS])
+def test_forward(pkg: Any, ref: Any, op: Op) -> None:
+    rng = np.random.default_rng(0)
+    settings = testing.read_settings(op)
+    rows = [[r.dtype(i).name for i in range(len(r.columns))] for r in op.rows_for("CPU")]
+    n_in = len(op.inputs)
+    compared = 0
+    for attrs in settings.attr_sets:
+        attrs = dict(attrs)
+        for row in rows:
+            for case in testing.shape_cases(op, attrs, rng, settings):
+                arrays = testing._draw(rng, op, case, row, settings)
+                want = testing._reference_forward(_Ref(ref), op, attrs, case.layout)(arrays)  # type: ignore[arg-type]
+                for transform in (None, _non_contiguous):
+                    got = _call(pkg, op, arrays, case.layout, attrs, transform)
+                    where = f"{op.name} row {row} {case.describe()} attrs {attrs} transform {transform}"
+                    for k in range(len(op.outputs)):
+                        dtype = row[n_in + k]
+                        assert got[k].dtype == np.dtype(dtype), where
+                        assert got[k].shape == case.out_shapes[k], where
+                        tol = testing.tolerance(dtype).forward
+                        if tol:
+                            np.testing.assert_allclose(got[k].astype(np.float64), want[k].astype(np.float64),
+                                                       rtol=tol, atol=tol, err_msg=where)
+                        else:
+                            np.testing.assert_array_equal(got[k], want[k].astype(dtype), err_msg=where)
+                        compared += 1
+    assert compared > 0
+
+
+@pytest.mark.parametrize("op", OPS, ids=[o.name for o in OPS])
+def test_unsupported_dtypes(pkg: Any, op: Op) -> None:
+    combos = testing.bad_dtype_combinations(op)
+    if not combos:
+        pytest.skip("every dtype combination is a row")
+    rng = np.random.default_rng(1)
+    settings = testing.read_settings(op)
+    attrs = dict(settings.attr_sets[0])
+    case = next(c for c in testing.shape_cases(op, attrs, rng, settings) if c.style == "plain")
+    for combo in combos[:3]:
+        arrays = testing._draw(rng, op, case, list(combo), settings)
+        with pytest.raises(TypeError, match=rf"^{op.name}\(\): unsupported dtypes .*supported dtype_format rows: "):
+            _call(pkg, op, arrays, case.layout, attrs)
+
+
+CONTRACT_OPS = [op for op in OPS if op.requires]
+
+
+@pytest.mark.parametrize("op", CONTRACT_OPS, ids=[o.name for o in CONTRACT_OPS])
+def test_contracts(pkg: Any, op: Op) -> None:
+    """The C++ kernel's message is the MindSpore path's (both from opgen::sym::require); the fake
+    kernel's (Python, over SymInts) is the same text."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    rng = np.random.default_rng(2)
+    settings = testing.read_settings(op)
+    attrs = dict(settings.attr_sets[0])
+    row = [op.rows_for("CPU")[0].dtype(i).name for i in range(len(op.inputs))]
+    cases = testing.violating_cases(op, attrs, rng, settings)
+    if not cases:
+        pytest.skip("no contract that a change of shapes breaks")
+    for _text, case in cases:
+        arrays = testing._draw(rng, op, case, row, settings)
+        with pytest.raises(ValueError) as eager:
+            _call(pkg, op, arrays, case.layout, attrs)
+        message = str(eager.value)
+        assert message.startswith(f"{op.name}(): "), message
+        with FakeTensorMode() as mode:
+            fakes = [mode.from_tensor(torch.from_numpy(a)) for a in arrays]
+            with pytest.raises(ValueError) as fake:
+                getattr(pkg, op.name)(*testing.group(op, fakes, case.layout), **attrs)
+        assert str(fake.value) == message
+
+
+def _grad_case(op: Op, rng: np.random.Generator) -> tuple[list[Any], tuple[int, ...], dict[str, Any]] | None:
+    settings = testing.read_settings(op)
+    attrs = dict(settings.attr_sets[0])
+    rows = [[r.dtype(i).name for i in range(len(r.columns))] for r in op.rows_for("CPU")]
+    diff = [i for i, x in enumerate(op.inputs) if x.differentiable]
+    row = next((r for r in rows if all(r[i] == "float64" for i in diff)), None)
+    if row is None or not diff or not op.has_backward:
+        return None
+    case = next(c for c in testing.shape_cases(op, attrs, rng, settings) if c.style == "plain")
+    arrays = testing._draw(rng, op, case, row, settings)
+    tensors = [torch.from_numpy(a).requires_grad_(case.slots[j] in diff and a.dtype == np.float64)
+               for j, a in enumerate(arrays)]
+    return tensors, case.layout, attrs
+
+
+GRAD_OPS = [op for op in OPS if op.has_backward and any(o.differentiable for o in op.outputs)]
+
+
+@pytest.mark.parametrize("op", GRAD_OPS, ids=[o.name for o in GRAD_OPS])
+def test_gradcheck(pkg: Any, op: Op) -> None:
+    rng = np.random.default_rng(3)
+    got = _grad_case(op, rng)
+    if got is None:
+        pytest.skip("no float64 row")
+    flat, layout, attrs = got
+    fn = getattr(pkg, op.name)
+
+    def f(*a: Any) -> Any:  # the differentiable outputs
+        out = fn(*testing.group(op, list(a), layout), **attrs)
+        outs = (out,) if len(op.outputs) == 1 else tuple(out)
+        return tuple(t for o, t in zip(op.outputs, outs) if o.differentiable)
+
+    assert torch.autograd.gradcheck(f, tuple(flat), eps=1e-6, atol=1e-5, rtol=1e-4,
+                                    nondet_tol=0.0, check_undefined_grad=False)
+
+
+@pytest.mark.parametrize("op", OPS, ids=[o.name for o in OPS])
+def test_opcheck(pkg: Any, op: Op) -> None:
+    """torch.library.opcheck: schema, fake tensor, autograd registration, aot dispatch (static
+    and dynamic), on a plain case with gradients wanted for every float differentiable input."""
+    rng = np.random.default_rng(4)
+    settings = testing.read_settings(op)
+    attrs = dict(settings.attr_sets[0])
+    case = next(c for c in testing.shape_cases(op, attrs, rng, settings) if c.style == "plain")
+    row = [op.rows_for("CPU")[0].dtype(i).name for i in range(len(op.inputs))]
+    diff = [i for i, x in enumerate(op.inputs) if x.differentiable]
+    arrays = testing._draw(rng, op, case, row, settings)
+    tensors = [torch.from_numpy(a).requires_grad_(case.slots[j] in diff and a.dtype.kind == "f")
+               for j, a in enumerate(arrays)]
+    overload = getattr(torch.ops.opgen_ops_torch, op.name).default
+    torch.library.opcheck(overload, tuple(testing.group(op, tensors, case.layout)), attrs)
+
+
+def _t(*shape: int, dtype: Any = None) -> Any:
+    return torch.randn(*shape, dtype=dtype or torch.float64)
+
+
+COMPILE_CASES: dict[str, tuple[Any, Any, dict[str, Any]]] = {
+    # op: (inputs of the first call, inputs of the second (other sizes, same ranks), attrs)
+    "mul": ((_t(3, 5), _t(5)), (_t(4, 7), _t(7)), {}),
+    "topk": ((_t(3, 5),), (_t(4, 7),), {"k": 2}),  # two outputs, one not differentiable
+    "concat": (([_t(2, 3), _t(2, 4)],), ([_t(3, 5), _t(3, 2)],), {"axis": 1}),  # list input, grad views
+    "layer_norm": ((_t(3, 5), _t(5), None), (_t(4, 7), _t(7), None), {}),  # optional inputs
+    "reduce_sum": ((_t(3, 5),), (_t(4, 7),), {"axis": [1]}),  # grad view (expand)
+    "matmul": ((_t(3, 5), _t(5, 2)), (_t(4, 7), _t(7, 3)), {}),  # a contract between inputs
+}
+
+
+def _leaves(args: Any) -> list[Any]:
+    out: list[Any] = []
+    for a in args:
+        out += list(a) if isinstance(a, list) else [] if a is None else [a]
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(COMPILE_CASES))
+def test_compile(pkg: Any, name: str) -> None:
+    """torch.compile(fullgraph=True, dynamic=True): the same forward and gradients as eager, and
+    a second call with other sizes runs the same graph (no recompile: nothing specialised)."""
+    import torch._dynamo.testing
+
+    op = BY_NAME[name]
+    fn = getattr(pkg, name)
+    first, second, attrs = COMPILE_CASES[name]
+
+    def loss(*args: Any) -> Any:
+        out = fn(*args, **attrs)
+        outs = (out,) if len(op.outputs) == 1 else tuple(out)
+        return sum((t * t).sum() for o, t in zip(op.outputs, outs) if o.differentiable)
+
+    counter = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(loss, fullgraph=True, dynamic=True, backend=counter)
+    for args in (first, second):
+        args_c = [([t.clone().requires_grad_() for t in a] if isinstance(a, list) else
+                   None if a is None else a.clone().requires_grad_()) for a in args]
+        args_e = [([t.clone().requires_grad_() for t in a] if isinstance(a, list) else
+                   None if a is None else a.clone().requires_grad_()) for a in args]
+        got = compiled(*args_c)
+        want = loss(*args_e)
+        got.backward()
+        want.backward()
+        torch.testing.assert_close(got, want)
+        for g, w in zip(_leaves(args_c), _leaves(args_e)):
+            torch.testing.assert_close(g.grad, w.grad)
+    assert counter.frame_count == 1
+
+
+def test_contract_under_compile(pkg: Any) -> None:
+    """Under torch.compile the fake kernel's ValueError (the op's message) is the cause of the
+    error Dynamo raises, and its text is in Dynamo's message."""
+    compiled = torch.compile(lambda x: pkg.topk(x, k=9), fullgraph=True, dynamic=True)
+    with pytest.raises(RuntimeError) as info:
+        compiled(torch.randn(3, 4))
+    cause: BaseException | None = info.value
+    while cause is not None and not isinstance(cause, ValueError):
+        cause = cause.__cause__ or cause.__context__
+    assert isinstance(cause, ValueError)
+    assert str(cause) == "topk(): contract 'k <= x.shape[-1]' does not hold: x has shape (3, 4), k = 9"
