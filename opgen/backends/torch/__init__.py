@@ -15,7 +15,7 @@ Library: ``torch`` (:mod:`.build`), loaded with ``torch.ops.load_library`` (:mod
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -31,6 +31,8 @@ class TorchBackend(Backend):
     library_kinds: ClassVar[tuple[str, ...]] = ("torch",)
     runtime_modules: ClassVar[tuple[str, ...]] = ("torch",)
     install_hint: ClassVar[str] = "pip install 'opgen[torch]'"
+    target: ClassVar[str] = "CPU"
+    test_paths: ClassVar[Mapping[str, str]] = {}
 
     def render(self, ops: Sequence[Op], package: str, out_prefix: str,
                package_flags: BuildFlags | None = None) -> dict[str, str]:
@@ -40,7 +42,7 @@ class TorchBackend(Backend):
 
         namespace = package + self.package_suffix
         ordered = sorted(ops, key=lambda o: o.name)
-        contexts = [api.op_context(op, namespace) for op in ordered]
+        contexts = [api.op_context(op, namespace, self.target) for op in ordered]
         sources = sources_of(ordered)
         em = Emitter(namespace, out_prefix)
         core_files(em, ordered, contexts)
@@ -48,7 +50,7 @@ class TorchBackend(Backend):
         for op, ctx in zip(ordered, contexts):
             t = torch_op(op, ctx, namespace)
             items.append({"op": ctx, "t": t})
-            em.emit("torch/op.cc.j2", f"csrc/{op.name}_torch.cc", GENERATED_BY.format(sources=ctx["file"]),
+            em.emit("torch/op.cc.j2", f"csrc/{op.name}_torch.cc", GENERATED_BY.format(sources=ctx.file),
                     op=ctx, t=t)
         all_header = GENERATED_BY.format(sources=", ".join(sources))
         em.emit("torch/__init__.py.j2", "__init__.py", all_header, ops=items, sources=sources, namespace=namespace)

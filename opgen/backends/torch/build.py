@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
-import sys
 import sysconfig
 from pathlib import Path
 
@@ -110,30 +108,3 @@ def build(pkg_dir: Path, quiet: bool = False, *, build_dir: str | None = None, j
     """:func:`build_library`'s path."""
     return build_library(pkg_dir, quiet, build_dir=build_dir, jobs=jobs, ops_per_unit=ops_per_unit).path
 
-
-PREBUILT = "_prebuilt.json"
-"""Written into a wheel's package by ``opgen wheel``: the library's path and the versions it needs."""
-
-
-def prebuilt_library(pkg_dir: Path) -> Path | None:
-    """The library of a wheel-installed package, or None for a generated one.
-
-    Raises:
-        ImportError: the wheel was built for another PyTorch, Python or platform (names both).
-    """
-    record = pkg_dir / PREBUILT
-    if not record.is_file():
-        return None
-    facts = json.loads(record.read_text(encoding="utf-8"))
-    import torch
-
-    here = {"torch": str(torch.__version__), "python": f"{sys.version_info.major}.{sys.version_info.minor}",
-            "platform": sysconfig.get_platform()}
-    for what, have in here.items():
-        if facts.get(what) != have:
-            raise ImportError(
-                f"package '{facts.get('package', pkg_dir.name)}' was built by opgen wheel for {what} "
-                f"{facts.get(what)} (torch {facts.get('torch')}, Python {facts.get('python')}, "
-                f"{facts.get('platform')}), but this is {what} {have}: install a wheel built for it, or "
-                "run 'opgen wheel --backend torch' again under this one")
-    return pkg_dir / str(facts["libraries"][KIND])

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import assert_never
 
 from ... import api, dtypes
 from ... import shapes as lang
 from ...model import Attr, Op
+from ...views import OpView
 
 AT_SCALAR = {
     "float32": "at::kFloat", "float64": "at::kDouble", "float16": "at::kHalf", "bfloat16": "at::kBFloat16",
@@ -180,7 +181,7 @@ def _cpp_param(kind: str, name: str) -> str:
     raise AssertionError(kind)  # pragma: no cover
 
 
-def torch_op(op: Op, ctx: dict[str, Any], namespace: str) -> TorchOp:
+def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
     """The PyTorch fields of ``op`` (``ctx``: its :func:`opgen.api.op_context`)."""
     inputs = list(op.inputs)
     dynamic = next((x.name for x in inputs if x.kind == "dynamic"), "")
@@ -230,17 +231,17 @@ def torch_op(op: Op, ctx: dict[str, Any], namespace: str) -> TorchOp:
     n_in_fixed = len(inputs) - (1 if dynamic else 0)
     out_slots = tuple(f"{n_in_fixed + j} + n_dyn" if dynamic else str(n_in_fixed + j) for j in range(len(op.outputs)))
     rows = []
-    for r in ctx["rows"]:
-        names = r["dtype_names"]
+    for r in ctx.rows:
+        names = r.dtype_names
         conds = [f"opgen::pt::dtype_is({x.name}, {AT_SCALAR[names[i]]})" for i, x in enumerate(inputs)]
-        rows.append(Row(r["index"], tuple(r["cpp_types"]), " && ".join(conds) or "true",
+        rows.append(Row(r.index, tuple(r.cpp_types), " && ".join(conds) or "true",
                         tuple(AT_SCALAR[n] for n in names), tuple(TORCH_DTYPE[n] for n in names)))
     prelude = tuple(_prelude(op))
     return_type = "at::Tensor" if len(op.outputs) == 1 else \
         "std::tuple<" + ", ".join("at::Tensor" for _ in op.outputs) + ">"
     # ---- Python -----------------------------------------------------------------------
     call_args = ", ".join([x.name for x in inputs] + [a.name for a in op.attrs])
-    saved_py = tuple((s["name"], s["condition"].replace(" || ", " or ")) for s in ctx["saved"])
+    saved_py = tuple((s.name, s.condition.replace(" || ", " or ")) for s in ctx.saved)
     rows_py = "(" + "".join("(" + "".join(f"{d}, " for d in r.py_dtypes[:len(inputs)]) + "), " for r in rows) + ")"
     in_names = [x.name for x in inputs]
     out_dtypes = []
@@ -266,7 +267,7 @@ def torch_op(op: Op, ctx: dict[str, Any], namespace: str) -> TorchOp:
         dynamic=dynamic,
         has_backward_op=op.has_backward and bool(non_view_diff),
         view_names=tuple(grad_views),
-        py_params=ctx["py_params"],
+        py_params=ctx.py_params,
         fake_params=_fake_params(op, attr_args),
         attr_names=tuple(a.name for a in op.attrs),
         call_args=call_args,
@@ -326,7 +327,15 @@ def _grad_views_py(op: Op) -> dict[str, str]:
     def py(n: lang.Node) -> str:
         return lang.to_python(n)
 
+    kind = node.fn.grad_view_kind
+    assert kind is not None  # checked (check._grad_view_problem)
+    if kind == "split":
+        call = "_rt.split_view"
+    elif kind == "unreduce":
+        call = "_rt.unreduce_view"
+    else:  # pragma: no cover - GradViewKind
+        assert_never(kind)
     out = {}
     for name, _loc in op.kernel.grad_views:
-        out[name] = node.fn.grad_view_py(node.args, py, "dout", name).replace("_graph.", "_rt.")
+        out[name] = f"{call}({', '.join(('dout', name, *node.fn.grad_view_py(node.args, py)))})"
     return out

@@ -31,19 +31,32 @@ _loaded: dict[str, str] = {}
 
 def load_library(module_file: str) -> str:
     """Build (when missing or stale) and load the operator library of the package containing
-    ``module_file``; return its path. A process loads each built library once.
+    ``module_file``, held for the life of the process (``opgen clean`` leaves it in place); a
+    wheel's prebuilt library is checked against the torch version and its sha256 instead. A
+    process loads each library once. Returns its path.
 
     Raises:
         opgen.build.BuildError: when the kernels do not compile.
+        ImportError: a wheel built for another torch, Python or platform, or a damaged one; an
+            ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded.
     """
-    from . import build as _build
+    from ... import build as _build
+    from . import build as _torch_build
 
+    _base._require_sanitizer_runtime()
     pkg_dir = Path(module_file).parent.resolve()
-    path = str(_build.prebuilt_library(pkg_dir) or _build.build(pkg_dir, quiet=_base._quiet(),
-                                                                 build_dir=_base._build_dirs.get(pkg_dir)))
-    if path not in _loaded.values() and str(pkg_dir) not in _loaded:
+    path = _base.prebuilt_library(pkg_dir, _torch_build.KIND, "torch", str(torch.__version__), "PyTorch")
+    if path is None:
+        for _ in range(3):
+            built = _torch_build.build(pkg_dir, _base._quiet(), build_dir=_base._build_dirs.get(pkg_dir))
+            if _build.hold_library(built):
+                path = str(built)
+                break
+        else:
+            raise ImportError(f"the torch library of {pkg_dir} was removed each time it was built")
+    if path not in _loaded:
         torch.ops.load_library(path)  # type: ignore[no-untyped-call]
-        _loaded[str(pkg_dir)] = path
+        _loaded[path] = str(pkg_dir)
     return path
 
 
