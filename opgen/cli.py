@@ -26,6 +26,7 @@ from .config import DEFAULT_PACKAGE, Config
 from .diagnostics import Diagnostic, display_path
 
 if TYPE_CHECKING:
+    from .backends import Backend
     from .model import BuildFlags
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -81,6 +82,14 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"opgen: {len(ops)} op(s) valid: {', '.join(sorted(o.name for o in ops))}")
     return EXIT_OK
+
+
+def _one_backend(text: str) -> str:
+    """Check ``--backend`` of build, wheel and test: one backend name."""
+    names = _backend_list(text)
+    if len(names) != 1:
+        raise argparse.ArgumentTypeError(f"one backend, got {', '.join(names)}")
+    return names[0]
 
 
 def _backend_list(text: str) -> tuple[str, ...]:
@@ -195,18 +204,38 @@ def _need_run_extra(command: str, modules: tuple[str, ...]) -> bool:
     return bool(absent)
 
 
-def _build(pkg_dir: Path, args: argparse.Namespace, kinds: Sequence[str]) -> int:
-    from .build import BuildError, build
+def _package_backend(pkg_dir: Path) -> Backend:
+    """The backend that generated ``pkg_dir`` (MindSpore when none claims it: its messages say
+    what is missing)."""
+    from . import backends
 
-    if _need_run_extra("build", ("ninja", "mindspore") if "ext" in kinds else ("ninja",)):
+    return backends.of_package(pkg_dir) or backends.get(backends.DEFAULT)
+
+
+def _build(pkg_dir: Path, args: argparse.Namespace, kinds: Sequence[str]) -> int:
+    from .backends import BuildOptions
+    from .build import BuildError
+
+    backend = _package_backend(pkg_dir)
+    needed: tuple[str, ...]
+    if backend.name == "mindspore":
+        needed = ("ninja", "mindspore") if "ext" in kinds else ("ninja",)
+    else:
+        needed = ("ninja", *backend.runtime_modules)
+    if _need_run_extra("build", needed):
         return EXIT_ERRORS
     if args.checked:
         os.environ["OPGEN_CHECK"] = "1"  # the build flags read it (a separate, cached variant)
 
+    options = BuildOptions(build_dir=args.build_dir, jobs=args.jobs, ops_per_unit=args.ops_per_unit,
+                           pch=True if args.pch else None, quiet=args.quiet)
     for kind in kinds:
+        if kind not in backend.library_kinds:
+            print(f"opgen build: {display_path(pkg_dir)} is a {backend.name} package, whose libraries are "
+                  f"{', '.join(backend.library_kinds)}; --only {kind} is not one", file=sys.stderr)
+            return EXIT_USAGE
         try:
-            path = build(pkg_dir, kind, quiet=args.quiet, build_dir=args.build_dir, jobs=args.jobs,
-                         ops_per_unit=args.ops_per_unit, pch=True if args.pch else None)
+            path = backend.build(pkg_dir, kind, options)
         except BuildError as exc:
             print(str(exc), file=sys.stderr)
             print(f"opgen: build of {display_path(pkg_dir)} ({kind}) failed; the previous library is kept.",
@@ -232,11 +261,20 @@ def _not_generated(pkg_dir: Path, cfg: Config) -> bool:
 
 def _cmd_build(args: argparse.Namespace) -> int:
     cfg: Config = args.config
-    pkg_dir = Path(args.package_dir or cfg.package_dir)
+    pkg_dir = Path(args.package_dir or _backend_package_dir(cfg, args.backend))
     if _not_generated(pkg_dir, cfg):
         return EXIT_ERRORS
-    kinds = ("aot", "ext") if args.only is None else (args.only,)
+    kinds = _package_backend(pkg_dir).library_kinds if args.only is None else (args.only,)
     return _build(pkg_dir, args, kinds)
+
+
+def _backend_package_dir(cfg: Config, backend: str | None) -> str:
+    """The package directory of ``backend`` under ``[tool.opgen]`` output/package (no backend:
+    the first configured one)."""
+    from . import backends
+
+    name = backend or cfg.backends[0]
+    return str(backends.get(name).package_dir(Path(cfg.output), cfg.package))
 
 
 def _cmd_wheel(args: argparse.Namespace) -> int:
@@ -641,7 +679,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("package_dir", nargs="?",
                    help="generated package directory (default: [tool.opgen] output/package, else "
                    f"generated/{DEFAULT_PACKAGE})")
-    p.add_argument("--only", choices=("aot", "ext"), help="build only one of the two libraries")
+    p.add_argument("--only", metavar="KIND",
+                   help="build only one library: aot or ext (MindSpore), torch (PyTorch)")
+    p.add_argument("--backend", type=_one_backend, metavar="NAME",
+                   help="without package_dir: build this backend's package (output/package + its suffix)")
     _add_build_options(p)
     p.set_defaults(func=_cmd_build)
 

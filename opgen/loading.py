@@ -45,7 +45,7 @@ def _default_package(paths: Sequence[Path]) -> str:
 def load(paths: str | Path | Sequence[str | Path], package: str | None = None,
          build_dir: str | Path | None = None, verbose: bool = False, *,
          extra_cflags: Sequence[str] = (), extra_include_paths: Sequence[str] = (),
-         extra_ldflags: Sequence[str] = (), libraries: Sequence[str] = ()) -> ModuleType:
+         extra_ldflags: Sequence[str] = (), libraries: Sequence[str] = (), backend: str | None = None) -> ModuleType:
     """Generate, build and import the ops of ``paths`` (spec files or directories of ``*.yaml``).
 
     Args:
@@ -57,6 +57,10 @@ def load(paths: str | Path | Sequence[str | Path], package: str | None = None,
         verbose: print what is generated and the build's progress (stderr).
         extra_cflags, extra_include_paths, extra_ldflags, libraries: package-wide user flags, as
             ``opgen generate --cflag/--include-dir/--ldflag/--library`` (part of the cache key).
+        backend: the framework (:func:`opgen.backends.names`; default MindSpore). ``"torch"``
+            returns the PyTorch package ``<package>_torch`` (its ops are ``torch.ops`` operators);
+            PyTorch cannot unregister operators, so after an edit a torch package loads in a new
+            process only (a second load in the same process raises torch's RuntimeError).
 
     Returns:
         The package module: its ops are the Custom (aot) path, ``.function`` the Function<T> path,
@@ -72,9 +76,11 @@ def load(paths: str | Path | Sequence[str | Path], package: str | None = None,
         opgen.build.BuildError: a kernel does not compile (at its YAML line), or the build lock
             could not be had.
     """
+    from . import backends, runtime
     from . import build as _build
-    from . import runtime
     from .pipeline import generate
+
+    chosen = backends.get(backend or backends.DEFAULT)
 
     started = time.monotonic()
     specs = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
@@ -88,15 +94,18 @@ def load(paths: str | Path | Sequence[str | Path], package: str | None = None,
     out_dir = _build.build_root(build_dir) / "load" / f"{name}-{tag}"
     flags = BuildFlags(tuple(extra_cflags), tuple(str(Path(d).resolve()) for d in extra_include_paths),
                        tuple(extra_ldflags), tuple(libraries))
-    res = generate([str(p) for p in specs], out_dir, name, flags=flags if flags != BuildFlags() else None)
+    res = generate([str(p) for p in specs], out_dir, name, flags=flags if flags != BuildFlags() else None,
+                   backend=chosen.name)
     if res.diagnostics:
         raise LoadError(res.diagnostics)
     pkg_dir = res.package_dir.resolve()
     if verbose and res.write is not None:
         print(f"opgen: {len(res.ops)} op(s) -> {display_path(pkg_dir)}: {len(res.write.written)} written, "
               f"{len(res.write.unchanged)} unchanged", file=sys.stderr)
-    for kind in _build.KINDS:
-        _build.build(pkg_dir, kind, quiet=not verbose, build_dir=build_dir)
+    options = backends.BuildOptions(build_dir=None if build_dir is None else str(build_dir), quiet=not verbose)
+    for kind in chosen.library_kinds:
+        chosen.build(pkg_dir, kind, options)
+    name = pkg_dir.name  # with the backend's suffix
     with _import_lock:  # the swap of sys.modules entries below, one thread at a time
         runtime.set_build_dir(pkg_dir, build_dir)
         for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
@@ -109,7 +118,8 @@ def load(paths: str | Path | Sequence[str | Path], package: str | None = None,
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
-            module.function = importlib.import_module(f"{name}.function")  # type: ignore[attr-defined]
+            if chosen.name == "mindspore":
+                module.function = importlib.import_module(f"{name}.function")  # type: ignore[attr-defined]
         except BaseException:
             sys.modules.pop(name, None)
             raise

@@ -265,3 +265,30 @@ def test_contract_under_compile(pkg: Any) -> None:
         cause = cause.__cause__ or cause.__context__
     assert isinstance(cause, ValueError)
     assert str(cause) == "topk(): contract 'k <= x.shape[-1]' does not hold: x has shape (3, 4), k = 9"
+
+
+def test_load_and_build_cli(tmp_path: Path) -> None:
+    """opgen.load(backend="torch") generates, builds and imports <package>_torch; opgen build picks
+    the torch backend from the package directory (nothing left to compile: a cached library)."""
+    import os
+    import subprocess
+    import sys
+
+    import opgen
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    spec = ROOT / "ops" / "square.yaml"
+    module = opgen.load(spec, package="sq_ops", build_dir=tmp_path / "build", backend="torch")
+    assert module.__name__ == "sq_ops_torch"
+    x = torch.tensor([1.5, -2.0], dtype=torch.float64)
+    torch.testing.assert_close(module.square(x), x * x)
+    assert torch.ops.sq_ops_torch.square.default(x).tolist() == [2.25, 4.0]
+    pkg_dir = Path(module.__file__).parent
+    run = subprocess.run([sys.executable, "-m", "opgen", "build", str(pkg_dir), "--build-dir", str(tmp_path / "build")],
+                         capture_output=True, text=True, cwd=ROOT, env=env)
+    assert run.returncode == 0, run.stderr
+    assert "torch: " in run.stdout and "compiling" not in run.stderr
+    bad = subprocess.run([sys.executable, "-m", "opgen", "build", str(pkg_dir), "--only", "aot"],
+                         capture_output=True, text=True, cwd=ROOT, env=env)
+    assert bad.returncode == 2 and "is a torch package, whose libraries are torch" in bad.stderr
