@@ -285,6 +285,11 @@ def _cmd_wheel(args: argparse.Namespace) -> int:
     pkg_dir = Path(args.package_dir or cfg.package_dir)
     if _not_generated(pkg_dir, cfg):
         return EXIT_ERRORS
+    backend = _package_backend(pkg_dir)
+    if backend.name != "mindspore":
+        print(f"opgen wheel: {display_path(pkg_dir)} is a {backend.name} package; opgen wheel builds MindSpore "
+              "packages only so far", file=sys.stderr)
+        return EXIT_ERRORS
     if _need_run_extra("wheel", ("ninja", "mindspore")):
         return EXIT_ERRORS
     try:

@@ -90,8 +90,8 @@ def _add_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x', 'y')]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, -1, ]
 
 
@@ -207,8 +207,8 @@ def _avg_pool2d_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-d
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -310,8 +310,8 @@ def _broadcast_to_setup_context(ctx, inputs, output):  # type: ignore[no-untyped
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -416,8 +416,8 @@ def _clip_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -608,8 +608,8 @@ def _cumsum_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -698,8 +698,8 @@ def _div_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x', 'y')]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, -1, ]
 
 
@@ -814,8 +814,8 @@ def _dropout_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('y', 'mask')]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -899,8 +899,8 @@ def _exp_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -1006,8 +1006,8 @@ def _gather_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x', 'indices')]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, -1, ]
 
 
@@ -1110,8 +1110,8 @@ def _gelu_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -1223,8 +1223,8 @@ def _layer_norm_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-d
     }
     ctx.layout = [saved.get(n) for n in ('x', 'gamma', 'beta')]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('y', 'mean', 'rstd')]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, -1, -1, ]
 
 
@@ -1333,8 +1333,8 @@ def _leaky_relu_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-d
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -1419,8 +1419,8 @@ def _log_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -1521,8 +1521,8 @@ def _log_softmax_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -1628,8 +1628,8 @@ def _matmul_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('a', 'b')]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, -1, ]
 
 
@@ -1723,8 +1723,8 @@ def _maximum_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x', 'y')]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, -1, ]
 
 
@@ -1816,8 +1816,8 @@ def _mul_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x', 'y')]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, -1, ]
 
 
@@ -1911,8 +1911,8 @@ def _pow_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x', 'y')]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, -1, ]
 
 
@@ -2023,8 +2023,8 @@ def _reduce_max_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-d
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -2127,8 +2127,8 @@ def _reduce_mean_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -2300,8 +2300,8 @@ def _relu_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -2408,8 +2408,8 @@ def _rms_norm_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def
     }
     ctx.layout = [saved.get(n) for n in ('x', 'weight')]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('y',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, -1, ]
 
 
@@ -2499,8 +2499,8 @@ def _rsqrt_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -2606,8 +2606,8 @@ def _scale_add_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-de
     }
     ctx.layout = [saved.get(n) for n in ('x', 'y')]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, -1, ]
 
 
@@ -2696,8 +2696,8 @@ def _sigmoid_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -2808,8 +2808,8 @@ def _smooth_l1_loss_setup_context(ctx, inputs, output):  # type: ignore[no-untyp
     }
     ctx.layout = [saved.get(n) for n in ('pred', 'target')]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('loss',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, -1, ]
 
 
@@ -2914,8 +2914,8 @@ def _softmax_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -3001,8 +3001,8 @@ def _softplus_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -3087,8 +3087,8 @@ def _sqrt_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -3173,8 +3173,8 @@ def _square_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -3260,8 +3260,8 @@ def _sub_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x', 'y')]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, -1, ]
 
 
@@ -3354,8 +3354,8 @@ def _swiglu_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -3440,8 +3440,8 @@ def _tanh_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -3549,8 +3549,8 @@ def _topk_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('x',)]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('values', 'indices')]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, ]
 
 
@@ -3638,8 +3638,8 @@ def _where_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
     }
     ctx.layout = [saved.get(n) for n in ('cond', 'x', 'y')]
     tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[x for x in tensors if x is not None])
-    ctx.present = [x is not None for x in tensors]
+    ctx.save_for_backward(*[t for t in tensors if t is not None])
+    ctx.present = [t is not None for t in tensors]
     ctx.dyn = [-1, -1, -1, ]
 
 

@@ -19,6 +19,7 @@ namespace avg_pool2d {
 
 /// 2-D average pooling of an NCHW input without padding (mindspore.ops.avg_pool2d with...
 at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef kernel, at::IntArrayRef stride) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   Attrs attrs;
   attrs.kernel = opgen::pt::to_vector<int64_t>(kernel);
@@ -59,6 +60,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef kernel, at::IntAr
 
 /// The gradients of 'avg_pool2d' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row, at::IntArrayRef kernel, at::IntArrayRef stride) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   attrs.kernel = opgen::pt::to_vector<int64_t>(kernel);

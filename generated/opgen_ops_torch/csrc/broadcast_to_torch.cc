@@ -19,6 +19,7 @@ namespace broadcast_to {
 
 /// x broadcast to the given shape with NumPy rules (mindspore.ops.broadcast_to,...
 at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef shape) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   Attrs attrs;
   attrs.shape = opgen::pt::to_vector<int64_t>(shape);
@@ -67,6 +68,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef shape) {
 
 /// The gradients of 'broadcast_to' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row, at::IntArrayRef shape) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   attrs.shape = opgen::pt::to_vector<int64_t>(shape);

@@ -19,6 +19,7 @@ namespace clip {
 
 /// Element-wise clipping to [min, max]: min(max(x, min), max) (numpy.clip,...
 at::Tensor forward_op(const at::Tensor &x_arg, double min, double max) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   Attrs attrs;
   attrs.min = static_cast<float>(min);
@@ -55,6 +56,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, double min, double max) {
 
 /// The gradients of 'clip' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row, double min, double max) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   attrs.min = static_cast<float>(min);

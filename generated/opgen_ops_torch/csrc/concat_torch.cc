@@ -19,6 +19,7 @@ namespace concat {
 
 /// Joins a list of tensors along an existing axis (numpy.concatenate / mindspore.ops.concat).
 at::Tensor forward_op(at::TensorList xs_arg, int64_t axis) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const std::vector<at::Tensor> xs = opgen::pt::contiguous(xs_arg);
   Attrs attrs;
   attrs.axis = axis;

@@ -19,6 +19,7 @@ namespace dropout {
 
 /// Inverted dropout: keeps each element with probability keep_prob and scales kept ones...
 std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, double keep_prob, int64_t seed) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   Attrs attrs;
   attrs.keep_prob = static_cast<float>(keep_prob);
@@ -58,6 +59,7 @@ std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, double ke
 
 /// The gradients of 'dropout' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row, double keep_prob, int64_t seed) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   attrs.keep_prob = static_cast<float>(keep_prob);

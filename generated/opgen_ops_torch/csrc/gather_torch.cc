@@ -19,6 +19,7 @@ namespace gather {
 
 /// Takes slices of x along one axis at the given indices (numpy.take(x, indices, axis),...
 at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &indices_arg, int64_t axis) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   const at::Tensor indices = opgen::pt::contiguous(indices_arg);
   Attrs attrs;
@@ -57,6 +58,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &indices_arg, in
 
 /// The gradients of 'gather' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row, int64_t axis) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   attrs.axis = axis;

@@ -19,6 +19,7 @@ namespace gelu {
 
 /// Gaussian error linear unit (Hendrycks & Gimpel 2016; torch.nn.functional.gelu): exact...
 at::Tensor forward_op(const at::Tensor &x_arg, c10::string_view approximate) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   Attrs attrs;
   attrs.approximate = std::string(approximate);
@@ -54,6 +55,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, c10::string_view approximate) {
 
 /// The gradients of 'gelu' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row, c10::string_view approximate) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   attrs.approximate = std::string(approximate);

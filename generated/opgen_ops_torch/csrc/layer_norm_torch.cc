@@ -19,6 +19,7 @@ namespace layer_norm {
 
 /// Layer normalization over the last axis (PyTorch/MindSpore LayerNorm with...
 std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, const std::optional<at::Tensor> &gamma_arg, const std::optional<at::Tensor> &beta_arg, double eps) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   const at::Tensor gamma = opgen::pt::contiguous(gamma_arg);
   const at::Tensor beta = opgen::pt::contiguous(beta_arg);
@@ -64,6 +65,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x_ar
 
 /// The gradients of 'layer_norm' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row, double eps) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   attrs.eps = static_cast<float>(eps);

@@ -19,6 +19,7 @@ namespace leaky_relu {
 
 /// Element-wise leaky rectified linear unit: x where x > 0, alpha * x elsewhere (Maas,...
 at::Tensor forward_op(const at::Tensor &x_arg, double alpha) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   Attrs attrs;
   attrs.alpha = static_cast<float>(alpha);
@@ -54,6 +55,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, double alpha) {
 
 /// The gradients of 'leaky_relu' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row, double alpha) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   attrs.alpha = static_cast<float>(alpha);

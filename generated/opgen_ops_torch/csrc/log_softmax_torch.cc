@@ -19,6 +19,7 @@ namespace log_softmax {
 
 /// Log of the softmax along one axis: x - max - log(sum(exp(x - max)))...
 at::Tensor forward_op(const at::Tensor &x_arg, int64_t axis) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   Attrs attrs;
   attrs.axis = axis;
@@ -54,6 +55,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, int64_t axis) {
 
 /// The gradients of 'log_softmax' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row, int64_t axis) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   attrs.axis = axis;

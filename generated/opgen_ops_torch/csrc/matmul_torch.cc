@@ -19,6 +19,7 @@ namespace matmul {
 
 /// Matrix product of 2-D a and b with optional transposes: op(a) @ op(b)...
 at::Tensor forward_op(const at::Tensor &a_arg, const at::Tensor &b_arg, bool transpose_a, bool transpose_b) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor a = opgen::pt::contiguous(a_arg);
   const at::Tensor b = opgen::pt::contiguous(b_arg);
   Attrs attrs;
@@ -58,6 +59,7 @@ at::Tensor forward_op(const at::Tensor &a_arg, const at::Tensor &b_arg, bool tra
 
 /// The gradients of 'matmul' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row, bool transpose_a, bool transpose_b) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   attrs.transpose_a = transpose_a;

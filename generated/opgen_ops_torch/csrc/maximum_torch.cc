@@ -19,6 +19,7 @@ namespace maximum {
 
 /// Element-wise maximum of x and y with NumPy broadcasting (numpy.maximum,...
 at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   const at::Tensor y = opgen::pt::contiguous(y_arg);
   Attrs attrs;
@@ -56,6 +57,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg) {
 
 /// The gradients of 'maximum' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   std::vector<at::Tensor> grads;

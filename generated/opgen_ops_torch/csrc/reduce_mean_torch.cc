@@ -19,6 +19,7 @@ namespace reduce_mean {
 
 /// Mean over the given axes (numpy.mean(x, axis, keepdims), mindspore.ops.mean); an empty...
 at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_dims) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   Attrs attrs;
   attrs.axis = opgen::pt::to_vector<int64_t>(axis);
@@ -55,6 +56,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_d
 
 /// The gradients of 'reduce_mean' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row, at::IntArrayRef axis, bool keep_dims) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   attrs.axis = opgen::pt::to_vector<int64_t>(axis);

@@ -19,6 +19,7 @@ namespace reduce_sum {
 
 /// Sum over the given axes (numpy.sum(x, axis, keepdims)); an empty axis list sums every...
 at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_dims) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   Attrs attrs;
   attrs.axis = opgen::pt::to_vector<int64_t>(axis);

@@ -19,6 +19,7 @@ namespace rms_norm {
 
 /// RMS normalization over the last axis (as in LLaMA; mindspore.ops.rms_norm without its...
 at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &weight_arg, double eps) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   const at::Tensor weight = opgen::pt::contiguous(weight_arg);
   Attrs attrs;
@@ -59,6 +60,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &weight_arg, dou
 
 /// The gradients of 'rms_norm' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row, double eps) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   attrs.eps = static_cast<float>(eps);

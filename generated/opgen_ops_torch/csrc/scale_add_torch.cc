@@ -19,6 +19,7 @@ namespace scale_add {
 
 /// x + sum over p in paddings of (scale * y + p), with NumPy broadcasting: the kernel of...
 at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg, double scale, at::ArrayRef<double> paddings) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   const at::Tensor y = opgen::pt::contiguous(y_arg);
   Attrs attrs;
@@ -58,6 +59,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg, double s
 
 /// The gradients of 'scale_add' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row, double scale, at::ArrayRef<double> paddings) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   attrs.scale = static_cast<float>(scale);

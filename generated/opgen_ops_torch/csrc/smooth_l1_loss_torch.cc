@@ -19,6 +19,7 @@ namespace smooth_l1_loss {
 
 /// Smooth L1 (Huber-like) loss between pred and target, of the same shape...
 at::Tensor forward_op(const at::Tensor &pred_arg, const at::Tensor &target_arg, double beta, c10::string_view reduction) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor pred = opgen::pt::contiguous(pred_arg);
   const at::Tensor target = opgen::pt::contiguous(target_arg);
   Attrs attrs;
@@ -60,6 +61,7 @@ at::Tensor forward_op(const at::Tensor &pred_arg, const at::Tensor &target_arg, 
 
 /// The gradients of 'smooth_l1_loss' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row, double beta, c10::string_view reduction) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   attrs.beta = static_cast<float>(beta);

@@ -19,6 +19,7 @@ namespace softplus {
 
 /// Element-wise softplus log(1 + exp(x)) (Dugas et al., 2001; mindspore.ops.softplus with...
 at::Tensor forward_op(const at::Tensor &x_arg) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   Attrs attrs;
   int64_t row = -1;
@@ -53,6 +54,7 @@ at::Tensor forward_op(const at::Tensor &x_arg) {
 
 /// The gradients of 'softplus' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   std::vector<at::Tensor> grads;

@@ -19,6 +19,7 @@ namespace topk {
 
 /// The k largest entries along the last axis, largest first, and their indices...
 std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, int64_t k) {
+  const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   Attrs attrs;
   attrs.k = k;
@@ -59,6 +60,7 @@ std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, int64_t k
 
 /// The gradients of 'topk' the caller asks for (`needs`), in slot order (see opgen.backends.torch.context).
 std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &saved, const c10::List<std::optional<at::Tensor>> &douts, at::IntArrayRef shapes, at::IntArrayRef ranks, c10::List<bool> needs, int64_t row, int64_t k) {
+  const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
   attrs.k = k;

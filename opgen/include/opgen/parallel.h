@@ -81,6 +81,14 @@ OPGEN_HIDDEN inline int configured_threads() {
   return n;
 }
 
+/// A cap on the threads of the loops this thread starts (0: none). A framework bridge sets it
+/// around a kernel call to the framework's own intra-op thread count (opgen/torch.h: PyTorch's
+/// at::get_num_threads()), so that the pool never runs more threads than the caller allows.
+OPGEN_HIDDEN inline int &thread_cap() {
+  static thread_local int cap = 0;
+  return cap;
+}
+
 /// Set while a thread runs pool tasks: nested loops then run serially.
 OPGEN_HIDDEN inline bool &in_parallel_region() {
   static thread_local bool flag = false;
@@ -243,7 +251,22 @@ OPGEN_HIDDEN inline ThreadPool *thread_pool() {
 }  // namespace detail
 
 /// Number of threads parallel_for may use (1 means loops always run on the calling thread).
-inline int num_threads() { return detail::configured_threads(); }
+inline int num_threads() {
+  const int cap = detail::thread_cap();
+  return cap > 0 ? std::min(cap, detail::configured_threads()) : detail::configured_threads();
+}
+
+/// Caps the threads of the loops the current thread starts while it lives (see thread_cap).
+class ThreadCap {
+ public:
+  explicit ThreadCap(int threads) : prev_(detail::thread_cap()) { detail::thread_cap() = std::max(1, threads); }
+  ~ThreadCap() { detail::thread_cap() = prev_; }
+  ThreadCap(const ThreadCap &) = delete;
+  ThreadCap &operator=(const ThreadCap &) = delete;
+
+ private:
+  int prev_;
+};
 
 /// Calls f(begin, end) on disjoint ranges covering [0, n) of at least `grain` items each: in
 /// parallel on the library's thread pool when n >= 2 * grain (on the calling thread otherwise,
@@ -254,7 +277,8 @@ template <typename F>
 void parallel_for(int64_t n, int64_t grain, F &&f) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
-  if (n < 2 * grain || detail::in_parallel_region()) {
+  const int cap = detail::thread_cap();
+  if (n < 2 * grain || detail::in_parallel_region() || cap == 1) {
     f(int64_t{0}, n);
     return;
   }
@@ -269,7 +293,8 @@ void parallel_for(int64_t n, int64_t grain, F &&f) {
   job.ctx = const_cast<void *>(static_cast<const void *>(&f));
   job.n = n;
   // About 4 chunks per thread: balance when a core is busy with another process, few claims.
-  const int64_t parts = int64_t{4} * pool->size();
+  // Under a cap below the pool's size: one chunk per allowed thread, so at most `cap` run at once.
+  const int64_t parts = cap > 1 && cap < pool->size() ? int64_t{cap} : int64_t{4} * pool->size();
   job.chunk = std::max(grain, (n + parts - 1) / parts);
   if (!pool->run(job)) f(int64_t{0}, n);
 }

@@ -18,6 +18,7 @@
 #ifndef OPGEN_TORCH_H_
 #define OPGEN_TORCH_H_
 
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/List.h>
 #include <ATen/ops/empty.h>
@@ -35,6 +36,13 @@
 
 namespace opgen {
 namespace pt {
+
+/// Caps opgen's thread pool at PyTorch's intra-op thread count (torch.set_num_threads) for the
+/// kernel call in scope, so that the two never oversubscribe the cores.
+class TorchThreads : public ThreadCap {
+ public:
+  TorchThreads() : ThreadCap(at::get_num_threads()) {}
+};
 
 /// The contiguous version of `t` (itself when it already is; undefined stays undefined).
 inline at::Tensor contiguous(const at::Tensor &t) { return t.defined() ? t.contiguous() : t; }
