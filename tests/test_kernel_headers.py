@@ -323,7 +323,7 @@ def test_parallel_for(run: Runner) -> None:
     """Coverage, chunk sizes, threads used, exceptions, nesting, concurrent callers, fork."""
     out = run("parallel_test", "parallel", ".")
     assert "FAIL" not in out
-    assert out.count("ok ") == 18, out
+    assert out.count("ok ") == 20, out
 
 
 def test_parallel_for_single_thread(run: Runner) -> None:

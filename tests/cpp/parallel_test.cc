@@ -73,6 +73,19 @@ void parallel_checks() {
           "threads used " + std::to_string(ids.size()));
   }
 
+  // Under a ThreadCap of 1 (PyTorch's torch.set_num_threads(1), opgen/torch.h) every loop runs on
+  // the calling thread, and num_threads() says 1; the cap ends with its scope.
+  {
+    std::set<std::thread::id> ids;
+    {
+      const opgen::ThreadCap cap(1);
+      opgen::parallel_for(8 * g, [&](int64_t, int64_t) { ids.insert(std::this_thread::get_id()); });
+      check(ids.size() == 1 && *ids.begin() == std::this_thread::get_id() && opgen::num_threads() == 1,
+            "thread cap 1 runs serially");
+    }
+    check(covers_once(10 * g + 7), "covers after a thread cap");
+  }
+
   // An exception in a chunk reaches the caller; the pool keeps working afterwards.
   {
     std::string message;
