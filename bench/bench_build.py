@@ -53,6 +53,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from opgen import build as opgen_build  # noqa: E402
+from opgen.backends.mindspore import build as ms_build  # noqa: E402
 from opgen.pipeline import generate  # noqa: E402
 
 ELEMENTWISE = """\
@@ -364,7 +365,7 @@ def bench_units(work: Path, repeat: int) -> None:
     finally:
         os.chdir(cwd)
     pkg = (work / "unit-gen" / "unit_ops").resolve()
-    target = opgen_build.ext_target(pkg, ops_per_unit=1)
+    target = ms_build.ext_target(pkg, ops_per_unit=1)
     src = pkg / "csrc" / "square_function.cc"
     empty = work / "empty_unit.cc"
     empty.write_text('#include "opgen/ms.h"\n')
@@ -496,7 +497,8 @@ def bench_targets(work: Path, big: int) -> None:
     # per-machine work: MindSpore's flags and the support object, in a fresh build root
     ld = load()
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "from opgen import build; build.ensure_support(quiet=True)"],
+    subprocess.run([sys.executable, "-c",
+                    "from opgen.backends.mindspore import build as b; b.ensure_support(quiet=True)"],
                    env=env, check=True)
     rows.append(("per-machine work (support object), once", "<= 90 s",
                  f"{time.perf_counter() - t0:.1f} s (load {ld}){_cpu_text(cpu, 1)}"))

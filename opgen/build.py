@@ -1,15 +1,14 @@
-"""Stage 7 — build: compile a generated package's C++ into its two shared libraries.
+"""Stage 7 — build: compile a generated package's C++ into its shared libraries.
 
-- the aot library ``lib<package>_aot.so`` from ``csrc/*_aot.cc`` (no MindSpore headers), and
-- the pybind11 extension ``<package>_ext.so`` from ``csrc/*_function.cc`` + ``csrc/bindings.cc``,
-  with MindSpore's own ``CustomOpBuilder(backend="CPU")`` include paths and flags;
-- both link each op's kernel unit (``csrc/<op>_kernel.cc``: the bodies, no framework header),
-  compiled once for both, and the extension links opgen's MindSpore support object
-  (``opgen/ms_support.cc``, the one unit that includes ``ms_extension.h``), compiled once per
-  toolchain into ``<build root>/support`` and shared by every package.
+What a package's libraries are is its backend's (:meth:`opgen.backends.Backend.build_library`;
+MindSpore's aot library and ``Function<T>`` extension are in
+:mod:`opgen.backends.mindspore.build`). This module is the neutral machinery they use: every
+library links each op's kernel unit (``csrc/<op>_kernel.cc``: the bodies, no framework header,
+:func:`kernel_target`), compiled once for all of the package's libraries, and one ninja file,
+lock and publish step per package (:func:`build_target`).
 
 Each library is published under a name holding the hash of everything that went into it
-(sources, headers, unit layout, flags, compiler, MindSpore version): when that file exists,
+(sources, headers, unit layout, flags, compiler, the framework's version): when that file exists,
 nothing runs, not even ninja.  Otherwise one ninja file per package compiles the translation
 units the library needs in parallel and links them; ninja's own dependency tracking (depfiles,
 command lines and a toolchain stamp) recompiles only the units whose inputs changed: an edited
@@ -50,18 +49,20 @@ import shlex
 import shutil
 import subprocess
 import sys
-import sysconfig
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from . import env as _env
 from .names import NAME_MAX, PID_TEMP_SUFFIX
 from .resources import include_dir
+
+if TYPE_CHECKING:
+    from .backends import Backend, BuildOptions
 
 LOCK_TIMEOUT_S = 900.0
 """Default wait for another build of the same package (``$OPGEN_LOCK_TIMEOUT`` overrides)."""
@@ -71,7 +72,6 @@ MIN_UNITS = 1
 """Function<T> units when grouping automatically (the bindings unit, always apart, compiles beside it)."""
 BUILD_FORMAT = "opgen-build-v3"
 """Changes whenever the build layout changes, so old objects and libraries are not reused."""
-KINDS = ("aot", "ext")
 
 
 class BuildError(RuntimeError):
@@ -281,7 +281,8 @@ class Target:
     inputs: tuple[Path, ...] = ()
     """Sources compiled elsewhere whose objects are linked here (the kernel units' ``*_kernel.cc``)."""
     toolchain: str = ""
-    """What else decides the objects (a framework's version, ``torch 2.13.0``): part of the key."""
+    """What else decides the objects, from the backend (a framework's version, ``mindspore 2.10.0``):
+    part of the key and of the toolchain stamp."""
 
 
 @dataclass(frozen=True)
@@ -389,16 +390,18 @@ def group_units(kind: str, sources: Sequence[Path], ops_per_unit: int | None) ->
     return tuple(units)
 
 
-def _plain_cflags(csrc: Path) -> tuple[str, ...]:
-    """Flags of the framework-free units (kernels, aot entry points)."""
+def plain_cflags(csrc: Path, abi: Sequence[str] = ()) -> tuple[str, ...]:
+    """Flags of the framework-free units (kernels; MindSpore's aot entry points), with the
+    backend's C++ ABI flags ``abi`` (MindSpore's ``-D_GLIBCXX_USE_CXX11_ABI=0``)."""
     return (
-        "-O3", "-std=c++17", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=0", "-Wall", "-Wno-unused-variable",
+        "-O3", "-std=c++17", "-fPIC", *abi, "-Wall", "-Wno-unused-variable",
         "-Wno-unused-function", f"-I{include_dir()}", f"-I{csrc}",
     ) + kernel_flags()[0] + sanitize_flags() + checked_flags()
 
 
-def kernel_target(pkg_dir: Path) -> Target:
-    """The kernel layer of every op (``csrc/<op>_kernel.cc``): one unit per op, no link.
+def kernel_target(pkg_dir: Path, abi: Sequence[str] = (), toolchain: str = "") -> Target:
+    """The kernel layer of every op (``csrc/<op>_kernel.cc``): one unit per op, no link, with the
+    backend's ABI flags and toolchain facts (:func:`plain_cflags`, :attr:`Target.toolchain`).
 
     Each unit gets the package's user compile flags and its op's (``csrc/build.json``).
     """
@@ -410,86 +413,16 @@ def kernel_target(pkg_dir: Path) -> Target:
              package.compile_flags(pkg_dir) + ops.get(_op_of(u.sources[0]), UserFlags()).compile_flags(pkg_dir))
         for u in group_units("kernels", sources, 1)
     )
-    return Target("kernels", "", sources, _plain_cflags(csrc), (), units)
+    return Target("kernels", "", sources, plain_cflags(csrc, abi), (), units, toolchain=toolchain)
 
 
-def _user_link_flags(pkg_dir: Path) -> tuple[str, ...]:
+def user_link_flags(pkg_dir: Path) -> tuple[str, ...]:
+    """The link flags of ``csrc/build.json``: the package's, then every op's (:func:`user_flags`)."""
     package, ops = user_flags(pkg_dir)
     merged = package
     for flags in ops.values():
         merged = merged | flags
     return merged.link_flags(pkg_dir)
-
-
-def aot_target(pkg_dir: Path, *, pch: bool = False) -> Target:
-    """The aot library of a generated package (one unit per op, plus each op's kernel unit).
-
-    Args:
-        pch: precompile ``opgen/aot.h`` once for every unit (measured: no gain for aot units,
-            whose time is their kernels; kept for symmetry with :func:`ext_target`).
-    """
-    csrc = pkg_dir / "csrc"
-    sources = tuple(sorted(csrc.glob("*_aot.cc")))
-    kernels = kernel_target(pkg_dir)
-    ldflags = ("-shared", "-pthread") + _user_link_flags(pkg_dir) + kernel_flags()[1] + sanitize_flags()
-    return Target("aot", f"lib{pkg_dir.name}_aot", sources, _plain_cflags(csrc), ldflags,
-                  group_units("aot", sources, 1), "opgen/aot.h" if pch else None,
-                  tuple(u.obj for u in kernels.units), kernels.sources)
-
-
-SUPPORT_SOURCE = "opgen/ms_support.cc"
-"""opgen's MindSpore support unit (under :func:`~opgen.resources.include_dir`), built once per machine."""
-
-
-def _ms_location() -> tuple[str, str]:
-    """(MindSpore's package directory, its version), found without importing MindSpore.
-
-    Raises:
-        ImportError: when MindSpore is not installed.
-    """
-    import importlib.metadata
-    import importlib.util
-
-    module = sys.modules.get("mindspore")
-    if module is not None and getattr(module, "__file__", None):  # imported: no metadata look-up (~20 ms)
-        return os.path.dirname(str(module.__file__)), str(getattr(module, "__version__", "unknown"))
-    spec = importlib.util.find_spec("mindspore")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("MindSpore is not installed (pip install mindspore): the extension needs it")
-    try:
-        version = importlib.metadata.version("mindspore")
-    except importlib.metadata.PackageNotFoundError:
-        version = _ms_version()
-    return str(list(spec.submodule_search_locations)[0]), version
-
-
-def _ms_flags(allow_import: bool = True) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(compile flags, link flags) of MindSpore's ``CustomOpBuilder(backend="CPU")``, without the
-    extension's name, plus Python's and opgen's include dirs.
-
-    Asking CustomOpBuilder means importing MindSpore (seconds); its answer is kept in the build
-    root per MindSpore location and version, so a build that finds it there imports nothing.
-    With ``allow_import=False`` a missing answer raises ImportError unless MindSpore is imported.
-    """
-    where, version = _ms_location()
-    tag = hashlib.sha256(f"{where}\n{version}\n{sys.executable}\n{sys.version}".encode()).hexdigest()[:16]
-    cache = support_dir() / f"ms-flags-{tag}.json"
-    try:
-        data = json.loads(cache.read_text(encoding="utf-8"))
-        includes, ms_cflags, ms_ldflags = (tuple(str(x) for x in data[k]) for k in ("include", "cflags", "ldflags"))
-    except (OSError, ValueError, KeyError, TypeError):
-        if not allow_import and "mindspore" not in sys.modules:
-            raise ImportError("MindSpore's build flags are not known yet") from None
-        from mindspore.ops import CustomOpBuilder  # the real MindSpore; imported only to build
-
-        builder = CustomOpBuilder("opgen_flags", [], backend="CPU")
-        includes = tuple(builder.get_include_paths())
-        ms_cflags = tuple(f for f in builder.get_cflags() if not f.startswith("-DMS_EXTENSION_NAME="))
-        ms_ldflags = tuple(builder.get_ldflags())
-        _write_if_changed(cache, json.dumps({"include": includes, "cflags": ms_cflags, "ldflags": ms_ldflags}))
-    py_inc = sysconfig.get_path("include", scheme="posix_prefix")
-    cflags = tuple(f"-I{p}" for p in includes) + (f"-isystem{py_inc}", f"-I{include_dir()}") + ms_cflags
-    return cflags + sanitize_flags() + checked_flags(), ms_ldflags + ("-pthread",) + sanitize_flags()
 
 
 def support_dir(root: str | os.PathLike[str] | None = None) -> Path:
@@ -500,72 +433,9 @@ def support_dir(root: str | os.PathLike[str] | None = None) -> Path:
     return _env.path("OPGEN_SUPPORT_DIR") or build_root(root) / "support"
 
 
-def support_object(root: str | os.PathLike[str] | None = None) -> tuple[Path, tuple[str, ...], str]:
-    """Where opgen's MindSpore support object lives for this toolchain, its flags and its key.
-
-    It depends only on MindSpore, the compiler, Python and opgen, so one copy per build root
-    (``support/ms_support-<key16>.o``) serves every package; :func:`ensure_support` builds it.
-    """
-    cflags, _ = _ms_flags()
-    h = hashlib.sha256(f"support\n{BUILD_FORMAT}\n{_compiler_identity()}\npython {sys.version_info[:2]}\n"
-                       f"mindspore {_ms_version()}\n".encode())
-    h.update("\0".join(cflags).encode())
-    for f in [include_dir() / SUPPORT_SOURCE, *sorted((include_dir() / "opgen").glob("*.h"))]:
-        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-    key = h.hexdigest()
-    return support_dir(root) / f"ms_support-{key[:16]}.o", cflags, key
-
-
-def ext_target(pkg_dir: Path, *, ops_per_unit: int | None = None, pch: bool = False,
-               build_dir: str | os.PathLike[str] | None = None, allow_import: bool = True) -> Target:
-    """The pybind11 extension of a generated package, with CustomOpBuilder's CPU flags.
-
-    Its units include ``opgen/ms.h`` (MindSpore's ``function.h``, not ``ms_extension.h``); it links
-    each op's kernel unit and the per-machine support object (:func:`support_object`).
-
-    Args:
-        ops_per_unit: sources per translation unit (``None``: automatic, see :func:`group_units`).
-        pch: precompile ``opgen/ms.h`` (MindSpore's headers) once and use it in every unit.
-        build_dir: the build root, where the support object lives.
-        allow_import: whether MindSpore may be imported to learn its flags (see :func:`_ms_flags`).
-    """
-    name = f"{pkg_dir.name}_ext"
-    csrc = pkg_dir / "csrc"
-    sources = tuple(sorted(csrc.glob("*_function.cc")))
-    if (csrc / "bindings.cc").is_file():
-        sources += (csrc / "bindings.cc",)
-    ms_cflags, ms_ldflags = _ms_flags(allow_import)
-    cflags = ms_cflags + (f"-I{csrc}", f"-DMS_EXTENSION_NAME={name}") + kernel_flags()[0]
-    ldflags = ms_ldflags[:1] + _user_link_flags(pkg_dir) + ms_ldflags[1:] + kernel_flags()[1]
-    # the bindings unit stays apart: it is recompiled only when an op's Python signature changes
-    units = group_units("ext", [s for s in sources if s.name != "bindings.cc"], ops_per_unit)
-    units += group_units("ext", [s for s in sources if s.name == "bindings.cc"], 1)
-    kernels = kernel_target(pkg_dir)
-    objects = tuple(u.obj for u in kernels.units)
-    if (include_dir() / SUPPORT_SOURCE).is_file():
-        objects += (str(support_object(build_dir)[0]),)
-    return Target("ext", name, sources, cflags, ldflags, units, "opgen/ms.h" if pch else None,
-                  objects, kernels.sources)
-
-
-def _ms_version() -> str:
-    """MindSpore's version (from its metadata when it is not imported yet), or ``none``."""
-    module = sys.modules.get("mindspore")
-    if module is not None:
-        return str(getattr(module, "__version__", "unknown"))
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("mindspore")
-    except importlib.metadata.PackageNotFoundError:
-        return "none"
-
-
 def _toolchain(target: Target) -> str:
-    """What, besides sources and flags, decides the objects: compiler, Python, MindSpore."""
-    ms = _ms_version() if target.kind == "ext" else ""
-    return (f"{BUILD_FORMAT}\n{_compiler_identity()}\npython {sys.version_info[:2]}\nmindspore {ms}\n"
-            + (f"{target.toolchain}\n" if target.toolchain else ""))
+    """What, besides sources and flags, decides the objects: compiler, Python, the backend's facts."""
+    return f"{BUILD_FORMAT}\n{_compiler_identity()}\npython {sys.version_info[:2]}\n{target.toolchain}\n"
 
 
 def target_key(target: Target) -> str:
@@ -1186,7 +1056,8 @@ class BuildResult:
 
 def build(pkg_dir: Path, kind: str, quiet: bool = False, *, build_dir: str | os.PathLike[str] | None = None,
           jobs: int | None = None, ops_per_unit: int | None = None, pch: bool | None = None) -> Path:
-    """Build (or find cached) library ``kind`` (``aot`` or ``ext``) of a generated package.
+    """Build (or find cached) library ``kind`` (one of its backend's ``library_kinds``: MindSpore's
+    ``aot`` or ``ext``) of a generated package.
 
     Args:
         build_dir: root of the build folders (default ``$OPGEN_BUILD_DIR`` or ``~/.cache/opgen``).
@@ -1202,66 +1073,59 @@ def build(pkg_dir: Path, kind: str, quiet: bool = False, *, build_dir: str | os.
         BuildError: on a compile or link error (the previous library stays in place and keeps
             working), or when the build lock cannot be had in time.
     """
-    return build_library(pkg_dir, kind, quiet, build_dir=build_dir, jobs=jobs, ops_per_unit=ops_per_unit,
-                         pch=pch).path
+    backend, options = _backend_of(pkg_dir, kind, quiet, build_dir, jobs, ops_per_unit, pch)
+    return backend.build(pkg_dir.resolve(), kind, options)
+
+
+def _backend_of(pkg_dir: Path, kind: str, quiet: bool, build_dir: str | os.PathLike[str] | None, jobs: int | None,
+                ops_per_unit: int | None, pch: bool | None) -> tuple[Backend, BuildOptions]:
+    """The backend of the package in ``pkg_dir`` (:func:`opgen.backends.of_package`; the default one
+    for a directory no backend owns yet) and the options of a build.
+
+    Raises:
+        ValueError: ``kind`` is not one of that backend's library kinds.
+    """
+    from . import backends
+
+    backend = backends.of_package(pkg_dir.resolve()) or backends.get(backends.DEFAULT)
+    if kind not in backend.library_kinds:
+        raise ValueError(f"unknown library kind {kind!r}; expected one of {backend.library_kinds}")
+    return backend, backends.BuildOptions(build_dir=None if build_dir is None else os.fspath(build_dir), jobs=jobs,
+                                          ops_per_unit=ops_per_unit, pch=pch, quiet=quiet)
 
 
 def build_library(pkg_dir: Path, kind: str, quiet: bool = False, *,
                   build_dir: str | os.PathLike[str] | None = None, jobs: int | None = None,
                   ops_per_unit: int | None = None, pch: bool | None = None) -> BuildResult:
-    """Like :func:`build`, but also says what was compiled (see :class:`BuildResult`)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown library kind {kind!r}; expected one of {KINDS}")
-    started = time.monotonic()
-    pkg_dir = pkg_dir.resolve()
-    njobs = jobs or default_jobs()
-    use_pch = _env_flag("OPGEN_PCH") if pch is None else pch
-    per_unit = ops_per_unit if ops_per_unit is not None else _env_ops_per_unit()
+    """Like :func:`build`, but also says what was compiled (see :class:`BuildResult`).
 
-    def ext(allow_import: bool = True) -> Target:
-        return ext_target(pkg_dir, ops_per_unit=per_unit, pch=use_pch, build_dir=build_dir,
-                          allow_import=allow_import)
+    The package's backend (:func:`opgen.backends.of_package`; the default one for a directory no
+    backend owns yet) says what to compile (:meth:`opgen.backends.Backend.build_library`).
 
-    target = aot_target(pkg_dir, pch=use_pch) if kind == "aot" else ext()
-
-    def prepare() -> tuple[str, ...]:
-        if kind == "ext" and target.objects and target.objects[-1].endswith(".o") and os.path.isabs(target.objects[-1]):
-            return ensure_support(build_dir, quiet=quiet)
-        return ()
-
-    def companions() -> list[Target]:
-        # One ninja file (and ninja log) for the package: the other library's edges are written
-        # too (the extension's when MindSpore's flags are known without importing it), so that
-        # kernel units compiled for one library are not compiled again for the other.
-        others: list[Target] = []
-        if kind == "ext":
-            others.append(aot_target(pkg_dir, pch=use_pch))
-        else:
-            try:
-                others.append(ext(allow_import=False))
-            except ImportError:
-                pass
-        return [kernel_target(pkg_dir), target, *others]
-
-    return build_target(pkg_dir, target, companions, quiet, build_dir=build_dir, jobs=njobs, prepare=prepare,
-                        started=started)
+    Raises:
+        ValueError: ``kind`` is not one of the backend's library kinds.
+    """
+    backend, options = _backend_of(pkg_dir, kind, quiet, build_dir, jobs, ops_per_unit, pch)
+    return backend.build_library(pkg_dir.resolve(), kind, options)
 
 
 def build_target(pkg_dir: Path, target: Target, companions: Callable[[], Sequence[Target]], quiet: bool = False, *,
                  build_dir: str | os.PathLike[str] | None = None, jobs: int | None = None,
                  prepare: Callable[[], tuple[str, ...]] | None = None, started: float | None = None) -> BuildResult:
-    """Build (or find cached) the library of ``target`` with the package's ninja file, lock and
-    publish step (what :func:`build_library` does for ``aot`` and ``ext``; a backend's own
-    library kind calls it too).
+    """Build (or find cached) the library of ``target`` with the package's one ninja file, its
+    lock and the publish step; a backend's :meth:`~opgen.backends.Backend.build_library` calls it.
 
     Args:
-        companions: every target of the package's ninja file, ``target`` among them (kernel units
-            first); called under the build lock.
+        companions: every target of the package's ninja file, ``target`` among them, the kernel
+            units first (another library's edges too, so that kernel units compiled for one are
+            not compiled again for the other); called under the build lock.
         prepare: run before the lock when the library must be built (objects shared between
-            packages); returns the labels of what it compiled.
+            packages, e.g. MindSpore's support object); returns the labels of what it compiled.
+        started: when the build was asked for (``time.monotonic()``), for the time reported.
 
     Raises:
-        BuildError: a compile or link error, or the lock not had in time.
+        BuildError: a compile or link error (the previous library stays in place and keeps
+            working), or the lock not had in time.
     """
     started = time.monotonic() if started is None else started
     njobs = jobs or default_jobs()
@@ -1282,7 +1146,7 @@ def build_target(pkg_dir: Path, target: Target, companions: Callable[[], Sequenc
             print(f"opgen: building {target.name} ({len(target.units)} unit{'s' if len(target.units) != 1 else ''}"
                   f" + {len(targets[0].units)} kernel, {njobs} job{'s' if njobs != 1 else ''}) in {bdir}",
                   file=sys.stderr)
-        for k in dict.fromkeys(["kernels", *KINDS, *(t.kind for t in targets)]):
+        for k in dict.fromkeys(["kernels", *(t.kind for t in targets)]):
             _remove_stale_temporaries(bdir, k)
         ninja_path = _write_inputs(bdir, targets)
         run = _run_ninja(bdir, ninja_path, njobs, quiet, [f"{kind}/{target.name}.so"])
@@ -1310,49 +1174,18 @@ def build_target(pkg_dir: Path, target: Target, companions: Callable[[], Sequenc
     return BuildResult(artifact, compiled, took, False)
 
 
-def ensure_support(build_dir: str | os.PathLike[str] | None = None, quiet: bool = False) -> tuple[str, ...]:
-    """Build opgen's MindSpore support object for this toolchain unless the build root has it.
+_MOVED_TO_MINDSPORE = {"KINDS": "KINDS", "aot_target": "aot_target", "ext_target": "ext_target",
+                       "ensure_support": "ensure_support", "support_object": "support_object",
+                       "SUPPORT_SOURCE": "SUPPORT_SOURCE", "_ms_version": "version", "_ms_flags": "ms_flags",
+                       "_ms_location": "location"}
+"""Names that moved to :mod:`opgen.backends.mindspore.build` (their new names), still resolved
+here, lazily, for callers written before the move."""
 
-    Once per machine (per build root, MindSpore version, compiler, Python and opgen): ~35 CPU
-    seconds, then every package's extension links the same object.  Guarded by its own lock.
 
-    Returns:
-        The labels of what was compiled (empty when the object was there).
-    """
-    obj, cflags, _ = support_object(build_dir)
-    if obj.exists():
-        return ()
-    sdir = obj.parent
-    with build_lock(sdir, quiet=quiet):
-        if obj.exists():
-            return ()
-        for leftover in sdir.glob("*.tmp"):
-            leftover.unlink(missing_ok=True)
-        label = "opgen's MindSpore support (once per toolchain)"
-        q = shlex.quote
-        text = "\n".join([
-            "# @generated by opgen build -- do not edit",
-            "ninja_required_version = 1.7",
-            "builddir = state",
-            "rule compile",
-            f"  command = {' '.join(q(w) for w in _compiler_argv())} {' '.join(q(f) for f in cflags)} "
-            "-c $in -o $out.$$$$.tmp && mv -f $out.$$$$.tmp $out",
-            f"  description = compiling {label}",
-            f"build {_esc(obj.name)}: compile {_esc(str(include_dir() / SUPPORT_SOURCE))}",
-            "",
-        ])
-        ninja_path = sdir / f"{obj.stem}.ninja"
-        _write_if_changed(ninja_path, text)
-        if not quiet:
-            print(f"opgen: building opgen's MindSpore support object once for this toolchain in {sdir}",
-                  file=sys.stderr)
-        run = _run_ninja(sdir, ninja_path, 1, quiet)
-        if run.returncode != 0:
-            text, _ = format_compiler_output(run.output, sdir)
-            raise BuildError((text or f"ninja exited with status {run.returncode}") +
-                             "\nopgen: the MindSpore support object does not compile with this MindSpore "
-                             f"({_ms_version()}) and compiler")
-        for old in sdir.glob("ms_support-*.o"):
-            if old != obj and time.time() - old.stat().st_mtime > 7 * 86400:
-                old.unlink(missing_ok=True)
-    return (label,)
+def __getattr__(name: str) -> Any:
+    """Compatibility: the MindSpore names of :data:`_MOVED_TO_MINDSPORE`."""
+    if name in _MOVED_TO_MINDSPORE:
+        from .backends.mindspore import build as ms_build
+
+        return getattr(ms_build, _MOVED_TO_MINDSPORE[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from . import __version__
 from . import build as _build
+from .backends.mindspore import build as ms_build
 
 PREBUILT = "_prebuilt.json"
 """File of a wheel-installed package naming its prebuilt libraries and what they were built for."""
@@ -53,8 +54,8 @@ def build_wheel(pkg_dir: Path, out_dir: Path, *, version: str = "0.1.0", quiet: 
     """
     pkg_dir = pkg_dir.resolve()
     name = pkg_dir.name
-    libs = {kind: _build.build(pkg_dir, kind, quiet=quiet, build_dir=build_dir, jobs=jobs) for kind in _build.KINDS}
-    ms_version = _build._ms_version()
+    libs = {kind: _build.build(pkg_dir, kind, quiet=quiet, build_dir=build_dir, jobs=jobs) for kind in ms_build.KINDS}
+    ms_version = ms_build.version()
     files: dict[str, bytes] = {}
     for path in sorted(pkg_dir.rglob("*")):
         rel = path.relative_to(pkg_dir).as_posix()

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from opgen import build
+from opgen.backends.mindspore import build as ms_build
 from opgen.cli import main
 from opgen.pipeline import generate
 
@@ -311,7 +312,7 @@ def test_precompiled_header_is_built_once_and_rebuilt_with_the_toolchain(
     assert "precompiling opgen/aot.h" in err  # progress lines (not a terminal: plain lines)
     assert call_halve(first.path, [1.0]) == [0.5]
     # PCH on or off is part of the key
-    assert build.target_key(build.aot_target(package, pch=True)) != build.target_key(build.aot_target(package))
+    assert build.target_key(ms_build.aot_target(package, pch=True)) != build.target_key(ms_build.aot_target(package))
     # a different compiler (same name, new binary) rebuilds the PCH and every unit
     cxx.reset()
     wrapper = Path(os.environ["CXX"])
@@ -459,11 +460,11 @@ def test_ccache_launcher_second_cold_build_in_a_fresh_build_dir_is_all_hits(
         return {k: int(v) for k, v in (ln.split("\t")[:2] for ln in out.splitlines() if "\t" in ln)
                 if v.isdigit()}
 
-    first = [build.build_library(package, kind, quiet=True, build_dir=tmp_path / "one") for kind in build.KINDS]
+    first = [build.build_library(package, kind, quiet=True, build_dir=tmp_path / "one") for kind in ms_build.KINDS]
     s1 = stats()
     assert s1["cache_miss"] >= 6 and s1["direct_cache_hit"] == 0  # 2 kernel, 2 aot, 2 extension units
     again = [build.build_library(package, kind, quiet=True, build_dir=tmp_path / "two")  # a fresh build dir
-             for kind in build.KINDS]
+             for kind in ms_build.KINDS]
     s2 = stats()
     assert [len(r.compiled) for r in again] == [4, 2] and call_halve(again[0].path, [6.0]) == [3.0]
     hits = s2["direct_cache_hit"] + s2["preprocessed_cache_hit"]
@@ -471,20 +472,20 @@ def test_ccache_launcher_second_cold_build_in_a_fresh_build_dir_is_all_hits(
     # the launcher is not part of the key: the same library names as without ccache
     monkeypatch.setenv("CXX", "g++")
     monkeypatch.setenv("OPGEN_CXX_LAUNCHER", ccache)
-    assert all(build.build_library(package, k, quiet=True, build_dir=tmp_path / "two").cached for k in build.KINDS)
+    assert all(build.build_library(package, k, quiet=True, build_dir=tmp_path / "two").cached for k in ms_build.KINDS)
     assert [r.path.name for r in first] == [r.path.name for r in again]
 
 
 def test_package_flags_from_generate_are_kept_in_the_package_and_keyed(package: Path) -> None:
-    plain = build.target_key(build.aot_target(package))
+    plain = build.target_key(ms_build.aot_target(package))
     assert main(["generate", "specs", "-o", "out", "-p", "tiny", "-q", "--cflag=-DFOO=1", "--include-dir", "inc",
                  "--ldflag=-L./lib", "--library", "m"]) == 0
     root = Path.cwd()
     kernels = build.kernel_target(package.resolve())
     assert all(u.cflags == ("-DFOO=1", f"-I{root / 'inc'}") for u in kernels.units)  # every kernel unit
-    aot = build.aot_target(package.resolve())
+    aot = ms_build.aot_target(package.resolve())
     assert f"-L{root / 'lib'}" in aot.ldflags and "-lm" in aot.ldflags
     assert build.target_key(aot) != plain
     regenerate()  # no flags: csrc/build.json is removed, the key is the plain one again
     assert not (package / "csrc" / "build.json").exists()
-    assert build.target_key(build.aot_target(package)) == plain
+    assert build.target_key(ms_build.aot_target(package)) == plain

@@ -15,7 +15,7 @@ import sysconfig
 import textwrap
 from pathlib import Path
 
-from opgen import build
+from opgen.backends.mindspore import build as ms_build
 from opgen.cli import main
 from opgen.pipeline import generate
 
@@ -87,13 +87,13 @@ def test_wheel_installs_and_runs_without_a_compiler(tmp_path: Path, monkeypatch)
     # the same wheel under another MindSpore version: a clear error naming the one it was built for
     record = site / "whl_ops" / "_prebuilt.json"
     facts = json.loads(record.read_text())
-    assert facts["mindspore"] == build._ms_version()
+    assert facts["mindspore"] == ms_build.version()
     record.write_text(json.dumps(dict(facts, mindspore="2.9.0")))
     run = subprocess.run([str(venv / "bin" / "python"), "-c", "import whl_ops"], env=env, cwd=tmp_path / "dist",
                          capture_output=True, text=True)
     assert run.returncode != 0
     assert "was built by opgen wheel for mindspore 2.9.0" in run.stderr
-    assert f"but this is mindspore {build._ms_version()}" in run.stderr
+    assert f"but this is mindspore {ms_build.version()}" in run.stderr
 
     # tampered installs (issue 25 item 4): each library is checked against its recorded sha256
     record.write_text(json.dumps(facts))

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:  # the model only: backends import what they need themselves
+    from ..build import BuildResult
     from ..model import BuildFlags, Op
     from ..testing import Package as TestPackage
 
@@ -91,6 +92,18 @@ class Backend(abc.ABC):
             opgen.build.BuildError: a compile or link error (at the YAML line of a kernel body).
         """
 
+
+    def build_library(self, pkg_dir: Path, kind: str, options: BuildOptions) -> BuildResult:
+        """Like :meth:`build`, with what was compiled (:class:`opgen.build.BuildResult`): what
+        :func:`opgen.build.build_library` (and ``opgen.build.build``, which generated code and
+        ``opgen wheel`` call) runs for a package of this backend. A backend builds a target with
+        :func:`opgen.build.build_target` (the neutral ninja file, lock and publish step).
+
+        Raises:
+            NotImplementedError: this backend builds only through :meth:`build` (the base class's answer).
+            opgen.build.BuildError: a compile or link error.
+        """
+        raise NotImplementedError(f"backend '{self.name}' builds through its own build()")
 
     def test_package(self, pkg_dir: Path) -> TestPackage:
         """The package in ``pkg_dir``, imported, for ``opgen test``: an :class:`opgen.testing.Package`

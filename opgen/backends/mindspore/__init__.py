@@ -18,6 +18,7 @@ from .. import Backend, BuildOptions
 from .runtime import TARGET
 
 if TYPE_CHECKING:
+    from ...build import BuildResult
     from ...testing import Package as TestPackage
 
 
@@ -69,10 +70,12 @@ class MindSporeBackend(Backend):
         return (pkg_dir / "custom.py").is_file() and (pkg_dir / "csrc").is_dir()
 
     def build(self, pkg_dir: Path, kind: str, options: BuildOptions) -> Path:
-        from ... import build
+        return self.build_library(pkg_dir, kind, options).path
 
-        return build.build(pkg_dir, kind, options.quiet, build_dir=options.build_dir, jobs=options.jobs,
-                           ops_per_unit=options.ops_per_unit, pch=options.pch)
+    def build_library(self, pkg_dir: Path, kind: str, options: BuildOptions) -> BuildResult:
+        from . import build
+
+        return build.build_library(pkg_dir, kind, options)
 
     def test_package(self, pkg_dir: Path) -> TestPackage:
         from . import testing

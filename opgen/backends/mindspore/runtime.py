@@ -37,9 +37,9 @@ FRAMEWORK = ("mindspore", "MindSpore")
 
 def version() -> str:
     """The MindSpore version installed (read without importing it)."""
-    from ...build import _ms_version
+    from .build import version as ms_version
 
-    return _ms_version()
+    return ms_version()
 
 
 def prebuilt_library(pkg_dir: Path, kind: str) -> str | None:

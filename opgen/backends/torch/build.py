@@ -16,7 +16,6 @@ publish step as the MindSpore libraries):
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import sysconfig
@@ -48,9 +47,7 @@ def torch_location() -> tuple[tuple[str, ...], tuple[str, ...], str]:
 
 def kernel_target(pkg_dir: Path) -> _b.Target:
     """The kernel layer of every op, with PyTorch's C++ ABI."""
-    k = _b.kernel_target(pkg_dir)
-    flags = tuple("-D_GLIBCXX_USE_CXX11_ABI=1" if f.startswith("-D_GLIBCXX_USE_CXX11_ABI=") else f for f in k.cflags)
-    return dataclasses.replace(k, cflags=flags)
+    return _b.kernel_target(pkg_dir, ("-D_GLIBCXX_USE_CXX11_ABI=1",))
 
 
 def _units(sources: list[Path], ops_per_unit: int | None) -> tuple[_b.Unit, ...]:
