@@ -102,8 +102,8 @@ def test_an_unknown_backend_names_the_known_ones() -> None:
 
 
 def test_the_core_imports_no_framework() -> None:
-    """The neutral modules, and the MindSpore backend's generator side and runtime, import
-    neither MindSpore nor torch; opgen.runtime still resolves the names that moved to the
+    """The neutral modules, every backend's registry entry, and the MindSpore backend's generator
+    side and runtime, import neither MindSpore nor torch; opgen.runtime still resolves the names that moved to the
     backend (packages and wheels generated before the move call them there)."""
     code = textwrap.dedent("""
         import sys
@@ -111,7 +111,8 @@ def test_the_core_imports_no_framework() -> None:
         import opgen.backends.mindspore.views, opgen.backends.mindspore.runtime
         from opgen import backends, runtime
         from opgen.backends.mindspore import runtime as ms_runtime
-        backends.get("mindspore")
+        for name in backends.names():  # every backend's registry entry, its generator side
+            backends.get(name)
         assert runtime.aot_library is ms_runtime.aot_library and runtime.reg_info is ms_runtime.reg_info
         print(sorted(m for m in sys.modules if m.split(".")[0] in ("mindspore", "torch")))
     """)
