@@ -241,20 +241,24 @@ def _shape_text(shape: Sequence[int]) -> str:
 def normalize_axes(axis: int | Sequence[int], rank: int, op: str = "") -> list[int]:
     """Axes of a tensor of ``rank`` as sorted non-negative ints; ``[]`` means every axis.
 
-    Same rules and messages as ``opgen::normalize_axes`` in C++ (``kernel.h``).
+    Same rules and messages as ``opgen::normalize_axes`` in C++ (``rules.h``), and numpy's: a
+    single int axis of a 0-d tensor may be 0 or -1 (``np.sum(np.float32(2), axis=0)``), an axis
+    in a list may not (``np.sum(np.float32(2), axis=(0,))`` raises AxisError).
 
     Raises:
-        ValueError: an axis outside ``[-rank, rank)`` (``[-1, 0]`` for rank 0), or repeated.
+        ValueError: an axis outside ``[-rank, rank)`` (``[-1, 0]`` for the int axis of rank 0), or
+            repeated.
     """
+    single = isinstance(axis, int)
     axes = [int(axis)] if isinstance(axis, int) else [int(a) for a in axis]
     if not axes:
         return list(range(rank))
     out: list[int] = []
-    bound = max(rank, 1)
+    bound = max(rank, 1) if single else rank
     for a in axes:
         if not -bound <= a < bound:
             raise _fail(op, f"axis {a} is out of range for a tensor of rank {rank}")
-        a = a + bound if a < 0 else a
+        a = a + bound if a < 0 else a  # bound is rank, or 1 for the int axis of a 0-d tensor
         if a in out:
             raise _fail(op, f"axis {a} is repeated")
         out.append(a)

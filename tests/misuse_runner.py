@@ -79,6 +79,45 @@ elementwise:
 }
 
 
+THROW_SPECS = {
+    # kernels that throw: a std::exception other than opgen::Error, and a value that is none
+    "throw_std.yaml": """\
+name: throw_std
+doc: Throws std::runtime_error("boom") for a negative first element.
+inputs:
+  - {name: x, doc: any tensor}
+outputs:
+  - {name: out, doc: x, shape: x, dtype: x}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default]
+kernel:
+  forward: |
+    if (x.numel > 0 && x[0] < 0) throw std::runtime_error("boom");
+    for (int64_t i = 0; i < out.numel; ++i) out[i] = x[i];
+  backward: |
+    for (int64_t i = 0; i < dx.numel; ++i) dx[i] = dout[i];
+""",
+    "throw_int.yaml": """\
+name: throw_int
+doc: Throws 42 for a negative first element.
+inputs:
+  - {name: x, doc: any tensor}
+outputs:
+  - {name: out, doc: x, shape: x, dtype: x}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default]
+kernel:
+  forward: |
+    if (x.numel > 0 && x[0] < 0) throw 42;
+    for (int64_t i = 0; i < out.numel; ++i) out[i] = x[i];
+  backward: |
+    for (int64_t i = 0; i < dx.numel; ++i) dx[i] = dout[i];
+""",
+}
+
+
 @dataclass(frozen=True)
 class Case:
     """``expect`` is ``"answer"`` or ``(exception type name, substrings of its message)``."""
@@ -143,6 +182,8 @@ def _graph_cell(op: Any, form: str, other: Any = None) -> Any:
                 return self.op(t, t * 2) + t * 3
             if form == "nd_one":
                 return self.op(t) + t * 3
+            if form == "axis":
+                return self.op(t, axis=other)
             return self.op(t)
 
     return Net()
@@ -327,6 +368,17 @@ def _cases() -> list[Case]:
             raise AssertionError("gather did not raise")
         _eq(P.mul(_t(a23), _t(a23)), a23 * a23)
     add("gather_error_raised_at_its_call", gather_error_then_other_op, "answer")
+    # issue 25 item 6: a body's own exceptions name the op, and say the same on both paths
+    add("kernel_throws_std_exception", lambda P: P.throw_std(_t(a23)).asnumpy(),
+        ("ValueError", ["throw_std(): boom"]))
+    add("kernel_throws_int", lambda P: P.throw_int(_t(a23)).asnumpy(),
+        ("ValueError", ["throw_int(): the kernel threw a value that is not a std::exception (throw opgen::Error("]))
+
+    # issue 25 item 8: a 0-d tensor has no axis to list (numpy: AxisError); every axis when none is listed
+    d0 = np.float32(2)
+    axis_0d = ("ValueError", ["reduce_sum(): axis 0 is out of range for a tensor of rank 0"])
+    add("reduce_sum_0d_axis_list", lambda P: P.reduce_sum(_t(d0), axis=[0]).asnumpy(), axis_0d)
+    add("reduce_sum_0d_all_axes", lambda P: _eq(P.reduce_sum(_t(d0)), np.sum(d0)), "answer")
 
     # GRAPH_MODE Cells: the Custom path rejects what is not a Tensor (a numpy array used to
     # abort the process), the Function<T> path refuses to compile into a graph (its gradients
@@ -358,6 +410,8 @@ def _cases() -> list[Case]:
     add("graph_mul_grad", graph_grad, graph("answer"))
     add("graph_gather_index_out_of_range", lambda P: _graph_cell(P.gather, "gather", _t(idx))(_t(a23)).asnumpy(),
         graph(("RuntimeError", ["gather(): index 7 is out of range for axis 1 of size 3"]), "gather"))
+    add("graph_reduce_sum_0d_axis_list", lambda P: _graph_cell(P.reduce_sum, "axis", [0])(_t(d0)).asnumpy(),
+        graph(axis_0d, "reduce_sum"))
     add("graph_scaled_n_beyond_int64", lambda P: _graph_cell(P.scaled, "pair", 2**63)(_t(x23)),
         graph(("ValueError", ["scaled()", "int64"]), "scaled"),
         xfail=dict.fromkeys(PATHS, "MindSpore converts the int constant to int64 while compiling, before any "
@@ -393,7 +447,7 @@ def prepare(home: Path, kinds: tuple[str, ...] = ("aot", "ext")) -> Path:
 
     (home / "specs").mkdir(parents=True, exist_ok=True)
     (home / "specs" / "scaled.yaml").write_text(ATTR_SPEC, encoding="utf-8")
-    for name, text in NO_GRAD_SPECS.items():
+    for name, text in {**NO_GRAD_SPECS, **THROW_SPECS}.items():
         (home / "specs" / name).write_text(text, encoding="utf-8")
     assert opgen_main(["generate", str(home / "specs"), "-o", str(home / "out"), "-p", "misuse_ops", "-q"]) == 0
     for pkg in (home / "out" / "misuse_ops", ROOT / "generated" / "opgen_ops"):
@@ -422,8 +476,9 @@ def _modules(attr_pkg: str, paths: set[str]) -> dict[str, Any]:
         mod = importlib.import_module("generated.opgen_ops" + ("" if path == "custom" else ".function"))
         attr = importlib.import_module(f"{attr_pkg}.{path}")
         spaces[path] = types.SimpleNamespace(add=mod.add, mul=mod.mul, square=mod.square, concat=mod.concat,
-                                             gather=mod.gather, scaled=attr.scaled, mul_nd=attr.mul_nd,
-                                             sq_nd=attr.sq_nd)
+                                             gather=mod.gather, reduce_sum=mod.reduce_sum, scaled=attr.scaled,
+                                             mul_nd=attr.mul_nd, sq_nd=attr.sq_nd, throw_std=attr.throw_std,
+                                             throw_int=attr.throw_int)
     return spaces
 
 

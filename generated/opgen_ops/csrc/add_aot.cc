@@ -104,8 +104,8 @@ extern "C" int opgen_ops_add_forward(int nparam, void **params, int *ndims, int6
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("add", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("add", opgen::kNotAnException);
   }
 }
 
@@ -170,8 +170,8 @@ extern "C" int opgen_ops_add_backward(int nparam, void **params, int *ndims, int
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("add", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("add", opgen::kNotAnException);
   }
 }
 

@@ -110,8 +110,8 @@ extern "C" int opgen_ops_avg_pool2d_forward(int nparam, void **params, int *ndim
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("avg_pool2d", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("avg_pool2d", opgen::kNotAnException);
   }
 }
 
@@ -152,8 +152,8 @@ extern "C" int opgen_ops_avg_pool2d_backward(int nparam, void **params, int *ndi
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("avg_pool2d", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("avg_pool2d", opgen::kNotAnException);
   }
 }
 

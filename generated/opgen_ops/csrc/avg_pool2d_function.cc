@@ -63,8 +63,10 @@ class AvgPool2d : public Function<AvgPool2d> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("avg_pool2d", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("avg_pool2d", std::runtime_error(opgen::kNotAnException));
     }
     const bool need_x = ctx->NeedGrad(x);
     if (need_x) {
@@ -103,8 +105,10 @@ class AvgPool2d : public Function<AvgPool2d> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("avg_pool2d", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("avg_pool2d", std::runtime_error(opgen::kNotAnException));
     }
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.

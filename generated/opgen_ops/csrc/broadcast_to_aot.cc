@@ -121,8 +121,8 @@ extern "C" int opgen_ops_broadcast_to_forward(int nparam, void **params, int *nd
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("broadcast_to", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("broadcast_to", opgen::kNotAnException);
   }
 }
 
@@ -183,8 +183,8 @@ extern "C" int opgen_ops_broadcast_to_backward(int nparam, void **params, int *n
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("broadcast_to", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("broadcast_to", opgen::kNotAnException);
   }
 }
 

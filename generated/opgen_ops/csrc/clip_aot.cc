@@ -106,8 +106,8 @@ extern "C" int opgen_ops_clip_forward(int nparam, void **params, int *ndims, int
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("clip", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("clip", opgen::kNotAnException);
   }
 }
 
@@ -148,8 +148,8 @@ extern "C" int opgen_ops_clip_backward(int nparam, void **params, int *ndims, in
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("clip", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("clip", opgen::kNotAnException);
   }
 }
 

@@ -59,8 +59,10 @@ class Clip : public Function<Clip> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("clip", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("clip", std::runtime_error(opgen::kNotAnException));
     }
     const bool need_x = ctx->NeedGrad(x);
     if (need_x) {
@@ -99,8 +101,10 @@ class Clip : public Function<Clip> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("clip", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("clip", std::runtime_error(opgen::kNotAnException));
     }
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.

@@ -124,8 +124,8 @@ extern "C" int opgen_ops_concat_forward(int nparam, void **params, int *ndims, i
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("concat", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("concat", opgen::kNotAnException);
   }
 }
 
@@ -186,8 +186,8 @@ extern "C" int opgen_ops_concat_backward(int nparam, void **params, int *ndims, 
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("concat", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("concat", opgen::kNotAnException);
   }
 }
 

@@ -76,8 +76,10 @@ class Concat : public Function<Concat> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("concat", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("concat", std::runtime_error(opgen::kNotAnException));
     }
     const bool need_xs = opgen::ms::need_any(ctx, xs);
     if (need_xs) {

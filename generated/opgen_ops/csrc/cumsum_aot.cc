@@ -108,8 +108,8 @@ extern "C" int opgen_ops_cumsum_forward(int nparam, void **params, int *ndims, i
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("cumsum", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("cumsum", opgen::kNotAnException);
   }
 }
 
@@ -150,8 +150,8 @@ extern "C" int opgen_ops_cumsum_backward(int nparam, void **params, int *ndims, 
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("cumsum", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("cumsum", opgen::kNotAnException);
   }
 }
 

@@ -62,8 +62,10 @@ class Dropout : public Function<Dropout> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("dropout", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("dropout", std::runtime_error(opgen::kNotAnException));
     }
     ctx->MarkNonDifferentiable({outputs[1]});
     const bool need_x = ctx->NeedGrad(x);
@@ -104,8 +106,10 @@ class Dropout : public Function<Dropout> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("dropout", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("dropout", std::runtime_error(opgen::kNotAnException));
     }
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.

@@ -58,8 +58,10 @@ class Gelu : public Function<Gelu> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("gelu", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("gelu", std::runtime_error(opgen::kNotAnException));
     }
     const bool need_x = ctx->NeedGrad(x);
     if (need_x) {
@@ -96,8 +98,10 @@ class Gelu : public Function<Gelu> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("gelu", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("gelu", std::runtime_error(opgen::kNotAnException));
     }
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.

@@ -118,8 +118,8 @@ extern "C" int opgen_ops_layer_norm_forward(int nparam, void **params, int *ndim
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("layer_norm", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("layer_norm", opgen::kNotAnException);
   }
 }
 
@@ -176,8 +176,8 @@ extern "C" int opgen_ops_layer_norm_backward(int nparam, void **params, int *ndi
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("layer_norm", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("layer_norm", opgen::kNotAnException);
   }
 }
 

@@ -69,8 +69,10 @@ class LayerNorm : public Function<LayerNorm> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("layer_norm", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("layer_norm", std::runtime_error(opgen::kNotAnException));
     }
     ctx->MarkNonDifferentiable({outputs[1]});
     ctx->MarkNonDifferentiable({outputs[2]});
@@ -133,8 +135,10 @@ class LayerNorm : public Function<LayerNorm> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("layer_norm", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("layer_norm", std::runtime_error(opgen::kNotAnException));
     }
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.

@@ -104,8 +104,8 @@ extern "C" int opgen_ops_log_softmax_forward(int nparam, void **params, int *ndi
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("log_softmax", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("log_softmax", opgen::kNotAnException);
   }
 }
 
@@ -146,8 +146,8 @@ extern "C" int opgen_ops_log_softmax_backward(int nparam, void **params, int *nd
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("log_softmax", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("log_softmax", opgen::kNotAnException);
   }
 }
 

@@ -109,8 +109,8 @@ extern "C" int opgen_ops_matmul_forward(int nparam, void **params, int *ndims, i
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("matmul", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("matmul", opgen::kNotAnException);
   }
 }
 
@@ -155,8 +155,8 @@ extern "C" int opgen_ops_matmul_backward(int nparam, void **params, int *ndims, 
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("matmul", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("matmul", opgen::kNotAnException);
   }
 }
 

@@ -62,8 +62,10 @@ class Matmul : public Function<Matmul> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("matmul", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("matmul", std::runtime_error(opgen::kNotAnException));
     }
     const bool need_a = ctx->NeedGrad(a);
     const bool need_b = ctx->NeedGrad(b);
@@ -110,8 +112,10 @@ class Matmul : public Function<Matmul> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("matmul", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("matmul", std::runtime_error(opgen::kNotAnException));
     }
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.

@@ -86,8 +86,8 @@ extern "C" int opgen_ops_maximum_forward(int nparam, void **params, int *ndims, 
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("maximum", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("maximum", opgen::kNotAnException);
   }
 }
 
@@ -128,8 +128,8 @@ extern "C" int opgen_ops_maximum_backward(int nparam, void **params, int *ndims,
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("maximum", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("maximum", opgen::kNotAnException);
   }
 }
 

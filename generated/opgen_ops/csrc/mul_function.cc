@@ -60,8 +60,10 @@ class Mul : public Function<Mul> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("mul", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("mul", std::runtime_error(opgen::kNotAnException));
     }
     const bool need_x = ctx->NeedGrad(x);
     const bool need_y = ctx->NeedGrad(y);
@@ -104,8 +106,10 @@ class Mul : public Function<Mul> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("mul", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("mul", std::runtime_error(opgen::kNotAnException));
     }
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.

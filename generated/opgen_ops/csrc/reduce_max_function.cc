@@ -59,8 +59,10 @@ class ReduceMax : public Function<ReduceMax> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("reduce_max", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("reduce_max", std::runtime_error(opgen::kNotAnException));
     }
     const bool need_x = ctx->NeedGrad(x);
     if (need_x) {
@@ -100,8 +102,10 @@ class ReduceMax : public Function<ReduceMax> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("reduce_max", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("reduce_max", std::runtime_error(opgen::kNotAnException));
     }
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.

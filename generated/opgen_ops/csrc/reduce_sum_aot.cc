@@ -106,8 +106,8 @@ extern "C" int opgen_ops_reduce_sum_forward(int nparam, void **params, int *ndim
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("reduce_sum", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("reduce_sum", opgen::kNotAnException);
   }
 }
 
@@ -148,8 +148,8 @@ extern "C" int opgen_ops_reduce_sum_backward(int nparam, void **params, int *ndi
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("reduce_sum", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("reduce_sum", opgen::kNotAnException);
   }
 }
 

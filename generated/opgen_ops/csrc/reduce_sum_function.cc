@@ -59,8 +59,10 @@ class ReduceSum : public Function<ReduceSum> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("reduce_sum", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("reduce_sum", std::runtime_error(opgen::kNotAnException));
     }
     const bool need_x = ctx->NeedGrad(x);
     if (need_x) {

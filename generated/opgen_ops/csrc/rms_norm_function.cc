@@ -63,8 +63,10 @@ class RmsNorm : public Function<RmsNorm> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("rms_norm", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("rms_norm", std::runtime_error(opgen::kNotAnException));
     }
     const bool need_x = ctx->NeedGrad(x);
     const bool need_weight = ctx->NeedGrad(weight);
@@ -109,8 +111,10 @@ class RmsNorm : public Function<RmsNorm> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("rms_norm", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("rms_norm", std::runtime_error(opgen::kNotAnException));
     }
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.

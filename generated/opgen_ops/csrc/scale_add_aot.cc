@@ -109,8 +109,8 @@ extern "C" int opgen_ops_scale_add_forward(int nparam, void **params, int *ndims
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("scale_add", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("scale_add", opgen::kNotAnException);
   }
 }
 
@@ -155,8 +155,8 @@ extern "C" int opgen_ops_scale_add_backward(int nparam, void **params, int *ndim
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("scale_add", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("scale_add", opgen::kNotAnException);
   }
 }
 

@@ -62,8 +62,10 @@ class ScaleAdd : public Function<ScaleAdd> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("scale_add", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("scale_add", std::runtime_error(opgen::kNotAnException));
     }
     const bool need_x = ctx->NeedGrad(x);
     const bool need_y = ctx->NeedGrad(y);
@@ -106,8 +108,10 @@ class ScaleAdd : public Function<ScaleAdd> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("scale_add", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("scale_add", std::runtime_error(opgen::kNotAnException));
     }
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.

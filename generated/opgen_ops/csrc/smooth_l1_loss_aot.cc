@@ -111,8 +111,8 @@ extern "C" int opgen_ops_smooth_l1_loss_forward(int nparam, void **params, int *
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("smooth_l1_loss", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("smooth_l1_loss", opgen::kNotAnException);
   }
 }
 
@@ -157,8 +157,8 @@ extern "C" int opgen_ops_smooth_l1_loss_backward(int nparam, void **params, int 
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("smooth_l1_loss", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("smooth_l1_loss", opgen::kNotAnException);
   }
 }
 

@@ -64,8 +64,10 @@ class SmoothL1Loss : public Function<SmoothL1Loss> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("smooth_l1_loss", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("smooth_l1_loss", std::runtime_error(opgen::kNotAnException));
     }
     const bool need_pred = ctx->NeedGrad(pred);
     const bool need_target = ctx->NeedGrad(target);
@@ -112,8 +114,10 @@ class SmoothL1Loss : public Function<SmoothL1Loss> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("smooth_l1_loss", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("smooth_l1_loss", std::runtime_error(opgen::kNotAnException));
     }
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.

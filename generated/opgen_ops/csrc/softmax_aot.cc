@@ -104,8 +104,8 @@ extern "C" int opgen_ops_softmax_forward(int nparam, void **params, int *ndims, 
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("softmax", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("softmax", opgen::kNotAnException);
   }
 }
 
@@ -146,8 +146,8 @@ extern "C" int opgen_ops_softmax_backward(int nparam, void **params, int *ndims,
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("softmax", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("softmax", opgen::kNotAnException);
   }
 }
 

@@ -57,8 +57,10 @@ class Softplus : public Function<Softplus> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("softplus", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("softplus", std::runtime_error(opgen::kNotAnException));
     }
     const bool need_x = ctx->NeedGrad(x);
     if (need_x) {
@@ -93,8 +95,10 @@ class Softplus : public Function<Softplus> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("softplus", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("softplus", std::runtime_error(opgen::kNotAnException));
     }
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.

@@ -85,8 +85,8 @@ extern "C" int opgen_ops_swiglu_forward(int nparam, void **params, int *ndims, i
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("swiglu", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("swiglu", opgen::kNotAnException);
   }
 }
 
@@ -123,8 +123,8 @@ extern "C" int opgen_ops_swiglu_backward(int nparam, void **params, int *ndims, 
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("swiglu", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("swiglu", opgen::kNotAnException);
   }
 }
 

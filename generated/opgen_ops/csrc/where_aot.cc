@@ -89,8 +89,8 @@ extern "C" int opgen_ops_where_forward(int nparam, void **params, int *ndims, in
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("where", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("where", opgen::kNotAnException);
   }
 }
 
@@ -133,8 +133,8 @@ extern "C" int opgen_ops_where_backward(int nparam, void **params, int *ndims, i
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("where", e.what());
-  } catch (...) {
-    return opgen::aot::kInternalError;
+  } catch (...) {  // `throw 42`: what the Function<T> path says too
+    return opgen::aot::report_kernel_error("where", opgen::kNotAnException);
   }
 }
 

@@ -63,8 +63,10 @@ class Where : public Function<Where> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("where", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("where", std::runtime_error(opgen::kNotAnException));
     }
     const bool need_x = ctx->NeedGrad(x);
     const bool need_y = ctx->NeedGrad(y);
@@ -107,8 +109,10 @@ class Where : public Function<Where> {
           break;
         }
       }
-    } catch (const opgen::Error &e) {
+    } catch (const std::exception &e) {  // opgen::Error, a body's std::runtime_error...: as on the Custom path
       opgen::ms::kernel_error("where", e);
+    } catch (...) {  // `throw 42`
+      opgen::ms::kernel_error("where", std::runtime_error(opgen::kNotAnException));
     }
     // One entry per Forward argument: the fixed tensors, nullptr for each attr, then the
     // tensors of the dynamic input.

@@ -218,8 +218,9 @@ def broadcast_shape(*shapes: Sequence[Any], op: str = "") -> list[Any]:
 
 def normalize_axes(axis: Any, rank: int, op: str = "") -> list[int]:
     """:func:`opgen.runtime.normalize_axes` (axes are attrs: made concrete)."""
-    axes = [int(axis)] if isinstance(axis, (int, torch.SymInt)) else [int(a) for a in axis]
-    return _normalize_int(axes, rank, op)
+    if isinstance(axis, (int, torch.SymInt)):  # an int axis, not a list: 0 and -1 are axes of a 0-d tensor
+        return _normalize_int(int(axis), rank, op)
+    return _normalize_int([int(a) for a in axis], rank, op)
 
 
 def dim_of(shape: Sequence[Any], axis: int, name: str, op: str = "") -> Any:

@@ -80,6 +80,11 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// What both paths say, after "<op>(): ", when a kernel throws a value that is not a
+/// std::exception (`throw 42`).
+inline constexpr const char *kNotAnException =
+    "the kernel threw a value that is not a std::exception (throw opgen::Error(\"why\") to say why)";
+
 namespace detail {
 #ifdef OPGEN_CHECKED
 /// `name` points into OPGEN_NAME_VIEWS's argument text ("x, y, out"): the name runs to the

@@ -18,15 +18,13 @@
 
 namespace opgen {
 
-/// Axes of a tensor of `rank` as sorted non-negative ints; an empty `axes` means every axis.
-/// Throws opgen::Error for an axis outside [-rank, rank) ([-1, 0] for rank 0) or a repeated one.
-inline std::vector<int64_t> normalize_axes(const std::vector<int64_t> &axes, int64_t rank) {
+namespace detail {
+inline std::vector<int64_t> normalize_axes(const std::vector<int64_t> &axes, int64_t rank, int64_t bound) {
   std::vector<int64_t> out;
   if (axes.empty()) {
     for (int64_t i = 0; i < rank; ++i) out.push_back(i);
     return out;
   }
-  const int64_t bound = std::max<int64_t>(rank, 1);
   for (int64_t a : axes) {
     if (a < -bound || a >= bound) {
       throw Error("axis " + std::to_string(a) + " is out of range for a tensor of rank " + std::to_string(rank));
@@ -39,9 +37,19 @@ inline std::vector<int64_t> normalize_axes(const std::vector<int64_t> &axes, int
   std::sort(out.begin(), out.end());
   return out;
 }
+}  // namespace detail
 
+/// Axes of a tensor of `rank` as sorted non-negative ints; an empty `axes` means every axis.
+/// Throws opgen::Error for an axis outside [-rank, rank) or a repeated one: as numpy, a 0-d
+/// tensor has no axis to list (np.sum(np.float32(2), axis=(0,)) raises AxisError).
+inline std::vector<int64_t> normalize_axes(const std::vector<int64_t> &axes, int64_t rank) {
+  return detail::normalize_axes(axes, rank, rank);
+}
+
+/// The single axis `axis` of a tensor of `rank`, as numpy takes an int axis: in [-rank, rank),
+/// or [-1, 0] for rank 0 (np.sum(np.float32(2), axis=0) is 2).
 inline std::vector<int64_t> normalize_axes(int64_t axis, int64_t rank) {
-  return normalize_axes(std::vector<int64_t>{axis}, rank);
+  return detail::normalize_axes(std::vector<int64_t>{axis}, rank, std::max<int64_t>(rank, 1));
 }
 
 /// Dimension `axis` (negative counts from the end) of input `name`'s shape, for explicit dim
