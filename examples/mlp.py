@@ -23,16 +23,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import mindspore as ms  # noqa: E402
 from mindspore import Parameter, ParameterTuple, Tensor, nn, ops  # noqa: E402
-
-N, D_IN, HIDDEN, CLASSES = 256, 16, 64, 4
-EPS = 1e-5
-Array = np.ndarray[Any, Any]
+from mlp_data import EPS, Array  # noqa: E402
+from mlp_data import data as _data  # noqa: E402
 
 
 def _builtin_ops() -> SimpleNamespace:
@@ -65,24 +62,6 @@ def _builtin_ops() -> SimpleNamespace:
 
     return SimpleNamespace(matmul=matmul, add=add, mul=mul, layer_norm=layer_norm, gelu=gelu,
                            log_softmax=log_softmax, reduce_sum=reduce_sum, reduce_mean=reduce_mean)
-
-
-def _data(seed: int = 0) -> tuple[Array, Array, list[Array]]:
-    """Inputs, one-hot labels from a random linear teacher, and initial weights."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((N, D_IN)).astype(np.float32)
-    teacher = rng.standard_normal((D_IN, CLASSES))
-    labels = np.argmax(x @ teacher, axis=1)
-    onehot = np.eye(CLASSES, dtype=np.float32)[labels]
-    weights = [
-        (rng.standard_normal((D_IN, HIDDEN)) / np.sqrt(D_IN)).astype(np.float32),  # w1
-        np.zeros(HIDDEN, np.float32),  # b1
-        np.ones(HIDDEN, np.float32),  # gamma
-        np.zeros(HIDDEN, np.float32),  # beta
-        (rng.standard_normal((HIDDEN, CLASSES)) / np.sqrt(HIDDEN)).astype(np.float32),  # w2
-        np.zeros(CLASSES, np.float32),  # b2
-    ]
-    return x, onehot, weights
 
 
 class MLP(nn.Cell):  # type: ignore[misc]

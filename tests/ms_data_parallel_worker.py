@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 import mindspore as ms  # noqa: E402
 import mlp  # noqa: E402  (examples/mlp.py)
+import mlp_data  # noqa: E402
 from mindspore import ParameterTuple, Tensor, nn, ops  # noqa: E402
 
 LR = 0.5
@@ -67,7 +68,7 @@ def main() -> int:
 
         init()
         rank, size = get_rank(), get_group_size()
-    x, onehot, weights = mlp._data()
+    x, onehot, weights = mlp_data.data()
     if x.shape[0] % size:
         raise SystemExit(f"batch {x.shape[0]} does not split over {size} ranks")
     n = x.shape[0] // size
