@@ -863,8 +863,23 @@ class NinjaRun:
     compiled: list[str]
 
 
-def _run_ninja(bdir: Path, ninja_path: Path, jobs: int, quiet: bool, goals: Sequence[str] = ()) -> NinjaRun:
+def _compiler_env() -> dict[str, str]:
+    """The environment compilers run in: this process's, without a preloaded sanitizer runtime
+    (``opgen test --sanitize`` preloads libasan into the test process, which builds the libraries
+    it imports; g++ under a preloaded ASan fails or reports the compiler's own leaks)."""
     env = dict(os.environ, NINJA_STATUS="[%f/%t] ")
+    preload = env.get("LD_PRELOAD", "")
+    if "san" in preload:
+        kept = [p for p in preload.replace(":", " ").split() if "san" not in os.path.basename(p)]
+        if kept:
+            env["LD_PRELOAD"] = " ".join(kept)
+        else:
+            del env["LD_PRELOAD"]
+    return env
+
+
+def _run_ninja(bdir: Path, ninja_path: Path, jobs: int, quiet: bool, goals: Sequence[str] = ()) -> NinjaRun:
+    env = _compiler_env()
     cmd = [_ninja(), "-f", ninja_path.name, "-j", str(jobs), "-k", "0", *goals]
     if sys.platform.startswith("linux"):
         cmd = [sys.executable, "-S", "-c", _DEATHSIG_SHIM, str(os.getpid()), *cmd]

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from . import __version__
 from .config import DEFAULT_PACKAGE, Config
 from .diagnostics import Diagnostic, display_path
+from .isolate import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from .backends import Backend
@@ -226,6 +227,8 @@ def _build(pkg_dir: Path, args: argparse.Namespace, kinds: Sequence[str]) -> int
         return EXIT_ERRORS
     if args.checked:
         os.environ["OPGEN_CHECK"] = "1"  # the build flags read it (a separate, cached variant)
+    if args.sanitize:
+        os.environ["OPGEN_SANITIZE"] = "1"  # likewise
 
     options = BuildOptions(build_dir=args.build_dir, jobs=args.jobs, ops_per_unit=args.ops_per_unit,
                            pch=True if args.pch else None, quiet=args.quiet)
@@ -329,6 +332,20 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
                    help="checked mode: kernels' views are bounds-checked, an out-of-bounds read is an error naming "
                    "the op, the view and the index (also $OPGEN_CHECK=1, which loads it; cached beside the "
                    "plain build)")
+    g.add_argument("--sanitize", action="store_true",
+                   help="AddressSanitizer + UndefinedBehaviorSanitizer builds (also $OPGEN_SANITIZE=1; cached beside "
+                   "the plain build); loading them needs the ASan runtime preloaded: 'opgen test --sanitize' does that")
+
+
+def _seconds(text: str) -> float:
+    """Check ``--timeout``: a positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def package_name(text: str) -> str:
@@ -532,14 +549,7 @@ def _cmd_test(args: argparse.Namespace) -> int:
         return EXIT_ERRORS
     if not args.quiet:
         print(f"opgen test: {note}", file=sys.stderr)
-    from .build import BuildError
-
-    try:
-        pkg = testing.load_package(pkg_dir)
-    except BuildError as exc:
-        print(str(exc), file=sys.stderr)
-        print(f"opgen test: the aot library of {display_path(pkg_dir)} does not build", file=sys.stderr)
-        return EXIT_ERRORS
+    from .isolate import ChildError, run_isolated
 
     def progress(op: object, results: list[testing.Result]) -> None:
         if not args.quiet:
@@ -548,7 +558,20 @@ def _cmd_test(args: argparse.Namespace) -> int:
             print(f"opgen test: {getattr(op, 'name', op)}: {'FAIL ' + ', '.join(bad) if bad else 'ok'} "
                   f"({took:.1f}s)", file=sys.stderr)
 
-    results = testing.run_all(pkg, ops, checks, seed=args.seed, progress=progress)
+    def echo(line: str) -> None:  # the test process's own output: opgen's build progress, or all with -v
+        if args.verbose or (not args.quiet and line.startswith("opgen:")):
+            print(line, file=sys.stderr)
+
+    try:
+        results = run_isolated(pkg_dir, [str(p) for p in paths], ops, checks, seed=args.seed, timeout=args.timeout,
+                               sanitize=args.sanitize, progress=progress, echo=echo)
+    except ChildError as exc:
+        print(str(exc), file=sys.stderr)
+        print(f"opgen test: {display_path(pkg_dir)} cannot be loaded for testing", file=sys.stderr)
+        return EXIT_ERRORS
+    except KeyboardInterrupt:
+        print("\nopgen test: interrupted; the test process was stopped", file=sys.stderr)
+        return 130
     print(testing.format_table(results, checks))
     failures = testing.format_failures(results)
     if failures:
@@ -722,6 +745,13 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--unchecked", action="store_true",
                    help="test the plain build: by default opgen test builds and loads the checked mode "
                    "(bounds-checked views; as OPGEN_CHECK=1), so that a kernel reading out of bounds fails")
+    p.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"a check still running after SECONDS fails as hung (default {DEFAULT_TIMEOUT:g}); the "
+                   "checks run in a child process, so a crash or a hang fails one check and the run goes on")
+    p.add_argument("--sanitize", action="store_true",
+                   help="build the libraries with AddressSanitizer + UBSan and run the checks with the ASan runtime "
+                   "preloaded: a raw-pointer overflow, use-after-free or signed overflow in a body fails its check "
+                   "with the sanitizer's report (file:line in the YAML)")
     p.set_defaults(func=_cmd_test)
 
     p = add("new", "write a commented spec skeleton for a new op",
