@@ -985,7 +985,7 @@ def concat(xs, axis: int = 0) -> Any:
 def _concat_full(xs, axis: int = 0) -> Any:
     """concat with every check, the body a graph compiles in place of concat()
     (substitute_in_graphs below)."""
-    xs = _graph.tensor_list_input("concat", "xs", xs)
+    xs = _graph.tensor_list_input("concat", "xs", xs, 0)
     flat = tuple(xs)
     layout = (len(xs),)
     prim = _concat_checked(layout, tuple(t.dtype for t in flat), tuple(t.shape for t in flat), axis)

@@ -237,7 +237,7 @@ def _concat_checked(xs, axis: int = 0) -> Any:
     compiles, the RuntimeError pointing to the Custom path. MindSpore's graph compiler sees this
     for concat and _ext.concat (registered by _graph.substitute_in_graphs below); a
     PyNative call runs it only for a non-Tensor input, so valid calls pay no graph test."""
-    xs = _graph.tensor_list_input("concat", "xs", xs)
+    xs = _graph.tensor_list_input("concat", "xs", xs, 0)
     _graph.pynative_only("concat", _PACKAGE, (xs,))  # after the input checks
     return xs
 

@@ -123,16 +123,22 @@ def tensor_input(op: str, name: str, value: Any) -> Any:
     return value
 
 
-def tensor_list_input(op: str, name: str, value: Any) -> Any:
+def tensor_list_input(op: str, name: str, value: Any, others: int = -1) -> Any:
     """Raise TypeError naming ``op`` unless ``value`` is a non-empty list or tuple of Tensors
     (ValueError when empty).  Graph-mode safe (the loop is over the items, not indices: an
-    indexed loop is folded away in GRAPH_MODE)."""
+    indexed loop is folded away in GRAPH_MODE).
+
+    ``others``: how many other tensors the call takes (0 on the Function<T> path); a list that
+    makes more than :data:`MAX_CUSTOM_TENSORS` in all is a ValueError before the loop (a
+    GRAPH_MODE Cell unrolled a 1,000-tensor loop into "Exceed function call depth limit 1000")."""
     if isinstance(value, Tensor):  # tested first and alone: GRAPH_MODE lets a Tensor through the test below
         raise TypeError(f"{op}(): input '{name}' must be a list of Tensors, got {type(value).__name__}")
     if not isinstance(value, (list, tuple)):
         raise TypeError(f"{op}(): input '{name}' must be a list of Tensors, got {type(value).__name__}")
     if not value:
         raise ValueError(f"{op}(): input '{name}' is an empty list; it takes at least one Tensor")
+    if others >= 0 and others + len(value) > MAX_CUSTOM_TENSORS:
+        raise ValueError(f"{op}(): '{name}' takes 1 to {MAX_CUSTOM_TENSORS - others} tensors, got {len(value)}")
     i = 0
     for item in value:
         if not isinstance(item, Tensor):
@@ -241,8 +247,8 @@ def bprop_for(n: int, impl: Any, op: str = "") -> Any:
     Raises:
         ValueError: for more than 16 flattened tensor inputs.
     """
-    if not 1 <= n <= len(_BPROPS):
-        raise ValueError(f"{op}(): the Custom path takes 1 to {len(_BPROPS)} tensors per call, got {n}")
+    if not 1 <= n <= MAX_CUSTOM_TENSORS:
+        raise ValueError(f"{op}(): the Custom path takes 1 to {MAX_CUSTOM_TENSORS} tensors per call, got {n}")
     return _BPROPS[n - 1](impl)
 
 
@@ -343,6 +349,8 @@ def _b16(f: Any) -> Any:
 
 
 _BPROPS = (_b1, _b2, _b3, _b4, _b5, _b6, _b7, _b8, _b9, _b10, _b11, _b12, _b13, _b14, _b15, _b16)
+MAX_CUSTOM_TENSORS = len(_BPROPS)
+"""The most tensors one Custom-path call takes (all inputs flattened): one bprop adapter per count."""
 
 
 substitute_in_graphs({launch_blocking: _launch_blocking_in_graph})

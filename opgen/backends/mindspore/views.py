@@ -148,6 +148,10 @@ class MsOpView:
     attr_last_count: int
     input_check_lines: tuple[str, ...]
     """Python: each input checked to be a Tensor (a list of Tensors), relative indent."""
+    custom_input_check_lines: tuple[str, ...]
+    """:attr:`input_check_lines` of the Custom path: a list input is held to the most tensors one
+    call takes counting the other inputs too (``_graph.MAX_CUSTOM_TENSORS``); on the Function<T>
+    path, to the most items of a list."""
     flat_expr: str
     """Custom path: the tuple of every input tensor, flat."""
     layout_expr: str
@@ -518,15 +522,22 @@ def ms_view(op: Op, package: str) -> MsOpView:
         else a.name for a in view.attrs]
     apply_items = [f"opgen::ms::optional_arg({x.name})" if x.optional else x.name
                    for x in view.inputs if not x.dynamic] + list(view.attr_names)
-    checks = []
+    checks: list[str] = []
+    custom_checks: list[str] = []  # the Custom path counts the other inputs too
+    others = sum(1 for y in view.inputs if not y.dynamic and not y.optional)
     for x in view.inputs:
         if x.dynamic:
-            checks.append(f'{x.name} = _graph.tensor_list_input("{op.name}", "{x.name}", {x.name})')
-        elif x.optional:
-            checks += [f"if {x.name} is not None:",
-                       f'    {x.name} = _graph.tensor_input("{op.name}", "{x.name}", {x.name})']
+            call = f'{x.name} = _graph.tensor_list_input("{op.name}", "{x.name}", {x.name}'
+            checks.append(call + ", 0)")  # Function<T>: 1 to 16 items (function.cc.j2's run_<op>)
+            custom_checks.append(call + f", {others})")
+            continue
+        if x.optional:
+            lines = [f"if {x.name} is not None:",
+                     f'    {x.name} = _graph.tensor_input("{op.name}", "{x.name}", {x.name})']
         else:
-            checks.append(f'{x.name} = _graph.tensor_input("{op.name}", "{x.name}", {x.name})')
+            lines = [f'{x.name} = _graph.tensor_input("{op.name}", "{x.name}", {x.name})']
+        checks += lines
+        custom_checks += lines
     b = view.builtin
     flat = " + ".join(f"{b['tuple']}({x.name})" if x.dynamic else f"(() if {x.name} is None else ({x.name},))"
                       if x.optional else f"({x.name},)" for x in view.inputs)
@@ -577,6 +588,7 @@ def ms_view(op: Op, package: str) -> MsOpView:
         attr_last_values=", ".join(f"{a.name}[:]" if a.is_list else a.name for a in checked),
         attr_last_count=len(checked),
         input_check_lines=tuple(checks),
+        custom_input_check_lines=tuple(custom_checks),
         flat_expr=flat,
         layout_expr=layout,
         tensor_dtypes=_tuple([f"{n}.dtype" for n in view.in_names]),
