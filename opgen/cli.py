@@ -523,7 +523,16 @@ def _cmd_test(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     if names:
         ops = [o for o in ops if o.name in names]
-    if _need_run_extra("test", ("mindspore", "numpy", "ninja")):
+    from . import backends
+
+    given_dir = Path(args.package_dir) if args.package_dir else None
+    if args.backend:
+        backend = backends.get(args.backend)
+    elif given_dir is not None:  # the backend that generated it
+        backend = _package_backend(given_dir)
+    else:
+        backend = backends.get(cfg.backends[0])
+    if _need_run_extra("test", (*backend.runtime_modules, "numpy", "ninja")):
         return EXIT_ERRORS
     if args.unchecked:
         os.environ["OPGEN_CHECK"] = "0"
@@ -536,14 +545,15 @@ def _cmd_test(args: argparse.Namespace) -> int:
         os.environ.setdefault("GLOG_v", "4")
     from . import testing
 
-    checks = testing.select_checks(args.only or (), args.skip or ())
+    every = testing.checks_for(tuple(backend.test_paths))
+    checks = testing.select_checks(args.only or (), args.skip or (), checks=every)
     if not checks:
-        print(f"opgen test: no check matches; checks are: {', '.join(testing.CHECKS)}", file=sys.stderr)
+        print(f"opgen test: no check matches; {backend.name} checks are: {', '.join(every)}", file=sys.stderr)
         return EXIT_USAGE
     started = time.perf_counter()
     try:
-        pkg_dir, note = testing.package_for(paths, Path(args.package_dir) if args.package_dir else None,
-                                            quiet=args.quiet, default_dir=Path(cfg.package_dir))
+        pkg_dir, note = testing.package_for(paths, given_dir, quiet=args.quiet, backend=backend.name,
+                                            default_dir=Path(_backend_package_dir(cfg, backend.name)))
     except testing.StalePackage as exc:
         print(f"opgen test: {exc}", file=sys.stderr)
         return EXIT_ERRORS
@@ -621,6 +631,7 @@ run 'opgen COMMAND --help' for the options of each command.""",
     "test": """examples:
   opgen test                           # every spec in ops/, every check
   opgen test ops/ exp log              # only exp and log
+  opgen test --backend torch exp       # on PyTorch: eager and torch.compile(fullgraph=True, dynamic=True)
   opgen test --skip '*function'        # no Function<T> path: no extension build needed
   opgen test my_specs/ --only 'grad/*' --seed 3""",
     "new": """examples:
@@ -741,6 +752,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", action="append", metavar="GLOB",
                    help="run only checks matching GLOB (repeatable), e.g. 'forward/*', '*custom*', reference")
     p.add_argument("--skip", action="append", metavar="GLOB", help="skip checks matching GLOB (repeatable)")
+    p.add_argument("--backend", type=_one_backend, metavar="NAME",
+                   help="the framework to test on: mindspore (paths custom-graph, custom-pynative, function) or "
+                   "torch (eager, compiled: torch.compile(fullgraph=True, dynamic=True)); default: the backend "
+                   "of --package-dir, else the first of [tool.opgen] backends, else mindspore")
     p.add_argument("--seed", type=int, default=0, help="seed of every random shape and value (default 0)")
     p.add_argument("--unchecked", action="store_true",
                    help="test the plain build: by default opgen test builds and loads the checked mode "

@@ -635,14 +635,18 @@ def package_ops(pkg_dir: Path) -> dict[str, str | None]:
 
 
 def package_for(paths: Sequence[str | Path], package_dir: Path | None = None, *,
-                quiet: bool = False, default_dir: Path = DEFAULT_PACKAGE_DIR) -> tuple[Path, str]:
+                quiet: bool = False, default_dir: Path = DEFAULT_PACKAGE_DIR,
+                backend: str | None = None) -> tuple[Path, str]:
     """The generated package to test the specs under ``paths`` with, and a note saying which.
 
     - ``package_dir`` given: it, when it holds exactly what the specs generate today.
     - else ``default_dir`` (``generated/opgen_ops`` relative to the cwd, or the package
       ``[tool.opgen]`` names) when it does;
-    - else a package generated now into ``<build root>/test/opgen_test_<hash>`` (the hash is
+    - else a package generated now into ``<build root>/test/opgen_test_<hash><suffix>`` (the hash is
       of the spec paths, so a later run reuses it and its build incrementally).
+
+    ``backend``: the framework the package is for (default MindSpore); a package directory's
+    name is the package name plus the backend's suffix (``opgen_ops_torch``).
 
     Raises:
         StalePackage: ``package_dir`` differs from what the specs generate.
@@ -650,8 +654,21 @@ def package_for(paths: Sequence[str | Path], package_dir: Path | None = None, *,
     """
     from . import build, pipeline
 
+    chosen = backends.get(backend or backends.DEFAULT)
+    suffix = chosen.package_suffix
+
+    def package_name(d: Path) -> str:
+        return d.name[: len(d.name) - len(suffix)] if suffix and d.name.endswith(suffix) else d.name
+
+    def target_args(d: Path) -> list[str]:  # opgen generate's options that write d
+        chosen_arg = [] if chosen.name == backends.DEFAULT else ["--backend", chosen.name]
+        return ["-o", str(d.parent), "-p", package_name(d), *chosen_arg]
+
     def up_to_date(d: Path, specs: Sequence[str | Path] = paths) -> bool:
-        res = pipeline.generate(list(specs), d.parent, d.name, check_only=True)
+        name = package_name(d)
+        if chosen.package_dir(d.parent, name) != d:
+            return False  # not a directory this backend writes (opgen_ops for torch)
+        res = pipeline.generate(list(specs), d.parent, name, check_only=True, backend=chosen.name)
         if res.diagnostics:
             raise SpecError(res.diagnostics)
         return res.write is not None and not res.write.changed
@@ -665,8 +682,7 @@ def package_for(paths: Sequence[str | Path], package_dir: Path | None = None, *,
         every = list(paths) + sorted({spec for spec in others.values() if spec is not None} - set(map(str, paths)))
         if others and not lost and up_to_date(package_dir, every):
             return package_dir, f"testing {package_dir} (up to date with the specs of all its ops)"
-        command = shlex.join(["opgen", "generate", *map(str, every), "-o", str(package_dir.parent),
-                              "-p", package_dir.name])
+        command = shlex.join(["opgen", "generate", *map(str, every), *target_args(package_dir)])
         if not lost:  # the command regenerates every op the package holds: nothing is lost
             whose = f"the specs of all its ops ({', '.join(map(str, every))})" if others else ", ".join(map(str, every))
             raise StalePackage(f"{package_dir} is not what {whose} generate today; run '{command}' first")
@@ -675,7 +691,7 @@ def package_for(paths: Sequence[str | Path], package_dir: Path | None = None, *,
             f"op(s) {', '.join(lost)} whose spec is not found from here ("
             + ", ".join(f"{op}: {others[op] or 'not recorded'}" for op in lost)
             + "); regenerating it from these specs alone would delete them. Regenerate it from the specs of "
-            f"all its ops ('opgen generate SPECS... -o {package_dir.parent} -p {package_dir.name}', run where "
+            f"all its ops ('opgen generate SPECS... {shlex.join(target_args(package_dir))}', run where "
             "they were generated), or test without --package-dir (a package is generated for the test)")
     if default_dir.is_dir() and up_to_date(default_dir):
         return default_dir, f"testing {default_dir} (up to date with the specs)"
@@ -683,10 +699,10 @@ def package_for(paths: Sequence[str | Path], package_dir: Path | None = None, *,
     tag = hashlib.sha256("\0".join(specs).encode()).hexdigest()[:10]
     name = f"opgen_test_{tag}"
     out = build.build_root() / "test"
-    res = pipeline.generate(list(paths), out, name)
+    res = pipeline.generate(list(paths), out, name, backend=chosen.name)
     if res.diagnostics:
         raise SpecError(res.diagnostics)
-    return out / name, f"testing a package generated into {out / name}"
+    return res.package_dir, f"testing a package generated into {res.package_dir}"
 
 
 # ----------------------------------------------------------------------------- running ops

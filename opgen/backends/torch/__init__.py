@@ -17,10 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ...model import BuildFlags, Op
 from .. import Backend, BuildOptions
+
+if TYPE_CHECKING:
+    from ...testing import Package as TestPackage
 
 
 class TorchBackend(Backend):
@@ -32,7 +35,7 @@ class TorchBackend(Backend):
     runtime_modules: ClassVar[tuple[str, ...]] = ("torch",)
     install_hint: ClassVar[str] = "pip install 'opgen[torch]'"
     target: ClassVar[str] = "CPU"
-    test_paths: ClassVar[Mapping[str, str]] = {}
+    test_paths: ClassVar[Mapping[str, str]] = {"eager": "eager", "compiled": "compiled"}
 
     def render(self, ops: Sequence[Op], package: str, out_prefix: str,
                package_flags: BuildFlags | None = None) -> dict[str, str]:
@@ -73,6 +76,11 @@ class TorchBackend(Backend):
             raise ValueError(f"unknown library kind {kind!r} for the torch backend; expected {build.KIND!r}")
         return build.build(pkg_dir, options.quiet, build_dir=options.build_dir, jobs=options.jobs,
                            ops_per_unit=options.ops_per_unit)
+
+    def test_package(self, pkg_dir: Path) -> TestPackage:
+        from . import testing
+
+        return testing.load(pkg_dir)
 
 
 BACKEND = TorchBackend()

@@ -1,0 +1,145 @@
+"""``opgen test`` on PyTorch: the package's ops eager and under ``torch.compile``, with autograd.
+
+:class:`TorchPackage` holds a generated torch package (importing it builds and loads its operator
+library; with ``OPGEN_CHECK=1`` the checked variant); :class:`TorchRunner` runs one op on one path,
+forward and ``torch.autograd.grad`` gradients:
+
+- ``eager``: the package's documented function, called as a user calls it.
+- ``compiled``: the same function under ``torch.compile(fullgraph=True, dynamic=True)`` (one
+  compiled function per op and attr set; the fake kernel gives the output shapes, AOTAutograd the
+  backward). Dynamo wraps an error the op raises while tracing (its fake kernel's ``ValueError``,
+  a ``TypeError`` for a dtype outside the rows) in its own exception; the runner raises the op's
+  original error, which Dynamo keeps as the ``__cause__``, so the ``dtypes`` and ``contracts``
+  checks see what eager raises.
+
+The checks themselves are the neutral ones of :mod:`opgen.testing`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from ...model import Op
+from ...testing import Array, CheckError, OpRunner, Package, group, import_package
+from . import BACKEND
+
+PATHS: tuple[str, ...] = tuple(BACKEND.test_paths)
+"""The paths an op is checked on: ``eager`` and ``compiled``."""
+
+RECOMPILE_LIMIT = 256
+"""Dynamo's recompile limit while testing: each dtype row, attr set and 0-d/0-size/1-size shape
+style is a graph of its own (guards on dtype and on sizes 0 and 1), more than the default 8 that
+would fall back to eager without saying so."""
+
+
+class TorchPackage(Package):
+    """A generated PyTorch package under test: the package module itself (its documented functions)
+    and its ``reference`` module."""
+
+    paths = PATHS
+    target = BACKEND.target
+
+    def __init__(self, module: str, directory: Path):
+        super().__init__(module, directory)
+        self.ops: Any = importlib.import_module(module)
+
+    def runner(self, op: Op, path: str, attrs: Mapping[str, Any]) -> OpRunner:
+        return TorchRunner(self, op, path, attrs)
+
+
+def load(pkg_dir: Path) -> TorchPackage:
+    """Import the generated PyTorch package in ``pkg_dir`` for testing (importing builds its
+    operator library when stale).
+
+    Raises:
+        opgen.build.BuildError: the kernels do not compile.
+        FileNotFoundError: ``pkg_dir`` holds no generated torch package.
+    """
+    pkg_dir = pkg_dir.resolve()
+    if not BACKEND.owns(pkg_dir):
+        raise FileNotFoundError(f"{pkg_dir} is not a generated PyTorch package (no __init__.py, csrc/*_torch.cc)")
+    return TorchPackage(import_package(pkg_dir), pkg_dir)
+
+
+def _original(exc: BaseException) -> BaseException:
+    """The op's own TypeError/ValueError behind a Dynamo error (its ``__cause__`` chain, or the
+    exception it was raised while handling: Dynamo's ``TorchRuntimeError`` comes from its
+    ``Unsupported`` whose cause is the op's error), else ``exc``."""
+    seen: BaseException | None = exc
+    for _ in range(16):  # a chain is short; a cycle is not followed
+        if seen is None:
+            break
+        if isinstance(seen, (TypeError, ValueError)) and not type(seen).__module__.startswith("torch"):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return exc
+
+
+class TorchRunner(OpRunner):
+    """Runs one op on one PyTorch path (see :data:`PATHS`) through the package's function."""
+
+    grad_api: ClassVar[str] = "torch.autograd.grad"
+
+    def __init__(self, pkg: TorchPackage, op: Op, path: str, attrs: Mapping[str, Any]):
+        super().__init__(op, path, attrs)
+        self.pkg = pkg
+        fn = getattr(pkg.ops, op.name)
+        fixed = dict(attrs)
+
+        def call(layout: tuple[int, ...], *flat: torch.Tensor) -> Any:
+            return fn(*group(op, list(flat), layout), **fixed)
+
+        if path == "eager":
+            self.call: Callable[..., Any] = call
+        elif path == "compiled":
+            import torch._dynamo
+
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+            torch._dynamo.config.accumulated_recompile_limit = max(
+                torch._dynamo.config.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT)
+            self.call = torch.compile(call, fullgraph=True, dynamic=True)
+        else:
+            raise CheckError(f"unknown path '{path}'; expected one of {', '.join(PATHS)}")
+
+    def finite_differences_runner(self) -> OpRunner:
+        """The eager twin of the compiled path (the same kernels; no compile per perturbed input)."""
+        return TorchRunner(self.pkg, self.op, "eager", self.attrs) if self.path == "compiled" else self
+
+    def _run(self, tensors: Sequence[torch.Tensor], layout: Sequence[int]) -> list[torch.Tensor]:
+        try:
+            result = self.call(tuple(layout), *tensors)
+        except Exception as exc:
+            original = _original(exc)
+            if original is exc:
+                raise
+            raise original from exc
+        return list(result) if isinstance(result, (tuple, list)) else [result]
+
+    def forward(self, arrays: Sequence[Array], layout: Sequence[int]) -> list[Array]:
+        """The op's outputs for the flat ``arrays``."""
+        tensors = [torch.from_numpy(np.array(a, copy=True)) for a in arrays]
+        with torch.no_grad():
+            return [t.detach().numpy() for t in self._run(tensors, layout)]
+
+    def grads(self, arrays: Sequence[Array], weights: Sequence[Array], layout: Sequence[int],
+              positions: Sequence[int]) -> list[Array]:
+        """Gradients of ``sum_k sum(out_k * weights[k])`` for the flat slots ``positions``
+        (``torch.autograd.grad``; an input the loss does not reach gets zeros)."""
+        tensors = [torch.from_numpy(np.array(a, copy=True)) for a in arrays]
+        for p in positions:
+            tensors[p].requires_grad_(True)
+        outs = self._run(tensors, layout)
+        loss = sum(((outs[k] * torch.from_numpy(np.array(w, copy=True))).sum()
+                    for k, w in zip(self.diff_out, weights)), torch.zeros((), dtype=torch.float64))
+        wanted = [tensors[p] for p in positions]
+        if not loss.requires_grad:  # no gradient flows through the op: zeros, as the framework's grad gives
+            return [np.zeros(t.shape, dtype=t.detach().numpy().dtype) for t in wanted]
+        got = torch.autograd.grad(loss, wanted, allow_unused=True)
+        return [np.zeros(t.shape, dtype=t.detach().numpy().dtype) if g is None else g.detach().numpy()
+                for t, g in zip(wanted, got)]
