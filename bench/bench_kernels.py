@@ -269,7 +269,16 @@ def run_case(case: Case, mods: dict[str, Any], rounds: int, grad: bool, alone: f
     for f in impls.values():  # warm-up (builds MindSpore's kernels, grad graphs, caches)
         f()
         f()
+    case.timings.update(time_impls(impls, rounds, per, alone, seed=hash((case.op, case.size)) & 0xFFFF))
+
+
+def time_impls(impls: dict[str, Fn], rounds: int, per: int, alone: float = 0.0, seed: int = 0
+               ) -> dict[str, list[float]]:
+    """Seconds per call of every implementation (already warmed up): ``rounds`` turns of ``per``
+    calls each, the implementations in a fresh random order per round; or, with ``alone`` > 0,
+    each on its own for ``alone`` seconds of back-to-back calls."""
     order = list(impls)
+    timings: dict[str, list[float]] = {}
     if alone:
         # Two passes, the second in reverse order, and each implementation's faster pass (by
         # median) kept: a call's speed depends on what ran before it in the process (MindSpore's
@@ -287,13 +296,14 @@ def run_case(case: Case, mods: dict[str, Any], rounds: int, grad: bool, alone: f
                     got.setdefault(label, []).extend(timed(f, per))
             passes.append(got)
         for label in order:
-            case.timings[label] = min((got[label] for got in passes), key=statistics.median)
-        return
-    shuffle = random.Random(hash((case.op, case.size)) & 0xFFFF)
+            timings[label] = min((got[label] for got in passes), key=statistics.median)
+        return timings
+    shuffle = random.Random(seed)
     for _ in range(rounds):
         shuffle.shuffle(order)
         for label in order:
-            case.timings.setdefault(label, []).extend(timed(impls[label], per))
+            timings.setdefault(label, []).extend(timed(impls[label], per))
+    return timings
 
 
 def main(argv: list[str] | None = None) -> int:
