@@ -3,7 +3,7 @@
 Run from the repository root::
 
     PYTHONPATH=$PWD .venv/bin/python bench/bench_torch.py [--only gelu,matmul] [--rounds 7]
-        [--no-grad] [--alone S] [--overhead-only] [--threads N]
+        [--no-grad] [--alone S] [--overhead-only] [--threads N] [--stat min]
 
 Large cases (bench_kernels.py's sizes: 4096 x 1024 float32, 16 MB per tensor; matmul 512^3;
 avg_pool2d 16x64x64x64; topk k=8), one row per op, medians per call of
@@ -204,7 +204,7 @@ def _triples(gen: Any, wrapped: Any, hand: Any, grad: bool) -> dict[str, tuple[F
     }
 
 
-def overhead(rounds: int) -> None:
+def overhead(rounds: int, stat: Callable[[list[float]], float] = statistics.median) -> None:
     """Per-call cost at 16 elements: generated function, what it wraps, a hand-written op."""
     from generated import opgen_ops_torch as gen
 
@@ -231,7 +231,7 @@ def overhead(rounds: int) -> None:
                     for _ in range(n):
                         fs[i]()
                     times[i].append((time.perf_counter() - t0) / n)
-            g, w, h = (statistics.median(t) for t in times)
+            g, w, h = (stat(t) for t in times)
             print(f"| {name} | {fmt(g).strip()} | {fmt(w).strip()} | {fmt(h).strip()} | {g / h:.3f} | {g / w:.3f} |",
                   flush=True)
 
@@ -245,16 +245,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--alone", type=float, default=0.0, metavar="S",
                    help="time each implementation on its own for S seconds (bench_kernels.py --alone)")
     p.add_argument("--overhead-only", action="store_true", help="only the per-call table (16 elements)")
+    p.add_argument("--stat", choices=("median", "min"), default="median",
+                   help="per-call figure: the median (bench_kernels.py's) or the minimum, the figure to read on a "
+                        "loaded machine, where the median measures the preemptions (docs/performance.md)")
     p.add_argument("--threads", type=int, default=0,
                    help="torch.set_num_threads(N) first (opgen's pool follows torch's count); default: torch's")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"# {machine()}")
-    print(f"# torch {torch.__version__}, torch.get_num_threads()={torch.get_num_threads()}, "
+    print(f"# torch {torch.__version__}, torch.get_num_threads()={torch.get_num_threads()}, {args.stat} per call, "
           f"OPGEN_NUM_THREADS={os.environ.get('OPGEN_NUM_THREADS', '(all CPUs)')}")
+    stat = min if args.stat == "min" else statistics.median
     if args.overhead_only:
-        overhead(args.rounds)
+        overhead(args.rounds, stat)
         return 0
     from generated import opgen_ops_torch
 
@@ -269,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for case in selected:
         run_case(case, mods, args.rounds, not args.no_grad, args.alone)
-        med = {k: statistics.median(v) for k, v in case.timings.items()}
+        med = {k: stat(v) for k, v in case.timings.items()}
         cell = functools.partial(_cell, med)
         ratio = functools.partial(_ratio, med)
         label = case.op + (f" (vs {case.builtin_label})" if case.builtin_label else "")
@@ -277,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{cell('compiled')} | {ratio('opgen', 'compiled')} | {cell('builtin fwd+bwd')} | "
               f"{cell('opgen fwd+bwd')} | {ratio('opgen fwd+bwd', 'builtin fwd+bwd')} | {cell('compiled fwd+bwd')} | "
               f"{ratio('opgen fwd+bwd', 'compiled fwd+bwd')} |", flush=True)
-    overhead(args.rounds)
+    overhead(args.rounds, stat)
     print(f"# load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     return 0
 
