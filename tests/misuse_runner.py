@@ -412,6 +412,19 @@ def _cases() -> list[Case]:
     add("graph_mul_grad", graph_grad, graph("answer"))
     add("graph_gather_index_out_of_range", lambda P: _graph_cell(P.gather, "gather", _t(idx))(_t(a23)).asnumpy(),
         graph(("RuntimeError", ["gather(): index 7 is out of range for axis 1 of size 3"]), "gather"))
+    # issue 25 item 8: (0, 1) + (1, 2**62), the second a lazily initialised tensor: numpy's answer is
+    # an empty (0, 2**62) array; the Custom path gives it without reading the inputs, the Function<T>
+    # path reads them first (MemoryError: std::bad_array_new_length, no op named)
+    def add_to_empty(P: Any) -> None:
+        import mindspore
+        from mindspore.common.initializer import Zero
+
+        big = mindspore.Tensor(shape=(1, 2**62), dtype=mindspore.float32, init=Zero())
+        out = P.add(_t(np.zeros((0, 1), np.float32)), big)
+        assert tuple(out.shape) == np.broadcast_shapes((0, 1), (1, 2**62)), out.shape
+    add("add_empty_result_of_a_huge_input", add_to_empty,
+        lambda p: "answer" if p == "custom" else ("MemoryError", ["add(): out of memory (std::bad_"]))
+
     # issue 25 item 8: a list of more tensors than a call takes, checked before a graph unrolls it
     # (a 1,000-tensor concat in a Cell was "Exceed function call depth limit 1000")
     too_many = ("ValueError", ["concat(): 'xs' takes 1 to 16 tensors, got "])

@@ -194,7 +194,11 @@ class Add : public Function<Add> {
 
 /// Entry point bound by bindings.cc: Element-wise sum x + y with NumPy broadcasting (MindSpore tutorial...
 TensorPtr run_add(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y) {
-  return Add::Apply(x, y);
+  try {
+    return Add::Apply(x, y);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("add", e);
+  }
 }
 
 }  // namespace add

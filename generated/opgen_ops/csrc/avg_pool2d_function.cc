@@ -122,7 +122,11 @@ class AvgPool2d : public Function<AvgPool2d> {
 
 /// Entry point bound by bindings.cc: 2-D average pooling of an NCHW input without padding (mindspore.ops.avg_pool2d with...
 TensorPtr run_avg_pool2d(const opgen::ms::TensorPtr &x, std::vector<int64_t> kernel, std::vector<int64_t> stride) {
-  return AvgPool2d::Apply(x, kernel, stride);
+  try {
+    return AvgPool2d::Apply(x, kernel, stride);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("avg_pool2d", e);
+  }
 }
 
 }  // namespace avg_pool2d

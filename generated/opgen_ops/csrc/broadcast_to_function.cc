@@ -162,7 +162,11 @@ class BroadcastTo : public Function<BroadcastTo> {
 
 /// Entry point bound by bindings.cc: x broadcast to the given shape with NumPy rules (mindspore.ops.broadcast_to,...
 TensorPtr run_broadcast_to(const opgen::ms::TensorPtr &x, std::vector<int64_t> shape) {
-  return BroadcastTo::Apply(x, shape);
+  try {
+    return BroadcastTo::Apply(x, shape);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("broadcast_to", e);
+  }
 }
 
 }  // namespace broadcast_to

@@ -118,7 +118,11 @@ class Clip : public Function<Clip> {
 
 /// Entry point bound by bindings.cc: Element-wise clipping to [min, max]: min(max(x, min), max) (numpy.clip,...
 TensorPtr run_clip(const opgen::ms::TensorPtr &x, float min, float max) {
-  return Clip::Apply(x, min, max);
+  try {
+    return Clip::Apply(x, min, max);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("clip", e);
+  }
 }
 
 }  // namespace clip

@@ -121,25 +121,29 @@ TensorPtr apply_n(const opgen::ms::TensorPtrList &xs, int64_t axis, std::index_s
 
 /// Entry point bound by bindings.cc: Joins a list of tensors along an existing axis (numpy.concatenate / mindspore.ops.concat).
 TensorPtr run_concat(const opgen::ms::TensorPtrList &xs, int64_t axis) {
-  switch (xs.size()) {
-    case 1: return apply_n(xs, axis, std::make_index_sequence<1>{});
-    case 2: return apply_n(xs, axis, std::make_index_sequence<2>{});
-    case 3: return apply_n(xs, axis, std::make_index_sequence<3>{});
-    case 4: return apply_n(xs, axis, std::make_index_sequence<4>{});
-    case 5: return apply_n(xs, axis, std::make_index_sequence<5>{});
-    case 6: return apply_n(xs, axis, std::make_index_sequence<6>{});
-    case 7: return apply_n(xs, axis, std::make_index_sequence<7>{});
-    case 8: return apply_n(xs, axis, std::make_index_sequence<8>{});
-    case 9: return apply_n(xs, axis, std::make_index_sequence<9>{});
-    case 10: return apply_n(xs, axis, std::make_index_sequence<10>{});
-    case 11: return apply_n(xs, axis, std::make_index_sequence<11>{});
-    case 12: return apply_n(xs, axis, std::make_index_sequence<12>{});
-    case 13: return apply_n(xs, axis, std::make_index_sequence<13>{});
-    case 14: return apply_n(xs, axis, std::make_index_sequence<14>{});
-    case 15: return apply_n(xs, axis, std::make_index_sequence<15>{});
-    case 16: return apply_n(xs, axis, std::make_index_sequence<16>{});
-    default:
-      throw pybind11::value_error("concat(): 'xs' takes 1 to 16 tensors, got " + std::to_string(xs.size()));
+  try {
+    switch (xs.size()) {
+      case 1: return apply_n(xs, axis, std::make_index_sequence<1>{});
+      case 2: return apply_n(xs, axis, std::make_index_sequence<2>{});
+      case 3: return apply_n(xs, axis, std::make_index_sequence<3>{});
+      case 4: return apply_n(xs, axis, std::make_index_sequence<4>{});
+      case 5: return apply_n(xs, axis, std::make_index_sequence<5>{});
+      case 6: return apply_n(xs, axis, std::make_index_sequence<6>{});
+      case 7: return apply_n(xs, axis, std::make_index_sequence<7>{});
+      case 8: return apply_n(xs, axis, std::make_index_sequence<8>{});
+      case 9: return apply_n(xs, axis, std::make_index_sequence<9>{});
+      case 10: return apply_n(xs, axis, std::make_index_sequence<10>{});
+      case 11: return apply_n(xs, axis, std::make_index_sequence<11>{});
+      case 12: return apply_n(xs, axis, std::make_index_sequence<12>{});
+      case 13: return apply_n(xs, axis, std::make_index_sequence<13>{});
+      case 14: return apply_n(xs, axis, std::make_index_sequence<14>{});
+      case 15: return apply_n(xs, axis, std::make_index_sequence<15>{});
+      case 16: return apply_n(xs, axis, std::make_index_sequence<16>{});
+      default:
+        throw pybind11::value_error("concat(): 'xs' takes 1 to 16 tensors, got " + std::to_string(xs.size()));
+    }
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("concat", e);
   }
 }
 

@@ -122,7 +122,11 @@ class Cumsum : public Function<Cumsum> {
 
 /// Entry point bound by bindings.cc: Cumulative sum along one axis (numpy.cumsum, mindspore.ops.CumSum(exclusive,...
 TensorPtr run_cumsum(const opgen::ms::TensorPtr &x, int64_t axis, bool exclusive, bool reverse) {
-  return Cumsum::Apply(x, axis, exclusive, reverse);
+  try {
+    return Cumsum::Apply(x, axis, exclusive, reverse);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("cumsum", e);
+  }
 }
 
 }  // namespace cumsum

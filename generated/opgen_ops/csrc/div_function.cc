@@ -121,7 +121,11 @@ class Div : public Function<Div> {
 
 /// Entry point bound by bindings.cc: Element-wise quotient x / y with NumPy broadcasting (true division; numpy.divide,...
 TensorPtr run_div(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y) {
-  return Div::Apply(x, y);
+  try {
+    return Div::Apply(x, y);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("div", e);
+  }
 }
 
 }  // namespace div

@@ -123,7 +123,11 @@ class Dropout : public Function<Dropout> {
 
 /// Entry point bound by bindings.cc: Inverted dropout: keeps each element with probability keep_prob and scales kept ones...
 TensorPtrList run_dropout(const opgen::ms::TensorPtr &x, float keep_prob, int64_t seed) {
-  return Dropout::Apply(x, keep_prob, seed);
+  try {
+    return Dropout::Apply(x, keep_prob, seed);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("dropout", e);
+  }
 }
 
 }  // namespace dropout

@@ -109,7 +109,11 @@ class Exp : public Function<Exp> {
 
 /// Entry point bound by bindings.cc: Element-wise exponential e ** x; its gradient is dout * out (numpy.exp, mindspore.ops.exp).
 TensorPtr run_exp(const opgen::ms::TensorPtr &x) {
-  return Exp::Apply(x);
+  try {
+    return Exp::Apply(x);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("exp", e);
+  }
 }
 
 }  // namespace exp

@@ -123,7 +123,11 @@ class Gather : public Function<Gather> {
 
 /// Entry point bound by bindings.cc: Takes slices of x along one axis at the given indices (numpy.take(x, indices, axis),...
 TensorPtr run_gather(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &indices, int64_t axis) {
-  return Gather::Apply(x, indices, axis);
+  try {
+    return Gather::Apply(x, indices, axis);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("gather", e);
+  }
 }
 
 }  // namespace gather

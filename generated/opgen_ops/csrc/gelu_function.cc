@@ -114,7 +114,11 @@ class Gelu : public Function<Gelu> {
 
 /// Entry point bound by bindings.cc: Gaussian error linear unit (Hendrycks & Gimpel 2016; torch.nn.functional.gelu): exact...
 TensorPtr run_gelu(const opgen::ms::TensorPtr &x, std::string approximate) {
-  return Gelu::Apply(x, approximate);
+  try {
+    return Gelu::Apply(x, approximate);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("gelu", e);
+  }
 }
 
 }  // namespace gelu

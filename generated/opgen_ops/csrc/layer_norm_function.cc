@@ -153,7 +153,11 @@ class LayerNorm : public Function<LayerNorm> {
 
 /// Entry point bound by bindings.cc: Layer normalization over the last axis (PyTorch/MindSpore LayerNorm with...
 TensorPtrList run_layer_norm(const opgen::ms::TensorPtr &x, const std::optional<opgen::ms::TensorPtr> &gamma, const std::optional<opgen::ms::TensorPtr> &beta, float eps) {
-  return LayerNorm::Apply(x, opgen::ms::optional_arg(gamma), opgen::ms::optional_arg(beta), eps);
+  try {
+    return LayerNorm::Apply(x, opgen::ms::optional_arg(gamma), opgen::ms::optional_arg(beta), eps);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("layer_norm", e);
+  }
 }
 
 }  // namespace layer_norm

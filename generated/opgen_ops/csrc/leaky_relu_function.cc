@@ -114,7 +114,11 @@ class LeakyRelu : public Function<LeakyRelu> {
 
 /// Entry point bound by bindings.cc: Element-wise leaky rectified linear unit: x where x > 0, alpha * x elsewhere (Maas,...
 TensorPtr run_leaky_relu(const opgen::ms::TensorPtr &x, float alpha) {
-  return LeakyRelu::Apply(x, alpha);
+  try {
+    return LeakyRelu::Apply(x, alpha);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("leaky_relu", e);
+  }
 }
 
 }  // namespace leaky_relu

@@ -110,7 +110,11 @@ class Log : public Function<Log> {
 
 /// Entry point bound by bindings.cc: Element-wise natural logarithm ln(x); its gradient is dout / x (numpy.log,...
 TensorPtr run_log(const opgen::ms::TensorPtr &x) {
-  return Log::Apply(x);
+  try {
+    return Log::Apply(x);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("log", e);
+  }
 }
 
 }  // namespace log

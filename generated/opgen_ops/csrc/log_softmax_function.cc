@@ -113,7 +113,11 @@ class LogSoftmax : public Function<LogSoftmax> {
 
 /// Entry point bound by bindings.cc: Log of the softmax along one axis: x - max - log(sum(exp(x - max)))...
 TensorPtr run_log_softmax(const opgen::ms::TensorPtr &x, int64_t axis) {
-  return LogSoftmax::Apply(x, axis);
+  try {
+    return LogSoftmax::Apply(x, axis);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("log_softmax", e);
+  }
 }
 
 }  // namespace log_softmax

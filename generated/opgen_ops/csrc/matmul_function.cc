@@ -130,7 +130,11 @@ class Matmul : public Function<Matmul> {
 
 /// Entry point bound by bindings.cc: Matrix product of 2-D a and b with optional transposes: op(a) @ op(b)...
 TensorPtr run_matmul(const opgen::ms::TensorPtr &a, const opgen::ms::TensorPtr &b, bool transpose_a, bool transpose_b) {
-  return Matmul::Apply(a, b, transpose_a, transpose_b);
+  try {
+    return Matmul::Apply(a, b, transpose_a, transpose_b);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("matmul", e);
+  }
 }
 
 }  // namespace matmul

@@ -122,7 +122,11 @@ class Maximum : public Function<Maximum> {
 
 /// Entry point bound by bindings.cc: Element-wise maximum of x and y with NumPy broadcasting (numpy.maximum,...
 TensorPtr run_maximum(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y) {
-  return Maximum::Apply(x, y);
+  try {
+    return Maximum::Apply(x, y);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("maximum", e);
+  }
 }
 
 }  // namespace maximum

@@ -122,7 +122,11 @@ class Mul : public Function<Mul> {
 
 /// Entry point bound by bindings.cc: Element-wise product x * y with NumPy broadcasting; each gradient is reduced back to...
 TensorPtr run_mul(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y) {
-  return Mul::Apply(x, y);
+  try {
+    return Mul::Apply(x, y);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("mul", e);
+  }
 }
 
 }  // namespace mul

@@ -123,7 +123,11 @@ class Pow : public Function<Pow> {
 
 /// Entry point bound by bindings.cc: Element-wise power x ** y with NumPy broadcasting (std::pow; numpy.power,...
 TensorPtr run_pow(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y) {
-  return Pow::Apply(x, y);
+  try {
+    return Pow::Apply(x, y);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("pow", e);
+  }
 }
 
 }  // namespace pow

@@ -119,7 +119,11 @@ class ReduceMax : public Function<ReduceMax> {
 
 /// Entry point bound by bindings.cc: Maximum over the given axes (numpy.amax(x, axis, keepdims), mindspore.ops.amax); an...
 TensorPtr run_reduce_max(const opgen::ms::TensorPtr &x, std::vector<int64_t> axis, bool keep_dims) {
-  return ReduceMax::Apply(x, axis, keep_dims);
+  try {
+    return ReduceMax::Apply(x, axis, keep_dims);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("reduce_max", e);
+  }
 }
 
 }  // namespace reduce_max

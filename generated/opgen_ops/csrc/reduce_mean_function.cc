@@ -118,7 +118,11 @@ class ReduceMean : public Function<ReduceMean> {
 
 /// Entry point bound by bindings.cc: Mean over the given axes (numpy.mean(x, axis, keepdims), mindspore.ops.mean); an empty...
 TensorPtr run_reduce_mean(const opgen::ms::TensorPtr &x, std::vector<int64_t> axis, bool keep_dims) {
-  return ReduceMean::Apply(x, axis, keep_dims);
+  try {
+    return ReduceMean::Apply(x, axis, keep_dims);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("reduce_mean", e);
+  }
 }
 
 }  // namespace reduce_mean

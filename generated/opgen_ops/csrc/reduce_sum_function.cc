@@ -99,7 +99,11 @@ class ReduceSum : public Function<ReduceSum> {
 
 /// Entry point bound by bindings.cc: Sum over the given axes (numpy.sum(x, axis, keepdims)); an empty axis list sums every...
 TensorPtr run_reduce_sum(const opgen::ms::TensorPtr &x, std::vector<int64_t> axis, bool keep_dims) {
-  return ReduceSum::Apply(x, axis, keep_dims);
+  try {
+    return ReduceSum::Apply(x, axis, keep_dims);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("reduce_sum", e);
+  }
 }
 
 }  // namespace reduce_sum

@@ -110,7 +110,11 @@ class Relu : public Function<Relu> {
 
 /// Entry point bound by bindings.cc: Element-wise rectified linear unit max(x, 0) (Nair and Hinton, 2010;...
 TensorPtr run_relu(const opgen::ms::TensorPtr &x) {
-  return Relu::Apply(x);
+  try {
+    return Relu::Apply(x);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("relu", e);
+  }
 }
 
 }  // namespace relu

@@ -128,7 +128,11 @@ class RmsNorm : public Function<RmsNorm> {
 
 /// Entry point bound by bindings.cc: RMS normalization over the last axis (as in LLaMA; mindspore.ops.rms_norm without its...
 TensorPtr run_rms_norm(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &weight, float eps) {
-  return RmsNorm::Apply(x, weight, eps);
+  try {
+    return RmsNorm::Apply(x, weight, eps);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("rms_norm", e);
+  }
 }
 
 }  // namespace rms_norm

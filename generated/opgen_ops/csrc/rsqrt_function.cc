@@ -111,7 +111,11 @@ class Rsqrt : public Function<Rsqrt> {
 
 /// Entry point bound by bindings.cc: Element-wise reciprocal square root 1 / sqrt(x); its gradient is -0.5 * dout * x **...
 TensorPtr run_rsqrt(const opgen::ms::TensorPtr &x) {
-  return Rsqrt::Apply(x);
+  try {
+    return Rsqrt::Apply(x);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("rsqrt", e);
+  }
 }
 
 }  // namespace rsqrt

@@ -126,7 +126,11 @@ class ScaleAdd : public Function<ScaleAdd> {
 
 /// Entry point bound by bindings.cc: x + sum over p in paddings of (scale * y + p), with NumPy broadcasting: the kernel of...
 TensorPtr run_scale_add(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y, float scale, std::vector<float> paddings) {
-  return ScaleAdd::Apply(x, y, scale, paddings);
+  try {
+    return ScaleAdd::Apply(x, y, scale, paddings);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("scale_add", e);
+  }
 }
 
 }  // namespace scale_add

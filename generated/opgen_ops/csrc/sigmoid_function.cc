@@ -109,7 +109,11 @@ class Sigmoid : public Function<Sigmoid> {
 
 /// Entry point bound by bindings.cc: Element-wise logistic sigmoid 1 / (1 + exp(-x)); its gradient is dout * out * (1 -...
 TensorPtr run_sigmoid(const opgen::ms::TensorPtr &x) {
-  return Sigmoid::Apply(x);
+  try {
+    return Sigmoid::Apply(x);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("sigmoid", e);
+  }
 }
 
 }  // namespace sigmoid

@@ -132,7 +132,11 @@ class SmoothL1Loss : public Function<SmoothL1Loss> {
 
 /// Entry point bound by bindings.cc: Smooth L1 (Huber-like) loss between pred and target, of the same shape...
 TensorPtr run_smooth_l1_loss(const opgen::ms::TensorPtr &pred, const opgen::ms::TensorPtr &target, float beta, std::string reduction) {
-  return SmoothL1Loss::Apply(pred, target, beta, reduction);
+  try {
+    return SmoothL1Loss::Apply(pred, target, beta, reduction);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("smooth_l1_loss", e);
+  }
 }
 
 }  // namespace smooth_l1_loss

@@ -113,7 +113,11 @@ class Softmax : public Function<Softmax> {
 
 /// Entry point bound by bindings.cc: Softmax along one axis: exp(x - max) / sum(exp(x - max)) (mindspore.ops.softmax,...
 TensorPtr run_softmax(const opgen::ms::TensorPtr &x, int64_t axis) {
-  return Softmax::Apply(x, axis);
+  try {
+    return Softmax::Apply(x, axis);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("softmax", e);
+  }
 }
 
 }  // namespace softmax

@@ -110,7 +110,11 @@ class Softplus : public Function<Softplus> {
 
 /// Entry point bound by bindings.cc: Element-wise softplus log(1 + exp(x)) (Dugas et al., 2001; mindspore.ops.softplus with...
 TensorPtr run_softplus(const opgen::ms::TensorPtr &x) {
-  return Softplus::Apply(x);
+  try {
+    return Softplus::Apply(x);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("softplus", e);
+  }
 }
 
 }  // namespace softplus

@@ -109,7 +109,11 @@ class Sqrt : public Function<Sqrt> {
 
 /// Entry point bound by bindings.cc: Element-wise square root sqrt(x); its gradient is dout / (2 * sqrt(x)) = 0.5 * dout /...
 TensorPtr run_sqrt(const opgen::ms::TensorPtr &x) {
-  return Sqrt::Apply(x);
+  try {
+    return Sqrt::Apply(x);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("sqrt", e);
+  }
 }
 
 }  // namespace sqrt

@@ -110,7 +110,11 @@ class Square : public Function<Square> {
 
 /// Entry point bound by bindings.cc: Element-wise square x * x; its gradient is 2 * x * dout (MindSpore tutorial...
 TensorPtr run_square(const opgen::ms::TensorPtr &x) {
-  return Square::Apply(x);
+  try {
+    return Square::Apply(x);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("square", e);
+  }
 }
 
 }  // namespace square

@@ -131,7 +131,11 @@ class Sub : public Function<Sub> {
 
 /// Entry point bound by bindings.cc: Element-wise difference x - y with NumPy broadcasting; the gradients dout and -dout...
 TensorPtr run_sub(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y) {
-  return Sub::Apply(x, y);
+  try {
+    return Sub::Apply(x, y);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("sub", e);
+  }
 }
 
 }  // namespace sub

@@ -112,7 +112,11 @@ class Swiglu : public Function<Swiglu> {
 
 /// Entry point bound by bindings.cc: SwiGLU gate: the last axis of x holds two halves a and b, and out = silu(a) * b = a *...
 TensorPtr run_swiglu(const opgen::ms::TensorPtr &x) {
-  return Swiglu::Apply(x);
+  try {
+    return Swiglu::Apply(x);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("swiglu", e);
+  }
 }
 
 }  // namespace swiglu

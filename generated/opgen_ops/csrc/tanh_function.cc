@@ -109,7 +109,11 @@ class Tanh : public Function<Tanh> {
 
 /// Entry point bound by bindings.cc: Element-wise hyperbolic tangent tanh(x); its gradient is dout * (1 - out ** 2)...
 TensorPtr run_tanh(const opgen::ms::TensorPtr &x) {
-  return Tanh::Apply(x);
+  try {
+    return Tanh::Apply(x);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("tanh", e);
+  }
 }
 
 }  // namespace tanh

@@ -123,7 +123,11 @@ class Topk : public Function<Topk> {
 
 /// Entry point bound by bindings.cc: The k largest entries along the last axis, largest first, and their indices...
 TensorPtrList run_topk(const opgen::ms::TensorPtr &x, int64_t k) {
-  return Topk::Apply(x, k);
+  try {
+    return Topk::Apply(x, k);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("topk", e);
+  }
 }
 
 }  // namespace topk

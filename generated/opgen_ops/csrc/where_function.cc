@@ -126,7 +126,11 @@ class Where : public Function<Where> {
 
 /// Entry point bound by bindings.cc: Element-wise selection with NumPy broadcasting: x where cond is true, else y...
 TensorPtr run_where(const opgen::ms::TensorPtr &cond, const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y) {
-  return Where::Apply(cond, x, y);
+  try {
+    return Where::Apply(cond, x, y);
+  } catch (const std::bad_alloc &e) {  // reading the inputs or allocating the outputs: name the op
+    opgen::ms::memory_error("where", e);
+  }
 }
 
 }  // namespace where

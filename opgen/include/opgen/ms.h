@@ -156,6 +156,10 @@ inline const char *dtype_name(TypeId t) {
 /// Raises a Python ValueError "<op>(): <what the kernel said>".
 [[noreturn]] void kernel_error(const char *op, const std::exception &e);
 
+/// Raises a Python MemoryError "<op>(): out of memory (<what>)": a std::bad_alloc while the
+/// op reads its inputs (a lazily initialised 2**62-element tensor) or allocates its outputs.
+[[noreturn]] void memory_error(const char *op, const std::bad_alloc &e);
+
 // ------------------------------------------------------------ optional and dynamic inputs
 
 /// Stand-in passed to Function<T>::Apply for an absent optional input: Apply dereferences every

@@ -212,6 +212,11 @@ void kernel_error(const char *op, const std::exception &e) {
   throw pybind11::value_error(std::string(op) + "(): " + e.what());
 }
 
+void memory_error(const char *op, const std::bad_alloc &e) {
+  PyErr_SetString(PyExc_MemoryError, (std::string(op) + "(): out of memory (" + e.what() + ")").c_str());
+  throw pybind11::error_already_set();
+}
+
 /// Stand-in passed to Function<T>::Apply for an absent optional input: Apply dereferences every
 /// TensorPtr argument, so None cannot travel as nullptr. Never written, never differentiated.
 const TensorPtr &none() {
