@@ -9,8 +9,10 @@ each op draws inputs once (opgen.testing's shape cases and values, from the op's
   ``<op>_grad`` where the reference has one);
 - ``ms-custom`` (ops.Custom path, PyNative) and ``ms-function`` (Function<T> path), through
   opgen.testing's own runner; ``ms-graph`` (ops.Custom path in GRAPH_MODE) for :data:`GRAPH_OPS`;
-- ``torch`` (eager), ``torch-compile`` (``torch.compile(fullgraph=True)``, gradients through
-  AOTAutograd) and ``torch-builtin`` (torch's own op, :data:`BUILTINS`, where it has one).
+- ``torch`` and ``torch-compile``: the torch package's ``eager`` and ``compiled`` paths through the
+  runner ``opgen test --backend torch`` uses (``torch.compile(fullgraph=True, dynamic=True)``,
+  gradients through AOTAutograd), and ``torch-builtin`` (torch's own op, :data:`BUILTINS`, where
+  it has one).
 
 Forward outputs and the gradients of ``sum_k sum(out_k * w_k)`` (random ``w``, every
 differentiable output) are written to ``OUT.npz`` under ``op|case|row|impl|out<k>`` and
@@ -144,17 +146,12 @@ class Recorder:
             self.arrays[f"{key}|{impl}|d{slot}"] = np.asarray(g)
 
 
-def _torch_runner(fn: Callable[..., Any], op: Op, attrs: dict[str, Any], layout: Sequence[int],
-                  compiled: bool) -> Callable[[Sequence[Array], Sequence[Array], Sequence[int]], Any]:
-    """(arrays, weights, diff slots) -> (outputs, [(slot, gradient)]) through ``fn`` on torch."""
-    def call(*flat: torch.Tensor) -> Any:
+def _builtin_runner(fn: Callable[..., Any], op: Op, attrs: dict[str, Any], layout: Sequence[int]
+                    ) -> Callable[[Sequence[Array], Sequence[Array], Sequence[int]], Any]:
+    """(arrays, weights, diff slots) -> (outputs, [(slot, gradient)]) through torch's builtin ``fn``."""
+    def f(*flat: torch.Tensor) -> Any:
         return fn(*T.group(op, list(flat), layout), **attrs)
 
-    if compiled:
-        # every op compiles the same code object (call): a fresh cache per op instead of
-        # recompiles against the last op's guards (and torch's recompile limit)
-        torch._dynamo.reset()
-    f = torch.compile(call, fullgraph=True, dynamic=False) if compiled else call
     diff_out = [k for k, o in enumerate(op.outputs) if o.differentiable]
 
     def run(arrays: Sequence[Array], weights: Sequence[Array], slots: Sequence[int]) -> Any:
@@ -194,16 +191,18 @@ def _reference(pkg: T.Package, op: Op, attrs: dict[str, Any], layout: Sequence[i
     return outs, grads
 
 
-def _ms_run(pkg: T.Package, op: Op, path: str, attrs: dict[str, Any], layout: Sequence[int],
-            arrays: Sequence[Array], weights: Sequence[Array], slots: Sequence[int]) -> Any:
-    """Outputs and gradients on a MindSpore path, through the runner ``opgen test`` uses."""
+def _pkg_run(pkg: T.Package, op: Op, path: str, attrs: dict[str, Any], layout: Sequence[int],
+             arrays: Sequence[Array], weights: Sequence[Array], slots: Sequence[int]) -> Any:
+    """Outputs and gradients on one path of a generated package, through the runner ``opgen test``
+    uses (MindSpore's ``custom-pynative``, ``custom-graph``, ``function``; torch's ``eager``,
+    ``compiled``)."""
     runner = pkg.runner(op, path, attrs)
     outs = runner.forward(arrays, layout)
     grads = runner.grads(arrays, weights, layout, slots) if slots and runner.diff_out else []
     return outs, list(zip(slots, grads))
 
 
-def run_op(rec: Recorder, ms_pkg: T.Package, torch_pkg: Any, op: Op) -> None:
+def run_op(rec: Recorder, ms_pkg: T.Package, torch_pkg: T.Package, op: Op) -> None:
     """Every implementation of ``op`` on its cases, float32 and float64 rows."""
     settings = T.read_settings(op)
     attrs = dict(settings.attr_sets[0])  # the spec's first test.attrs entry, defaults merged
@@ -214,7 +213,6 @@ def run_op(rec: Recorder, ms_pkg: T.Package, torch_pkg: Any, op: Op) -> None:
     diff_in = [i for i, x in enumerate(op.inputs) if x.differentiable]
     diff_out = [k for k, o in enumerate(op.outputs) if o.differentiable]
     cases = _cases(op, attrs, rng)
-    compiled = _torch_runner(getattr(torch_pkg, op.name), op, attrs, cases[0].layout, True)
     for c, case in enumerate(cases):
         base = [T.draw_values(rng, s, f32[i], settings.domain(op.inputs[i].name))
                 for i, s in zip(case.slots, case.slot_shapes)]
@@ -222,7 +220,6 @@ def run_op(rec: Recorder, ms_pkg: T.Package, torch_pkg: Any, op: Op) -> None:
         w64 = [rng.uniform(-1, 1, case.out_shapes[k]) for k in diff_out]
         meta["cases"].append({"describe": case.describe(), "slots": slots,
                               "slot_names": [op.inputs[i].name for i in case.slots]})
-        eager = _torch_runner(getattr(torch_pkg, op.name), op, attrs, case.layout, False)
         builtin = BUILTINS.get(op.name)
         for row_name, row in (("float32", f32), ("float64", f64)):
             if row is None:
@@ -236,13 +233,14 @@ def run_op(rec: Recorder, ms_pkg: T.Package, torch_pkg: Any, op: Op) -> None:
             if op.name in GRAPH_OPS and row_name == "float32":
                 paths.append(("ms-graph", "custom-graph"))
             for impl, path in paths:
-                rec.run(op.name, key, impl, _ms_run, ms_pkg, op, path, attrs, case.layout, arrays, weights, slots)
-            rec.run(op.name, key, "torch", eager, arrays, weights, slots)
-            if row_name == "float32" and c == 0:  # one compile per op (static shapes: the first case)
-                rec.run(op.name, key, "torch-compile", compiled, arrays, weights, slots)
+                rec.run(op.name, key, impl, _pkg_run, ms_pkg, op, path, attrs, case.layout, arrays, weights, slots)
+            rec.run(op.name, key, "torch", _pkg_run, torch_pkg, op, "eager", attrs, case.layout, arrays, weights, slots)
+            if row_name == "float32" and c == 0:  # one compile per op
+                rec.run(op.name, key, "torch-compile", _pkg_run, torch_pkg, op, "compiled", attrs, case.layout, arrays,
+                        weights, slots)
             if builtin is not None:  # given the attrs as the kernels see them (float attrs are float32)
-                rec.run(op.name, key, "torch-builtin", _torch_runner(builtin, op, T._ref_attrs(op, attrs), case.layout,
-                                                                     False), arrays, weights, slots)
+                run = _builtin_runner(builtin, op, T._ref_attrs(op, attrs), case.layout)
+                rec.run(op.name, key, "torch-builtin", run, arrays, weights, slots)
 
 
 def main() -> int:
@@ -254,9 +252,8 @@ def main() -> int:
 
     ms.set_device("CPU")
     ms.set_context(mode=ms.PYNATIVE_MODE)
-    from generated import opgen_ops_torch
-
     ms_pkg = T.load_package(ROOT / "generated" / "opgen_ops")
+    torch_pkg = T.load_package(ROOT / "generated" / "opgen_ops_torch")
     ops, diags = load_ops(sorted(str(p) for p in (ROOT / "ops").glob("*.yaml")))
     if diags:
         raise SystemExit("\n".join(str(d) for d in diags))
@@ -264,7 +261,7 @@ def main() -> int:
     rec = Recorder()
     for op in ops:
         if not only or op.name in only:
-            run_op(rec, ms_pkg, opgen_ops_torch, op)
+            run_op(rec, ms_pkg, torch_pkg, op)
     np.savez(f"{args.out}.npz", **rec.arrays)
     Path(f"{args.out}.json").write_text(json.dumps(rec.meta, indent=1, sort_keys=True), encoding="utf-8")
     print("seconds per implementation: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(rec.seconds.items())))

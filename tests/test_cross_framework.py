@@ -5,7 +5,8 @@ packages (docs/distributed.md: safe in one process) and runs every op on two sha
 first plain one and one other style: broadcast, 0-d or empty), in its float32 row and its float64
 row, on: the numpy reference (generated reference.py, float64), the ops.Custom path in PyNative
 (and in GRAPH_MODE for eight ops), the Function<T> path, PyTorch eager and ``torch.compile``
-(``fullgraph=True``, first case, float32), and torch's own builtin where it has one. Checked here,
+(``fullgraph=True, dynamic=True``, first case, float32) through the runners ``opgen test`` uses,
+and torch's own builtin where it has one. Checked here,
 with opgen.testing's error measure (``max |got - want| / max(1, |want|)``) and tolerances:
 
 - forward: every implementation against the numpy reference, ``tolerance(dtype).forward``
@@ -39,15 +40,6 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "tests" / "cross_framework_runner.py"
 OPS = sorted(p.stem for p in (ROOT / "ops").glob("*.yaml"))
 GENERATED = ("ms-custom", "ms-function", "ms-graph", "torch", "torch-compile")
-KNOWN = {
-    "avg_pool2d|0|float32|torch-compile": "got multiple values for argument 'kernel'",
-}
-"""Failures that are not about numbers, by result key, with the text their error must contain.
-avg_pool2d under torch.compile: Inductor lowers an operator it has no lowering for through
-``FallbackKernel.create(kernel, *args, **kwargs)``, passing the op's arguments by their schema
-names, and avg_pool2d's schema has an argument named ``kernel`` (torch 2.13.0; eager, opcheck
-and ``backend="aot_eager"`` are not affected). An entry whose error is gone fails the test."""
-
 sys.path.insert(0, str(ROOT / "tests"))
 from cross_framework_runner import BUILTINS, GRAPH_OPS  # noqa: E402
 
@@ -80,13 +72,7 @@ def test_op_agrees_across_frameworks(op: str, results: tuple[Any, dict[str, Any]
     info = meta[op]
     tally = T._Tally()  # opgen test's comparison: error measure, messages
     for key, message in info["errors"].items():
-        if key not in KNOWN:
-            tally.fail(f"{key} raised {message}")
-        elif KNOWN[key] not in message:
-            tally.fail(f"{key} raised {message}, expected the known {KNOWN[key]!r}")
-    for key in KNOWN:
-        if key.startswith(f"{op}|") and key not in info["errors"]:
-            tally.fail(f"{key} no longer raises {KNOWN[key]!r}: remove it from KNOWN")
+        tally.fail(f"{key} raised {message}")
     rows = info["rows"]
     anchor_row = "float64" if "float64" in rows else "float32"
     for c, case in enumerate(info["cases"]):
