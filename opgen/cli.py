@@ -285,15 +285,11 @@ def _cmd_wheel(args: argparse.Namespace) -> int:
     from .wheel import build_wheel
 
     cfg: Config = args.config
-    pkg_dir = Path(args.package_dir or cfg.package_dir)
+    pkg_dir = Path(args.package_dir or _backend_package_dir(cfg, args.backend))
     if _not_generated(pkg_dir, cfg):
         return EXIT_ERRORS
     backend = _package_backend(pkg_dir)
-    if backend.name != "mindspore":
-        print(f"opgen wheel: {display_path(pkg_dir)} is a {backend.name} package; opgen wheel builds MindSpore "
-              "packages only so far", file=sys.stderr)
-        return EXIT_ERRORS
-    if _need_run_extra("wheel", ("ninja", "mindspore")):
+    if _need_run_extra("wheel", ("ninja", *backend.runtime_modules)):
         return EXIT_ERRORS
     try:
         wheel = build_wheel(pkg_dir, Path(args.out), version=args.version, quiet=args.quiet,
@@ -627,6 +623,7 @@ run 'opgen COMMAND --help' for the options of each command.""",
   opgen build generated/my_ops --only aot -j 2""",
     "wheel": """examples:
   opgen wheel generated/my_ops         # dist/my_ops-0.1.0-cp311-cp311-linux_x86_64.whl
+  opgen wheel --backend torch          # the PyTorch package, generated/opgen_ops_torch
   opgen wheel generated/my_ops -o wheels --version 1.2.0""",
     "test": """examples:
   opgen test                           # every spec in ops/, every check
@@ -726,14 +723,18 @@ def make_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_build)
 
     p = add("wheel", "build an installable wheel of a generated package, its libraries prebuilt",
-            "Build both libraries (cached as for 'opgen build') and write a wheel holding the package "
-            "and them, for this MindSpore version, Python and platform: it installs and runs with no "
-            "compiler; under another MindSpore its import names the version it was built for.")
+            "Build the package's libraries (cached as for 'opgen build') and write a wheel holding the package "
+            "and them, for this framework version (MindSpore or PyTorch: the package's backend), Python and "
+            "platform: it installs and runs with no compiler; under another version its import names the "
+            "version it was built for.")
     p.add_argument("package_dir", nargs="?",
                    help="generated package directory (default: [tool.opgen] output/package, else "
                    f"generated/{DEFAULT_PACKAGE})")
     p.add_argument("-o", "--out", default="dist", help="output directory (default: dist)")
     p.add_argument("--version", default="0.1.0", help="the wheel's version (default: 0.1.0)")
+    p.add_argument("--backend", type=_one_backend, metavar="NAME",
+                   help="without package_dir: the wheel of this backend's package (output/package + its suffix); "
+                   "a torch wheel holds its operator library, prebuilt for this PyTorch")
     _add_build_options(p)
     p.set_defaults(func=_cmd_wheel)
 

@@ -1,7 +1,9 @@
-"""opgen wheel: a wheel of a generated package with both libraries prebuilt, installed into a
+"""opgen wheel: a wheel of a generated package with its libraries prebuilt, installed into a
 fresh venv that has MindSpore (and opgen's runtime) but no compiler on PATH and an empty build
 root; its ops run on both paths there (PyNative, GRAPH_MODE, gradients).  Under another
-MindSpore version its import fails naming the version it was built for.
+MindSpore version its import fails naming the version it was built for. The same for a PyTorch
+package (``opgen wheel --backend torch``): eager and autograd in the fresh venv, and an ImportError
+naming both torch versions under another one.
 """
 
 from __future__ import annotations
@@ -140,3 +142,60 @@ def _tampered_libraries_are_clear_errors(pkg: Path, facts: dict) -> None:  # typ
         with pytest.raises(ImportError, match="^" + re.escape(message)):
             ms_runtime.prebuilt_library(pkg, "aot")
     record.write_text(json.dumps(facts))
+
+
+TORCH_SCRIPT = """
+import torch
+import whl_ops_torch
+x = torch.tensor([2.0, -3.0], requires_grad=True)
+y = whl_ops_torch.halve(x)
+y.sum().backward()
+print("eager", y.tolist(), x.grad.tolist())
+print("ops", torch.ops.whl_ops_torch.halve.default(x.detach()).tolist())
+"""
+
+
+def test_torch_wheel_installs_and_runs_without_a_compiler(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """opgen wheel --backend torch: the PyTorch package's operator library prebuilt; a fresh venv with
+    no compiler and an empty build root runs it (eager and autograd); under another torch version the
+    import is an ImportError naming both versions. (~40 s: one small torch library.)"""
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    root = tmp_path / "build"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "halve.yaml").write_text(textwrap.dedent(HALVE).lstrip())
+    (tmp_path / "pyproject.toml").write_text('[tool.opgen]\nspecs = "specs"\noutput = "out"\npackage = "whl_ops"\n'
+                                             'backends = ["torch"]\n')
+    assert not generate(["specs"], Path("out"), "whl_ops", backend="torch").diagnostics
+    assert main(["wheel", "--backend", "torch", "-o", "dist", "--build-dir", str(root), "-q"]) == 0
+    wheels = list((tmp_path / "dist").glob("whl_ops_torch-0.1.0-*.whl"))
+    assert len(wheels) == 1
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
+    (site / "deps.pth").write_text(f"{sysconfig.get_path('purelib')}\n{ROOT}\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--no-deps", "--no-index", str(wheels[0])], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPGEN_", "CXX", "PYTHONPATH"))}
+    env.update(PATH=str(venv / "bin"), OPGEN_BUILD_DIR=str(tmp_path / "empty-build-root"))
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", TORCH_SCRIPT], env=env, cwd=tmp_path / "dist",
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "eager [1.0, -1.5] [0.5, 0.5]" in run.stdout
+    assert "ops [1.0, -1.5]" in run.stdout
+    assert not (tmp_path / "empty-build-root").exists()
+    assert "opgen: building" not in run.stderr
+
+    record = site / "whl_ops_torch" / "_prebuilt.json"
+    facts = json.loads(record.read_text())
+    assert facts["torch"] == str(torch.__version__) and set(facts["libraries"]) == {"torch"}
+    record.write_text(json.dumps(dict(facts, torch="2.0.1")))
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", "import whl_ops_torch"], env=env,
+                         cwd=tmp_path / "dist", capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "ImportError: package 'whl_ops_torch' was built by opgen wheel for torch 2.0.1 (PyTorch 2.0.1" \
+        in run.stderr, run.stderr[-2000:]
+    assert f"but this is torch {torch.__version__}" in run.stderr

@@ -45,6 +45,23 @@ class BuildOptions:
     quiet: bool = False
 
 
+@dataclass(frozen=True)
+class WheelFacts:
+    """What ``opgen wheel`` records for a package of one backend (:meth:`Backend.wheel_facts`)."""
+
+    framework: str
+    """The key under which ``_prebuilt.json`` records the framework's version (``mindspore``,
+    ``torch``): the package's runtime compares it with the running one at import."""
+    version: str
+    """The framework version this process runs, that the libraries are built against."""
+    label: str
+    """The framework's name in messages and the wheel's summary (``MindSpore``, ``PyTorch``)."""
+    libraries: Mapping[str, str]
+    """Each library kind (:attr:`Backend.library_kinds`) -> its path inside the installed package."""
+    requires: tuple[str, ...]
+    """The wheel's ``Requires-Dist`` lines besides ``opgen`` (``mindspore==2.10.0``, ``numpy``)."""
+
+
 class Backend(abc.ABC):
     """One framework's half of opgen (one instance per backend package, ``BACKEND``)."""
 
@@ -104,6 +121,16 @@ class Backend(abc.ABC):
             opgen.build.BuildError: a compile or link error.
         """
         raise NotImplementedError(f"backend '{self.name}' builds through its own build()")
+
+    def wheel_facts(self, package: str) -> WheelFacts:
+        """What ``opgen wheel`` records for the package ``package`` (its directory name): the
+        framework version this process runs and where each prebuilt library goes. Imports the
+        framework.
+
+        Raises:
+            NotImplementedError: this backend has no wheels (the base class's answer).
+        """
+        raise NotImplementedError(f"opgen wheel: backend '{self.name}' builds no wheels")
 
     def test_package(self, pkg_dir: Path) -> TestPackage:
         """The package in ``pkg_dir``, imported, for ``opgen test``: an :class:`opgen.testing.Package`

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ...model import BuildFlags, Op
-from .. import Backend, BuildOptions
+from .. import Backend, BuildOptions, WheelFacts
 from .runtime import TARGET
 
 if TYPE_CHECKING:
@@ -76,6 +76,14 @@ class MindSporeBackend(Backend):
         from . import build
 
         return build.build_library(pkg_dir, kind, options)
+
+    def wheel_facts(self, package: str) -> WheelFacts:
+        from . import build
+
+        version = build.version()
+        return WheelFacts(framework="mindspore", version=version, label="MindSpore",
+                          libraries={"aot": f"lib/lib{package}_aot.so", "ext": f"lib/{package}_ext.so"},
+                          requires=(f"mindspore=={version}", "numpy"))
 
     def test_package(self, pkg_dir: Path) -> TestPackage:
         from . import testing

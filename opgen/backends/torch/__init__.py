@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ...model import BuildFlags, Op
-from .. import Backend, BuildOptions
+from .. import Backend, BuildOptions, WheelFacts
 
 if TYPE_CHECKING:
     from ...testing import Package as TestPackage
@@ -76,6 +76,13 @@ class TorchBackend(Backend):
             raise ValueError(f"unknown library kind {kind!r} for the torch backend; expected {build.KIND!r}")
         return build.build(pkg_dir, options.quiet, build_dir=options.build_dir, jobs=options.jobs,
                            ops_per_unit=options.ops_per_unit)
+
+    def wheel_facts(self, package: str) -> WheelFacts:
+        from . import build
+
+        version = build.torch_location()[2]
+        return WheelFacts(framework="torch", version=version, label="PyTorch",
+                          libraries={build.KIND: f"lib/lib{package}.so"}, requires=(f"torch=={version}", "numpy"))
 
     def test_package(self, pkg_dir: Path) -> TestPackage:
         from . import testing
