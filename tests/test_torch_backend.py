@@ -12,12 +12,17 @@ generated/opgen_ops_torch (tests/test_cli.py checks that it is what ops/ generat
   (``<op>(): contract '...' does not hold: ...``), from the C++ kernel and from the fake kernel.
 - ``opcheck``: ``torch.library.opcheck`` (schema, fake tensor, autograd registration, aot dispatch
   static and dynamic) on every op.
-- ``compile``: ``torch.compile(fullgraph=True, dynamic=True)`` on a representative set (forward
-  and backward, no recompile for a second shape).
+- ``compile``: ``torch.compile(fullgraph=True, dynamic=True)`` on every op (aot_eager: Dynamo, the
+  fake kernel, AOTAutograd's traced backward): forward and gradients as eager, no graph break, and
+  no recompilation for a second call at other sizes (a plain case scaled x2 and x3, so no size is
+  0 or 1); plus six hand-picked cases (lists, optional inputs left out, grad views) with a counting
+  backend.
+- ``export``: ``torch.export.export`` (static shapes) of every op gives eager's outputs exactly.
 
 Runtime (measured, 2 cores shared with other builds): the first import builds the library, 37
-kernel units and 5 operator units, 354-462 s wall (~3 CPU minutes); the tests then take ~75 s
-(test_load_and_build_cli ~40 s of it: one more small library; opcheck ~45 s for all 37 ops).
+kernel units and 5 operator units, 354-462 s wall (~3 CPU minutes; 399 s on 26 Nov); the tests
+then take ~2 min warm (test_load_and_build_cli ~40 s of it: one more small library; opcheck ~45 s
+for all 37 ops; compile + export of every op ~40 s).
 """
 
 from __future__ import annotations
@@ -253,6 +258,111 @@ def test_compile(pkg: Any, name: str) -> None:
         for g, w in zip(_leaves(args_c), _leaves(args_e)):
             torch.testing.assert_close(g.grad, w.grad)
     assert counter.frame_count == 1
+
+
+FIXED_SIZES = {"broadcast_to": "the output is the attr shape; twice x's sizes do not broadcast to it"}
+"""Ops whose sizes the test attrs fix: compiled once, called twice with the same sizes."""
+
+
+def _two_sizes(pkg: Any, op: Op) -> tuple[testing.Case, testing.Case, dict[str, Any], list[str]]:
+    """A plain case of ``op`` with every input dim >= 2, doubled and tripled: two cases with the same
+    ranks, layout, equalities, parities and orderings (so the contracts hold and a dynamic graph's
+    guards too) in which no size is 0 or 1, inputs' or outputs' (Dynamo specialises those: e.g.
+    avg_pool2d's (3 - 2) // 2 + 1), and the dtype row to call them with (float64 where the
+    differentiable inputs have it). For :data:`FIXED_SIZES`, the plain case twice."""
+    settings = testing.read_settings(op)
+    attrs = dict(settings.attr_sets[0])
+    rows = [[r.dtype(i).name for i in range(len(r.columns))] for r in op.rows_for("CPU")]
+    diff = [i for i, x in enumerate(op.inputs) if x.differentiable]
+    row = next((r for r in rows if diff and all(r[i] == "float64" for i in diff)), rows[0])
+    for seed in range(100):
+        first = next((c for c in testing.shape_cases(op, attrs, np.random.default_rng(seed), settings)
+                      if c.style == "plain" and all(d >= 2 for s in c.slot_shapes for d in s)), None)
+        if first is not None:
+            break
+    else:
+        raise AssertionError(f"{op.name}: no plain case with every dim >= 2")
+    if op.name in FIXED_SIZES:
+        return first, first, attrs, row
+
+    def scaled(v: Any, k: int) -> Any:
+        return None if v is None else [tuple(k * d for d in s) for s in v] if isinstance(v, list) else \
+            tuple(k * d for d in v)
+
+    def times(k: int) -> testing.Case:  # out_shapes are not read (the eager call is the oracle)
+        return testing._make_case(op, "plain", {n: scaled(v, k) for n, v in first.shapes.items()}, first.out_shapes)
+
+    return times(2), times(3), attrs, row
+
+
+def _tensors(op: Op, case: testing.Case, row: list[str], seed: int) -> list[Any]:
+    rng = np.random.default_rng(seed)
+    arrays = testing._draw(rng, op, case, row, testing.read_settings(op))
+    diff = {i for i, x in enumerate(op.inputs) if x.differentiable}
+    return [torch.from_numpy(a).requires_grad_(case.slots[j] in diff and a.dtype.kind == "f")
+            for j, a in enumerate(arrays)]
+
+
+def _loss_of(pkg: Any, op: Op, layout: tuple[int, ...], attrs: dict[str, Any]) -> Any:
+    fn = getattr(pkg, op.name)
+
+    def loss(*flat: Any) -> Any:  # every float output, so that a graph holds each output's kernel
+        out = fn(*testing.group(op, list(flat), layout), **attrs)
+        outs = (out,) if len(op.outputs) == 1 else tuple(out)
+        return sum((t.to(torch.float64) ** 2).sum() for t in outs if t.dtype.is_floating_point) + \
+            sum(t.to(torch.float64).sum().detach() for t in outs if not t.dtype.is_floating_point)
+
+    return loss
+
+
+@pytest.mark.parametrize("op", OPS, ids=[o.name for o in OPS])
+def test_compile_every_op(pkg: Any, op: Op) -> None:
+    """torch.compile(fullgraph=True, dynamic=True) with AOTAutograd (aot_eager: Dynamo, the fake
+    kernel, the traced backward) on every op: forward and gradients as eager, and one graph for
+    two sizes (no graph break: fullgraph; no recompilation: one frame compiled)."""
+    import torch._dynamo.testing
+
+    torch._dynamo.reset()  # one code object (loss) for every op: each test starts from no compiled frame
+    first, second, attrs, row = _two_sizes(pkg, op)
+    assert first.layout == second.layout
+    loss = _loss_of(pkg, op, first.layout, attrs)
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(loss, fullgraph=True, dynamic=True, backend=counter)
+    compiled_first = 0
+    for seed, case in enumerate((first, second)):
+        args_c = _tensors(op, case, row, seed)
+        args_e = [t.detach().clone().requires_grad_(t.requires_grad) for t in args_c]
+        got, want = compiled(*args_c), loss(*args_e)
+        where = f"{op.name} {case.describe()}"
+        torch.testing.assert_close(got, want, msg=lambda m, where=where: f"{where}: {m}")
+        if got.requires_grad:
+            got.backward()
+            want.backward()
+            for g, w in zip(args_c, args_e):
+                if w.grad is not None:
+                    torch.testing.assert_close(g.grad, w.grad, msg=lambda m, where=where: f"{where} grad: {m}")
+        compiled_first = compiled_first or counter.frame_count
+    assert compiled_first >= 1
+    assert counter.frame_count == compiled_first, \
+        f"{op.name}: recompiled for {second.describe()} after {first.describe()}"
+
+
+@pytest.mark.parametrize("op", OPS, ids=[o.name for o in OPS])
+def test_export_every_op(pkg: Any, op: Op) -> None:
+    """torch.export.export (static shapes, strict tracing) of every op: the exported program's
+    outputs are eager's."""
+    first, _, attrs, row = _two_sizes(pkg, op)
+    fn = getattr(pkg, op.name)
+    layout = first.layout
+
+    class Net(torch.nn.Module):
+        def forward(self, *flat: Any) -> Any:
+            return fn(*testing.group(op, list(flat), layout), **attrs)
+
+    args = tuple(t.detach() for t in _tensors(op, first, row, 0))
+    exported = torch.export.export(Net(), args)
+    got, want = exported.module()(*args), Net()(*args)
+    torch.testing.assert_close(got, want, rtol=0, atol=0, msg=lambda m: f"{op.name}: {m}")
 
 
 def test_contract_under_compile(pkg: Any) -> None:
