@@ -78,3 +78,44 @@ def test_yaml_block_validates(where: str, text: str, invalid: bool, tmp_path: Pa
         assert problems, f"{where}: marked <!-- yaml:invalid --> but it validates"
     else:
         assert not problems, f"{where}: the docs' YAML does not validate:\n" + "\n".join(problems)
+
+
+# ----------------------------------------------------------------------------- Python examples
+
+_EXAMPLE = re.compile(r"<!-- example:(\w+) -->\n```python\n(.*?)\n```", re.S)
+
+
+def _examples() -> list[tuple[str, str, str]]:
+    """(where, framework, code) of every Python block marked ``<!-- example:<framework> -->``."""
+    out = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        for m in _EXAMPLE.finditer(text):
+            line = text.count("\n", 0, m.start(2)) + 1
+            out.append((f"{page.relative_to(ROOT)}:{line}", m.group(1), m.group(2)))
+    return out
+
+
+EXAMPLES = _examples()
+
+
+def test_the_torch_page_has_examples() -> None:
+    assert sum(1 for w, fw, _ in EXAMPLES if w.startswith("docs/torch.md") and fw == "torch") >= 4
+
+
+@pytest.mark.parametrize(("where", "framework", "code"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
+def test_python_example_runs(where: str, framework: str, code: str) -> None:
+    """The example runs from the checkout's root (``generated`` importable) and prints what its
+    ``print(...)  # expected`` comments say, line for line."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip({"torch": "torch", "mindspore": "mindspore"}[framework])
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, text=True, capture_output=True, timeout=900)
+    assert run.returncode == 0, f"{where}: {run.stderr[-3000:]}"
+    expected = [line.split("# ", 1)[1].strip() for line in code.splitlines()
+                if line.lstrip().startswith("print(") and "# " in line]
+    got = [line.strip() for line in run.stdout.splitlines() if line.strip()]
+    assert expected and got == expected, f"{where}: printed {got}, the page says {expected}"

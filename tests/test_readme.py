@@ -147,7 +147,7 @@ def test_links_and_fresh_machine_commands_exist() -> None:
         if not target.startswith("http"):
             assert (ROOT / target).exists(), target
     for doc in ("docs/build.md", "docs/performance.md", "docs/robustness.md", "docs/testing.md", "docs/kernel-api.md",
-                "docs/spec-reference.md"):
+                "docs/spec-reference.md", "docs/torch.md", "docs/backends.md"):
         assert f"]({doc})" in README
     assert "bash scripts/demo.sh" in README and "bash scripts/test.sh" in README
     assert "bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
