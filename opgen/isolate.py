@@ -52,6 +52,24 @@ SHOWN_LINES = 12
 """Lines of them a failure shows: the last ones, or a sanitizer report's headline, frames and summary."""
 
 
+def _body_of(op: Op, report: str) -> str:
+    """Where in ``op``'s spec a sanitizer report's innermost kernel frame is: ``in the forward
+    body of op 'x' (specs/x.yaml:7)``; "" when no frame is in one of its bodies. (A report's own
+    frames give the exact YAML line when the symbolizer reads the library's line tables.)"""
+    kernel = op.kernel
+    if kernel is None:
+        return ""
+    for line in report.splitlines():
+        for which in ("forward", "backward"):
+            if f"::{op.name}::{which}<" in line:
+                body = kernel.forward if which == "forward" else kernel.backward
+                if which == "backward" and body is None and kernel.backward_per_input:
+                    body = kernel.backward_per_input[0][1]
+                where = f" ({body.location})" if body is not None else ""
+                return f"in the {which} body of op '{op.name}'{where}"
+    return ""
+
+
 def crash_text(lines: Sequence[str]) -> str:
     """What a failed check shows of the child's last output: a sanitizer's report (its ``ERROR:`` /
     ``runtime error:`` line, the first frames of its stack, which name the YAML file and line of
@@ -242,6 +260,9 @@ def run_isolated(pkg_dir: Path, specs: Sequence[str], ops: Sequence[Op], checks:
                     if current is None:  # between two checks: the next one is charged with it
                         current = pending[0]
                     tail = crash_text(list(child.tail))
+                    if current is not None and current[0] in by_name:
+                        where = _body_of(by_name[current[0]], tail)
+                        tail = f"{tail}\n{where}" if where else tail
                     hint = ("" if sanitize else "\nrun 'opgen test " + (current[0] if current else "") +
                             " --sanitize' to have AddressSanitizer/UBSan name the bad read or write and its YAML line")
                     failure = f"the test process {how} during this check; its last output:\n{tail}{hint}"
@@ -283,7 +304,7 @@ def _child_main() -> int:
         events.write(json.dumps(event) + "\n")
         events.flush()
 
-    from . import testing
+    from . import backends, testing
     from .build import BuildError
     from .pipeline import load_ops
 
@@ -292,8 +313,17 @@ def _child_main() -> int:
         send({"fatal": "\n".join(d.format() for d in diags)})
         return 1
     by_name = {op.name: op for op in ops}
+    pkg_dir = Path(request["pkg_dir"])
+    backend = backends.of_package(pkg_dir.resolve())
+    if backend is not None:  # build first: a build is not part of any check's time
+        paths = {check.partition("/")[2] for _, check in request["pairs"]}
+        for kind in sorted({backend.test_libraries[p] for p in paths if p in backend.test_libraries}):
+            try:
+                backend.build(pkg_dir, kind, backends.BuildOptions())
+            except BuildError:
+                pass  # the checks of its paths report it, each
     try:
-        pkg = testing.load_package(Path(request["pkg_dir"]))
+        pkg = testing.load_package(pkg_dir)
     except (BuildError, ImportError, FileNotFoundError) as exc:
         send({"fatal": str(exc)})
         return 1

@@ -80,6 +80,10 @@ class Backend(abc.ABC):
     test_paths: ClassVar[Mapping[str, str]] = {}
     """The paths ``opgen test`` checks each op on, in table order, each with its short name in
     the results table (MindSpore: ``custom-graph: graph``...); see :meth:`test_package`."""
+    test_libraries: ClassVar[Mapping[str, str]] = {}
+    """Per test path, the library kind its runner loads: ``opgen test`` builds those of the
+    selected paths before any check starts, so that a build never counts against its
+    ``--timeout`` (paths not listed build when they load)."""
 
     def package_dir(self, output: Path, package: str) -> Path:
         """Where this backend writes the package ``package`` under ``output``."""

@@ -43,6 +43,7 @@ class BroadcastTo : public Function<BroadcastTo> {
     }
     TensorPtrList outputs;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       opgen::sym::require([&] { return opgen::sym::eq(opgen::sym::broadcast({opgen_s_x, opgen::sym::List::of(attrs.shape)}), opgen::sym::List::of(attrs.shape)); }, "broadcast(x, shape) == shape", {opgen::sym::fact("x", opgen_s_x), opgen::sym::fact_value("shape", attrs.shape)});
@@ -100,6 +101,7 @@ class BroadcastTo : public Function<BroadcastTo> {
     TensorPtr dx = nullptr;
     TensorPtr dx_is_dout = nullptr;  // the grad is dout itself (no copy)
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) {

@@ -47,6 +47,7 @@ class Concat : public Function<Concat> {
     }
     TensorPtrList outputs;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       // contracts (requires) and output shapes, from the spec's shape expressions
       const std::vector<opgen::sym::List> opgen_s_xs = opgen::sym::from_shapes(opgen::ms::shapes_of(xs_h));
       const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::concat(opgen_s_xs, opgen::sym::Int{static_cast<int64_t>(attrs.axis)}), "out");

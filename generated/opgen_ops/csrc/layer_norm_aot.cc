@@ -85,6 +85,7 @@ extern "C" int opgen_ops_layer_norm_forward(int nparam, void **params, int *ndim
                                    void *stream, void *extra) {
   (void)stream;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {attrs.opgen_layout[0], attrs.opgen_layout[1], attrs.opgen_layout[2], 1, 1, 1};
@@ -131,6 +132,7 @@ extern "C" int opgen_ops_layer_norm_backward(int nparam, void **params, int *ndi
                                     void *stream, void *extra) {
   (void)stream;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {attrs.opgen_layout[0], attrs.opgen_layout[1], attrs.opgen_layout[2], 1, 1, 1, 1, 1, 1, attrs.opgen_layout[0], attrs.opgen_layout[1], attrs.opgen_layout[2]};

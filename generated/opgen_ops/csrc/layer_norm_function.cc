@@ -46,6 +46,7 @@ class LayerNorm : public Function<LayerNorm> {
     }
     TensorPtrList outputs;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       const opgen::Shape y_shape = opgen::sym::to_shape(opgen_s_x, "y");
@@ -119,6 +120,7 @@ class LayerNorm : public Function<LayerNorm> {
     TensorPtr dgamma = nullptr;
     TensorPtr dbeta = nullptr;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);

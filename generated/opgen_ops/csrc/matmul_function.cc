@@ -44,6 +44,7 @@ class Matmul : public Function<Matmul> {
     }
     TensorPtrList outputs;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_a = opgen::sym::from_shape(a_h->shape());
       const opgen::sym::List opgen_s_b = opgen::sym::from_shape(b_h->shape());
@@ -98,6 +99,7 @@ class Matmul : public Function<Matmul> {
     TensorPtr da = nullptr;
     TensorPtr db = nullptr;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) da = opgen::ms::empty(mindspore::kNumberTypeFloat32, a_shape);

@@ -42,6 +42,7 @@ class Pow : public Function<Pow> {
     }
     TensorPtrList outputs;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       const opgen::sym::List opgen_s_y = opgen::sym::from_shape(y_h->shape());
@@ -93,6 +94,7 @@ class Pow : public Function<Pow> {
     TensorPtr dx = nullptr;
     TensorPtr dy = nullptr;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);

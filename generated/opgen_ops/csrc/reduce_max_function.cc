@@ -42,6 +42,7 @@ class ReduceMax : public Function<ReduceMax> {
     }
     TensorPtrList outputs;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::reduce(opgen_s_x, opgen::sym::List::of(attrs.axis), opgen::sym::Bool{static_cast<bool>(attrs.keep_dims)}), "out");
@@ -90,6 +91,7 @@ class ReduceMax : public Function<ReduceMax> {
     const TensorPtr dout_h = opgen::ms::host(grad_outputs[0]);
     TensorPtr dx = nullptr;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);

@@ -43,6 +43,7 @@ class RmsNorm : public Function<RmsNorm> {
     }
     TensorPtrList outputs;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       const opgen::sym::List opgen_s_weight = opgen::sym::from_shape(weight_h->shape());
@@ -97,6 +98,7 @@ class RmsNorm : public Function<RmsNorm> {
     TensorPtr dx = nullptr;
     TensorPtr dweight = nullptr;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);

@@ -82,6 +82,7 @@ extern "C" int opgen_ops_scale_add_forward(int nparam, void **params, int *ndims
                                    void *stream, void *extra) {
   (void)stream;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1};
@@ -122,6 +123,7 @@ extern "C" int opgen_ops_scale_add_backward(int nparam, void **params, int *ndim
                                     void *stream, void *extra) {
   (void)stream;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1, 1, 1};

@@ -58,6 +58,7 @@ extern "C" int opgen_ops_sigmoid_forward(int nparam, void **params, int *ndims, 
                                    void *stream, void *extra) {
   (void)stream;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1};
@@ -92,6 +93,7 @@ extern "C" int opgen_ops_sigmoid_backward(int nparam, void **params, int *ndims,
                                     void *stream, void *extra) {
   (void)stream;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1};

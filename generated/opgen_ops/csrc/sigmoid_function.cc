@@ -40,6 +40,7 @@ class Sigmoid : public Function<Sigmoid> {
     }
     TensorPtrList outputs;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       const opgen::Shape out_shape = opgen::sym::to_shape(opgen_s_x, "out");
@@ -82,6 +83,7 @@ class Sigmoid : public Function<Sigmoid> {
     const TensorPtr dout_h = opgen::ms::host(grad_outputs[0]);
     TensorPtr dx = nullptr;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);

@@ -84,6 +84,7 @@ extern "C" int opgen_ops_smooth_l1_loss_forward(int nparam, void **params, int *
                                    void *stream, void *extra) {
   (void)stream;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1};
@@ -124,6 +125,7 @@ extern "C" int opgen_ops_smooth_l1_loss_backward(int nparam, void **params, int 
                                     void *stream, void *extra) {
   (void)stream;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1, 1, 1};

@@ -44,6 +44,7 @@ class SmoothL1Loss : public Function<SmoothL1Loss> {
     }
     TensorPtrList outputs;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_pred = opgen::sym::from_shape(pred_h->shape());
       const opgen::sym::List opgen_s_target = opgen::sym::from_shape(target_h->shape());
@@ -100,6 +101,7 @@ class SmoothL1Loss : public Function<SmoothL1Loss> {
     TensorPtr dpred = nullptr;
     TensorPtr dtarget = nullptr;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) dpred = opgen::ms::empty(mindspore::kNumberTypeFloat32, pred_shape);

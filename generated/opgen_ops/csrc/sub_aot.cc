@@ -59,6 +59,7 @@ extern "C" int opgen_ops_sub_forward(int nparam, void **params, int *ndims, int6
                                    void *stream, void *extra) {
   (void)stream;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1};
@@ -95,6 +96,7 @@ extern "C" int opgen_ops_sub_backward(int nparam, void **params, int *ndims, int
                                     void *stream, void *extra) {
   (void)stream;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1, 1, 1};

@@ -42,6 +42,7 @@ class Sub : public Function<Sub> {
     }
     TensorPtrList outputs;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       const opgen::sym::List opgen_s_y = opgen::sym::from_shape(y_h->shape());
@@ -89,6 +90,7 @@ class Sub : public Function<Sub> {
     TensorPtr dx_is_dout = nullptr;  // the grad is dout itself (no copy)
     TensorPtr dy = nullptr;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) {

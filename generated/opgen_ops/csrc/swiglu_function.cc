@@ -40,6 +40,7 @@ class Swiglu : public Function<Swiglu> {
     }
     TensorPtrList outputs;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       opgen::sym::require([&] { return opgen::sym::ge(opgen::sym::length(opgen_s_x), opgen::sym::Int{1}); }, "x.rank >= 1", {opgen::sym::fact("x", opgen_s_x)});
@@ -85,6 +86,7 @@ class Swiglu : public Function<Swiglu> {
     const opgen::Shape out_shape = opgen::Shape(dout_h->shape());
     TensorPtr dx = nullptr;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);

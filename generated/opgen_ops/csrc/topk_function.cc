@@ -41,6 +41,7 @@ class Topk : public Function<Topk> {
     }
     TensorPtrList outputs;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       opgen::sym::require([&] { return opgen::sym::ge(opgen::sym::length(opgen_s_x), opgen::sym::Int{1}); }, "x.rank >= 1", {opgen::sym::fact("x", opgen_s_x)});
@@ -95,6 +96,7 @@ class Topk : public Function<Topk> {
     const TensorPtr dindices_h = opgen::ms::host(grad_outputs[1]);
     TensorPtr dx = nullptr;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);

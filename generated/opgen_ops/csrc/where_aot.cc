@@ -60,6 +60,7 @@ extern "C" int opgen_ops_where_forward(int nparam, void **params, int *ndims, in
                                    void *stream, void *extra) {
   (void)stream;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1};
@@ -98,6 +99,7 @@ extern "C" int opgen_ops_where_backward(int nparam, void **params, int *ndims, i
                                     void *stream, void *extra) {
   (void)stream;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1, 1, 1, 1};

@@ -44,6 +44,7 @@ class Where : public Function<Where> {
     }
     TensorPtrList outputs;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_cond = opgen::sym::from_shape(cond_h->shape());
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
@@ -95,6 +96,7 @@ class Where : public Function<Where> {
     TensorPtr dx = nullptr;
     TensorPtr dy = nullptr;
     try {
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(1)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);

@@ -35,6 +35,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg) {
     opgen::pt::unsupported_dtypes("add", got, "(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=int32, y=int32, out=int32), (x=int64, y=int64, out=int64)");
   }
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     const opgen::sym::List opgen_s_y = opgen::sym::from_shape(opgen::pt::shape_of(y));
@@ -74,6 +75,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   Attrs attrs;
   std::vector<at::Tensor> grads;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     switch (row) {
       case 0: {
         at::Tensor dx;

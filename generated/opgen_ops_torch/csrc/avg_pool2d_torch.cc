@@ -33,6 +33,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef kernel, at::IntAr
     opgen::pt::unsupported_dtypes("avg_pool2d", got, "(x=float32, out=float32), (x=float64, out=float64)");
   }
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     opgen::sym::require([&] { return opgen::sym::eq(opgen::sym::length(opgen_s_x), opgen::sym::Int{4}); }, "x.rank == 4", {opgen::sym::fact("x", opgen_s_x)});
@@ -67,6 +68,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.stride = opgen::pt::to_vector<int64_t>(stride);
   std::vector<at::Tensor> grads;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     switch (row) {
       case 0: {
         at::Tensor dx;

@@ -34,6 +34,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef shape) {
     opgen::pt::unsupported_dtypes("broadcast_to", got, "(x=float32, out=float32), (x=float64, out=float64), (x=int32, out=int32), (x=int64, out=int64)");
   }
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     opgen::sym::require([&] { return opgen::sym::eq(opgen::sym::broadcast({opgen_s_x, opgen::sym::List::of(attrs.shape)}), opgen::sym::List::of(attrs.shape)); }, "broadcast(x, shape) == shape", {opgen::sym::fact("x", opgen_s_x), opgen::sym::fact_value("shape", attrs.shape)});
@@ -74,6 +75,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.shape = opgen::pt::to_vector<int64_t>(shape);
   std::vector<at::Tensor> grads;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     switch (row) {
       case 0: {
         at::Tensor dx;

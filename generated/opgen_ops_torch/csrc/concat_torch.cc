@@ -34,6 +34,7 @@ at::Tensor forward_op(at::TensorList xs_arg, int64_t axis) {
     opgen::pt::unsupported_dtypes("concat", got, "(xs=float32, out=float32), (xs=float64, out=float64), (xs=int32, out=int32), (xs=int64, out=int64)");
   }
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     // contracts (requires) and output shapes, from the spec's shape expressions
     const std::vector<opgen::sym::List> opgen_s_xs = opgen::sym::from_shapes(opgen::pt::shapes_of(xs));
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::concat(opgen_s_xs, opgen::sym::Int{static_cast<int64_t>(attrs.axis)}), "out");

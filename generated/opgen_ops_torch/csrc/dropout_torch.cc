@@ -33,6 +33,7 @@ std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, double ke
     opgen::pt::unsupported_dtypes("dropout", got, "(x=float32, y=float32, mask=bool), (x=float64, y=float64, mask=bool)");
   }
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     const opgen::Shape y_shape = opgen::sym::to_shape(opgen_s_x, "y");
@@ -66,6 +67,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.seed = seed;
   std::vector<at::Tensor> grads;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     switch (row) {
       case 0: {
         at::Tensor dx;

@@ -34,6 +34,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &indices_arg, in
     opgen::pt::unsupported_dtypes("gather", got, "(x=float32, indices=int64, out=float32), (x=float64, indices=int64, out=float64)");
   }
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     const opgen::sym::List opgen_s_indices = opgen::sym::from_shape(opgen::pt::shape_of(indices));
@@ -64,6 +65,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.axis = axis;
   std::vector<at::Tensor> grads;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     switch (row) {
       case 0: {
         at::Tensor dx;

@@ -36,6 +36,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x_ar
     opgen::pt::unsupported_dtypes("layer_norm", got, "(x=float32, gamma=float32, beta=float32, y=float32, mean=float32, rstd=float32), (x=float64, gamma=float64, beta=float64, y=float64, mean=float64, rstd=float64)");
   }
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     const opgen::Shape y_shape = opgen::sym::to_shape(opgen_s_x, "y");
@@ -71,6 +72,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.eps = static_cast<float>(eps);
   std::vector<at::Tensor> grads;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     switch (row) {
       case 0: {
         at::Tensor dx;

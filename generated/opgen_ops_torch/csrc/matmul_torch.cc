@@ -35,6 +35,7 @@ at::Tensor forward_op(const at::Tensor &a_arg, const at::Tensor &b_arg, bool tra
     opgen::pt::unsupported_dtypes("matmul", got, "(a=float32, b=float32, out=float32), (a=float64, b=float64, out=float64)");
   }
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_a = opgen::sym::from_shape(opgen::pt::shape_of(a));
     const opgen::sym::List opgen_s_b = opgen::sym::from_shape(opgen::pt::shape_of(b));
@@ -66,6 +67,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.transpose_b = transpose_b;
   std::vector<at::Tensor> grads;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     switch (row) {
       case 0: {
         at::Tensor da;

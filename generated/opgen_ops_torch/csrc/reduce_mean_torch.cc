@@ -33,6 +33,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_d
     opgen::pt::unsupported_dtypes("reduce_mean", got, "(x=float32, out=float32), (x=float64, out=float64)");
   }
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::reduce(opgen_s_x, opgen::sym::List::of(attrs.axis), opgen::sym::Bool{static_cast<bool>(attrs.keep_dims)}), "out");
@@ -63,6 +64,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.keep_dims = keep_dims;
   std::vector<at::Tensor> grads;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     switch (row) {
       case 0: {
         at::Tensor dx;

@@ -31,6 +31,7 @@ at::Tensor forward_op(const at::Tensor &x_arg) {
     opgen::pt::unsupported_dtypes("relu", got, "(x=float32, out=float32), (x=float64, out=float64)");
   }
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen_s_x, "out");
@@ -59,6 +60,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   Attrs attrs;
   std::vector<at::Tensor> grads;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     switch (row) {
       case 0: {
         at::Tensor dx;

@@ -35,6 +35,7 @@ at::Tensor forward_op(const at::Tensor &pred_arg, const at::Tensor &target_arg, 
     opgen::pt::unsupported_dtypes("smooth_l1_loss", got, "(pred=float32, target=float32, loss=float32), (pred=float64, target=float64, loss=float64)");
   }
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_pred = opgen::sym::from_shape(opgen::pt::shape_of(pred));
     const opgen::sym::List opgen_s_target = opgen::sym::from_shape(opgen::pt::shape_of(target));
@@ -68,6 +69,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.reduction = std::string(reduction);
   std::vector<at::Tensor> grads;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     switch (row) {
       case 0: {
         at::Tensor dpred;

@@ -32,6 +32,7 @@ std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, int64_t k
     opgen::pt::unsupported_dtypes("topk", got, "(x=float32, values=float32, indices=int64), (x=float64, values=float64, indices=int64)");
   }
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     opgen::sym::require([&] { return opgen::sym::ge(opgen::sym::length(opgen_s_x), opgen::sym::Int{1}); }, "x.rank >= 1", {opgen::sym::fact("x", opgen_s_x)});
@@ -66,6 +67,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.k = k;
   std::vector<at::Tensor> grads;
   try {
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     switch (row) {
       case 0: {
         at::Tensor dx;

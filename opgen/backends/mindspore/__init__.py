@@ -32,6 +32,7 @@ class MindSporeBackend(Backend):
     install_hint: ClassVar[str] = "pip install 'opgen[run]'"
     target: ClassVar[str] = TARGET
     test_paths: ClassVar[Mapping[str, str]] = {"custom-graph": "graph", "custom-pynative": "pynat", "function": "func"}
+    test_libraries: ClassVar[Mapping[str, str]] = {"custom-graph": "aot", "custom-pynative": "aot", "function": "ext"}
 
     def render(self, ops: Sequence[Op], package: str, out_prefix: str,
                package_flags: BuildFlags | None = None) -> dict[str, str]:

@@ -22,6 +22,7 @@
 
 #include "opgen/kernel.h"
 #include "opgen/rules.h"
+#include "opgen/sanitize.h"
 
 namespace opgen {
 namespace aot {
@@ -168,7 +169,8 @@ struct Cursor {
 
   template <typename E>
   View<E> one() {
-    View<E> v = make_view<E>(static_cast<E *>(params[next]), shapes[next], ndims[next]);
+    View<E> v = make_view<E>(shadow(static_cast<E *>(params[next]), numel_of(shapes[next], ndims[next])),
+                             shapes[next], ndims[next]);
     ++next;
     return v;
   }
@@ -223,7 +225,7 @@ inline bool dtypes_match(int nparam, const char **dtypes, const char *const *exp
 /// View over params[i] with element type E.
 template <typename E>
 View<E> view(void **params, int *ndims, int64_t **shapes, int i) {
-  return make_view<E>(static_cast<E *>(params[i]), shapes[i], ndims[i]);
+  return make_view<E>(shadow(static_cast<E *>(params[i]), numel_of(shapes[i], ndims[i])), shapes[i], ndims[i]);
 }
 
 }  // namespace aot

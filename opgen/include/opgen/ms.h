@@ -27,6 +27,7 @@
 #include "include/pynative/backward/function.h"
 #include "opgen/kernel.h"
 #include "opgen/rules.h"
+#include "opgen/sanitize.h"
 
 namespace opgen {
 namespace ms {
@@ -108,14 +109,16 @@ template <typename E>
 In<E> in(const TensorPtr &t) {
   if (t == nullptr) return In<E>{};
   const auto &s = t->shape();
-  return make_view<const E>(static_cast<const E *>(t->data_c()), s.data(), static_cast<int>(s.size()));
+  return make_view<const E>(shadow(static_cast<const E *>(t->data_c()), numel_of(s.data(), static_cast<int>(s.size()))),
+                            s.data(), static_cast<int>(s.size()));
 }
 
 template <typename E>
 Out<E> out(const TensorPtr &t) {
   if (t == nullptr) return Out<E>{};
   const auto &s = t->shape();
-  return make_view<E>(static_cast<E *>(t->data_c()), s.data(), static_cast<int>(s.size()));
+  return make_view<E>(shadow(static_cast<E *>(t->data_c()), numel_of(s.data(), static_cast<int>(s.size()))), s.data(),
+                      static_cast<int>(s.size()));
 }
 
 /// A view with `shape` but no data: stands for a tensor the backward pass did not keep.

@@ -33,6 +33,7 @@
 
 #include "opgen/kernel.h"
 #include "opgen/rules.h"
+#include "opgen/sanitize.h"
 
 namespace opgen {
 namespace pt {
@@ -74,13 +75,15 @@ inline std::vector<Shape> shapes_of(const std::vector<at::Tensor> &ts) {
 template <typename E>
 In<E> in(const at::Tensor &t) {
   if (!t.defined()) return In<E>{};
-  return make_view<const E>(static_cast<const E *>(t.const_data_ptr()), t.sizes().data(), static_cast<int>(t.dim()));
+  return make_view<const E>(shadow(static_cast<const E *>(t.const_data_ptr()), t.numel()), t.sizes().data(),
+                            static_cast<int>(t.dim()));
 }
 
 template <typename E>
 Out<E> out(const at::Tensor &t) {
   if (!t.defined()) return Out<E>{};
-  return make_view<E>(static_cast<E *>(t.mutable_data_ptr()), t.sizes().data(), static_cast<int>(t.dim()));
+  return make_view<E>(shadow(static_cast<E *>(t.mutable_data_ptr()), t.numel()), t.sizes().data(),
+                      static_cast<int>(t.dim()));
 }
 
 /// A view with `shape` but no data: stands for a tensor the backward pass did not keep.
