@@ -365,6 +365,20 @@ def test_export_every_op(pkg: Any, op: Op) -> None:
     torch.testing.assert_close(got, want, rtol=0, atol=0, msg=lambda m: f"{op.name}: {m}")
 
 
+def test_a_second_library_of_one_package_is_an_import_error(pkg: Any) -> None:
+    """PyTorch cannot unregister operators: loading a rebuilt library of a package already loaded
+    (an edited spec, opgen.load again) aborted the process (c10::Error from TORCH_LIBRARY_FRAGMENT
+    while loading: std::terminate); the runtime refuses it first with an ImportError."""
+    from opgen.backends.torch import runtime as rt
+
+    assert rt._namespaces["opgen_ops_torch"] == pkg.LIBRARY
+    with pytest.raises(ImportError, match=r"^the PyTorch operators torch\.ops\.opgen_ops_torch\.\* are already "
+                       r"registered in this process by .*start a new Python process to use it$"):
+        rt.claim_namespace("opgen_ops_torch", "/elsewhere/libopgen_ops_torch-0.so")
+    rt.claim_namespace("opgen_ops_torch", pkg.LIBRARY)  # the same library again: nothing to do
+    assert rt._namespaces["opgen_ops_torch"] == pkg.LIBRARY
+
+
 def test_contract_under_compile(pkg: Any) -> None:
     """Under torch.compile the fake kernel's ValueError (the op's message) is the cause of the
     error Dynamo raises, and its text is in Dynamo's message."""

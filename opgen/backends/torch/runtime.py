@@ -27,18 +27,44 @@ from ...runtime import normalize_axes as _normalize_int
 __all__ = ["ShapeError", "check_attrs", "check_attrs_once", "list_key"]
 
 _loaded: dict[str, str] = {}
+_namespaces: dict[str, str] = {}
+"""Each operator namespace (``<package>_torch``) loaded in this process -> the library that registered it."""
+
+
+def claim_namespace(namespace: str, path: str) -> None:
+    """Record that ``path`` registers the operators ``torch.ops.<namespace>.*``, before loading it.
+
+    PyTorch cannot unregister operators, and a second library defining the same schemas makes
+    ``TORCH_LIBRARY_FRAGMENT`` throw while the library is being loaded, which ends the process
+    (``std::terminate``: 'Tried to register an operator ... multiple times'); measured with
+    ``opgen.load`` of a spec edited after its first load in the same process.
+
+    Raises:
+        ImportError: another library already registered ``namespace`` in this process (a rebuild
+            of the same package after a change, or another package of the same name).
+    """
+    other = _namespaces.get(namespace)
+    if other is not None and other != path:
+        raise ImportError(
+            f"the PyTorch operators torch.ops.{namespace}.* are already registered in this process by {other}; "
+            f"PyTorch cannot unregister operators, so {path} (a rebuild after a change, or another package named "
+            f"{namespace}) cannot be loaded into it: start a new Python process to use it")
+    _namespaces[namespace] = path
 
 
 def load_library(module_file: str) -> str:
     """Build (when missing or stale) and load the operator library of the package containing
     ``module_file``, held for the life of the process (``opgen clean`` leaves it in place); a
     wheel's prebuilt library is checked against the torch version and its sha256 instead. A
-    process loads each library once. Returns its path.
+    process loads each library once, and one library per package name (:func:`claim_namespace`).
+    Returns its path.
 
     Raises:
         opgen.build.BuildError: when the kernels do not compile.
         ImportError: a wheel built for another torch, Python or platform, or a damaged one; an
-            ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded.
+            ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded; a package whose
+            operators another library already registered in this process (its C++ changed since
+            it was first loaded here).
     """
     from ... import build as _build
     from . import build as _torch_build
@@ -55,6 +81,7 @@ def load_library(module_file: str) -> str:
         else:
             raise ImportError(f"the torch library of {pkg_dir} was removed each time it was built")
     if path not in _loaded:
+        claim_namespace(pkg_dir.name, path)
         torch.ops.load_library(path)  # type: ignore[no-untyped-call]
         _loaded[path] = str(pkg_dir)
     return path

@@ -33,9 +33,9 @@ PATHS: tuple[str, ...] = tuple(BACKEND.test_paths)
 """The paths an op is checked on: ``eager`` and ``compiled``."""
 
 RECOMPILE_LIMIT = 256
-"""Dynamo's recompile limit while testing: each dtype row, attr set and 0-d/0-size/1-size shape
-style is a graph of its own (guards on dtype and on sizes 0 and 1), more than the default 8 that
-would fall back to eager without saying so."""
+"""Dynamo's recompile limit while testing one op: each dtype row, attr set and 0-d/0-size/1-size
+shape style is a graph of its own (guards on dtype and on sizes 0 and 1), more than the default 8
+(past which ``fullgraph=True`` fails with ``FailOnRecompileLimitHit``)."""
 
 
 class TorchPackage(Package):
@@ -103,6 +103,10 @@ class TorchRunner(OpRunner):
             torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
             torch._dynamo.config.accumulated_recompile_limit = max(
                 torch._dynamo.config.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT)
+            # every runner compiles the same code object (call): without a reset, the graphs of the
+            # ops checked before count against the recompile limit (a whole ops/ run hit it at the
+            # 8th op); a runner serves one check of one op, so nothing it needs is lost
+            torch._dynamo.reset()
             self.call = torch.compile(call, fullgraph=True, dynamic=True)
         else:
             raise CheckError(f"unknown path '{path}'; expected one of {', '.join(PATHS)}")
