@@ -8,10 +8,12 @@ compiled (``torch.compile(fullgraph=True, dynamic=True)``), through the command 
   (OPGEN_CHECK=1 variant of its library), given as ``--package-dir`` (the backend is the
   directory's): the wrong gradient fails ``grad/eager`` and ``grad/compiled`` naming ``dy``, the
   right op passes everything;
-- a stale torch package is refused with the command that regenerates it (``--backend torch``).
+- a stale torch package is refused with the command that regenerates it (``--backend torch``);
+- twelve ops on the compiled path in one run (more graphs than Dynamo's recompile limit allows
+  one code object).
 
-Runtime (measured, 2 loaded cores, library of ops/ already built): ~2 min (the ops/ run ~75 s;
-the small package's checked library ~30 s to build).
+Runtime (measured, 2 loaded cores, library of ops/ already built): ~3 min (the ops/ run ~75 s,
+the twelve compiled ops ~45 s; the small package's checked library ~30 s to build).
 """
 
 from __future__ import annotations
@@ -91,6 +93,16 @@ def test_ops_pass_on_eager_and_compiled() -> None:
     topk = next(line for line in lines if line.startswith("topk")).split()
     assert topk.count("ok") == 9 and "-" not in topk
     assert f"{len(ops)} op(s), {9 * len(ops)} checks: " in run.stdout and " 0 failed" in run.stdout
+
+
+def test_many_ops_compile_in_one_run() -> None:
+    """More ops than Dynamo's recompile limit (8) in one run of the compiled path: every runner
+    compiles one code object, and without a reset per runner the 8th op on failed with
+    FailOnRecompileLimitHit."""
+    ops = ["add", "clip", "cumsum", "div", "exp", "gelu", "leaky_relu", "log", "mul", "relu", "sigmoid", "sub"]
+    run = _opgen("test", "--backend", "torch", "--unchecked", "--only", "*/compiled", *ops, cwd=ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"{len(ops)} op(s), {4 * len(ops)} checks: " in run.stdout and " 0 failed" in run.stdout
 
 
 def test_wrong_gradient_fails_on_torch(tmp_path: Path) -> None:
