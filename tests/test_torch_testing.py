@@ -96,9 +96,8 @@ def test_ops_pass_on_eager_and_compiled() -> None:
 
 
 def test_many_ops_compile_in_one_run() -> None:
-    """More ops than Dynamo's recompile limit (8) in one run of the compiled path: every runner
-    compiles one code object, and without a reset per runner the 8th op on failed with
-    FailOnRecompileLimitHit."""
+    """More ops than Dynamo's recompile limit (8) in one run of the compiled path: with one code
+    object for every op's runner, the 8th op on failed with FailOnRecompileLimitHit."""
     ops = ["add", "clip", "cumsum", "div", "exp", "gelu", "leaky_relu", "log", "mul", "relu", "sigmoid", "sub"]
     run = _opgen("test", "--backend", "torch", "--unchecked", "--only", "*/compiled", *ops, cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
