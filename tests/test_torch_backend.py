@@ -6,7 +6,7 @@ generated/opgen_ops_torch (tests/test_cli.py checks that it is what ops/ generat
   numpy reference (generated reference.py), at opgen test's tolerances; a non-contiguous input
   (transposed) gives the same numbers.
 - ``grad``: float64 ``torch.autograd.gradcheck`` of every differentiable op (through
-  ``register_autograd`` and the ``<op>_backward`` operator), on plain shapes.
+  the C++ autograd kernel and the ``<op>_backward`` operator), on plain shapes.
 - ``dtypes``: a dtype combination outside the rows raises TypeError naming the op and the rows.
 - ``contracts``: shapes that break a contract raise the MindSpore path's ValueError text
   (``<op>(): contract '...' does not hold: ...``), from the C++ kernel and from the fake kernel.

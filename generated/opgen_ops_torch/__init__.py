@@ -6,8 +6,9 @@ Ops: add, avg_pool2d, broadcast_to, clip, concat, cumsum, div, dropout, exp, gat
 Each op is a real PyTorch operator, ``torch.ops.opgen_ops_torch.<op>``: its schema and CPU kernel come
 from this package's C++ library (built at import when missing or stale, then loaded with
 ``torch.ops.load_library``), its fake kernel (``torch.library.register_fake``) from the spec's shape
-rules and contracts, its autograd (``torch.library.register_autograd``) from the spec's backward
-body, through the operator ``torch.ops.opgen_ops_torch.<op>_backward``. ``opgen_ops_torch.<op>(...)``
+rules and contracts, its autograd (a C++ ``torch::autograd::Function`` on the Autograd key, in the
+same library) from the spec's backward body, through the operator
+``torch.ops.opgen_ops_torch.<op>_backward``. ``opgen_ops_torch.<op>(...)``
 is the documented function that checks the attrs and calls it. ``opgen_ops_torch.reference``: numpy
 references.
 """
@@ -76,47 +77,6 @@ def _add_fake(x, y):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::add_backward")
 def _add_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _ADD_ROWS[row], ('required', 'required'), 1, douts)
-
-
-def _add_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, y, = inputs[:2]
-    need_x = x.requires_grad
-    need_y = y.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("add", _ADD_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=int32, y=int32, out=int32), (x=int64, y=int64, out=int64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x, y,), outputs)
-    saved = {
-    }
-    ctx.layout = [saved.get(n) for n in ('x', 'y')]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, -1, ]
-
-
-def _add_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (2 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    want.append(bool(needs[1]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.add_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-        if want[pos]:
-            result[1] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::add", _add_backward, setup_context=_add_setup_context)
 
 # ---------------------------------------------------------------------------------- avg_pool2d
 
@@ -192,45 +152,6 @@ def _avg_pool2d_fake(x, kernel=(2, 2), stride=(2, 2)):  # type: ignore[no-untype
 def _avg_pool2d_backward_fake(saved, douts, shapes, ranks, needs, row, kernel, stride):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _AVG_POOL2D_ROWS[row], ('required',), 1, douts)
 
-
-def _avg_pool2d_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    ctx.kernel = inputs[1]
-    ctx.stride = inputs[2]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("avg_pool2d", _AVG_POOL2D_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "x": x if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _avg_pool2d_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (3 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.avg_pool2d_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.kernel, ctx.stride))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::avg_pool2d", _avg_pool2d_backward, setup_context=_avg_pool2d_setup_context)
-
 # ---------------------------------------------------------------------------------- broadcast_to
 
 _BROADCAST_TO_ATTRS: dict[str, dict[str, Any]] = {
@@ -296,43 +217,6 @@ def _broadcast_to_fake(x, shape):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::broadcast_to_backward")
 def _broadcast_to_backward_fake(saved, douts, shapes, ranks, needs, row, shape):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _BROADCAST_TO_ROWS[row], ('required',), 1, douts)
-
-
-def _broadcast_to_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    ctx.shape = inputs[1]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("broadcast_to", _BROADCAST_TO_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=int32, out=int32), (x=int64, out=int64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _broadcast_to_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (2 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.broadcast_to_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.shape))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::broadcast_to", _broadcast_to_backward, setup_context=_broadcast_to_setup_context)
 
 # ---------------------------------------------------------------------------------- clip
 
@@ -401,45 +285,6 @@ def _clip_fake(x, min, max):  # type: ignore[no-untyped-def]
 def _clip_backward_fake(saved, douts, shapes, ranks, needs, row, min, max):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _CLIP_ROWS[row], ('required',), 1, douts)
 
-
-def _clip_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    ctx.min = inputs[1]
-    ctx.max = inputs[2]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("clip", _CLIP_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "x": x if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _clip_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (3 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.clip_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.min, ctx.max))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::clip", _clip_backward, setup_context=_clip_setup_context)
-
 # ---------------------------------------------------------------------------------- concat
 
 _CONCAT_ATTRS: dict[str, dict[str, Any]] = {
@@ -496,31 +341,6 @@ def _concat_fake(xs, axis=0):  # type: ignore[no-untyped-def]
     shapes = _concat_shapes([t.shape for t in xs], axis, )
     device = xs[0].device
     return torch.empty(shapes[0], dtype=xs[0].dtype, device=device)
-
-
-def _concat_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    xs, = inputs[:1]
-    ctx.axis = inputs[1]
-    need_xs = any(t.requires_grad for t in xs)
-    outputs = (output,)
-    out = outputs[0]
-    ctx.view_inputs = (xs,)
-    ctx.dyn = [len(xs), ]
-
-
-def _concat_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (2 - len(result)))
-    axis = ctx.axis
-    dout = grads[0]
-    xs = ctx.view_inputs[0]
-    if any(needs[0]):
-        result[0] = list(_rt.split_view(dout, xs, axis))
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::concat", _concat_backward, setup_context=_concat_setup_context)
 
 # ---------------------------------------------------------------------------------- cumsum
 
@@ -592,46 +412,6 @@ def _cumsum_fake(x, axis=0, exclusive=False, reverse=False):  # type: ignore[no-
 def _cumsum_backward_fake(saved, douts, shapes, ranks, needs, row, axis, exclusive, reverse):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _CUMSUM_ROWS[row], ('required',), 1, douts)
 
-
-def _cumsum_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    ctx.axis = inputs[1]
-    ctx.exclusive = inputs[2]
-    ctx.reverse = inputs[3]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("cumsum", _CUMSUM_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "x": x if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _cumsum_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (4 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.cumsum_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.axis, ctx.exclusive, ctx.reverse))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::cumsum", _cumsum_backward, setup_context=_cumsum_setup_context)
-
 # ---------------------------------------------------------------------------------- div
 
 _DIV_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), )
@@ -682,49 +462,6 @@ def _div_fake(x, y):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::div_backward")
 def _div_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _DIV_ROWS[row], ('required', 'required'), 1, douts)
-
-
-def _div_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, y, = inputs[:2]
-    need_x = x.requires_grad
-    need_y = y.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("div", _DIV_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x, y,), outputs)
-    saved = {
-        "y": y if (need_x or need_y) else None,
-        "out": out if (need_y) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x', 'y')]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, -1, ]
-
-
-def _div_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (2 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    want.append(bool(needs[1]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.div_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-        if want[pos]:
-            result[1] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::div", _div_backward, setup_context=_div_setup_context)
 
 # ---------------------------------------------------------------------------------- dropout
 
@@ -797,47 +534,6 @@ def _dropout_fake(x, keep_prob=0.5, seed=0):  # type: ignore[no-untyped-def]
 def _dropout_backward_fake(saved, douts, shapes, ranks, needs, row, keep_prob, seed):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _DROPOUT_ROWS[row], ('required',), 2, douts)
 
-
-def _dropout_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    ctx.keep_prob = inputs[1]
-    ctx.seed = inputs[2]
-    need_x = x.requires_grad
-    outputs = tuple(output)
-    y = outputs[0]
-    mask = outputs[1]
-    ctx.mark_non_differentiable(mask)
-    ctx.row = _rt.row_of("dropout", _DROPOUT_ROWS, ('x',), (x,), '(x=float32, y=float32, mask=bool), (x=float64, y=float64, mask=bool)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "mask": mask if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('y', 'mask')]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _dropout_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (3 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.dropout_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.keep_prob, ctx.seed))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::dropout", _dropout_backward, setup_context=_dropout_setup_context)
-
 # ---------------------------------------------------------------------------------- exp
 
 _EXP_ROWS = ((torch.float32, ), (torch.float64, ), )
@@ -885,43 +581,6 @@ def _exp_fake(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::exp_backward")
 def _exp_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _EXP_ROWS[row], ('required',), 1, douts)
-
-
-def _exp_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("exp", _EXP_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "out": out if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _exp_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (1 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.exp_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::exp", _exp_backward, setup_context=_exp_setup_context)
 
 # ---------------------------------------------------------------------------------- gather
 
@@ -990,48 +649,6 @@ def _gather_fake(x, indices, axis=0):  # type: ignore[no-untyped-def]
 def _gather_backward_fake(saved, douts, shapes, ranks, needs, row, axis):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _GATHER_ROWS[row], ('required', 'required'), 1, douts)
 
-
-def _gather_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, indices, = inputs[:2]
-    ctx.axis = inputs[2]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("gather", _GATHER_ROWS, ('x', 'indices'), (x, indices,), '(x=float32, indices=int64, out=float32), (x=float64, indices=int64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x, indices,), outputs)
-    saved = {
-        "x": x if (need_x) else None,
-        "indices": indices if (need_x) else None,
-        "out": out if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x', 'indices')]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, -1, ]
-
-
-def _gather_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (3 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    want.append(False)
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.gather_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.axis))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::gather", _gather_backward, setup_context=_gather_setup_context)
-
 # ---------------------------------------------------------------------------------- gelu
 
 _GELU_ATTRS: dict[str, dict[str, Any]] = {
@@ -1095,44 +712,6 @@ def _gelu_fake(x, approximate='none'):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::gelu_backward")
 def _gelu_backward_fake(saved, douts, shapes, ranks, needs, row, approximate):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _GELU_ROWS[row], ('required',), 1, douts)
-
-
-def _gelu_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    ctx.approximate = inputs[1]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("gelu", _GELU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "x": x if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _gelu_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (2 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.gelu_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.approximate))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::gelu", _gelu_backward, setup_context=_gelu_setup_context)
 
 # ---------------------------------------------------------------------------------- layer_norm
 
@@ -1200,61 +779,6 @@ def _layer_norm_fake(x, gamma=None, beta=None, eps=1e-05):  # type: ignore[no-un
 def _layer_norm_backward_fake(saved, douts, shapes, ranks, needs, row, eps):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _LAYER_NORM_ROWS[row], ('required', 'optional', 'optional'), 3, douts)
 
-
-def _layer_norm_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, gamma, beta, = inputs[:3]
-    ctx.eps = inputs[3]
-    need_x = x.requires_grad
-    need_gamma = gamma is not None and gamma.requires_grad
-    need_beta = beta is not None and beta.requires_grad
-    outputs = tuple(output)
-    y = outputs[0]
-    mean = outputs[1]
-    ctx.mark_non_differentiable(mean)
-    rstd = outputs[2]
-    ctx.mark_non_differentiable(rstd)
-    ctx.row = _rt.row_of("layer_norm", _LAYER_NORM_ROWS, ('x', 'gamma', 'beta'), (x, gamma, beta,), '(x=float32, gamma=float32, beta=float32, y=float32, mean=float32, rstd=float32), (x=float64, gamma=float64, beta=float64, y=float64, mean=float64, rstd=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x, gamma, beta,), outputs)
-    saved = {
-        "x": x if (need_x or need_gamma or need_beta) else None,
-        "gamma": gamma if (need_x or need_gamma or need_beta) else None,
-        "mean": mean if (need_x or need_gamma or need_beta) else None,
-        "rstd": rstd if (need_x or need_gamma or need_beta) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x', 'gamma', 'beta')]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('y', 'mean', 'rstd')]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, -1, -1, ]
-
-
-def _layer_norm_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (4 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    want.append(bool(needs[1]))
-    want.append(bool(needs[2]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.layer_norm_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.eps))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-        if want[pos]:
-            result[1] = next(got)
-        pos += 1
-        if want[pos]:
-            result[2] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::layer_norm", _layer_norm_backward, setup_context=_layer_norm_setup_context)
-
 # ---------------------------------------------------------------------------------- leaky_relu
 
 _LEAKY_RELU_ATTRS: dict[str, dict[str, Any]] = {
@@ -1319,44 +843,6 @@ def _leaky_relu_fake(x, alpha=0.01):  # type: ignore[no-untyped-def]
 def _leaky_relu_backward_fake(saved, douts, shapes, ranks, needs, row, alpha):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _LEAKY_RELU_ROWS[row], ('required',), 1, douts)
 
-
-def _leaky_relu_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    ctx.alpha = inputs[1]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("leaky_relu", _LEAKY_RELU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "x": x if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _leaky_relu_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (2 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.leaky_relu_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.alpha))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::leaky_relu", _leaky_relu_backward, setup_context=_leaky_relu_setup_context)
-
 # ---------------------------------------------------------------------------------- log
 
 _LOG_ROWS = ((torch.float32, ), (torch.float64, ), )
@@ -1405,43 +891,6 @@ def _log_fake(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::log_backward")
 def _log_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _LOG_ROWS[row], ('required',), 1, douts)
-
-
-def _log_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("log", _LOG_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "x": x if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _log_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (1 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.log_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::log", _log_backward, setup_context=_log_setup_context)
 
 # ---------------------------------------------------------------------------------- log_softmax
 
@@ -1506,44 +955,6 @@ def _log_softmax_fake(x, axis=-1):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::log_softmax_backward")
 def _log_softmax_backward_fake(saved, douts, shapes, ranks, needs, row, axis):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _LOG_SOFTMAX_ROWS[row], ('required',), 1, douts)
-
-
-def _log_softmax_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    ctx.axis = inputs[1]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("log_softmax", _LOG_SOFTMAX_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "out": out if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _log_softmax_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (2 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.log_softmax_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.axis))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::log_softmax", _log_softmax_backward, setup_context=_log_softmax_setup_context)
 
 # ---------------------------------------------------------------------------------- matmul
 
@@ -1611,51 +1022,6 @@ def _matmul_fake(a, b, transpose_a=False, transpose_b=False):  # type: ignore[no
 def _matmul_backward_fake(saved, douts, shapes, ranks, needs, row, transpose_a, transpose_b):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _MATMUL_ROWS[row], ('required', 'required'), 1, douts)
 
-
-def _matmul_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    a, b, = inputs[:2]
-    ctx.transpose_a = inputs[2]
-    ctx.transpose_b = inputs[3]
-    need_a = a.requires_grad
-    need_b = b.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("matmul", _MATMUL_ROWS, ('a', 'b'), (a, b,), '(a=float32, b=float32, out=float32), (a=float64, b=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((a, b,), outputs)
-    saved = {
-        "a": a if (need_a or need_b) else None,
-        "b": b if (need_a or need_b) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('a', 'b')]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, -1, ]
-
-
-def _matmul_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (4 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    want.append(bool(needs[1]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.matmul_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.transpose_a, ctx.transpose_b))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-        if want[pos]:
-            result[1] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::matmul", _matmul_backward, setup_context=_matmul_setup_context)
-
 # ---------------------------------------------------------------------------------- maximum
 
 _MAXIMUM_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), )
@@ -1708,49 +1074,6 @@ def _maximum_fake(x, y):  # type: ignore[no-untyped-def]
 def _maximum_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _MAXIMUM_ROWS[row], ('required', 'required'), 1, douts)
 
-
-def _maximum_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, y, = inputs[:2]
-    need_x = x.requires_grad
-    need_y = y.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("maximum", _MAXIMUM_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x, y,), outputs)
-    saved = {
-        "x": x if (need_x or need_y) else None,
-        "y": y if (need_x or need_y) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x', 'y')]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, -1, ]
-
-
-def _maximum_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (2 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    want.append(bool(needs[1]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.maximum_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-        if want[pos]:
-            result[1] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::maximum", _maximum_backward, setup_context=_maximum_setup_context)
-
 # ---------------------------------------------------------------------------------- mul
 
 _MUL_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), )
@@ -1800,49 +1123,6 @@ def _mul_fake(x, y):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::mul_backward")
 def _mul_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _MUL_ROWS[row], ('required', 'required'), 1, douts)
-
-
-def _mul_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, y, = inputs[:2]
-    need_x = x.requires_grad
-    need_y = y.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("mul", _MUL_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x, y,), outputs)
-    saved = {
-        "x": x if (need_y) else None,
-        "y": y if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x', 'y')]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, -1, ]
-
-
-def _mul_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (2 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    want.append(bool(needs[1]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.mul_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-        if want[pos]:
-            result[1] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::mul", _mul_backward, setup_context=_mul_setup_context)
 
 # ---------------------------------------------------------------------------------- pow
 
@@ -1894,50 +1174,6 @@ def _pow_fake(x, y):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::pow_backward")
 def _pow_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _POW_ROWS[row], ('required', 'required'), 1, douts)
-
-
-def _pow_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, y, = inputs[:2]
-    need_x = x.requires_grad
-    need_y = y.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("pow", _POW_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x, y,), outputs)
-    saved = {
-        "x": x if (need_x or need_y) else None,
-        "y": y if (need_x) else None,
-        "out": out if (need_y) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x', 'y')]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, -1, ]
-
-
-def _pow_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (2 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    want.append(bool(needs[1]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.pow_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-        if want[pos]:
-            result[1] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::pow", _pow_backward, setup_context=_pow_setup_context)
 
 # ---------------------------------------------------------------------------------- reduce_max
 
@@ -2007,46 +1243,6 @@ def _reduce_max_fake(x, axis=(), keep_dims=False):  # type: ignore[no-untyped-de
 def _reduce_max_backward_fake(saved, douts, shapes, ranks, needs, row, axis, keep_dims):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _REDUCE_MAX_ROWS[row], ('required',), 1, douts)
 
-
-def _reduce_max_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    ctx.axis = inputs[1]
-    ctx.keep_dims = inputs[2]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("reduce_max", _REDUCE_MAX_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "x": x if (need_x) else None,
-        "out": out if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _reduce_max_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (3 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.reduce_max_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.axis, ctx.keep_dims))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::reduce_max", _reduce_max_backward, setup_context=_reduce_max_setup_context)
-
 # ---------------------------------------------------------------------------------- reduce_mean
 
 _REDUCE_MEAN_ATTRS: dict[str, dict[str, Any]] = {
@@ -2112,45 +1308,6 @@ def _reduce_mean_fake(x, axis=(), keep_dims=False):  # type: ignore[no-untyped-d
 def _reduce_mean_backward_fake(saved, douts, shapes, ranks, needs, row, axis, keep_dims):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _REDUCE_MEAN_ROWS[row], ('required',), 1, douts)
 
-
-def _reduce_mean_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    ctx.axis = inputs[1]
-    ctx.keep_dims = inputs[2]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("reduce_mean", _REDUCE_MEAN_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "x": x if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _reduce_mean_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (3 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.reduce_mean_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.axis, ctx.keep_dims))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::reduce_mean", _reduce_mean_backward, setup_context=_reduce_mean_setup_context)
-
 # ---------------------------------------------------------------------------------- reduce_sum
 
 _REDUCE_SUM_ATTRS: dict[str, dict[str, Any]] = {
@@ -2211,33 +1368,6 @@ def _reduce_sum_fake(x, axis=(), keep_dims=False):  # type: ignore[no-untyped-de
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
-
-def _reduce_sum_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    ctx.axis = inputs[1]
-    ctx.keep_dims = inputs[2]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.view_inputs = (x,)
-    ctx.dyn = [-1, ]
-
-
-def _reduce_sum_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (3 - len(result)))
-    axis = ctx.axis
-    keep_dims = ctx.keep_dims
-    dout = grads[0]
-    x = ctx.view_inputs[0]
-    if needs[0]:
-        result[0] = _rt.unreduce_view(dout, x, _rt.ints(axis), keep_dims)
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::reduce_sum", _reduce_sum_backward, setup_context=_reduce_sum_setup_context)
-
 # ---------------------------------------------------------------------------------- relu
 
 _RELU_ROWS = ((torch.float32, ), (torch.float64, ), )
@@ -2286,43 +1416,6 @@ def _relu_fake(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::relu_backward")
 def _relu_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _RELU_ROWS[row], ('required',), 1, douts)
-
-
-def _relu_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("relu", _RELU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "x": x if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _relu_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (1 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.relu_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::relu", _relu_backward, setup_context=_relu_setup_context)
 
 # ---------------------------------------------------------------------------------- rms_norm
 
@@ -2392,50 +1485,6 @@ def _rms_norm_fake(x, weight, eps=1e-06):  # type: ignore[no-untyped-def]
 def _rms_norm_backward_fake(saved, douts, shapes, ranks, needs, row, eps):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _RMS_NORM_ROWS[row], ('required', 'required'), 1, douts)
 
-
-def _rms_norm_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, weight, = inputs[:2]
-    ctx.eps = inputs[2]
-    need_x = x.requires_grad
-    need_weight = weight.requires_grad
-    outputs = (output,)
-    y = outputs[0]
-    ctx.row = _rt.row_of("rms_norm", _RMS_NORM_ROWS, ('x', 'weight'), (x, weight,), '(x=float32, weight=float32, y=float32), (x=float64, weight=float64, y=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x, weight,), outputs)
-    saved = {
-        "x": x if (need_x or need_weight) else None,
-        "weight": weight if (need_x or need_weight) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x', 'weight')]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('y',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, -1, ]
-
-
-def _rms_norm_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (3 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    want.append(bool(needs[1]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.rms_norm_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.eps))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-        if want[pos]:
-            result[1] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::rms_norm", _rms_norm_backward, setup_context=_rms_norm_setup_context)
-
 # ---------------------------------------------------------------------------------- rsqrt
 
 _RSQRT_ROWS = ((torch.float32, ), (torch.float64, ), )
@@ -2484,44 +1533,6 @@ def _rsqrt_fake(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::rsqrt_backward")
 def _rsqrt_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _RSQRT_ROWS[row], ('required',), 1, douts)
-
-
-def _rsqrt_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("rsqrt", _RSQRT_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "x": x if (need_x) else None,
-        "out": out if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _rsqrt_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (1 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.rsqrt_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::rsqrt", _rsqrt_backward, setup_context=_rsqrt_setup_context)
 
 # ---------------------------------------------------------------------------------- scale_add
 
@@ -2591,49 +1602,6 @@ def _scale_add_fake(x, y, scale=1.0, paddings=(0.0,)):  # type: ignore[no-untype
 def _scale_add_backward_fake(saved, douts, shapes, ranks, needs, row, scale, paddings):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _SCALE_ADD_ROWS[row], ('required', 'required'), 1, douts)
 
-
-def _scale_add_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, y, = inputs[:2]
-    ctx.scale = inputs[2]
-    ctx.paddings = inputs[3]
-    need_x = x.requires_grad
-    need_y = y.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("scale_add", _SCALE_ADD_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x, y,), outputs)
-    saved = {
-    }
-    ctx.layout = [saved.get(n) for n in ('x', 'y')]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, -1, ]
-
-
-def _scale_add_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (4 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    want.append(bool(needs[1]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.scale_add_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.scale, ctx.paddings))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-        if want[pos]:
-            result[1] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::scale_add", _scale_add_backward, setup_context=_scale_add_setup_context)
-
 # ---------------------------------------------------------------------------------- sigmoid
 
 _SIGMOID_ROWS = ((torch.float32, ), (torch.float64, ), )
@@ -2682,43 +1650,6 @@ def _sigmoid_fake(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::sigmoid_backward")
 def _sigmoid_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _SIGMOID_ROWS[row], ('required',), 1, douts)
-
-
-def _sigmoid_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("sigmoid", _SIGMOID_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "out": out if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _sigmoid_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (1 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.sigmoid_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::sigmoid", _sigmoid_backward, setup_context=_sigmoid_setup_context)
 
 # ---------------------------------------------------------------------------------- smooth_l1_loss
 
@@ -2791,51 +1722,6 @@ def _smooth_l1_loss_fake(pred, target, beta=1.0, reduction='none'):  # type: ign
 def _smooth_l1_loss_backward_fake(saved, douts, shapes, ranks, needs, row, beta, reduction):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _SMOOTH_L1_LOSS_ROWS[row], ('required', 'required'), 1, douts)
 
-
-def _smooth_l1_loss_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    pred, target, = inputs[:2]
-    ctx.beta = inputs[2]
-    ctx.reduction = inputs[3]
-    need_pred = pred.requires_grad
-    need_target = target.requires_grad
-    outputs = (output,)
-    loss = outputs[0]
-    ctx.row = _rt.row_of("smooth_l1_loss", _SMOOTH_L1_LOSS_ROWS, ('pred', 'target'), (pred, target,), '(pred=float32, target=float32, loss=float32), (pred=float64, target=float64, loss=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((pred, target,), outputs)
-    saved = {
-        "pred": pred if (need_pred or need_target) else None,
-        "target": target if (need_pred or need_target) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('pred', 'target')]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('loss',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, -1, ]
-
-
-def _smooth_l1_loss_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (4 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    want.append(bool(needs[1]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.smooth_l1_loss_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.beta, ctx.reduction))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-        if want[pos]:
-            result[1] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::smooth_l1_loss", _smooth_l1_loss_backward, setup_context=_smooth_l1_loss_setup_context)
-
 # ---------------------------------------------------------------------------------- softmax
 
 _SOFTMAX_ATTRS: dict[str, dict[str, Any]] = {
@@ -2900,44 +1786,6 @@ def _softmax_fake(x, axis=-1):  # type: ignore[no-untyped-def]
 def _softmax_backward_fake(saved, douts, shapes, ranks, needs, row, axis):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _SOFTMAX_ROWS[row], ('required',), 1, douts)
 
-
-def _softmax_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    ctx.axis = inputs[1]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("softmax", _SOFTMAX_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "out": out if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _softmax_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (2 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.softmax_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.axis))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::softmax", _softmax_backward, setup_context=_softmax_setup_context)
-
 # ---------------------------------------------------------------------------------- softplus
 
 _SOFTPLUS_ROWS = ((torch.float32, ), (torch.float64, ), )
@@ -2988,43 +1836,6 @@ def _softplus_fake(x):  # type: ignore[no-untyped-def]
 def _softplus_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _SOFTPLUS_ROWS[row], ('required',), 1, douts)
 
-
-def _softplus_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("softplus", _SOFTPLUS_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "x": x if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _softplus_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (1 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.softplus_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::softplus", _softplus_backward, setup_context=_softplus_setup_context)
-
 # ---------------------------------------------------------------------------------- sqrt
 
 _SQRT_ROWS = ((torch.float32, ), (torch.float64, ), )
@@ -3073,43 +1884,6 @@ def _sqrt_fake(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::sqrt_backward")
 def _sqrt_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _SQRT_ROWS[row], ('required',), 1, douts)
-
-
-def _sqrt_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("sqrt", _SQRT_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "out": out if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _sqrt_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (1 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.sqrt_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::sqrt", _sqrt_backward, setup_context=_sqrt_setup_context)
 
 # ---------------------------------------------------------------------------------- square
 
@@ -3160,43 +1934,6 @@ def _square_fake(x):  # type: ignore[no-untyped-def]
 def _square_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _SQUARE_ROWS[row], ('required',), 1, douts)
 
-
-def _square_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("square", _SQUARE_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "x": x if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _square_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (1 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.square_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::square", _square_backward, setup_context=_square_setup_context)
-
 # ---------------------------------------------------------------------------------- sub
 
 _SUB_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), )
@@ -3246,47 +1983,6 @@ def _sub_fake(x, y):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::sub_backward")
 def _sub_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _SUB_ROWS[row], ('required', 'required'), 1, douts)
-
-
-def _sub_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, y, = inputs[:2]
-    need_x = x.requires_grad
-    need_y = y.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("sub", _SUB_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x, y,), outputs)
-    saved = {
-    }
-    ctx.layout = [saved.get(n) for n in ('x', 'y')]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, -1, ]
-
-
-def _sub_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (2 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    want.append(bool(needs[1]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.sub_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-        if want[pos]:
-            result[1] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::sub", _sub_backward, setup_context=_sub_setup_context)
 
 # ---------------------------------------------------------------------------------- swiglu
 
@@ -3341,43 +2037,6 @@ def _swiglu_fake(x):  # type: ignore[no-untyped-def]
 def _swiglu_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _SWIGLU_ROWS[row], ('required',), 1, douts)
 
-
-def _swiglu_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("swiglu", _SWIGLU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "x": x if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _swiglu_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (1 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.swiglu_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::swiglu", _swiglu_backward, setup_context=_swiglu_setup_context)
-
 # ---------------------------------------------------------------------------------- tanh
 
 _TANH_ROWS = ((torch.float32, ), (torch.float64, ), )
@@ -3426,43 +2085,6 @@ def _tanh_fake(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::tanh_backward")
 def _tanh_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _TANH_ROWS[row], ('required',), 1, douts)
-
-
-def _tanh_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    need_x = x.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("tanh", _TANH_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "out": out if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _tanh_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (1 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.tanh_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::tanh", _tanh_backward, setup_context=_tanh_setup_context)
 
 # ---------------------------------------------------------------------------------- topk
 
@@ -3532,47 +2154,6 @@ def _topk_fake(x, k=1):  # type: ignore[no-untyped-def]
 def _topk_backward_fake(saved, douts, shapes, ranks, needs, row, k):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _TOPK_ROWS[row], ('required',), 2, douts)
 
-
-def _topk_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    x, = inputs[:1]
-    ctx.k = inputs[1]
-    need_x = x.requires_grad
-    outputs = tuple(output)
-    values = outputs[0]
-    indices = outputs[1]
-    ctx.mark_non_differentiable(indices)
-    ctx.row = _rt.row_of("topk", _TOPK_ROWS, ('x',), (x,), '(x=float32, values=float32, indices=int64), (x=float64, values=float64, indices=int64)')
-    ctx.shapes, ctx.ranks = _rt.slots((x,), outputs)
-    saved = {
-        "x": x if (need_x) else None,
-        "indices": indices if (need_x) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('x',)]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('values', 'indices')]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, ]
-
-
-def _topk_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (2 - len(result)))
-    want: list[bool] = []
-    want.append(bool(needs[0]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.topk_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row, ctx.k))
-        pos = 0
-        if want[pos]:
-            result[0] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::topk", _topk_backward, setup_context=_topk_setup_context)
-
 # ---------------------------------------------------------------------------------- where
 
 _WHERE_ROWS = ((torch.bool, torch.float32, torch.float32, ), (torch.bool, torch.float64, torch.float64, ), )
@@ -3623,50 +2204,6 @@ def _where_fake(cond, x, y):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::where_backward")
 def _where_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore[no-untyped-def]
     return _rt.backward_fake(shapes, ranks, needs, _WHERE_ROWS[row], ('required', 'required', 'required'), 1, douts)
-
-
-def _where_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    cond, x, y, = inputs[:3]
-    need_x = x.requires_grad
-    need_y = y.requires_grad
-    outputs = (output,)
-    out = outputs[0]
-    ctx.row = _rt.row_of("where", _WHERE_ROWS, ('cond', 'x', 'y'), (cond, x, y,), '(cond=bool, x=float32, y=float32, out=float32), (cond=bool, x=float64, y=float64, out=float64)')
-    ctx.shapes, ctx.ranks = _rt.slots((cond, x, y,), outputs)
-    saved = {
-        "cond": cond if (need_x or need_y) else None,
-    }
-    ctx.layout = [saved.get(n) for n in ('cond', 'x', 'y')]
-    tensors = _rt.flat(ctx.layout) + [saved.get(n) for n in ('out',)]
-    ctx.save_for_backward(*[t for t in tensors if t is not None])
-    ctx.present = [t is not None for t in tensors]
-    ctx.dyn = [-1, -1, -1, ]
-
-
-def _where_backward(ctx, *grads):  # type: ignore[no-untyped-def]
-    # the dispatcher leaves out trailing arguments equal to their default (attrs, a None input)
-    result: list[Any] = [None] * len(ctx.needs_input_grad)
-    needs = (*ctx.needs_input_grad, *[False] * (3 - len(result)))
-    want: list[bool] = []
-    want.append(False)
-    want.append(bool(needs[1]))
-    want.append(bool(needs[2]))
-    if any(want):
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if p else None for p in ctx.present]
-        got = iter(_ops.where_backward.default(saved, list(grads), ctx.shapes, ctx.ranks, want, ctx.row))
-        pos = 0
-        pos += 1
-        if want[pos]:
-            result[1] = next(got)
-        pos += 1
-        if want[pos]:
-            result[2] = next(got)
-        pos += 1
-    return tuple(result)
-
-
-torch.library.register_autograd("opgen_ops_torch::where", _where_backward, setup_context=_where_setup_context)
 
 
 __all__ = ["add", "avg_pool2d", "broadcast_to", "clip", "concat", "cumsum", "div", "dropout", "exp", "gather", "gelu", "layer_norm", "leaky_relu", "log", "log_softmax", "matmul", "maximum", "mul", "pow", "reduce_max", "reduce_mean", "reduce_sum", "relu", "rms_norm", "rsqrt", "scale_add", "sigmoid", "smooth_l1_loss", "softmax", "softplus", "sqrt", "square", "sub", "swiglu", "tanh", "topk", "where"]

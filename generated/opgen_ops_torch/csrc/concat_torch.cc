@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "opgen/torch.h"
+#include "opgen/torch_autograd.h"
 #include "opgen/sym.h"
 #include "concat_kernel_decl.h"
 
@@ -66,6 +67,62 @@ at::Tensor forward_op(at::TensorList xs_arg, int64_t axis) {
   TORCH_CHECK(false, "concat(): no dtype_format row ", row);
 }
 
+/// Autograd of 'concat' (the Autograd dispatch key): the forward runs the operator below
+/// autograd and keeps what the backward body reads (only for the gradients wanted); the backward
+/// calls 'concat_backward' and gives xs's gradient as views of dout.
+struct Grad : public torch::autograd::Function<Grad> {
+  static opgen::pt::ag::variable_list forward(opgen::pt::ag::AutogradContext *ctx, at::TensorList xs_arg, c10::SymInt axis) {
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::concat", "").typed<at::Tensor(at::TensorList, c10::SymInt)>();
+    at::Tensor result;
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      result = op.call(xs_arg, axis);
+    }
+    opgen::pt::ag::variable_list outputs{result};
+    opgen::pt::ag::Slots slots;
+    slots.add(xs_arg);
+    for (const at::Tensor &o : outputs) slots.add(o);
+    ctx->saved_data["shapes"] = c10::SymIntArrayRef(slots.shapes);
+    ctx->saved_data["ranks"] = slots.ranks;
+    ctx->saved_data["axis"] = axis;
+    return outputs;
+  }
+
+  static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
+    const std::vector<c10::SymInt> shapes = ctx->saved_data.at("shapes").toSymIntVector();
+    const std::vector<int64_t> ranks = ctx->saved_data.at("ranks").toIntVector();
+    const size_t n_dyn = ranks.size() - 1;  // tensors of 'xs'
+    const c10::SymInt axis = ctx->saved_data.at("axis").toSymInt();
+    // one result per forward argument: the input slots, then the attrs; needs_input_grad counts
+    // the tensors given (an absent optional input has no edge)
+    const size_t n_slots = ranks.size() - 1;
+    std::vector<bool> need(n_slots, false);
+    for (size_t s = 0, e = 0; s < n_slots; ++s) {
+      if (ranks[s] >= 0) need[s] = ctx->needs_input_grad(e++);
+    }
+    opgen::pt::ag::variable_list result(n_slots + 1);
+    if (std::find(need.begin() + 0, need.begin() + 0 + n_dyn, true) != need.begin() + 0 + n_dyn) {
+      const at::Tensor &dout = douts[0];
+      const opgen::pt::ag::variable_list views = opgen::pt::ag::split_view(dout, opgen::pt::ag::concrete(axis), shapes, ranks, 0, n_dyn);
+      for (size_t k = 0; k < n_dyn; ++k) {
+        if (need[0 + k]) result[0 + k] = views[k];
+      }
+    }
+    return result;
+  }
+};
+
+/// The Autograd kernel: below autograd at once when no input wants a gradient.
+at::Tensor autograd_op(at::TensorList xs_arg, c10::SymInt axis) {
+  if (!opgen::pt::ag::wanted(xs_arg)) {
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::concat", "").typed<at::Tensor(at::TensorList, c10::SymInt)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.call(xs_arg, axis);
+  }
+  const opgen::pt::ag::variable_list out = Grad::apply(xs_arg, axis);
+  return out[0];
+}
+
 }  // namespace concat
 }  // namespace opgen_ops_torch
 
@@ -75,4 +132,8 @@ TORCH_LIBRARY_FRAGMENT(opgen_ops_torch, m) {
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CPU, m) {
   m.impl("concat", &opgen_ops_torch::concat::forward_op);
+}
+
+TORCH_LIBRARY_IMPL(opgen_ops_torch, Autograd, m) {
+  m.impl("concat", &opgen_ops_torch::concat::autograd_op);
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "opgen/torch.h"
+#include "opgen/torch_autograd.h"
 #include "opgen/sym.h"
 #include "dropout_kernel_decl.h"
 
@@ -94,6 +95,82 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "dropout_backward(): no dtype_format row ", row);
 }
 
+/// Autograd of 'dropout' (the Autograd dispatch key): the forward runs the operator below
+/// autograd and keeps what the backward body reads (only for the gradients wanted); the backward
+/// calls 'dropout_backward'.
+struct Grad : public torch::autograd::Function<Grad> {
+  static opgen::pt::ag::variable_list forward(opgen::pt::ag::AutogradContext *ctx, const at::Tensor &x_arg, double keep_prob, c10::SymInt seed) {
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::dropout", "").typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor &, double, c10::SymInt)>();
+    std::tuple<at::Tensor, at::Tensor> result;
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      result = op.call(x_arg, keep_prob, seed);
+    }
+    opgen::pt::ag::variable_list outputs{std::get<0>(result), std::get<1>(result)};
+    ctx->mark_non_differentiable({outputs[1]});
+    opgen::pt::ag::Slots slots;
+    slots.add(x_arg);
+    for (const at::Tensor &o : outputs) slots.add(o);
+    ctx->saved_data["shapes"] = c10::SymIntArrayRef(slots.shapes);
+    ctx->saved_data["ranks"] = slots.ranks;
+    ctx->saved_data["keep_prob"] = keep_prob;
+    ctx->saved_data["seed"] = seed;
+    const at::Tensor &x = x_arg;
+    const bool need_x = opgen::pt::ag::requires_grad(x_arg);
+    const at::Tensor &y = outputs[0];
+    const at::Tensor &mask = outputs[1];
+    int64_t row = -1;
+    if (row < 0 && opgen::pt::dtype_is(x, at::kFloat)) row = 0;
+    if (row < 0 && opgen::pt::dtype_is(x, at::kDouble)) row = 1;
+    ctx->saved_data["row"] = row;
+    std::vector<at::Tensor> saved;  // one per slot; undefined: not read by the backward
+    saved.emplace_back();
+    saved.emplace_back();
+    saved.push_back((need_x) ? mask : at::Tensor());
+    ctx->save_for_backward(saved);
+    return outputs;
+  }
+
+  static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
+    const std::vector<c10::SymInt> shapes = ctx->saved_data.at("shapes").toSymIntVector();
+    const std::vector<int64_t> ranks = ctx->saved_data.at("ranks").toIntVector();
+    const double keep_prob = ctx->saved_data.at("keep_prob").toDouble();
+    const c10::SymInt seed = ctx->saved_data.at("seed").toSymInt();
+    // one result per forward argument: the input slots, then the attrs; needs_input_grad counts
+    // the tensors given (an absent optional input has no edge)
+    const size_t n_slots = ranks.size() - 2;
+    std::vector<bool> need(n_slots, false);
+    for (size_t s = 0, e = 0; s < n_slots; ++s) {
+      if (ranks[s] >= 0) need[s] = ctx->needs_input_grad(e++);
+    }
+    opgen::pt::ag::variable_list result(n_slots + 2);
+    c10::List<bool> want;
+    bool any = false;
+    want.push_back(need[0]);
+    for (const bool w : want) any = any || w;
+    if (any) {
+      static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::dropout_backward", "").typed<std::vector<at::Tensor>(const c10::List<std::optional<at::Tensor>> &, const c10::List<std::optional<at::Tensor>> &, c10::SymIntArrayRef, at::IntArrayRef, c10::List<bool>, int64_t, double, c10::SymInt)>();
+      const std::vector<at::Tensor> got = op.call(opgen::pt::ag::optional_list(ctx->get_saved_variables()), opgen::pt::ag::optional_list(douts), shapes, ranks, want, ctx->saved_data.at("row").toInt(), keep_prob, seed);
+      size_t g = 0;
+      for (size_t s = 0; s < want.size(); ++s) {
+        if (want.get(s)) result[s] = got[g++];
+      }
+    }
+    return result;
+  }
+};
+
+/// The Autograd kernel: below autograd at once when no input wants a gradient.
+std::tuple<at::Tensor, at::Tensor> autograd_op(const at::Tensor &x_arg, double keep_prob, c10::SymInt seed) {
+  if (!opgen::pt::ag::wanted(x_arg)) {
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::dropout", "").typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor &, double, c10::SymInt)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.call(x_arg, keep_prob, seed);
+  }
+  const opgen::pt::ag::variable_list out = Grad::apply(x_arg, keep_prob, seed);
+  return std::make_tuple(out[0], out[1]);
+}
+
 }  // namespace dropout
 }  // namespace opgen_ops_torch
 
@@ -105,4 +182,8 @@ TORCH_LIBRARY_FRAGMENT(opgen_ops_torch, m) {
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CPU, m) {
   m.impl("dropout", &opgen_ops_torch::dropout::forward_op);
   m.impl("dropout_backward", &opgen_ops_torch::dropout::backward_op);
+}
+
+TORCH_LIBRARY_IMPL(opgen_ops_torch, Autograd, m) {
+  m.impl("dropout", &opgen_ops_torch::dropout::autograd_op);
 }

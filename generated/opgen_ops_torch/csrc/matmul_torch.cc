@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "opgen/torch.h"
+#include "opgen/torch_autograd.h"
 #include "opgen/sym.h"
 #include "matmul_kernel_decl.h"
 
@@ -98,6 +99,84 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "matmul_backward(): no dtype_format row ", row);
 }
 
+/// Autograd of 'matmul' (the Autograd dispatch key): the forward runs the operator below
+/// autograd and keeps what the backward body reads (only for the gradients wanted); the backward
+/// calls 'matmul_backward'.
+struct Grad : public torch::autograd::Function<Grad> {
+  static opgen::pt::ag::variable_list forward(opgen::pt::ag::AutogradContext *ctx, const at::Tensor &a_arg, const at::Tensor &b_arg, bool transpose_a, bool transpose_b) {
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::matmul", "").typed<at::Tensor(const at::Tensor &, const at::Tensor &, bool, bool)>();
+    at::Tensor result;
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      result = op.call(a_arg, b_arg, transpose_a, transpose_b);
+    }
+    opgen::pt::ag::variable_list outputs{result};
+    opgen::pt::ag::Slots slots;
+    slots.add(a_arg);
+    slots.add(b_arg);
+    for (const at::Tensor &o : outputs) slots.add(o);
+    ctx->saved_data["shapes"] = c10::SymIntArrayRef(slots.shapes);
+    ctx->saved_data["ranks"] = slots.ranks;
+    ctx->saved_data["transpose_a"] = transpose_a;
+    ctx->saved_data["transpose_b"] = transpose_b;
+    const at::Tensor &a = a_arg;
+    const bool need_a = opgen::pt::ag::requires_grad(a_arg);
+    const at::Tensor &b = b_arg;
+    const bool need_b = opgen::pt::ag::requires_grad(b_arg);
+    const at::Tensor &out = outputs[0];
+    int64_t row = -1;
+    if (row < 0 && opgen::pt::dtype_is(a, at::kFloat) && opgen::pt::dtype_is(b, at::kFloat)) row = 0;
+    if (row < 0 && opgen::pt::dtype_is(a, at::kDouble) && opgen::pt::dtype_is(b, at::kDouble)) row = 1;
+    ctx->saved_data["row"] = row;
+    std::vector<at::Tensor> saved;  // one per slot; undefined: not read by the backward
+    saved.push_back((need_a || need_b) ? a : at::Tensor());
+    saved.push_back((need_a || need_b) ? b : at::Tensor());
+    saved.emplace_back();
+    ctx->save_for_backward(saved);
+    return outputs;
+  }
+
+  static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
+    const std::vector<c10::SymInt> shapes = ctx->saved_data.at("shapes").toSymIntVector();
+    const std::vector<int64_t> ranks = ctx->saved_data.at("ranks").toIntVector();
+    const bool transpose_a = ctx->saved_data.at("transpose_a").toBool();
+    const bool transpose_b = ctx->saved_data.at("transpose_b").toBool();
+    // one result per forward argument: the input slots, then the attrs; needs_input_grad counts
+    // the tensors given (an absent optional input has no edge)
+    const size_t n_slots = ranks.size() - 1;
+    std::vector<bool> need(n_slots, false);
+    for (size_t s = 0, e = 0; s < n_slots; ++s) {
+      if (ranks[s] >= 0) need[s] = ctx->needs_input_grad(e++);
+    }
+    opgen::pt::ag::variable_list result(n_slots + 2);
+    c10::List<bool> want;
+    bool any = false;
+    want.push_back(need[0]);
+    want.push_back(need[1]);
+    for (const bool w : want) any = any || w;
+    if (any) {
+      static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::matmul_backward", "").typed<std::vector<at::Tensor>(const c10::List<std::optional<at::Tensor>> &, const c10::List<std::optional<at::Tensor>> &, c10::SymIntArrayRef, at::IntArrayRef, c10::List<bool>, int64_t, bool, bool)>();
+      const std::vector<at::Tensor> got = op.call(opgen::pt::ag::optional_list(ctx->get_saved_variables()), opgen::pt::ag::optional_list(douts), shapes, ranks, want, ctx->saved_data.at("row").toInt(), transpose_a, transpose_b);
+      size_t g = 0;
+      for (size_t s = 0; s < want.size(); ++s) {
+        if (want.get(s)) result[s] = got[g++];
+      }
+    }
+    return result;
+  }
+};
+
+/// The Autograd kernel: below autograd at once when no input wants a gradient.
+at::Tensor autograd_op(const at::Tensor &a_arg, const at::Tensor &b_arg, bool transpose_a, bool transpose_b) {
+  if (!opgen::pt::ag::wanted(a_arg, b_arg)) {
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::matmul", "").typed<at::Tensor(const at::Tensor &, const at::Tensor &, bool, bool)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.call(a_arg, b_arg, transpose_a, transpose_b);
+  }
+  const opgen::pt::ag::variable_list out = Grad::apply(a_arg, b_arg, transpose_a, transpose_b);
+  return out[0];
+}
+
 }  // namespace matmul
 }  // namespace opgen_ops_torch
 
@@ -109,4 +188,8 @@ TORCH_LIBRARY_FRAGMENT(opgen_ops_torch, m) {
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CPU, m) {
   m.impl("matmul", &opgen_ops_torch::matmul::forward_op);
   m.impl("matmul_backward", &opgen_ops_torch::matmul::backward_op);
+}
+
+TORCH_LIBRARY_IMPL(opgen_ops_torch, Autograd, m) {
+  m.impl("matmul", &opgen_ops_torch::matmul::autograd_op);
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "opgen/torch.h"
+#include "opgen/torch_autograd.h"
 #include "opgen/sym.h"
 #include "reduce_sum_kernel_decl.h"
 
@@ -55,6 +56,60 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_d
   TORCH_CHECK(false, "reduce_sum(): no dtype_format row ", row);
 }
 
+/// Autograd of 'reduce_sum' (the Autograd dispatch key): the forward runs the operator below
+/// autograd and keeps what the backward body reads (only for the gradients wanted); the backward
+/// calls 'reduce_sum_backward' and gives x's gradient as views of dout.
+struct Grad : public torch::autograd::Function<Grad> {
+  static opgen::pt::ag::variable_list forward(opgen::pt::ag::AutogradContext *ctx, const at::Tensor &x_arg, c10::SymIntArrayRef axis, bool keep_dims) {
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::reduce_sum", "").typed<at::Tensor(const at::Tensor &, c10::SymIntArrayRef, bool)>();
+    at::Tensor result;
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      result = op.call(x_arg, axis, keep_dims);
+    }
+    opgen::pt::ag::variable_list outputs{result};
+    opgen::pt::ag::Slots slots;
+    slots.add(x_arg);
+    for (const at::Tensor &o : outputs) slots.add(o);
+    ctx->saved_data["shapes"] = c10::SymIntArrayRef(slots.shapes);
+    ctx->saved_data["ranks"] = slots.ranks;
+    ctx->saved_data["axis"] = axis;
+    ctx->saved_data["keep_dims"] = keep_dims;
+    return outputs;
+  }
+
+  static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
+    const std::vector<c10::SymInt> shapes = ctx->saved_data.at("shapes").toSymIntVector();
+    const std::vector<int64_t> ranks = ctx->saved_data.at("ranks").toIntVector();
+    const std::vector<c10::SymInt> axis = ctx->saved_data.at("axis").toSymIntVector();
+    const bool keep_dims = ctx->saved_data.at("keep_dims").toBool();
+    // one result per forward argument: the input slots, then the attrs; needs_input_grad counts
+    // the tensors given (an absent optional input has no edge)
+    const size_t n_slots = ranks.size() - 1;
+    std::vector<bool> need(n_slots, false);
+    for (size_t s = 0, e = 0; s < n_slots; ++s) {
+      if (ranks[s] >= 0) need[s] = ctx->needs_input_grad(e++);
+    }
+    opgen::pt::ag::variable_list result(n_slots + 2);
+    if (need[0]) {
+      const at::Tensor &dout = douts[0];
+      result[0] = opgen::pt::ag::unreduce_view(dout, opgen::pt::ag::concrete(axis), shapes, ranks, 0);
+    }
+    return result;
+  }
+};
+
+/// The Autograd kernel: below autograd at once when no input wants a gradient.
+at::Tensor autograd_op(const at::Tensor &x_arg, c10::SymIntArrayRef axis, bool keep_dims) {
+  if (!opgen::pt::ag::wanted(x_arg)) {
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::reduce_sum", "").typed<at::Tensor(const at::Tensor &, c10::SymIntArrayRef, bool)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.call(x_arg, axis, keep_dims);
+  }
+  const opgen::pt::ag::variable_list out = Grad::apply(x_arg, axis, keep_dims);
+  return out[0];
+}
+
 }  // namespace reduce_sum
 }  // namespace opgen_ops_torch
 
@@ -64,4 +119,8 @@ TORCH_LIBRARY_FRAGMENT(opgen_ops_torch, m) {
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CPU, m) {
   m.impl("reduce_sum", &opgen_ops_torch::reduce_sum::forward_op);
+}
+
+TORCH_LIBRARY_IMPL(opgen_ops_torch, Autograd, m) {
+  m.impl("reduce_sum", &opgen_ops_torch::reduce_sum::autograd_op);
 }

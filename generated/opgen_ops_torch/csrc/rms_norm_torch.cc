@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "opgen/torch.h"
+#include "opgen/torch_autograd.h"
 #include "opgen/sym.h"
 #include "rms_norm_kernel_decl.h"
 
@@ -98,6 +99,82 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "rms_norm_backward(): no dtype_format row ", row);
 }
 
+/// Autograd of 'rms_norm' (the Autograd dispatch key): the forward runs the operator below
+/// autograd and keeps what the backward body reads (only for the gradients wanted); the backward
+/// calls 'rms_norm_backward'.
+struct Grad : public torch::autograd::Function<Grad> {
+  static opgen::pt::ag::variable_list forward(opgen::pt::ag::AutogradContext *ctx, const at::Tensor &x_arg, const at::Tensor &weight_arg, double eps) {
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::rms_norm", "").typed<at::Tensor(const at::Tensor &, const at::Tensor &, double)>();
+    at::Tensor result;
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      result = op.call(x_arg, weight_arg, eps);
+    }
+    opgen::pt::ag::variable_list outputs{result};
+    opgen::pt::ag::Slots slots;
+    slots.add(x_arg);
+    slots.add(weight_arg);
+    for (const at::Tensor &o : outputs) slots.add(o);
+    ctx->saved_data["shapes"] = c10::SymIntArrayRef(slots.shapes);
+    ctx->saved_data["ranks"] = slots.ranks;
+    ctx->saved_data["eps"] = eps;
+    const at::Tensor &x = x_arg;
+    const bool need_x = opgen::pt::ag::requires_grad(x_arg);
+    const at::Tensor &weight = weight_arg;
+    const bool need_weight = opgen::pt::ag::requires_grad(weight_arg);
+    const at::Tensor &y = outputs[0];
+    int64_t row = -1;
+    if (row < 0 && opgen::pt::dtype_is(x, at::kFloat) && opgen::pt::dtype_is(weight, at::kFloat)) row = 0;
+    if (row < 0 && opgen::pt::dtype_is(x, at::kDouble) && opgen::pt::dtype_is(weight, at::kDouble)) row = 1;
+    ctx->saved_data["row"] = row;
+    std::vector<at::Tensor> saved;  // one per slot; undefined: not read by the backward
+    saved.push_back((need_x || need_weight) ? x : at::Tensor());
+    saved.push_back((need_x || need_weight) ? weight : at::Tensor());
+    saved.emplace_back();
+    ctx->save_for_backward(saved);
+    return outputs;
+  }
+
+  static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
+    const std::vector<c10::SymInt> shapes = ctx->saved_data.at("shapes").toSymIntVector();
+    const std::vector<int64_t> ranks = ctx->saved_data.at("ranks").toIntVector();
+    const double eps = ctx->saved_data.at("eps").toDouble();
+    // one result per forward argument: the input slots, then the attrs; needs_input_grad counts
+    // the tensors given (an absent optional input has no edge)
+    const size_t n_slots = ranks.size() - 1;
+    std::vector<bool> need(n_slots, false);
+    for (size_t s = 0, e = 0; s < n_slots; ++s) {
+      if (ranks[s] >= 0) need[s] = ctx->needs_input_grad(e++);
+    }
+    opgen::pt::ag::variable_list result(n_slots + 1);
+    c10::List<bool> want;
+    bool any = false;
+    want.push_back(need[0]);
+    want.push_back(need[1]);
+    for (const bool w : want) any = any || w;
+    if (any) {
+      static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::rms_norm_backward", "").typed<std::vector<at::Tensor>(const c10::List<std::optional<at::Tensor>> &, const c10::List<std::optional<at::Tensor>> &, c10::SymIntArrayRef, at::IntArrayRef, c10::List<bool>, int64_t, double)>();
+      const std::vector<at::Tensor> got = op.call(opgen::pt::ag::optional_list(ctx->get_saved_variables()), opgen::pt::ag::optional_list(douts), shapes, ranks, want, ctx->saved_data.at("row").toInt(), eps);
+      size_t g = 0;
+      for (size_t s = 0; s < want.size(); ++s) {
+        if (want.get(s)) result[s] = got[g++];
+      }
+    }
+    return result;
+  }
+};
+
+/// The Autograd kernel: below autograd at once when no input wants a gradient.
+at::Tensor autograd_op(const at::Tensor &x_arg, const at::Tensor &weight_arg, double eps) {
+  if (!opgen::pt::ag::wanted(x_arg, weight_arg)) {
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::rms_norm", "").typed<at::Tensor(const at::Tensor &, const at::Tensor &, double)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.call(x_arg, weight_arg, eps);
+  }
+  const opgen::pt::ag::variable_list out = Grad::apply(x_arg, weight_arg, eps);
+  return out[0];
+}
+
 }  // namespace rms_norm
 }  // namespace opgen_ops_torch
 
@@ -109,4 +186,8 @@ TORCH_LIBRARY_FRAGMENT(opgen_ops_torch, m) {
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CPU, m) {
   m.impl("rms_norm", &opgen_ops_torch::rms_norm::forward_op);
   m.impl("rms_norm_backward", &opgen_ops_torch::rms_norm::backward_op);
+}
+
+TORCH_LIBRARY_IMPL(opgen_ops_torch, Autograd, m) {
+  m.impl("rms_norm", &opgen_ops_torch::rms_norm::autograd_op);
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "opgen/torch.h"
+#include "opgen/torch_autograd.h"
 #include "opgen/sym.h"
 #include "smooth_l1_loss_kernel_decl.h"
 
@@ -100,6 +101,84 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "smooth_l1_loss_backward(): no dtype_format row ", row);
 }
 
+/// Autograd of 'smooth_l1_loss' (the Autograd dispatch key): the forward runs the operator below
+/// autograd and keeps what the backward body reads (only for the gradients wanted); the backward
+/// calls 'smooth_l1_loss_backward'.
+struct Grad : public torch::autograd::Function<Grad> {
+  static opgen::pt::ag::variable_list forward(opgen::pt::ag::AutogradContext *ctx, const at::Tensor &pred_arg, const at::Tensor &target_arg, double beta, c10::string_view reduction) {
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::smooth_l1_loss", "").typed<at::Tensor(const at::Tensor &, const at::Tensor &, double, c10::string_view)>();
+    at::Tensor result;
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      result = op.call(pred_arg, target_arg, beta, reduction);
+    }
+    opgen::pt::ag::variable_list outputs{result};
+    opgen::pt::ag::Slots slots;
+    slots.add(pred_arg);
+    slots.add(target_arg);
+    for (const at::Tensor &o : outputs) slots.add(o);
+    ctx->saved_data["shapes"] = c10::SymIntArrayRef(slots.shapes);
+    ctx->saved_data["ranks"] = slots.ranks;
+    ctx->saved_data["beta"] = beta;
+    ctx->saved_data["reduction"] = std::string(reduction);
+    const at::Tensor &pred = pred_arg;
+    const bool need_pred = opgen::pt::ag::requires_grad(pred_arg);
+    const at::Tensor &target = target_arg;
+    const bool need_target = opgen::pt::ag::requires_grad(target_arg);
+    const at::Tensor &loss = outputs[0];
+    int64_t row = -1;
+    if (row < 0 && opgen::pt::dtype_is(pred, at::kFloat) && opgen::pt::dtype_is(target, at::kFloat)) row = 0;
+    if (row < 0 && opgen::pt::dtype_is(pred, at::kDouble) && opgen::pt::dtype_is(target, at::kDouble)) row = 1;
+    ctx->saved_data["row"] = row;
+    std::vector<at::Tensor> saved;  // one per slot; undefined: not read by the backward
+    saved.push_back((need_pred || need_target) ? pred : at::Tensor());
+    saved.push_back((need_pred || need_target) ? target : at::Tensor());
+    saved.emplace_back();
+    ctx->save_for_backward(saved);
+    return outputs;
+  }
+
+  static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
+    const std::vector<c10::SymInt> shapes = ctx->saved_data.at("shapes").toSymIntVector();
+    const std::vector<int64_t> ranks = ctx->saved_data.at("ranks").toIntVector();
+    const double beta = ctx->saved_data.at("beta").toDouble();
+    const std::string reduction = ctx->saved_data.at("reduction").toStringRef();
+    // one result per forward argument: the input slots, then the attrs; needs_input_grad counts
+    // the tensors given (an absent optional input has no edge)
+    const size_t n_slots = ranks.size() - 1;
+    std::vector<bool> need(n_slots, false);
+    for (size_t s = 0, e = 0; s < n_slots; ++s) {
+      if (ranks[s] >= 0) need[s] = ctx->needs_input_grad(e++);
+    }
+    opgen::pt::ag::variable_list result(n_slots + 2);
+    c10::List<bool> want;
+    bool any = false;
+    want.push_back(need[0]);
+    want.push_back(need[1]);
+    for (const bool w : want) any = any || w;
+    if (any) {
+      static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::smooth_l1_loss_backward", "").typed<std::vector<at::Tensor>(const c10::List<std::optional<at::Tensor>> &, const c10::List<std::optional<at::Tensor>> &, c10::SymIntArrayRef, at::IntArrayRef, c10::List<bool>, int64_t, double, c10::string_view)>();
+      const std::vector<at::Tensor> got = op.call(opgen::pt::ag::optional_list(ctx->get_saved_variables()), opgen::pt::ag::optional_list(douts), shapes, ranks, want, ctx->saved_data.at("row").toInt(), beta, reduction);
+      size_t g = 0;
+      for (size_t s = 0; s < want.size(); ++s) {
+        if (want.get(s)) result[s] = got[g++];
+      }
+    }
+    return result;
+  }
+};
+
+/// The Autograd kernel: below autograd at once when no input wants a gradient.
+at::Tensor autograd_op(const at::Tensor &pred_arg, const at::Tensor &target_arg, double beta, c10::string_view reduction) {
+  if (!opgen::pt::ag::wanted(pred_arg, target_arg)) {
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::smooth_l1_loss", "").typed<at::Tensor(const at::Tensor &, const at::Tensor &, double, c10::string_view)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.call(pred_arg, target_arg, beta, reduction);
+  }
+  const opgen::pt::ag::variable_list out = Grad::apply(pred_arg, target_arg, beta, reduction);
+  return out[0];
+}
+
 }  // namespace smooth_l1_loss
 }  // namespace opgen_ops_torch
 
@@ -111,4 +190,8 @@ TORCH_LIBRARY_FRAGMENT(opgen_ops_torch, m) {
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CPU, m) {
   m.impl("smooth_l1_loss", &opgen_ops_torch::smooth_l1_loss::forward_op);
   m.impl("smooth_l1_loss_backward", &opgen_ops_torch::smooth_l1_loss::backward_op);
+}
+
+TORCH_LIBRARY_IMPL(opgen_ops_torch, Autograd, m) {
+  m.impl("smooth_l1_loss", &opgen_ops_torch::smooth_l1_loss::autograd_op);
 }

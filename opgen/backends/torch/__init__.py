@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 class TorchBackend(Backend):
-    """PyTorch (CPU): ``TORCH_LIBRARY`` operators, ``register_fake`` and ``register_autograd``."""
+    """PyTorch (CPU): ``TORCH_LIBRARY`` operators, ``register_fake`` and C++ autograd (the Autograd key)."""
 
     name: ClassVar[str] = "torch"
     package_suffix: ClassVar[str] = "_torch"

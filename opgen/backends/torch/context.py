@@ -57,6 +57,29 @@ _CPP_PARAM = {
 }
 """The C++ kernel's parameter type for each attr type (a SymInt arrives as int64_t on CPU)."""
 
+_AG_PARAM = dict(_CPP_PARAM, **{"int": "c10::SymInt", "list[int]": "c10::SymIntArrayRef"})
+"""The C++ autograd kernel's parameter type for each attr type: ints stay SymInts (it runs while
+torch.compile traces, where an int attr may be symbolic)."""
+
+_AG_SAVE = {
+    "int": "{n}", "float": "{n}", "bool": "{n}", "str": "std::string({n})", "list[int]": "{n}",
+    "list[float]": "std::vector<double>({n}.begin(), {n}.end())", "list[bool]": "{n}", "list[str]": "{n}",
+}
+"""The IValue the autograd kernel keeps in ``ctx->saved_data`` for an attr of each type."""
+
+_AG_LOAD = {
+    "int": "const c10::SymInt {n} = ctx->saved_data.at(\"{n}\").toSymInt();",
+    "float": "const double {n} = ctx->saved_data.at(\"{n}\").toDouble();",
+    "bool": "const bool {n} = ctx->saved_data.at(\"{n}\").toBool();",
+    "str": "const std::string {n} = ctx->saved_data.at(\"{n}\").toStringRef();",
+    "list[int]": "const std::vector<c10::SymInt> {n} = ctx->saved_data.at(\"{n}\").toSymIntVector();",
+    "list[float]": "const std::vector<double> {n} = ctx->saved_data.at(\"{n}\").toDoubleVector();",
+    "list[bool]": "const c10::List<bool> {n} = ctx->saved_data.at(\"{n}\").toBoolList();",
+    "list[str]": "const c10::List<std::string> {n} = "
+                 "c10::impl::toTypedList<std::string>(ctx->saved_data.at(\"{n}\").toList());",
+}
+"""The backward's local of an attr of each type, read back from ``ctx->saved_data``."""
+
 
 def _schema_default(a: Attr) -> str:
     """`` =<default>`` in the schema, or "" where the schema language has no literal for it (a
@@ -130,7 +153,10 @@ class InputView:
     slot: str
     """C++ expression of the input's first slot in the backward op (see the module docstring)."""
     grad_view: str
-    """Python expression of its gradient as a view of ``dout`` (kernel.grad_views), or ""."""
+    """C++ expression (in the autograd kernel's backward) of its gradient as a view of ``dout``
+    (kernel.grad_views): a ``variable_list`` for a list input, a tensor otherwise; or ""."""
+    ag_param: str
+    """Its parameter in the C++ autograd kernel (``<name>_arg``)."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +182,20 @@ class TorchOp:
     view_names: tuple[str, ...]
     """Inputs whose gradient is a view of ``dout`` (kernel.grad_views)."""
     """Whether a gradient needs the backward kernel (false when every gradient is a view)."""
+    ag_params: str
+    """The C++ autograd kernel's parameters (the inputs as ``<name>_arg``, then the attrs)."""
+    ag_signature: str
+    """The forward op's C++ signature as the autograd kernel calls it through the dispatcher."""
+    ag_args: str
+    """The autograd kernel's arguments of that call."""
+    backward_signature: str
+    """The backward op's C++ signature as the autograd kernel's backward calls it."""
+    attr_save: tuple[str, ...]
+    """C++ statements keeping each attr in ``ctx->saved_data``."""
+    attr_load: tuple[str, ...]
+    """C++ statements reading them back into locals named as the attrs."""
+    saved_cpp: tuple[tuple[str, str], ...]
+    """(tensor name, C++ condition over ``need_<input>``) for each tensor the backward reads."""
     py_params: str
     fake_params: str
     """The fake kernel's parameters: the inputs, then the attrs with the schema's defaults (the
@@ -163,22 +203,25 @@ class TorchOp:
     attr_names: tuple[str, ...]
     call_args: str
     """The Python call of ``torch.ops.<ns>.<op>`` from the function's parameters."""
-    saved_py: tuple[tuple[str, str], ...]
-    """(tensor name, Python condition over ``need_<input>``) for each tensor the backward reads."""
     rows_py: str
     """Python tuple of the rows' input dtypes (``torch.dtype`` source), for the fake kernel."""
     out_dtypes_py: tuple[str, ...]
     """Python expression per output of its dtype: an input's dtype or a fixed dtype."""
 
 
-def _cpp_param(kind: str, name: str) -> str:
+def _cpp_type(kind: str) -> str:
+    """The C++ parameter type of an input of ``kind`` in the kernels."""
     if kind == "required":
-        return f"const at::Tensor &{name}_arg"
+        return "const at::Tensor &"
     if kind == "optional":
-        return f"const std::optional<at::Tensor> &{name}_arg"
+        return "const std::optional<at::Tensor> &"
     if kind == "dynamic":
-        return f"at::TensorList {name}_arg"
+        return "at::TensorList "
     raise AssertionError(kind)  # pragma: no cover
+
+
+def _cpp_param(kind: str, name: str) -> str:
+    return f"{_cpp_type(kind)}{name}_arg"
 
 
 def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
@@ -218,7 +261,7 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
          "at::IntArrayRef shapes", "at::IntArrayRef ranks", "c10::List<bool> needs", "int64_t row"] + attr_params)
     views: list[InputView] = []
     seen_dynamic = False
-    grad_views = _grad_views_py(op)
+    grad_views = _grad_views_cpp(op)
     for i, x in enumerate(inputs):
         if x.kind == "dynamic":
             unpack = f"const std::vector<at::Tensor> {x.name} = opgen::pt::contiguous({x.name}_arg);"
@@ -227,7 +270,7 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
         slot = f"{i - 1} + n_dyn" if seen_dynamic else str(i)
         seen_dynamic = seen_dynamic or x.kind == "dynamic"
         views.append(InputView(x.name, x.kind, i, x.differentiable, _cpp_param(x.kind, x.name), unpack, slot,
-                               grad_views.get(x.name, "")))
+                               grad_views.get(x.name, ""), _cpp_param(x.kind, x.name)))
     n_in_fixed = len(inputs) - (1 if dynamic else 0)
     out_slots = tuple(f"{n_in_fixed + j} + n_dyn" if dynamic else str(n_in_fixed + j) for j in range(len(op.outputs)))
     rows = []
@@ -241,7 +284,11 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
         "std::tuple<" + ", ".join("at::Tensor" for _ in op.outputs) + ">"
     # ---- Python -----------------------------------------------------------------------
     call_args = ", ".join([x.name for x in inputs] + [a.name for a in op.attrs])
-    saved_py = tuple((s.name, s.condition.replace(" || ", " or ")) for s in ctx.saved)
+    ag_types = [_cpp_type(x.kind).strip() for x in inputs] + [_AG_PARAM[a.type] for a in op.attrs]
+    ret = "at::Tensor" if len(op.outputs) == 1 else "std::tuple<" + ", ".join("at::Tensor" for _ in op.outputs) + ">"
+    bw_types = ["const c10::List<std::optional<at::Tensor>> &", "const c10::List<std::optional<at::Tensor>> &",
+                "c10::SymIntArrayRef", "at::IntArrayRef", "c10::List<bool>", "int64_t"] + \
+        [_AG_PARAM[a.type] for a in op.attrs]
     rows_py = "(" + "".join("(" + "".join(f"{d}, " for d in r.py_dtypes[:len(inputs)]) + "), " for r in rows) + ")"
     in_names = [x.name for x in inputs]
     out_dtypes = []
@@ -267,11 +314,18 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
         dynamic=dynamic,
         has_backward_op=op.has_backward and bool(non_view_diff),
         view_names=tuple(grad_views),
+        ag_params=", ".join([_cpp_param(x.kind, x.name) for x in inputs]
+                            + [f"{_AG_PARAM[a.type]} {a.name}" for a in op.attrs]),
+        ag_signature=f"{ret}({', '.join(ag_types)})",
+        ag_args=", ".join([f"{x.name}_arg" for x in inputs] + [a.name for a in op.attrs]),
+        backward_signature=f"std::vector<at::Tensor>({', '.join(bw_types)})",
+        attr_save=tuple(f'ctx->saved_data["{a.name}"] = {_AG_SAVE[a.type].format(n=a.name)};' for a in op.attrs),
+        attr_load=tuple(_AG_LOAD[a.type].format(n=a.name) for a in op.attrs),
+        saved_cpp=tuple((s.name, s.condition or "true") for s in ctx.saved),
         py_params=ctx.py_params,
         fake_params=_fake_params(op, attr_args),
         attr_names=tuple(a.name for a in op.attrs),
         call_args=call_args,
-        saved_py=saved_py,
         rows_py=rows_py,
         out_dtypes_py=tuple(out_dtypes),
     )
@@ -314,28 +368,41 @@ def _prelude(op: Op) -> list[str]:
     return lines + api.shape_prelude_cpp(op, {x.name: f"{x.name}.defined()" for x in op.inputs})
 
 
-def _grad_views_py(op: Op) -> dict[str, str]:
-    """Per ``kernel.grad_views`` input, the Python (over ``opgen.backends.torch.runtime`` as
-    ``_rt``) of its gradient as views of ``dout`` (``narrow`` / ``expand``): the inverse of the
-    output's shape rule (``ShapeFunction.grad_view_py`` spells it for MindSpore's ``_graph``
-    helpers, which the torch runtime mirrors under the same names)."""
+def _grad_views_cpp(op: Op) -> dict[str, str]:
+    """Per ``kernel.grad_views`` input, the C++ (in the autograd kernel's backward, over
+    ``opgen/torch_autograd.h``, the slots ``shapes``/``ranks`` and the attrs as locals) of its
+    gradient as views of ``dout``: the inverse of the output's shape rule, ``split_view``
+    (``narrow``) or ``unreduce_view`` (``expand``)."""
     if op.kernel is None or not op.kernel.grad_views:
         return {}
     node = op.outputs[0].shape.node
     assert isinstance(node, lang.Call)  # checked (check._grad_view_problem)
 
-    def py(n: lang.Node) -> str:
-        return lang.to_python(n)
+    def cpp(n: lang.Node) -> str:
+        if isinstance(n, lang.AttrRef):
+            return f"opgen::pt::ag::concrete({n.name})"
+        if isinstance(n, lang.Const) and isinstance(n.value, int):
+            return str(int(n.value))
+        if isinstance(n, lang.ListOf) and all(isinstance(e, lang.Const) for e in n.items):
+            values = [str(int(e.value)) for e in n.items if isinstance(e, lang.Const)]
+            return "std::vector<int64_t>{" + ", ".join(values) + "}"
+        raise ValueError(f"op '{op.name}': a gradient view's geometry must be an attr or a literal, "
+                         f"not {lang.to_python(n)}")
 
     kind = node.fn.grad_view_kind
     assert kind is not None  # checked (check._grad_view_problem)
-    if kind == "split":
-        call = "_rt.split_view"
-    elif kind == "unreduce":
-        call = "_rt.unreduce_view"
-    else:  # pragma: no cover - GradViewKind
-        assert_never(kind)
     out = {}
+    index = {x.name: i for i, x in enumerate(op.inputs)}
+    dynamic = any(x.kind == "dynamic" for x in op.inputs)
     for name, _loc in op.kernel.grad_views:
-        out[name] = f"{call}({', '.join(('dout', name, *node.fn.grad_view_py(node.args, py)))})"
+        i = index[name]
+        first = f"{i - 1} + n_dyn" if dynamic and i > next(j for j, x in enumerate(op.inputs) if x.kind == "dynamic") \
+            else str(i)
+        if kind == "split":
+            n, pick = ("n_dyn", "") if op.inputs[i].kind == "dynamic" else ("1", "[0]")
+            out[name] = f"opgen::pt::ag::split_view(dout, {cpp(node.args[1])}, shapes, ranks, {first}, {n}){pick}"
+        elif kind == "unreduce":
+            out[name] = f"opgen::pt::ag::unreduce_view(dout, {cpp(node.args[1])}, shapes, ranks, {first})"
+        else:  # pragma: no cover - GradViewKind
+            assert_never(kind)
     return out

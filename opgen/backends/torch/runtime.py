@@ -8,8 +8,8 @@
   ``torch.library.register_fake`` runs under ``torch.compile(dynamic=True)`` never turn a
   symbolic size into a constant (no ``int()`` of a dim; comparisons become guards over the
   symbols). Rules and messages are :mod:`opgen.runtime`'s, which are ``opgen/sym.h``'s.
-- :func:`split_view` and :func:`unreduce_view`: gradients as views of ``dout`` (``narrow``,
-  ``expand``), for ``kernel.grad_views``.
+- :func:`row_of` and :func:`backward_fake`: the fake kernels' dtype row and the backward op's
+  fake gradients (the autograd itself is C++, ``opgen/torch_autograd.h``).
 """
 
 from __future__ import annotations
@@ -311,25 +311,6 @@ def gather_shape(x: Sequence[Any], indices: Sequence[Any], axis: Any, op: str = 
 # ----------------------------------------------------------------------------- autograd helpers
 
 
-def split_view(dout: torch.Tensor, xs: Sequence[torch.Tensor], axis: Any) -> tuple[torch.Tensor, ...]:
-    """The gradients of a concatenation's inputs ``xs`` as views of its output gradient: ``dout``
-    narrowed along ``axis`` to each input's extent, in turn (no copy; MindSpore's own bprop)."""
-    ax = normalize_axes(axis, dout.dim())[0]
-    out, start = [], 0
-    for x in xs:
-        size = x.shape[ax]
-        out.append(dout.narrow(ax, start, size))
-        start = start + size
-    return tuple(out)
-
-
-def unreduce_view(dout: torch.Tensor, x: torch.Tensor, axis: Any, keep_dims: bool) -> torch.Tensor:
-    """The gradient of a sum's input ``x`` as a view of its output gradient: ``dout`` with the
-    reduced axes kept as 1s, expanded (stride 0) to ``x``'s shape."""
-    kept = reduce_shape(list(x.shape), axis, True)
-    return dout.reshape(kept).expand(x.shape)
-
-
 def row_of(op: str, rows: Sequence[Sequence[torch.dtype]], names: Sequence[str], tensors: Sequence[Any],
            rows_text: str) -> int:
     """The dtype_format row the input dtypes select (an absent optional input matches any row;
@@ -360,35 +341,6 @@ def _dtype_is(t: Any, want: torch.dtype) -> bool:
 
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
-
-
-def slots(tensors: Sequence[Any], outputs: Sequence[Any]) -> tuple[list[Any], list[int]]:
-    """Flattened shapes and ranks of the backward op's slots: each input tensor (a list input's
-    each; rank -1 for None), then each output (see :mod:`opgen.backends.torch.context`)."""
-    shapes: list[Any] = []
-    ranks: list[int] = []
-    for t in [*_flat(tensors), *outputs]:
-        if t is None:
-            ranks.append(-1)
-            continue
-        ranks.append(t.dim())
-        shapes.extend(t.shape)
-    return shapes, ranks
-
-
-def _flat(tensors: Sequence[Any]) -> list[Any]:
-    out: list[Any] = []
-    for t in tensors:
-        if isinstance(t, (list, tuple)):
-            out.extend(t)
-        else:
-            out.append(t)
-    return out
-
-
-def flat(tensors: Sequence[Any]) -> list[Any]:
-    """The inputs as slots: a list input's tensors each."""
-    return _flat(tensors)
 
 
 def backward_fake(shapes: Sequence[Any], ranks: Sequence[int], needs: Sequence[bool], dtypes: Sequence[torch.dtype],
