@@ -385,8 +385,9 @@ inline List broadcast(const std::vector<List> &xs) {
 }
 
 namespace detail {
-inline std::vector<int64_t> axes_of(const List &axis) { return axis.values(); }
-inline std::vector<int64_t> axes_of(Int axis) { return {axis.v}; }
+// a list of axes as numpy takes it; a single int axis too, which a 0-d tensor accepts as 0 or -1
+inline std::vector<int64_t> normalized_axes(const List &axis, int64_t rank) { return normalize_axes(axis.values(), rank); }
+inline std::vector<int64_t> normalized_axes(Int axis, int64_t rank) { return normalize_axes(axis.v, rank); }
 inline bool known(const List &axis) { return axis.all_known(); }
 inline bool known(Int axis) { return axis.known; }
 }  // namespace detail
@@ -395,7 +396,7 @@ inline bool known(Int axis) { return axis.known; }
 template <typename Axis>
 List reduce(const List &x, const Axis &axis, Bool keep_dims) {
   if (!x.rank_known || !detail::known(axis) || !keep_dims.known) return List::unknown_rank();
-  const std::vector<int64_t> axes = normalize_axes(detail::axes_of(axis), static_cast<int64_t>(x.items.size()));
+  const std::vector<int64_t> axes = detail::normalized_axes(axis, static_cast<int64_t>(x.items.size()));
   List out;
   for (size_t i = 0; i < x.items.size(); ++i) {
     const bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) != axes.end();
