@@ -118,6 +118,8 @@ def py_literal(attr: Attr, value: Any) -> str:
     """Python literal for an attr value (lists become tuples: defaults are immutable)."""
     if attr.type == "float":
         return py_value(float(value))
+    if attr.is_nested:
+        return py_value(tuple(tuple(float(v) if attr.leaf_type == "float" else v for v in r) for r in value))
     if attr.is_list:
         items = [float(v) if attr.type == "list[float]" else v for v in value]
         return py_value(tuple(items))
@@ -133,6 +135,8 @@ PY_ATTR_TYPE = {
     "list[float]": "Sequence[float]",
     "list[bool]": "Sequence[bool]",
     "list[str]": "Sequence[str]",
+    "list[list[int]]": "Sequence[Sequence[int]]",
+    "list[list[float]]": "Sequence[Sequence[float]]",
 }
 
 
@@ -469,6 +473,8 @@ def op_context(op: Op, package: str, target: str) -> OpView:
                 choices_py=py_value(tuple(a.choices)) if a.choices else None,
                 is_list=a.is_list,
                 item_type=a.item_type if a.is_list else a.type,
+                is_nested=a.is_nested,
+                leaf_type=a.leaf_type,
             )
             for a in attrs
         ),

@@ -311,7 +311,8 @@ def check_op(op: Op) -> list[Diagnostic]:
             if problem:
                 err(a.default_location or a.location, f"attr '{a.name}': default {_show(a.default)} {problem}",
                     list(_number_note(a.default, a.type)))
-        if a.range is not None and a.type not in ("int", "float", "list[int]", "list[float]"):
+        if a.range is not None and a.type not in ("int", "float", "list[int]", "list[float]", "list[list[int]]",
+                                                  "list[list[float]]"):
             err(a.location, f"attr '{a.name}': 'range' applies to int and float attrs, not {a.type}")
         if a.range is not None and empty_range:
             err(a.location, f"attr '{a.name}': range [{a.range[0]:g}, {a.range[1]:g}] is empty; write [low, high]")
@@ -454,7 +455,21 @@ def _attr_value_problem(
             return isinstance(v, bool)
         return isinstance(v, str)
 
-    if typ.startswith("list["):
+    if typ.startswith("list[list["):
+        inner = typ[5:-1]
+        if not isinstance(value, (list, tuple)):
+            return f"is not a {typ}"
+        vals: list[object] = []
+        for i, r in enumerate(value):
+            if not isinstance(r, (list, tuple)):
+                return f"is not {_a(typ)}: row {i} is {r!r}, not {_a(inner)}"
+            for j, v in enumerate(r):
+                if not scalar_ok(inner[5:-1], v):
+                    return f"is not {_a(typ)}: item [{i}][{j}] is {v!r}, not {_a(inner[5:-1])}"
+                if _too_big(inner[5:-1], v):
+                    return f"item [{i}][{j}]: {v!r} {_too_big(inner[5:-1], v)}"
+            vals += list(r)
+    elif typ.startswith("list["):
         inner = typ[5:-1]
         if not isinstance(value, (list, tuple)):
             return f"is not a {typ}"
@@ -484,9 +499,12 @@ def _number_note(value: object, typ: str) -> tuple[Note, ...]:
     """For a float attr whose default YAML 1.1 read as a string (``1e6``): how to write it."""
     from .schema import number_note as note
 
-    if typ not in ("float", "list[float]"):
+    if typ not in ("float", "list[float]", "list[list[float]]"):
         return ()
-    for item in value if isinstance(value, (list, tuple)) else [value]:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    if typ == "list[list[float]]":
+        items = [v for r in items for v in (r if isinstance(r, (list, tuple)) else [r])]
+    for item in items:
         if note(item, "number"):
             return note(item, "number")
     return ()

@@ -90,6 +90,8 @@ ATTR_CPP = {
     "list[float]": "std::vector<float>",
     "list[bool]": "std::vector<bool>",
     "list[str]": "std::vector<std::string>",
+    "list[list[int]]": "std::vector<std::vector<int64_t>>",
+    "list[list[float]]": "std::vector<std::vector<float>>",
 }
 """C++ type of each attr type (float attrs are float32: that is what AotExtra carries)."""
 
@@ -102,6 +104,8 @@ ATTR_REG = {
     "list[float]": "listFloat",
     "list[bool]": "listBool",
     "list[str]": "listStr",
+    "list[list[int]]": "listListInt",
+    "list[list[float]]": "listListFloat",
 }
 """CustomRegOp.attr value_type of each attr type."""
 
@@ -128,8 +132,19 @@ class Attr:
 
     @property
     def is_list(self) -> bool:
-        """Whether the attr is a list (``list[int]``...)."""
+        """Whether the attr is a list (``list[int]``..., ``list[list[int]]`` included)."""
         return self.type.startswith("list[")
+
+    @property
+    def is_nested(self) -> bool:
+        """Whether the attr is a list of lists (``list[list[int]]``, ``list[list[float]]``)."""
+        return self.type.startswith("list[list[")
+
+    @property
+    def leaf_type(self) -> str:
+        """The scalar type of the attr's values: ``int`` for ``int``, ``list[int]`` and
+        ``list[list[int]]``."""
+        return self.type.replace("list[", "").replace("]", "")
 
     @property
     def item_type(self) -> str:

@@ -15,7 +15,7 @@ import math
 import numbers
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -373,6 +373,33 @@ def ints(values: Sequence[Any]) -> list[int]:
     return [int(v) for v in values]
 
 
+def int_rows(values: Sequence[Sequence[Any]]) -> list[list[int]]:
+    """A list[list[int]] attr as a list of lists of Python ints."""
+    return [[int(v) for v in r] for r in values]
+
+
+def row(rows: Sequence[Sequence[int]], i: int) -> list[int]:
+    """``rows[i]`` of a list[list[int]] attr, negative ``i`` counting from the end.
+
+    Raises:
+        ShapeError: an index out of range.
+    """
+    n = len(rows)
+    if not -n <= i < n:
+        raise ShapeError(f"index {i} is out of range for {_fact_value(rows)}, which has {n} entries")
+    return [int(v) for v in rows[i]]
+
+
+def all_of(conditions: Iterable[Any]) -> bool:
+    """``all(cond for v in s)``: every condition true (true for none)."""
+    return all(bool(c) for c in conditions)
+
+
+def any_of(conditions: Iterable[Any]) -> bool:
+    """``any(cond for v in s)``: some condition true (false for none)."""
+    return any(bool(c) for c in conditions)
+
+
 def length(values: Sized) -> int:
     """``len``: a rank, a list's length, or the number of tensors of a dynamic input."""
     return len(values)
@@ -550,12 +577,23 @@ def check_attrs(op: str, values: Mapping[str, Any], spec: Mapping[str, Mapping[s
     for name, value in values.items():
         info = spec[name]
         typ: str = info["type"]
-        if typ.startswith("list["):
+        if typ.startswith("list[list["):
+            inner = typ[10:-2]
+            if not isinstance(value, (list, tuple)):
+                raise TypeError(f"{op}(): attr '{name}' must be a {typ}, got {type(value).__name__}")
+            rows = []
+            for r in value:
+                if not isinstance(r, (list, tuple)):
+                    raise TypeError(f"{op}(): attr '{name}' must be a {typ}, got a row {type(r).__name__} {r!r}")
+                rows.append(tuple(_scalar(op, name, inner, v, typ) for v in r))
+            norm: Any = tuple(rows)
+            checked = [v for r in rows for v in r]
+        elif typ.startswith("list["):
             inner = typ[5:-1]
             if not isinstance(value, (list, tuple)):
                 raise TypeError(f"{op}(): attr '{name}' must be a {typ}, got {type(value).__name__}")
             items = [_scalar(op, name, inner, v, typ) for v in value]
-            norm: Any = tuple(items)
+            norm = tuple(items)
             checked = items
         else:
             norm = _scalar(op, name, typ, value, typ)
@@ -606,7 +644,7 @@ def list_key(value: Any) -> Any:
     of each element with the elements (``[True]`` and ``[1]`` differ). Raises TypeError for
     unhashable elements (the wrapper then checks the value in full)."""
     if isinstance(value, (list, tuple)):
-        return (value.__class__, *[(v.__class__, v) for v in value])
+        return (value.__class__, *[list_key(v) if isinstance(v, (list, tuple)) else (v.__class__, v) for v in value])
     return (value.__class__, value)
 
 

@@ -236,9 +236,13 @@ def _conjuncts(node: lang.Node) -> list[lang.Node]:
 
 def _apply_ties(op: Op, ctx: ShapeContext) -> None:
     """Shapes that contracts determine: ``a.shape == E`` (or ``E == a.shape``) gives a free ``a``
-    the value of ``E``; ``a.shape[i] == E`` sets a dim of ``a``; ``a.rank == E`` a free ``a``'s rank."""
+    the value of ``E``; ``a.shape[i] == E`` sets a dim of ``a``; ``a.rank == E`` a free ``a``'s rank;
+    ``all(z.shape == E for z in zs)`` gives a free dynamic ``zs`` 1 to 3 tensors of shape ``E``."""
     for c in op.requires:
         for part in _conjuncts(c.node):
+            if isinstance(part, lang.Quant):
+                _tie_each(part, ctx)
+                continue
             if not isinstance(part, lang.Compare) or part.op != "==":
                 continue
             for left, right in ((part.left, part.right), (part.right, part.left)):
@@ -263,6 +267,26 @@ def _apply_ties(op: Op, ctx: ShapeContext) -> None:
                             _solve(part, free[0], [int(d) for d in ctx.value(right)], ctx)
                 except (NotApplicable, ValueError, TypeError):
                     continue
+
+
+def _tie_each(part: lang.Quant, ctx: ShapeContext) -> None:
+    """``all(z.shape == E for z in zs)`` (``E`` not reading ``z``): a free ``zs`` gets 1 to 3
+    tensors of shape ``E``."""
+    it, var = part.iterable, part.var
+    if part.fn != "all" or not isinstance(it, lang.TensorRef) or it.name in ctx.shapes:
+        return
+    for body in _conjuncts(part.body):
+        if not isinstance(body, lang.Compare) or body.op != "==":
+            continue
+        for left, right in ((body.left, body.right), (body.right, body.left)):
+            if (isinstance(left, lang.ShapeOf) and left.tensor.name == var.name
+                    and not any(isinstance(n, lang.TensorRef) and n.loop for n in lang.walk(right))):
+                try:
+                    shape = tuple(int(d) for d in ctx.value(right))
+                except (NotApplicable, ValueError, TypeError):
+                    return
+                ctx.shapes[it.name] = [shape] * int(ctx.rng.integers(1, 4))
+                return
 
 
 def _solve(part: lang.Node, name: str, target: list[int], ctx: ShapeContext) -> None:
@@ -838,6 +862,8 @@ def _ref_attrs(op: Op, attrs: Mapping[str, Any]) -> dict[str, Any]:
             out[a.name] = float(np.float32(attrs[a.name]))
         elif a.type == "list[float]":
             out[a.name] = [float(np.float32(v)) for v in attrs[a.name]]
+        elif a.type == "list[list[float]]":
+            out[a.name] = [[float(np.float32(v)) for v in r] for r in attrs[a.name]]
     return out
 
 

@@ -92,6 +92,10 @@ class AttrView:
     is_list: bool
     item_type: str
     """The element type of a list attr (``int`` for ``list[int]``); its type otherwise."""
+    is_nested: bool = False
+    """Whether it is a list of lists (``list[list[int]]``, ``list[list[float]]``)."""
+    leaf_type: str = ""
+    """The scalar type of its values (``int`` for ``int``, ``list[int]``, ``list[list[int]]``)."""
 
 
 @dataclass(frozen=True)

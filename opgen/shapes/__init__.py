@@ -11,6 +11,7 @@ from .functions import FUNCTIONS, GradViewKind, NotApplicable, ShapeFunction
 from .syntax import (
     Arith,
     AttrRef,
+    Bound,
     Call,
     Compare,
     Cond,
@@ -23,6 +24,7 @@ from .syntax import (
     Neg,
     Node,
     Not,
+    Quant,
     RankOf,
     Scope,
     ShapeError,
@@ -39,8 +41,8 @@ from .syntax import (
 )
 
 __all__ = [
-    "FUNCTIONS", "Arith", "AttrRef", "Call", "Compare", "Cond", "Const", "GradViewKind", "Index", "Len", "ListOf",
-    "Logic", "MinMax", "Neg", "Node", "Not", "NotApplicable", "RankOf", "Scope", "ShapeError", "ShapeFunction",
-    "ShapeOf", "Slice", "TensorRef", "Type", "attrs_used", "evaluate", "optional_inputs", "parse", "parse_condition",
-    "parse_shape", "tensors_used", "to_cpp", "to_python", "to_source", "to_words", "walk",
+    "FUNCTIONS", "Arith", "AttrRef", "Bound", "Call", "Compare", "Cond", "Const", "GradViewKind", "Index", "Len",
+    "ListOf", "Logic", "MinMax", "Neg", "Node", "Not", "NotApplicable", "Quant", "RankOf", "Scope", "ShapeError",
+    "ShapeFunction", "ShapeOf", "Slice", "TensorRef", "Type", "attrs_used", "evaluate", "optional_inputs", "parse",
+    "parse_condition", "parse_shape", "tensors_used", "to_cpp", "to_python", "to_source", "to_words", "walk",
 ]

@@ -13,6 +13,7 @@ from ..literals import cpp_string
 from .syntax import (
     Arith,
     AttrRef,
+    Bound,
     Call,
     Compare,
     Cond,
@@ -25,6 +26,7 @@ from .syntax import (
     Neg,
     Node,
     Not,
+    Quant,
     RankOf,
     ShapeOf,
     Slice,
@@ -51,7 +53,7 @@ def _src(node: Node) -> tuple[str, int]:  # noqa: C901 - one case per node class
 
     if isinstance(node, Const):
         return repr(node.value), _PREC["atom"]
-    if isinstance(node, (AttrRef, TensorRef)):
+    if isinstance(node, (AttrRef, TensorRef, Bound)):
         return node.name, _PREC["atom"]
     if isinstance(node, ShapeOf):
         return f"{node.tensor.name}.shape", _PREC["atom"]
@@ -86,6 +88,8 @@ def _src(node: Node) -> tuple[str, int]:  # noqa: C901 - one case per node class
         return f"{sub(node.then, 1)} if {sub(node.test, 1)} else {sub(node.orelse, 0)}", 0
     if isinstance(node, Call):
         return f"{node.fn.name}({', '.join(to_source(a) for a in node.args)})", _PREC["atom"]
+    if isinstance(node, Quant):
+        return f"{node.fn}({to_source(node.body)} for {node.var.name} in {sub(node.iterable, 9)})", _PREC["atom"]
     assert_never(node)
 
 
@@ -103,21 +107,26 @@ def to_python(node: Node, name: Callable[[str], str] = lambda n: n,
     which raise ``runtime.ShapeError`` (a ValueError) for an index out of range, a division by
     zero, an int64 overflow or a shape function's own rule.  ``tensor(n)``, when given, spells
     input ``n``'s shape instead of ``name(n)``."""
-    tname = tensor or name
+    def tname(n: str, loop: bool = False) -> str:
+        return _loop_var(n) if loop else (tensor or name)(n)
 
     def go(n: Node) -> str:
         if isinstance(n, Const):
             return repr(n.value)
         if isinstance(n, AttrRef):
+            if n.type is Type.ROWS:
+                return f"_rt.int_rows({name(n.name)})"
             return f"_rt.ints({name(n.name)})" if n.type is Type.LIST else name(n.name)
         if isinstance(n, TensorRef):
-            return tname(n.name)
+            return tname(n.name, n.loop)
+        if isinstance(n, Bound):
+            return _loop_var(n.name)
         if isinstance(n, ShapeOf):
-            return f"_rt.ints({tname(n.tensor.name)})"
+            return f"_rt.ints({tname(n.tensor.name, n.tensor.loop)})"
         if isinstance(n, RankOf):
-            return f"_rt.length({tname(n.tensor.name)})"
+            return f"_rt.length({tname(n.tensor.name, n.tensor.loop)})"
         if isinstance(n, Index):
-            return f"_rt.at({go(n.base)}, {go(n.index)})"
+            return f"_rt.{'row' if n.base.type is Type.ROWS else 'at'}({go(n.base)}, {go(n.index)})"
         if isinstance(n, Slice):
             lo = go(n.lo) if n.lo is not None else ""
             hi = go(n.hi) if n.hi is not None else ""
@@ -144,9 +153,17 @@ def to_python(node: Node, name: Callable[[str], str] = lambda n: n,
             return f"({go(n.then)} if {go(n.test)} else {go(n.orelse)})"
         if isinstance(n, Call):
             return f"_rt.{n.fn.runtime}({', '.join(go(a) for a in n.args)})"
+        if isinstance(n, Quant):
+            return f"_rt.{n.fn}_of({go(n.body)} for {_loop_var(n.var.name)} in {go(n.iterable)})"
         assert_never(n)
 
     return go(node)
+
+
+def _loop_var(name: str) -> str:
+    """How generated code spells loop variable ``name`` of ``all()``/``any()`` (never an input's
+    or attr's spelling, nor a generated local's)."""
+    return f"opgen_q_{name}"
 
 
 def optional_inputs(node: Node) -> tuple[str, ...]:
@@ -182,6 +199,8 @@ def to_cpp(node: Node, inputs: Mapping[str, str], attr: Callable[[str], str]) ->
                 return repr(float(n.value))
             return "std::string(" + cpp_string(str(n.value)) + ")"
         if isinstance(n, AttrRef):
+            if n.type is Type.ROWS:
+                return f"opgen::sym::rows_of({attr(n.name)})"
             if n.type is Type.INT:
                 return f"opgen::sym::Int{{static_cast<int64_t>({attr(n.name)})}}"
             if n.type is Type.BOOL:
@@ -192,11 +211,13 @@ def to_cpp(node: Node, inputs: Mapping[str, str], attr: Callable[[str], str]) ->
                 return f"static_cast<double>({attr(n.name)})"
             return attr(n.name)
         if isinstance(n, TensorRef):
-            return inputs[n.name]
+            return _loop_var(n.name) if n.loop else inputs[n.name]
+        if isinstance(n, Bound):
+            return _loop_var(n.name)
         if isinstance(n, ShapeOf):
-            return inputs[n.tensor.name]
+            return _loop_var(n.tensor.name) if n.tensor.loop else inputs[n.tensor.name]
         if isinstance(n, RankOf):
-            return f"opgen::sym::length({inputs[n.tensor.name]})"
+            return f"opgen::sym::length({_loop_var(n.tensor.name) if n.tensor.loop else inputs[n.tensor.name]})"
         if isinstance(n, Index):
             return f"opgen::sym::at({go(n.base)}, {go(n.index)})"
         if isinstance(n, Slice):
@@ -234,6 +255,9 @@ def to_cpp(node: Node, inputs: Mapping[str, str], attr: Callable[[str], str]) ->
             if n.fn.variadic:
                 return f"{n.fn.cpp}({{{', '.join(go(a) for a in n.args)}}})"
             return f"{n.fn.cpp}({', '.join(go(a) for a in n.args)})"
+        if isinstance(n, Quant):
+            return (f"opgen::sym::{n.fn}_of({go(n.iterable)}, [&](const auto &{_loop_var(n.var.name)}) "
+                    f"{{ return opgen::sym::Bool({go(n.body)}); }})")
         assert_never(n)
 
     return go(node)

@@ -50,6 +50,7 @@ class Type(enum.Enum):
     STR = "str"
     FLOAT = "float"
     LIST = "list[int]"
+    ROWS = "list[list[int]]"
     TENSOR = "tensor"
     TENSORS = "list of tensors"
 
@@ -60,8 +61,13 @@ ATTR_TYPES: dict[str, Type] = {
     "str": Type.STR,
     "float": Type.FLOAT,
     "list[int]": Type.LIST,
+    "list[list[int]]": Type.ROWS,
 }
 """Attr types a shape expression may use, and their language type (other list attrs may not)."""
+
+ITERABLE = {Type.TENSORS: Type.TENSOR, Type.ROWS: Type.LIST, Type.LIST: Type.INT}
+"""What ``all(... for v in s)`` / ``any(...)`` may iterate over, and the type of ``v``: the
+tensors of a dynamic input, the rows of a ``list[list[int]]`` attr, the ints of a list."""
 
 
 class ShapeError(ValueError):
@@ -106,12 +112,25 @@ class AttrRef:
 
 @dataclass(frozen=True)
 class TensorRef:
-    """An input (``tensor``) or a dynamic input (``tensors``); ``optional`` when it may be None."""
+    """An input (``tensor``) or a dynamic input (``tensors``); ``optional`` when it may be None;
+    ``loop`` for the variable of ``all(... for z in zs)``, one tensor of a dynamic input (no
+    input of the op: :func:`tensors_used` leaves it out)."""
 
     name: str
     type: Type
     col: int
     optional: bool = False
+    loop: bool = False
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The variable of ``all(... for p in s)`` over a list (an int) or a ``list[list[int]]``
+    attr (a list): one item of ``s``."""
+
+    name: str
+    type: Type
+    col: int
 
 
 @dataclass(frozen=True)
@@ -134,7 +153,8 @@ class RankOf:
 
 @dataclass(frozen=True)
 class Index:
-    """``s[i]`` of a list (negative ``i`` counts from the end)."""
+    """``s[i]`` of a list (negative ``i`` counts from the end): an int, or a list (a row) of a
+    ``list[list[int]]`` attr."""
 
     base: Node
     index: Node
@@ -243,6 +263,20 @@ class Cond:
 
 
 @dataclass(frozen=True)
+class Quant:
+    """``all(body for var in iterable)`` / ``any(...)``: ``body`` (a condition) for each item of
+    ``iterable`` (:data:`ITERABLE`), bound to ``var`` (a loop :class:`TensorRef` or a
+    :class:`Bound`). ``all`` of nothing is true, ``any`` of nothing false."""
+
+    fn: str
+    var: TensorRef | Bound
+    iterable: Node
+    body: Node
+    col: int
+    type: Type = Type.BOOL
+
+
+@dataclass(frozen=True)
 class Call:
     """A shape function call: ``broadcast(x, y)``, ``reduce(x, axis, keep_dims)``, ...
     ``args`` are in the function's parameter order, defaults filled in."""
@@ -253,14 +287,14 @@ class Call:
     type: Type = Type.LIST
 
 
-Node = Union[Const, AttrRef, TensorRef, ShapeOf, RankOf, Index, Slice, Len, Arith, Neg, MinMax, ListOf, Compare,
-             Logic, Not, Cond, Call]
+Node = Union[Const, AttrRef, TensorRef, Bound, ShapeOf, RankOf, Index, Slice, Len, Arith, Neg, MinMax, ListOf,
+             Compare, Logic, Not, Cond, Quant, Call]
 """Any node of the typed tree."""
 
 
 def children(node: Node) -> tuple[Node, ...]:
     """The direct sub-expressions of ``node`` (for walks)."""
-    if isinstance(node, (Const, AttrRef, TensorRef)):
+    if isinstance(node, (Const, AttrRef, TensorRef, Bound)):
         return ()
     if isinstance(node, (ShapeOf, RankOf)):
         return (node.tensor,)
@@ -280,6 +314,8 @@ def children(node: Node) -> tuple[Node, ...]:
         return node.items
     if isinstance(node, Cond):
         return (node.test, node.then, node.orelse)
+    if isinstance(node, Quant):
+        return (node.iterable, node.body)
     raise AssertionError(f"unknown node {node!r}")
 
 
@@ -292,10 +328,10 @@ def walk(node: Node) -> list[Node]:
 
 
 def tensors_used(node: Node) -> tuple[str, ...]:
-    """Input names the expression refers to, in first-use order."""
+    """Input names the expression refers to, in first-use order (loop variables are none)."""
     seen: list[str] = []
     for n in walk(node):
-        if isinstance(n, TensorRef) and n.name not in seen:
+        if isinstance(n, TensorRef) and not n.loop and n.name not in seen:
             seen.append(n.name)
     return tuple(seen)
 
@@ -349,6 +385,7 @@ class _Parser:
     def __init__(self, scope: Scope):
         self.scope = scope
         self.depth = 0
+        self.bound: dict[str, TensorRef | Bound] = {}  # loop variables of all()/any() in scope
 
     # -- helpers
     def want(self, node: Node, *types: Type, what: str) -> Node:
@@ -402,7 +439,12 @@ class _Parser:
                                  col)
             return ShapeOf(base, col) if node.attr == "shape" else RankOf(base, col)
         if isinstance(node, ast.Subscript):
-            base = self.want(self.go(node.value), Type.LIST, what="what is indexed")
+            base = self.go(node.value)
+            if base.type is Type.ROWS and not isinstance(node.slice, ast.Slice):
+                idx = self.want(self.go(node.slice), Type.INT, what="an index")
+                return Index(base, idx, col, Type.LIST)
+            base = self.want(base, Type.LIST, what="what is indexed" if base.type is not Type.ROWS
+                             else "what is sliced (a list[list[int]] attr takes an index, not a slice)")
             if isinstance(node.slice, ast.Slice):
                 if node.slice.step is not None:
                     raise ShapeError("slices with a step are not supported; write s[a:b]", _col(node.slice.step))
@@ -451,6 +493,11 @@ class _Parser:
 
     def name(self, name: str, col: int) -> Node:
         s = self.scope
+        var = self.bound.get(name)
+        if var is not None:
+            if isinstance(var, TensorRef):
+                return TensorRef(name, var.type, col, loop=True)
+            return Bound(name, var.type, col)
         if name in s.inputs:
             kind = s.inputs[name]
             return TensorRef(name, Type.TENSORS if kind == "dynamic" else Type.TENSOR, col, kind == "optional")
@@ -458,9 +505,9 @@ class _Parser:
             t = ATTR_TYPES.get(s.attrs[name])
             if t is None:
                 raise ShapeError(f"attr '{name}' is {_a(s.attrs[name])}; shape expressions take int, float, bool, "
-                                 "str and list[int] attrs", col)
+                                 "str, list[int] and list[list[int]] attrs", col)
             return AttrRef(name, t, col)
-        if name in FUNCTIONS or name in ("len", "min", "max"):
+        if name in FUNCTIONS or name in ("len", "min", "max", "all", "any"):
             raise ShapeError(f"'{name}' is a function; call it as {name}(...)", col)
         from ..diagnostics import did_you_mean  # local: diagnostics is a leaf module
 
@@ -499,6 +546,9 @@ class _Parser:
         if left.type != right.type:
             raise ShapeError(f"cannot compare {_a(left.type.value)} with {_a(right.type.value)}: "
                              f"'{ast.unparse(node)}'", col)
+        if left.type in (Type.ROWS, Type.TENSORS):
+            raise ShapeError(f"{_a(left.type.value)} cannot be compared; compare its items with "
+                             "all(... for v in s)", col)
         if op not in ("==", "!=") and left.type is not Type.INT:
             raise ShapeError(f"'{op}' compares ints and floats; {left.type.value}s take == and != only", col)
         return Compare(op, left, right, col)
@@ -513,9 +563,11 @@ class _Parser:
             if len(node.args) != 1:
                 raise ShapeError("len() takes one argument", col)
             arg = self.go(node.args[0])
-            if arg.type is not Type.TENSORS:
+            if arg.type not in (Type.TENSORS, Type.ROWS):
                 arg = self.want(arg, Type.LIST, what="the argument of len()")
             return Len(arg, col)
+        if fname in ("all", "any"):
+            return self.quant(fname, node, col)
         if fname in ("min", "max"):
             if len(node.args) < 2:
                 raise ShapeError(f"{fname}() takes two or more ints", col)
@@ -525,10 +577,42 @@ class _Parser:
         if fn is None:
             from ..diagnostics import did_you_mean
 
-            known = sorted(FUNCTIONS) + ["len", "max", "min"]
+            known = sorted(FUNCTIONS) + ["all", "any", "len", "max", "min"]
             notes = tuple(n.message for n in did_you_mean(fname, known))
             raise ShapeError(f"unknown function '{fname}'; shape functions are: {', '.join(known)}", col, notes)
         return fn.parse(node, col, self)
+
+    def quant(self, fname: str, node: ast.Call, col: int) -> Node:
+        """``all(cond for v in s)`` / ``any(...)``: one generator, one ``for``, no ``if``."""
+        form = f"write {fname}(<condition> for <name> in <list>), e.g. {fname}(z.shape == x.shape for z in zs)"
+        if len(node.args) != 1 or not isinstance(node.args[0], ast.GeneratorExp):
+            raise ShapeError(f"{fname}() takes one generator: {form}", col)
+        gen = node.args[0]
+        if len(gen.generators) != 1:
+            raise ShapeError(f"{fname}() takes one 'for': {form}", col)
+        comp = gen.generators[0]
+        if comp.ifs:
+            raise ShapeError(f"'if' inside {fname}() is not supported; use 'or' in the condition", _col(comp.ifs[0]))
+        if not isinstance(comp.target, ast.Name):
+            raise ShapeError(f"the loop variable of {fname}() must be one name: {form}", _col(comp.target))
+        var = comp.target.id
+        if var in self.scope.inputs or var in self.scope.attrs or var in self.bound:
+            raise ShapeError(f"loop variable '{var}' hides an input, attr or loop variable of that name; "
+                             "pick another name", _col(comp.target))
+        iterable = _shape_of(self.go(comp.iter))  # a tensor's dims: all(d > 0 for d in x)
+        item = ITERABLE.get(iterable.type)
+        if item is None:
+            raise ShapeError(f"{fname}() iterates over a dynamic input (its tensors), a list[list[int]] attr (its "
+                             f"rows) or a list (its ints), but '{_text(iterable)}' is {_a(iterable.type.value)}",
+                             iterable.col)
+        bound: TensorRef | Bound = (TensorRef(var, item, _col(comp.target), loop=True) if item is Type.TENSOR
+                                    else Bound(var, item, _col(comp.target)))
+        self.bound[var] = bound
+        try:
+            body = self.want(self.go(gen.elt), Type.BOOL, what=f"the condition of {fname}()")
+        finally:
+            del self.bound[var]
+        return Quant(fname, bound, iterable, body, col)
 
 
 def _shape_of(node: Node) -> Node:

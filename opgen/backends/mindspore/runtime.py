@@ -96,6 +96,12 @@ def encode_attr(typ: str, value: Any) -> tuple[str, Any]:
     Lists are length-prefixed (so an empty list is never an empty attr); ``str`` and
     ``list[str]`` become UTF-8 bytes, ``list[bool]`` 0/1 ints. ``opgen::aot::get_attr`` in
     ``aot.h`` decodes the same format.
+
+    A list of lists goes as it is: MindSpore 2.10's AotExtra reads nested lists
+    (``GetAttrInt2DVec``/``GetAttrFloat2DVec``), empty ones and rows of different lengths
+    included, in PyNative and GRAPH_MODE alike (verified on this machine), provided every item
+    has the Python type of the getter: an int among floats makes ``GetAttrFloat2DVec`` throw,
+    so each item is converted here.
     """
     if typ == "int":
         return "int", int(value)
@@ -103,6 +109,10 @@ def encode_attr(typ: str, value: Any) -> tuple[str, Any]:
         return "float", float(value)
     if typ == "bool":
         return "bool", bool(value)
+    if typ == "list[list[int]]":
+        return "listListInt", [[int(v) for v in r] for r in value]
+    if typ == "list[list[float]]":
+        return "listListFloat", [[float(v) for v in r] for r in value]
     if typ == "list[float]":
         return "listFloat", [float(len(value))] + [float(v) for v in value]
     if typ == "list[int]":

@@ -263,7 +263,9 @@ def attr_same_function(op: str, attrs: Sequence[Attr], names: dict[str, str]) ->
     float32 fit, the same messages): such a list is not in this test at all. "" when no attr is."""
     parts = []
     for i, a in enumerate(python_checked_attrs(attrs)):
-        if a.is_list:
+        if a.is_nested:  # a copy of the outer list would share its rows: compare deep keys
+            parts.append(f"_rt.list_key({a.name}) == _{op.upper()}_LAST[{i}]")
+        elif a.is_list:
             parts.append(f"{a.name}.__class__ in ({names['list']}, {names['tuple']}) and "
                          f"{a.name} == _{op.upper()}_LAST[{i}]")
         else:
@@ -518,7 +520,8 @@ def ms_view(op: Op, package: str) -> MsOpView:
     bind_params = run_params[:len(view.inputs)] + [
         f"const pybind11::handle &{a.name}" if a.is_list else f"{a.cpp_type} {a.name}" for a in view.attrs]
     bind_args = list(view.in_names) + [
-        f'opgen::bind::{a.item_type}_list("{op.name}", "{a.name}", {a.name})' if a.is_list
+        f'opgen::bind::{a.leaf_type}_{"rows" if a.is_nested else "list"}("{op.name}", "{a.name}", {a.name})'
+        if a.is_list
         else a.name for a in view.attrs]
     apply_items = [f"opgen::ms::optional_arg({x.name})" if x.optional else x.name
                    for x in view.inputs if not x.dynamic] + list(view.attr_names)
@@ -585,7 +588,8 @@ def ms_view(op: Op, package: str) -> MsOpView:
         bind_args=", ".join(bind_args),
         **_function_backward(view, views_cpp, dout),
         attr_same_function=attr_same_function(op.name, attrs, view.builtin),
-        attr_last_values=", ".join(f"{a.name}[:]" if a.is_list else a.name for a in checked),
+        attr_last_values=", ".join(f"_rt.list_key({a.name})" if a.is_nested else f"{a.name}[:]" if a.is_list
+                                   else a.name for a in checked),
         attr_last_count=len(checked),
         input_check_lines=tuple(checks),
         custom_input_check_lines=tuple(custom_checks),

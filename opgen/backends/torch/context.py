@@ -46,24 +46,31 @@ assert set(AT_SCALAR) == set(TORCH_DTYPE) == set(dtypes.BY_NAME)
 _SCHEMA_TYPE = {
     "int": "SymInt", "float": "float", "bool": "bool", "str": "str",
     "list[int]": "SymInt[]", "list[float]": "float[]", "list[bool]": "bool[]", "list[str]": "str[]",
+    "list[list[int]]": "SymInt[]", "list[list[float]]": "float[]",
 }
 """Schema type of each attr type: ints are SymInts, so that ``torch.compile(dynamic=True)`` may
-pass a symbolic int (an attr the shape rules read, such as topk's ``k``) without specialising."""
+pass a symbolic int (an attr the shape rules read, such as topk's ``k``) without specialising.
+A schema has no nested lists (no ``int[][]``): a list of lists travels flat, its row count and
+each row's length before the row (``runtime.encode_rows``), decoded by the kernels
+(``opgen::pt::rows``) and the fake kernel (``runtime.decode_rows``)."""
 
 _CPP_PARAM = {
     "int": "int64_t", "float": "double", "bool": "bool", "str": "c10::string_view",
     "list[int]": "at::IntArrayRef", "list[float]": "at::ArrayRef<double>", "list[bool]": "c10::List<bool>",
-    "list[str]": "c10::List<std::string>",
+    "list[str]": "c10::List<std::string>", "list[list[int]]": "at::IntArrayRef",
+    "list[list[float]]": "at::ArrayRef<double>",
 }
 """The C++ kernel's parameter type for each attr type (a SymInt arrives as int64_t on CPU)."""
 
-_AG_PARAM = dict(_CPP_PARAM, **{"int": "c10::SymInt", "list[int]": "c10::SymIntArrayRef"})
+_AG_PARAM = dict(_CPP_PARAM, **{"int": "c10::SymInt", "list[int]": "c10::SymIntArrayRef",
+                                 "list[list[int]]": "c10::SymIntArrayRef"})
 """The C++ autograd kernel's parameter type for each attr type: ints stay SymInts (it runs while
 torch.compile traces, where an int attr may be symbolic)."""
 
 _AG_SAVE = {
     "int": "{n}", "float": "{n}", "bool": "{n}", "str": "std::string({n})", "list[int]": "{n}",
     "list[float]": "std::vector<double>({n}.begin(), {n}.end())", "list[bool]": "{n}", "list[str]": "{n}",
+    "list[list[int]]": "{n}", "list[list[float]]": "std::vector<double>({n}.begin(), {n}.end())",
 }
 """The IValue the autograd kernel keeps in ``ctx->saved_data`` for an attr of each type."""
 
@@ -77,6 +84,8 @@ _AG_LOAD = {
     "list[bool]": "const c10::List<bool> {n} = ctx->saved_data.at(\"{n}\").toBoolList();",
     "list[str]": "const c10::List<std::string> {n} = "
                  "c10::impl::toTypedList<std::string>(ctx->saved_data.at(\"{n}\").toList());",
+    "list[list[int]]": "const std::vector<c10::SymInt> {n} = ctx->saved_data.at(\"{n}\").toSymIntVector();",
+    "list[list[float]]": "const std::vector<double> {n} = ctx->saved_data.at(\"{n}\").toDoubleVector();",
 }
 """The backward's local of an attr of each type, read back from ``ctx->saved_data``."""
 
@@ -100,8 +109,8 @@ def _schema_default(a: Attr) -> str:
         return "=[" + ", ".join(str(int(x)) for x in v) + "]"
     if t == "list[float]":
         return "=[" + ", ".join(repr(float(x)) for x in v) + "]" if all(math.isfinite(float(x)) for x in v) else ""
-    if t in ("list[bool]", "list[str]"):
-        return ""
+    if t in ("list[bool]", "list[str]", "list[list[int]]", "list[list[float]]"):
+        return ""  # a list of lists: the Python function always passes it, encoded
     raise AssertionError(t)  # pragma: no cover - ATTR_CPP lists every type
 
 
@@ -122,6 +131,10 @@ def _attr_assign(a: Attr) -> str:
         return f"attrs.{a.name} = opgen::pt::to_vector<bool>({a.name});"
     if t == "list[str]":
         return f"attrs.{a.name} = opgen::pt::to_vector<std::string>({a.name});"
+    if t == "list[list[int]]":
+        return f"attrs.{a.name} = opgen::pt::rows<int64_t>({a.name});"
+    if t == "list[list[float]]":
+        return f"attrs.{a.name} = opgen::pt::rows<float>({a.name});"
     raise AssertionError(t)  # pragma: no cover
 
 
@@ -198,6 +211,8 @@ class TorchOp:
     """(tensor name, C++ condition over ``need_<input>``) for each tensor the backward reads."""
     py_params: str
     fake_params: str
+    fake_attr_args: tuple[str, ...]
+    """The attrs as the shape rules take them, in the fake kernel (a list of lists decoded)."""
     """The fake kernel's parameters: the inputs, then the attrs with the schema's defaults (the
     dispatcher leaves out arguments equal to their default)."""
     attr_names: tuple[str, ...]
@@ -283,7 +298,8 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
     return_type = "at::Tensor" if len(op.outputs) == 1 else \
         "std::tuple<" + ", ".join("at::Tensor" for _ in op.outputs) + ">"
     # ---- Python -----------------------------------------------------------------------
-    call_args = ", ".join([x.name for x in inputs] + [a.name for a in op.attrs])
+    call_args = ", ".join([x.name for x in inputs] + [f"_rt.encode_rows({a.name})" if a.is_nested else a.name
+                                                      for a in op.attrs])
     ag_types = [_cpp_type(x.kind).strip() for x in inputs] + [_AG_PARAM[a.type] for a in op.attrs]
     ret = "at::Tensor" if len(op.outputs) == 1 else "std::tuple<" + ", ".join("at::Tensor" for _ in op.outputs) + ">"
     bw_types = ["const c10::List<std::optional<at::Tensor>> &", "const c10::List<std::optional<at::Tensor>> &",
@@ -326,6 +342,7 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
         fake_params=_fake_params(op, attr_args),
         attr_names=tuple(a.name for a in op.attrs),
         call_args=call_args,
+        fake_attr_args=tuple(f"_rt.decode_rows({a.name})" if a.is_nested else a.name for a in op.attrs),
         rows_py=rows_py,
         out_dtypes_py=tuple(out_dtypes),
     )

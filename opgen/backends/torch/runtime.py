@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence, Sized
+from collections.abc import Callable, Iterable, Sequence, Sized
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +103,55 @@ def _fail(op: str, message: str) -> ValueError:
 def ints(values: Sequence[Any]) -> list[Any]:
     """A shape or list[int] attr as a list (ints or SymInts)."""
     return [_i(v) for v in values]
+
+
+def int_rows(values: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """A list[list[int]] attr as a list of lists (ints or SymInts)."""
+    return [[_i(v) for v in r] for r in values]
+
+
+def row(rows: Sequence[Sequence[Any]], i: Any) -> list[Any]:
+    """``rows[i]`` of a list[list[int]] attr, negative ``i`` counting from the end.
+
+    Raises:
+        ShapeError: an index out of range.
+    """
+    n = len(rows)
+    if not -n <= i < n:
+        raise ShapeError(f"index {int(i)} is out of range for {_base._fact_value(rows)}, which has {n} entries")
+    return [_i(v) for v in rows[int(i)]]
+
+
+def all_of(conditions: Iterable[Any]) -> bool:
+    """``all(cond for v in s)`` (a symbolic condition becomes a guard)."""
+    return all(bool(c) for c in conditions)
+
+
+def any_of(conditions: Iterable[Any]) -> bool:
+    """``any(cond for v in s)`` (a symbolic condition becomes a guard)."""
+    return any(bool(c) for c in conditions)
+
+
+def encode_rows(rows: Sequence[Sequence[Any]]) -> list[Any]:
+    """A list[list[int]] or list[list[float]] attr as the flat list the operator's schema takes
+    (``int[]`` / ``float[]``: a schema has no nested lists): the row count, then each row's
+    length and items, ``[[1, 2], [3]]`` -> ``[2, 2, 1, 2, 1, 3]``. ``opgen::pt::rows`` in
+    ``opgen/torch.h`` and :func:`decode_rows` read it back."""
+    out: list[Any] = [len(rows)]
+    for r in rows:
+        out.append(len(r))
+        out.extend(r)
+    return out
+
+
+def decode_rows(flat: Sequence[Any]) -> list[list[Any]]:
+    """The rows :func:`encode_rows` wrote (what the fake kernel gets from the dispatcher)."""
+    out, p = [], 1
+    for _ in range(int(flat[0])):
+        n = int(flat[p])
+        out.append(list(flat[p + 1:p + 1 + n]))
+        p += 1 + n
+    return out
 
 
 def length(values: Sized) -> int:

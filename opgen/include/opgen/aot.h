@@ -83,7 +83,7 @@ enum Status : int {
 /// Reads attr `name` of C++ type `A` from AotExtra. Lists, strings and lists of strings arrive
 /// length-prefixed as int (or float) vectors -- AotExtra has no getter for them, and an empty
 /// list attr is never sent -- in the format of opgen.runtime.encode_attr; decoding throws
-/// opgen::Error on a malformed value.
+/// opgen::Error on a malformed value. Lists of lists arrive as they are (GetAttrInt2DVec).
 template <typename A>
 A get_attr(AotExtra *extra, const char *name);
 template <>
@@ -129,6 +129,14 @@ template <>
 inline std::vector<bool> get_attr<std::vector<bool>>(AotExtra *e, const char *n) {
   const std::vector<int64_t> v = get_attr<std::vector<int64_t>>(e, n);
   return std::vector<bool>(v.begin(), v.end());
+}
+template <>
+inline std::vector<std::vector<int64_t>> get_attr<std::vector<std::vector<int64_t>>>(AotExtra *e, const char *n) {
+  return e->GetAttrInt2DVec(n);  // sent as a nested list (encode_attr): empty rows arrive intact
+}
+template <>
+inline std::vector<std::vector<float>> get_attr<std::vector<std::vector<float>>>(AotExtra *e, const char *n) {
+  return e->GetAttrFloat2DVec(n);
 }
 template <>
 inline std::string get_attr<std::string>(AotExtra *e, const char *n) {

@@ -268,6 +268,8 @@ inline mindspore::ValuePtr keep(const std::string &v) {
 }
 inline mindspore::ValuePtr keep(const std::vector<std::string> &v) { return keep_length_prefixed(v); }
 inline mindspore::ValuePtr keep(const std::vector<Shape> &v) { return keep_shapes(v); }
+/// A list[list[float]] attr: a tuple of tuples (MakeValue nests; GetValue reads it back).
+inline mindspore::ValuePtr keep(const std::vector<std::vector<float>> &v) { return mindspore::MakeValue(v); }
 
 /// The items of `[n1, x.., n2, y.., ...]` as keep_length_prefixed() writes them.
 template <typename Item>

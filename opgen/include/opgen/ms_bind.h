@@ -114,6 +114,45 @@ inline std::vector<std::string> str_list(const char *op, const char *name, const
   return detail::items<std::string>(op, name, "list[str]", value, [](PyObject *v) { return PyUnicode_Check(v) != 0; },
                                     [](const pybind11::handle &v) { return v.cast<std::string>(); });
 }
+/// The rows of a list[list[...]] attr: `value` a list or tuple of lists or tuples, each read by
+/// `row(op, name, item)` (int_list or float_list), with check_attrs's messages for `type`.
+template <typename R>
+std::vector<R> rows(const char *op, const char *name, const char *type, const pybind11::handle &value,
+                    R (*row)(const char *, const char *, const pybind11::handle &)) {
+  if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) detail::bad(op, name, type, value, false);
+  const pybind11::sequence seq = pybind11::reinterpret_borrow<pybind11::sequence>(value);
+  std::vector<R> out;
+  out.reserve(seq.size());
+  for (const auto &r : seq) {
+    if (!PyList_Check(r.ptr()) && !PyTuple_Check(r.ptr())) {
+      const std::string got = pybind11::str(pybind11::type::handle_of(r).attr("__name__")).cast<std::string>();
+      throw pybind11::type_error(std::string(op) + "(): attr '" + name + "' must be a " + type + ", got a row " +
+                                 got + " " + pybind11::repr(r).cast<std::string>());
+    }
+    try {
+      out.push_back(row(op, name, r));
+    } catch (const pybind11::type_error &e) {  // name the nested type, as check_attrs does
+      std::string msg = e.what();
+      const std::string flat = type + 5;  // "list[int]]" -> the row's own type name below
+      const std::string row_type = flat.substr(0, flat.size() - 1);
+      const size_t at = msg.find("must be a " + row_type);
+      if (at != std::string::npos) msg.replace(at + 10, row_type.size(), type);
+      throw pybind11::type_error(msg);
+    }
+  }
+  return out;
+}
+
+/// A list[list[int]] attr of the Function<T> path: a list or tuple of rows, each as int_list
+/// takes it (rows may differ in length). Raises TypeError, ValueError (an item outside int64).
+inline std::vector<std::vector<int64_t>> int_rows(const char *op, const char *name, const pybind11::handle &value) {
+  return rows<std::vector<int64_t>>(op, name, "list[list[int]]", value, &int_list);
+}
+
+/// A list[list[float]] attr of the Function<T> path: rows as float_list takes them.
+inline std::vector<std::vector<float>> float_rows(const char *op, const char *name, const pybind11::handle &value) {
+  return rows<std::vector<float>>(op, name, "list[list[float]]", value, &float_list);
+}
 }  // namespace bind
 }  // namespace opgen
 

@@ -223,6 +223,77 @@ inline Int at(const List &l, Int i) {
   return l.items[static_cast<size_t>(i.v < 0 ? i.v + n : i.v)];
 }
 
+/// The rows of a list[list[int]] attr, each a List of known ints.
+template <typename V>
+std::vector<List> rows_of(const std::vector<V> &rows) {
+  std::vector<List> out;
+  for (const auto &r : rows) out.push_back(List::of(r));
+  return out;
+}
+
+/// rows[i] of a list[list[int]] attr, negative i counting from the end; throws for an index out
+/// of range (an unknown i gives a list of unknown rank).
+inline List at(const std::vector<List> &rows, Int i) {
+  if (!i.known) return List::unknown_rank();
+  const int64_t n = static_cast<int64_t>(rows.size());
+  if (i.v < -n || i.v >= n) {
+    std::string text = "[";
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const std::string s = str(rows[k]);  // "(1, 2)" -> "[1, 2]", as Python shows a list attr
+      text += (k ? ", [" : "[") + (s.size() > 2 && s[s.size() - 2] == ',' ? s.substr(1, s.size() - 3)
+                                                                           : s.substr(1, s.size() - 2)) + "]";
+    }
+    throw Error("index " + std::to_string(i.v) + " is out of range for " + text + "], which has " +
+                std::to_string(n) + " entries");
+  }
+  return rows[static_cast<size_t>(i.v < 0 ? i.v + n : i.v)];
+}
+
+/// all(f(v) for v in items): false as soon as one is known false, true when all are known true,
+/// else unknown (the tensors of a dynamic input, the rows of a list[list[int]] attr).
+template <typename F>
+Bool all_of(const std::vector<List> &items, F f) {
+  bool all = true;
+  for (const auto &v : items) {
+    const Bool b = f(v);
+    if (b.known && !b.v) return Bool(false);
+    all = all && b.known;
+  }
+  return all ? Bool(true) : Bool::unknown();
+}
+/// any(f(v) for v in items): true as soon as one is known true, false when all are known false.
+template <typename F>
+Bool any_of(const std::vector<List> &items, F f) {
+  bool all = true;
+  for (const auto &v : items) {
+    const Bool b = f(v);
+    if (b.known && b.v) return Bool(true);
+    all = all && b.known;
+  }
+  return all ? Bool(false) : Bool::unknown();
+}
+/// all(f(d) for d in l) over the ints of a list (unknown for a list of unknown length).
+template <typename F>
+Bool all_of(const List &l, F f) {
+  bool all = l.rank_known;
+  for (const auto &v : l.items) {
+    const Bool b = f(v);
+    if (b.known && !b.v) return Bool(false);
+    all = all && b.known;
+  }
+  return all ? Bool(true) : Bool::unknown();
+}
+template <typename F>
+Bool any_of(const List &l, F f) {
+  bool all = l.rank_known;
+  for (const auto &v : l.items) {
+    const Bool b = f(v);
+    if (b.known && b.v) return Bool(true);
+    all = all && b.known;
+  }
+  return all ? Bool(false) : Bool::unknown();
+}
+
 /// l[lo:hi] with Python's rules (bounds clamped, negative counting from the end).
 inline List slice(const List &l, Int lo, bool has_lo, Int hi, bool has_hi) {
   if (!l.rank_known || (has_lo && !lo.known) || (has_hi && !hi.known)) return List::unknown_rank();

@@ -173,6 +173,33 @@ std::vector<T> to_vector(const A &values) {
   return out;
 }
 
+/// A list[list[...]] attr from the flat list the schema carries (a schema has no nested lists):
+/// the row count, then each row's length and items, as opgen.backends.torch.runtime.encode_rows
+/// writes it ([[1, 2], [3]] -> [2, 2, 1, 2, 1, 3]). Throws opgen::Error on a malformed list
+/// (only a caller of torch.ops.<pkg>.<op> itself can pass one).
+template <typename T, typename A>
+std::vector<std::vector<T>> rows(const A &flat) {
+  const std::vector<double> v(flat.begin(), flat.end());
+  auto count = [&](size_t p) {
+    if (p >= v.size() || v[p] < 0 || v[p] != static_cast<double>(static_cast<int64_t>(v[p]))) {
+      throw Error("malformed list-of-lists attr: expected [rows, len0, items..., len1, items...]");
+    }
+    return static_cast<size_t>(v[p]);
+  };
+  std::vector<std::vector<T>> out;
+  const size_t n = count(0);
+  size_t p = 1;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t len = count(p);
+    if (p + 1 + len > v.size()) throw Error("malformed list-of-lists attr: a row runs past the end");
+    std::vector<T> r;
+    for (size_t k = 0; k < len; ++k) r.push_back(static_cast<T>(flat[p + 1 + k]));
+    out.push_back(std::move(r));
+    p += 1 + len;
+  }
+  return out;
+}
+
 /// What a backward op receives about the forward call (the Python setup_context sends it): one
 /// slot per tensor -- the inputs in order (a list input's tensors each), then the outputs --
 /// each with its shape (`ranks[slot]` dims of `shapes`, rank -1 for an absent optional input)
