@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from . import dtypes
 from . import shapes as lang
 from .diagnostics import Diagnostic, Location, Note, did_you_mean, shorten
+from .literals import number_text
 from .model import Body, Op, inside
 from .names import op_name_too_long
 
@@ -315,7 +316,8 @@ def check_op(op: Op) -> list[Diagnostic]:
                                                   "list[list[float]]"):
             err(a.location, f"attr '{a.name}': 'range' applies to int and float attrs, not {a.type}")
         if a.range is not None and empty_range:
-            err(a.location, f"attr '{a.name}': range [{a.range[0]:g}, {a.range[1]:g}] is empty; write [low, high]")
+            err(a.location, f"attr '{a.name}': range [{number_text(a.range[0])}, {number_text(a.range[1])}] is empty; "
+                "write [low, high]")
         for c in a.choices or ():
             problem = _attr_value_problem(a.type, c, None, None)
             if problem:
@@ -394,6 +396,13 @@ def check_op(op: Op) -> list[Diagnostic]:
         ref_problem = _reference_problem(op.reference, input_names + list(attr_by_name))
         if ref_problem:
             err(*ref_problem)
+    if op.test.shapes and not diags:
+        from .testing import unusable_test_shapes  # numpy: only for specs that give test.shapes
+
+        for name, message in unusable_test_shapes(op):
+            err(op.test.shape_locations.get(name, op.location), message,
+                [Note("opgen test gives every input in test.shapes exactly that shape; change or remove the "
+                      "entry, or the contract or rule that rejects it")])
     return diags
 
 
@@ -489,7 +498,7 @@ def _attr_value_problem(
     if rng is not None:
         for v in vals:
             if isinstance(v, (int, float)) and not rng[0] <= v <= rng[1]:
-                return f"is outside the range [{rng[0]:g}, {rng[1]:g}]"
+                return f"is outside the range [{number_text(rng[0])}, {number_text(rng[1])}]"
     if choices is not None and value not in choices:
         return f"is not one of the choices {list(choices)}"
     return None

@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
 from . import dtypes
 from . import shapes as lang
@@ -224,27 +224,62 @@ DEFAULT_DOMAIN: tuple[tuple[float, float], ...] = ((-2.0, 2.0),)
 """Where ``opgen test`` draws input values when the spec's ``test.domain`` does not say."""
 
 
+Bound = Union[float, lang.Node]
+"""A bound of a ``test.domain`` interval: a number, or an int expression of the shape language
+(``logits.shape[-1] - 1``) evaluated on each drawn case."""
+
+
 @dataclass(frozen=True)
 class TestSettings:
     """The spec's optional ``test`` section (for ``opgen test``), with defaults filled in.
 
     Attributes:
-        domains: per input name, the intervals its random values are drawn from.
+        domains: per input name, the intervals its random values are drawn from; a bound is a
+            number or a shape-language int expression (:data:`Bound`).
         attr_sets: complete attr values (defaults merged) to run every check with.
         shapes: per input name, its shape as a shape-language expression (``test.shapes``).
         attr_set_locations: where each entry of ``test.attrs`` is written (for diagnostics).
+        shape_locations: where each entry of ``test.shapes`` is written.
+        domain_locations: where each entry of ``test.domain`` is written.
     """
 
     __test__ = False  # not a pytest test class
 
-    domains: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    domains: Mapping[str, tuple[tuple[Bound, Bound], ...]] = field(default_factory=dict)
     attr_sets: tuple[Mapping[str, Any], ...] = ({},)
     shapes: Mapping[str, lang.Node] = field(default_factory=dict)
     attr_set_locations: tuple[Location, ...] = ()
+    shape_locations: Mapping[str, Location] = field(default_factory=dict)
+    domain_locations: Mapping[str, Location] = field(default_factory=dict)
 
-    def domain(self, name: str) -> tuple[tuple[float, float], ...]:
-        """Intervals for input ``name`` (:data:`DEFAULT_DOMAIN` unless the spec says)."""
-        return self.domains.get(name, DEFAULT_DOMAIN)
+    def domain(self, name: str, env: Mapping[str, Any] | None = None) -> tuple[tuple[float, float], ...]:
+        """Intervals for input ``name`` (:data:`DEFAULT_DOMAIN` unless the spec says), with the
+        bounds that are expressions evaluated in ``env`` (attr values and input shapes by name).
+
+        Raises:
+            ValueError: a bound is an expression and ``env`` is None, or the expression cannot
+                be evaluated in ``env`` (an index out of range, an input that is None).
+        """
+        out = []
+        for interval in self.domains.get(name, DEFAULT_DOMAIN):
+            lo, hi = (_bound_value(b, name, env) for b in interval)
+            out.append((lo, hi))
+        return tuple(out)
+
+    def domain_depends_on_shapes(self, name: str) -> bool:
+        """Whether ``test.domain`` of input ``name`` has a bound that is an expression."""
+        return any(not isinstance(b, (int, float)) for iv in self.domains.get(name, ()) for b in iv)
+
+
+def _bound_value(bound: Bound, name: str, env: Mapping[str, Any] | None) -> float:
+    if isinstance(bound, (int, float)):
+        return float(bound)
+    if env is None:
+        raise ValueError(f"test.domain.{name}: '{lang.to_source(bound)}' needs the case's shapes and attrs")
+    try:
+        return float(lang.evaluate(bound, env))
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"test.domain.{name}: cannot evaluate '{lang.to_source(bound)}': {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -328,14 +363,22 @@ def build_op(tree: MarkedDict, file: str) -> Op:
     def expr_loc(base: Location, exc: ExprError) -> Location:
         return Location(base.file, base.line, base.col + exc.col - 1) if base.line else base
 
+    # inputs are differentiable by default only when a gradient can reach them: through an output
+    # that is differentiable (an op whose outputs are all marked non-differentiable needs no marks
+    # on its inputs)
+    diff_out = any(bool(o.get("differentiable", True)) for o in tree["outputs"])
     inputs = []
     for i, item in enumerate(tree["inputs"]):
+        if not diff_out and item.get("differentiable") is True:
+            err(item.loc("differentiable"), f"input '{item['name']}' is marked differentiable, but no output "
+                "is: no gradient can reach it", (Note("remove 'differentiable: true', or make an output "
+                                                      "differentiable"),))
         inputs.append(
             Input(
                 item["name"],
                 item["doc"],
                 item.get("kind", "required"),
-                bool(item.get("differentiable", True)),
+                bool(item.get("differentiable", diff_out)),
                 tree["inputs"].loc(i),
             )
         )
@@ -363,7 +406,8 @@ def build_op(tree: MarkedDict, file: str) -> Op:
     late: list[Diagnostic] = []
 
     def lang_error(loc: Location, what: str, exc: lang.ShapeError) -> None:
-        late.append(Diagnostic(inside(loc, exc.col), f"{what}: {exc}", name, notes=tuple(Note(n) for n in exc.notes)))
+        for e in exc.all():
+            late.append(Diagnostic(inside(loc, e.col), f"{what}: {e}", name, notes=tuple(Note(n) for n in e.notes)))
 
     outputs = []
     for i, item in enumerate(tree["outputs"]):
@@ -378,6 +422,7 @@ def build_op(tree: MarkedDict, file: str) -> Op:
             dim_loc = shape_raw.loc(exc.index) if isinstance(shape_raw, MarkedList) else shape_loc
             if not isinstance(shape_raw[exc.index], str):
                 exc.error.col = 1
+                exc.error.others = ()
             lang_error(dim_loc, f"output '{item['name']}': shape dim {exc.index}", exc.error)
             node = lang.ListOf((), 1)
         except lang.ShapeError as exc:
@@ -511,8 +556,11 @@ def _test_settings(section: Any, op_name: str, inputs: list[Input], attrs: list[
     input_names = [x.name for x in inputs]
     attr_names = [a.name for a in attrs]
     defaults = {a.name: _plain(a.default) for a in attrs if a.has_default}
-    domains: dict[str, tuple[tuple[float, float], ...]] = {}
+    kinds = {x.name: x.kind for x in inputs}
+    domains: dict[str, tuple[tuple[Bound, Bound], ...]] = {}
+    domain_locs: dict[str, Location] = {}
     shapes: dict[str, lang.Node] = {}
+    shape_locs: dict[str, Location] = {}
     raw_sets: list[tuple[Any, Location]] = [({}, op_loc)]  # no test.attrs: the defaults
     if isinstance(section, MarkedDict):
         domain: Any = section.get("domain") or MarkedDict()
@@ -521,14 +569,23 @@ def _test_settings(section: Any, op_name: str, inputs: list[Input], attrs: list[
                 err(domain.key_loc(dname), f"test.domain names unknown input '{dname}'",
                     did_you_mean(dname, input_names))
                 continue
+            dloc = domain.loc(dname)
             intervals = [value] if value and not isinstance(value[0], list) else list(value)
             parsed = []
-            for lo, hi in intervals:
-                if not float(lo) < float(hi):
-                    err(domain.loc(dname), f"test.domain.{dname}: empty interval [{lo}, {hi}]; write [lo, hi] with "
+            for interval in intervals:
+                lo, hi = interval
+                bounds = [_domain_bound(b, dname, scope, interval.loc(j) if isinstance(interval, MarkedList) else dloc,
+                                        err) for j, b in enumerate((lo, hi))]
+                if any(b is None for b in bounds):
+                    continue
+                blo, bhi = bounds[0], bounds[1]
+                assert blo is not None and bhi is not None
+                if isinstance(blo, float) and isinstance(bhi, float) and not blo < bhi:
+                    err(dloc, f"test.domain.{dname}: empty interval [{_num(lo)}, {_num(hi)}]; write [lo, hi] with "
                         "lo < hi")
-                parsed.append((float(lo), float(hi)))
+                parsed.append((blo, bhi))
             domains[dname] = tuple(parsed)
+            domain_locs[dname] = dloc
         raw_shapes: Any = section.get("shapes") or MarkedDict()
         for sname, value in raw_shapes.items():
             loc = raw_shapes.loc(sname)
@@ -536,19 +593,40 @@ def _test_settings(section: Any, op_name: str, inputs: list[Input], attrs: list[
                 err(raw_shapes.key_loc(sname), f"test.shapes names unknown input '{sname}'",
                     did_you_mean(sname, input_names))
                 continue
+            if kinds[sname] == "dynamic":
+                err(raw_shapes.key_loc(sname), f"test.shapes.{sname}: '{sname}' is a dynamic input (a list of "
+                    "tensors); test.shapes gives one shape per single-tensor input",
+                    (Note("opgen test draws the list from the output shape rule or the contracts"),))
+                continue
             try:
                 node = _parse_dims(list(value), scope) if isinstance(value, list) else lang.parse_shape(value, scope)
             except _DimError as exc:
-                err(value.loc(exc.index) if isinstance(value, MarkedList) else loc,
-                    f"test.shapes.{sname} dim {exc.index}: {exc.error}", tuple(Note(n) for n in exc.error.notes))
+                dim_loc = value.loc(exc.index) if isinstance(value, MarkedList) else loc
+                for e in exc.error.all():
+                    err(inside(dim_loc, e.col) if isinstance(value[exc.index], str) else dim_loc,
+                        f"test.shapes.{sname} dim {exc.index}: {e}", tuple(Note(n) for n in e.notes))
                 continue
             except lang.ShapeError as exc:
-                err(inside(loc, exc.col), f"test.shapes.{sname}: {exc}", tuple(Note(n) for n in exc.notes))
+                for e in exc.all():
+                    err(inside(loc, e.col), f"test.shapes.{sname}: {e}", tuple(Note(n) for n in e.notes))
                 continue
             if sname in lang.tensors_used(node):
                 err(loc, f"test.shapes.{sname} refers to '{sname}' itself")
                 continue
+            optional = [n for n in lang.optional_inputs(node)]
+            if optional:
+                err(loc, f"test.shapes.{sname} reads optional input '{optional[0]}', which may be None")
+                continue
             shapes[sname] = node
+            shape_locs[sname] = loc
+        for cycle in _cycles(shapes):
+            first = cycle[0]
+            err(shape_locs[first], f"test.shapes.{first}: the shapes of {', '.join(repr(n) for n in cycle)} are "
+                "given in terms of each other, so none of them can be drawn first",
+                tuple(Note(f"test.shapes.{n} reads '{cycle[(i + 1) % len(cycle)]}'", shape_locs[n])
+                      for i, n in enumerate(cycle)))
+            for n in cycle:
+                shapes.pop(n, None)
         if "attrs" in section:
             sets = section["attrs"]
             raw_sets = [(v, sets.loc(i)) for i, v in enumerate(sets)]
@@ -563,7 +641,60 @@ def _test_settings(section: Any, op_name: str, inputs: list[Input], attrs: list[
                 "entry of test.attrs")
         attr_sets.append({n: _plain(values[n]) if n in values else defaults.get(n)
                           for n in attr_names if n in values or n in defaults})
-    return TestSettings(domains, tuple(attr_sets), shapes, tuple(loc for _, loc in raw_sets))
+    return TestSettings(domains, tuple(attr_sets), shapes, tuple(loc for _, loc in raw_sets), shape_locs, domain_locs)
+
+
+def _domain_bound(raw: Any, name: str, scope: lang.Scope, loc: Location, err: Callable[..., None]) -> Bound | None:
+    """One bound of a ``test.domain`` interval: a number, or a shape-language int expression
+    (parsed and type-checked; None after reporting an error)."""
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        return _bound(raw)
+    if not isinstance(raw, str):
+        err(loc, f"test.domain.{name}: bound {raw!r} must be a number or an int expression")
+        return None
+    try:
+        node = lang.parse(raw, scope)
+    except lang.ShapeError as exc:
+        for e in exc.all():
+            err(inside(loc, e.col), f"test.domain.{name}: {e}", tuple(Note(n) for n in e.notes))
+        return None
+    if node.type is not lang.Type.INT:
+        err(loc, f"test.domain.{name}: bound '{raw.strip()}' must be an int expression (e.g. 'x.shape[-1] - 1'), "
+            f"but it is a {node.type.value}")
+        return None
+    optional = lang.optional_inputs(node)
+    if optional:
+        err(loc, f"test.domain.{name}: bound '{raw.strip()}' reads optional input '{optional[0]}', which may be None")
+        return None
+    return node
+
+
+def _cycles(shapes: Mapping[str, lang.Node]) -> list[list[str]]:
+    """The cycles among ``test.shapes`` entries that read each other (each once, in key order)."""
+    deps = {n: [d for d in lang.tensors_used(node) if d in shapes] for n, node in shapes.items()}
+    found: list[list[str]] = []
+    done: set[str] = set()
+
+    def visit(n: str, path: list[str]) -> None:
+        if n in path:
+            cycle = path[path.index(n):]
+            if not any(set(cycle) == set(c) for c in found):
+                found.append(cycle)
+            return
+        if n in done:
+            return
+        for d in deps[n]:
+            visit(d, path + [n])
+        done.add(n)
+
+    for start in shapes:
+        visit(start, [])
+    return found
+
+
+def _num(v: Any) -> str:
+    """A number as written: ints as ints (``1000000000``, not ``1e+09``)."""
+    return str(v)
 
 
 def inside(loc: Location, col: int) -> Location:

@@ -14,6 +14,7 @@ from pathlib import Path
 from . import shapes as lang
 from . import signatures
 from .api import py_literal
+from .literals import number_text
 from .model import Op
 
 
@@ -58,7 +59,7 @@ def render_op(op: Op, package: str, source: str | None) -> str:
             default = f"`{py_literal(a, a.default)}`" if a.has_default else "(required)"
             cons = []
             if a.range:
-                cons.append(f"in [{a.range[0]:g}, {a.range[1]:g}]")
+                cons.append(f"in [{number_text(a.range[0])}, {number_text(a.range[1])}]")
             if a.choices:
                 cons.append("one of " + ", ".join(f"`{c!r}`" for c in a.choices))
             lines.append(f"| `{a.name}` | `{a.type}` | {_cell(default)} | {_cell('; '.join(cons))} | {_cell(a.doc)} |")

@@ -22,6 +22,7 @@ from typing import Any
 
 from . import build as _build
 from . import env as _env
+from .literals import number_text
 
 _loaded: dict[str, ModuleType] = {}
 _build_dirs: dict[Path, str] = {}
@@ -602,7 +603,8 @@ def check_attrs(op: str, values: Mapping[str, Any], spec: Mapping[str, Mapping[s
         if rng is not None:
             for v in checked:
                 if not rng[0] <= v <= rng[1]:
-                    raise ValueError(f"{op}(): attr '{name}' = {value!r} is outside [{rng[0]:g}, {rng[1]:g}]")
+                    raise ValueError(f"{op}(): attr '{name}' = {value!r} is outside "
+                                     f"[{number_text(rng[0])}, {number_text(rng[1])}]")
         choices = info.get("choices")
         if choices is not None and norm not in choices:
             raise ValueError(f"{op}(): attr '{name}' = {value!r} is not one of {list(choices)}")

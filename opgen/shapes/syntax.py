@@ -78,6 +78,20 @@ class ShapeError(ValueError):
         super().__init__(message)
         self.col = col
         self.notes = notes
+        self.others: tuple[ShapeError, ...] = ()
+
+    def all(self) -> tuple[ShapeError, ...]:
+        """This error and the others found in the same expression, by column: a parse reports
+        every error it can (a '/' where '//' is meant does not hide an unknown name)."""
+        return tuple(sorted((self, *self.others), key=lambda e: e.col))
+
+
+def _joined(errors: list[ShapeError]) -> ShapeError:
+    """One error carrying all of ``errors`` (the leftmost first, the rest in ``others``)."""
+    ordered = sorted(errors, key=lambda e: e.col)
+    first = ordered[0]
+    first.others = tuple(e for e in ordered[1:] if e is not first)
+    return first
 
 
 @dataclass(frozen=True)
@@ -386,6 +400,17 @@ class _Parser:
         self.scope = scope
         self.depth = 0
         self.bound: dict[str, TensorRef | Bound] = {}  # loop variables of all()/any() in scope
+        self.errors: list[ShapeError] = []  # errors the parse went on after (reported together)
+
+    def run(self, tree: ast.expr) -> Node:
+        """:meth:`go` on the whole expression, raising every error found (see ShapeError.all)."""
+        try:
+            node = self.go(tree)
+        except ShapeError as exc:
+            raise _joined(self.errors + [exc]) from None
+        if self.errors:
+            raise _joined(self.errors)
+        return node
 
     # -- helpers
     def want(self, node: Node, *types: Type, what: str) -> Node:
@@ -515,10 +540,10 @@ class _Parser:
         raise ShapeError(f"unknown name '{name}'; expected an input or attr of the op", col, notes)
 
     def binop(self, node: ast.BinOp, col: int) -> Node:
-        if isinstance(node.op, ast.Div):
-            raise ShapeError("'/' is true division; shapes are ints: use '//' (floor division)",
-                             _op_col(node), ("write e.g. x.shape[-1] // 2",))
-        op = _ARITH.get(type(node.op))
+        if isinstance(node.op, ast.Div):  # reported, then read as '//' so that the rest is checked too
+            self.errors.append(ShapeError("'/' is true division; shapes are ints: use '//' (floor division)",
+                                          _op_col(node), ("write e.g. x.shape[-1] // 2",)))
+        op = "//" if isinstance(node.op, ast.Div) else _ARITH.get(type(node.op))
         if op is None:
             raise ShapeError(f"operator '{ast.unparse(node)}' is not supported; use + - * // %", col)
         left, right = _shape_of(self.go(node.left)), _shape_of(self.go(node.right))
@@ -651,12 +676,12 @@ def parse(text: str | int | list[object], scope: Scope) -> Node:
         for item in text:
             if isinstance(item, bool) or not isinstance(item, (int, str)):
                 raise ShapeError(f"dimension {item!r} must be an int or an expression")
-            node = parser.go(parse_text(item)) if isinstance(item, str) else parser.go(ast.Constant(item))
+            node = parser.run(parse_text(item)) if isinstance(item, str) else parser.go(ast.Constant(item))
             items.append(parser.want(node, Type.INT, what="a dimension"))
         return ListOf(tuple(items), 1)
     if isinstance(text, bool) or not isinstance(text, str):
         raise ShapeError(f"expected an expression, got {text!r}")
-    return parser.go(parse_text(text))
+    return parser.run(parse_text(text))
 
 
 def parse_shape(text: str | list[object], scope: Scope) -> Node:

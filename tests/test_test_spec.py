@@ -1,0 +1,364 @@
+"""``opgen test`` believes the spec (issue 24, section 2), without building anything: the spec's
+``test.shapes`` are used or rejected by ``opgen validate``; every contract form the docs show is
+solved by the shape sampler at the first draw, the same way for the same seed; ``test.domain``
+bounds in the shape language; and the smaller spec-level items (int ranges printed as ints,
+non-differentiable outputs, every error of a shape expression at once).
+
+The checks that need a built package (mixed-precision gradients, kernel-side shape checks) are
+in tests/test_testing.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from opgen import runtime, testing
+from opgen.model import Op
+from opgen.pipeline import load_ops
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(tmp_path: Path, text: str) -> tuple[list[Op], list[str]]:
+    (tmp_path / "op.yaml").write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    found, diags = load_ops([tmp_path / "op.yaml"])
+    return found, [d.format() for d in diags]
+
+
+def _op(tmp_path: Path, text: str) -> Op:
+    found, diags = _load(tmp_path, text)
+    assert not diags, diags
+    return found[0]
+
+
+def _cases(op: Op, seed: int = 0, attrs: dict[str, Any] | None = None) -> list[testing.Case]:
+    return testing.shape_cases(op, op.test.attr_sets[0] if attrs is None else attrs, np.random.default_rng(seed),
+                               op.test)
+
+
+# ----------------------------------------------------------------------------- 1. test.shapes is used
+
+XENT = """
+name: xent
+doc: Per-sample cross-entropy of logits [N, C] against int64 labels [N].
+inputs:
+  - {name: logits, doc: "Scores, [N, C]."}
+  - {name: labels, doc: "Class indices, [N].", differentiable: false}
+requires:
+  - logits.rank == 2
+  - labels.shape == logits.shape[:-1]
+outputs:
+  - {name: loss, doc: "Per-sample loss, [N].", shape: "logits.shape[:-1]", dtype: logits}
+dtype_format:
+  CPU:
+    - [F32_Default, I64_Default, F32_Default]
+kernel:
+  forward: "(void)loss;"
+  backward: "(void)dlogits;"
+test:
+  shapes: SHAPES
+  domain:
+    labels: [0, "logits.shape[-1] - 1"]
+"""
+
+
+@pytest.mark.parametrize(("shapes", "want"), [
+    ("{logits: [3, 5]}", {"logits": (3, 5), "labels": (3,)}),                 # read by the output's rule
+    ("{labels: [4]}", {"labels": (4,)}),                                      # tied to logits by a contract
+    ("{logits: [2, 7], labels: ['logits.shape[0]']}", {"logits": (2, 7), "labels": (2,)}),
+])
+def test_test_shapes_are_used_even_for_inputs_an_output_reads(tmp_path: Path, shapes: str,
+                                                               want: dict[str, tuple[int, ...]]) -> None:
+    op = _op(tmp_path, XENT.replace("SHAPES", shapes))
+    for seed in range(5):
+        cases = _cases(op, seed)
+        assert cases and all(c.style in ("plain", "empty") for c in cases)
+        for c in cases:
+            for name, shape in want.items():
+                assert c.shapes[name] == shape, (seed, c.describe())
+            assert c.shapes["labels"] == c.shapes["logits"][:-1]
+
+
+def test_rope_and_lltm_like_test_shapes(tmp_path: Path) -> None:
+    """x read by the output rule (RoPE), and an input given in terms of another (LLTM's old_h)."""
+    op = _op(tmp_path, """
+name: lltm_like
+doc: d
+inputs:
+  - {name: x, doc: "[B, F]"}
+  - {name: old_h, doc: "[B, S]"}
+  - {name: cos, doc: "[S // 2]"}
+requires:
+  - x.rank == 2
+  - old_h.shape[0] == x.shape[0]
+  - cos.shape == [old_h.shape[-1] // 2]
+outputs:
+  - {name: h, doc: d, shape: old_h, dtype: x}
+  - {name: y, doc: d, shape: x, dtype: x}
+dtype_format: {CPU: [[F32_Default, F32_Default, F32_Default, F32_Default, F32_Default]]}
+kernel: {forward: "(void)h;", backward: "(void)dx; (void)dold_h; (void)dcos;"}
+test:
+  shapes:
+    x: [2, 3]
+    old_h: ["x.shape[0]", 4]
+""")
+    for c in _cases(op, 1):
+        assert c.shapes == {"x": (2, 3), "old_h": (2, 4), "cos": (2,)}, c.describe()
+
+
+def test_test_shapes_that_cannot_be_used_are_rejected_by_validate(tmp_path: Path) -> None:
+    found, diags = _load(tmp_path, """
+name: rms
+doc: d
+inputs:
+  - {name: x, doc: d}
+  - {name: weight, doc: d}
+requires:
+  - weight.shape == [x.shape[-1]]
+outputs:
+  - {name: out, doc: d, shape: x, dtype: x}
+dtype_format: {CPU: [[F32_Default, F32_Default, F32_Default]]}
+kernel: {forward: "(void)out;", backward: "(void)dx; (void)dweight;"}
+test:
+  shapes:
+    x: [2, 4]
+    weight: [3]
+""")
+    assert not found
+    assert len(diags) == 1, diags
+    assert diags[0].startswith(f"{tmp_path / 'op.yaml'}:15:13: error: op 'rms': test.shapes cannot be used: no plain "
+                               "shapes meet the op's contracts in 40 draws; the last: contract 'weight.shape == "
+                               "[x.shape[-1]]' does not hold for x=(2, 4), weight=(3,)"), diags
+    assert "note: opgen test gives every input in test.shapes exactly that shape" in diags[0]
+
+
+def test_test_shapes_cycles_and_dynamic_inputs_are_rejected(tmp_path: Path) -> None:
+    _, diags = _load(tmp_path, """
+name: cyc
+doc: d
+inputs:
+  - {name: a, doc: d}
+  - {name: b, doc: d}
+  - {name: xs, doc: d, kind: dynamic}
+outputs:
+  - {name: out, doc: d, shape: "concat(xs, 0)", dtype: a, differentiable: false}
+dtype_format: {CPU: [[F32_Default, F32_Default, F32_Default, F32_Default]]}
+kernel: {forward: "(void)out;"}
+test:
+  shapes:
+    a: b.shape
+    b: "[a.shape[0]]"
+    xs: [2]
+""")
+    text = "\n".join(diags)
+    assert ":13:8: error: op 'cyc': test.shapes.a: the shapes of 'a', 'b' are given in terms of each other" in text
+    assert ":15:5: error: op 'cyc': test.shapes.xs: 'xs' is a dynamic input (a list of tensors)" in text
+
+
+def test_no_shapes_message_does_not_ask_for_test_shapes_that_are_there(tmp_path: Path) -> None:
+    op = _op(tmp_path, """
+name: never
+doc: d
+inputs: [{name: x, doc: d}, {name: y, doc: d}]
+requires: ["x.rank == 2", "x.rank == 3"]
+outputs: [{name: out, doc: d, shape: x, dtype: x, differentiable: false}]
+dtype_format: {CPU: [[F32_Default, F32_Default, F32_Default]]}
+kernel: {forward: "(void)out;"}
+test:
+  shapes: {y: [2]}
+""")
+    with pytest.raises(testing.CheckError) as info:
+        _cases(op)
+    assert "give the inputs' shapes in the spec's test.shapes" not in str(info.value)
+    assert "test.shapes gives y, which are used as written" in str(info.value)
+
+
+# ----------------------------------------------------------------------------- 2. every documented contract form
+
+
+def _documented_contracts() -> set[str]:
+    """Every contract the docs and ops/ show: the schema's examples of 'requires' (also in
+    docs/spec-reference.md), the ``requires: [...]`` lines of docs/*.md and README.md, the
+    contracts the skeleton's comment suggests, and ops/*.yaml."""
+    out: set[str] = set()
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for line in page.read_text(encoding="utf-8").splitlines():
+            m = re.match(r"\s*requires: (\[.*\])\s*$", line)
+            if m:
+                out.update(yaml.safe_load(m.group(1)))
+    skeleton = (ROOT / "templates" / "op.yaml.j2").read_text(encoding="utf-8")
+    for line in skeleton.splitlines():
+        if line.startswith("#   - ") or "e.g. \"" in line:
+            out.update(re.findall(r'"([^"]+)"', line))
+            m = re.match(r"#   - (\S.*?)\s+#", line)
+            if m:
+                out.add(m.group(1))
+    for spec in sorted((ROOT / "ops").glob("*.yaml")):
+        out.update(yaml.safe_load(spec.read_text(encoding="utf-8")).get("requires") or [])
+    schema = json.loads((ROOT / "schemas" / "op.schema.json").read_text(encoding="utf-8"))
+    for example in schema["properties"]["requires"]["examples"]:
+        out.update(example)
+    return out
+
+
+# contract -> (inputs, attrs): a spec with these and a 0-d output, so that no output shape rule draws
+# any input: the contracts alone must give every shape
+FORMS: dict[str, tuple[list[str], str]] = {
+    "x.rank >= 1": (["x"], ""),
+    "x.rank == 4": (["x"], ""),
+    "x.shape[-1] % 2 == 0": (["x"], ""),
+    "k <= x.shape[-1]": (["x"], "{name: k, type: int, doc: d, default: 3}"),
+    "target.shape == pred.shape": (["pred", "target"], ""),
+    "y.shape == x.shape": (["x", "y"], ""),
+    "beta > 0": (["x"], "{name: beta, type: float, doc: d, default: 1.0}"),
+    "broadcast(x, shape) == shape": (["x"], "{name: shape, type: 'list[int]', doc: d, default: [2, 1, 3]}"),
+    "weight.shape == [x.shape[-1]]": (["weight", "x"], ""),
+    "len(kernel) == 2 and len(stride) == 2": (["x"], "{name: kernel, type: 'list[int]', doc: d, default: [2, 3]}, "
+                                                     "{name: stride, type: 'list[int]', doc: d, default: [1, 2]}"),
+    "min(kernel[0], kernel[1], stride[0], stride[1]) >= 1": (
+        ["x"], "{name: kernel, type: 'list[int]', doc: d, default: [2, 3]}, "
+               "{name: stride, type: 'list[int]', doc: d, default: [1, 2]}"),
+    "x.shape[2] >= kernel[0] and x.shape[3] >= kernel[1]": (
+        ["x"], "{name: kernel, type: 'list[int]', doc: d, default: [2, 3]}"),
+    # the issue's ops: cross-entropy labels, RoPE tables
+    "labels.shape == logits.shape[:-1]": (["labels", "logits"], ""),
+    "cos.shape == [x.shape[-2], x.shape[-1] // 2]": (["cos", "x"], ""),
+}
+
+
+def test_every_documented_contract_form_is_in_the_table() -> None:
+    missing = _documented_contracts() - set(FORMS)
+    assert not missing, f"contract forms the docs show that FORMS does not test: {sorted(missing)}"
+
+
+def _form_spec(contract: str, inputs: list[str], attrs: str) -> str:
+    cols = ", ".join(["F32_Default"] * (len(inputs) + 1))
+    return textwrap.dedent(f"""
+        name: form
+        doc: d
+        inputs: [{", ".join(f"{{name: {n}, doc: d}}" for n in inputs)}]
+        attrs: [{attrs}]
+        requires: [{json.dumps(contract)}]
+        outputs: [{{name: out, doc: d, shape: [], dtype: {inputs[0]}, differentiable: false}}]
+        dtype_format: {{CPU: [[{cols}]]}}
+        kernel: {{forward: "(void)out;"}}
+    """)
+
+
+@pytest.mark.parametrize("contract", sorted(FORMS))
+def test_each_contract_form_is_solved_at_the_first_draw(contract: str, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    inputs, attrs = FORMS[contract]
+    op = _op(tmp_path, _form_spec(contract, inputs, attrs))
+    monkeypatch.setattr(testing, "ATTEMPTS", 1)  # no second chance: the sampler must build the case
+    for seed in range(25):
+        cases = _cases(op, seed)
+        assert cases[0].style == "plain" and len([c for c in cases if c.style == "plain"]) == 2
+        for c in cases:
+            env = {**op.test.attr_sets[0], **c.shapes}
+            assert all(testing.lang.evaluate(r.node, env) for r in op.requires), c.describe()
+        # the same seed gives the same cases
+        assert [c.shapes for c in _cases(op, seed)] == [c.shapes for c in cases]
+
+
+def test_issue_24_0d_loss_ties_its_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``target.shape == pred.shape`` with a 0-d loss (no output rule reads either input) was a
+    flaky "no plain shapes in 40 draws"."""
+    op = _op(tmp_path, _form_spec("target.shape == pred.shape", ["pred", "target"], ""))
+    monkeypatch.setattr(testing, "ATTEMPTS", 1)
+    shapes = [c.shapes for seed in range(50) for c in _cases(op, seed)]
+    assert all(s["pred"] == s["target"] for s in shapes)
+    assert len({s["pred"] for s in shapes}) > 5  # still random shapes, not one fixed answer
+
+
+# ----------------------------------------------------------------------------- 5. test.domain in the shape language
+
+
+def test_domain_bounds_in_the_shape_language(tmp_path: Path) -> None:
+    op = _op(tmp_path, XENT.replace("SHAPES", "{}"))
+    for seed in range(10):
+        for c in _cases(op, seed):
+            (lo, hi), = c.domain("labels", op.test)
+            assert (lo, hi) == (0, c.shapes["logits"][-1] - 1)
+            labels = testing.draw_values(np.random.default_rng(seed), c.shapes["labels"], "int64",
+                                         c.domain("labels", op.test))
+            assert labels.size == 0 or (labels.min() >= 0 and labels.max() < c.shapes["logits"][-1])
+
+
+def test_domain_expressions_are_checked_at_their_line(tmp_path: Path) -> None:
+    _, diags = _load(tmp_path, XENT.replace("SHAPES", "{}").replace(
+        '[0, "logits.shape[-1] - 1"]', '[0, "logit.shape[-1] / 2"]'))
+    text = "\n".join(diags)
+    assert ":20:18: error: op 'xent': test.domain.labels: unknown name 'logit'" in text, text
+    assert ":20:34: error: op 'xent': test.domain.labels: '/' is true division" in text, text
+
+
+# ----------------------------------------------------------------------------- 6. smaller problems
+
+
+def test_int_ranges_print_as_ints() -> None:
+    spec = {"n": {"type": "int", "range": [1.0, 1e9], "choices": None}}
+    with pytest.raises(ValueError, match=r"^f\(\): attr 'n' = 0 is outside \[1, 1000000000\]$"):
+        runtime.check_attrs("f", {"n": 0}, spec)
+    spec = {"a": {"type": "float", "range": [0.5, 1e9], "choices": None}}
+    with pytest.raises(ValueError, match=r"is outside \[0.5, 1000000000\]$"):
+        runtime.check_attrs("f", {"a": 0.1}, spec)
+
+
+def test_int_range_in_validate_messages(tmp_path: Path) -> None:
+    _, diags = _load(tmp_path, """
+name: r
+doc: d
+inputs: [{name: x, doc: d}]
+attrs: [{name: n, type: int, doc: d, default: 0, range: [1, 1000000000]}]
+outputs: [{name: out, doc: d, shape: x, dtype: x}]
+dtype_format: {CPU: [[F32_Default, F32_Default]]}
+elementwise: {forward: x, grad: {x: dout}}
+""")
+    assert any("default 0 is outside the range [1, 1000000000]" in d for d in diags), diags
+
+
+def test_non_differentiable_outputs_need_no_marks_on_inputs(tmp_path: Path) -> None:
+    op = _op(tmp_path, """
+name: argmax_like
+doc: d
+inputs: [{name: x, doc: d}, {name: y, doc: d}]
+outputs: [{name: out, doc: d, shape: "broadcast(x, y)", dtype: x, differentiable: false}]
+dtype_format: {CPU: [[F32_Default, F32_Default, F32_Default]]}
+kernel: {forward: "(void)out;"}
+""")
+    assert not op.differentiable_inputs and not op.has_backward
+    _, diags = _load(tmp_path, """
+name: argmax_like
+doc: d
+inputs: [{name: x, doc: d, differentiable: true}]
+outputs: [{name: out, doc: d, shape: x, dtype: x, differentiable: false}]
+dtype_format: {CPU: [[F32_Default, F32_Default]]}
+kernel: {forward: "(void)out;"}
+""")
+    assert len(diags) == 1 and ":3:44: error: op 'argmax_like': input 'x' is marked differentiable, but no output " \
+        "is: no gradient can reach it" in diags[0], diags
+
+
+def test_a_division_does_not_hide_an_unknown_name(tmp_path: Path) -> None:
+    _, diags = _load(tmp_path, """
+name: half
+doc: d
+inputs: [{name: x, doc: d}]
+outputs:
+  - {name: out, doc: d, shape: "x.shape[:-1] + [x.shape[-1] / 2 + nn]", dtype: x}
+dtype_format: {CPU: [[F32_Default, F32_Default]]}
+kernel: {forward: "(void)out;", backward: "(void)dx;"}
+""")
+    assert [d.split(": error: ")[1].split("\n")[0] for d in diags] == [
+        "op 'half': output 'out': bad shape: '/' is true division; shapes are ints: use '//' (floor division)",
+        "op 'half': output 'out': bad shape: unknown name 'nn'; expected an input or attr of the op",
+    ]
+    assert diags[0].split(": error")[0].endswith(":5:61") and diags[1].split(": error")[0].endswith(":5:67")
