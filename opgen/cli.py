@@ -1,7 +1,8 @@
 """Stage 8 — cli: ``opgen validate | generate | build | test | new | docs``.
 
 Exit codes: 0 success; 1 spec errors or build errors; 2 usage errors (argparse's own);
-3 an internal fault of opgen (reported as such, with the op and file when known).
+3 an internal fault of opgen (reported as such, with the op and file when known); ``opgen test``: 4
+no check failed, but kernels rejected drawn cases with their own errors (spec problems).
 Every subcommand takes ``-q/--quiet`` and ``-v/--verbose`` (repeatable, and together they
 cancel out: the verbosity is the number of -v minus the number of -q) and ``--color``;
 diagnostics are coloured on a terminal, never when ``NO_COLOR`` is set (https://no-color.org),
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
     from .model import BuildFlags
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_SPEC = 4
+"""``opgen test``: no check failed, but kernels rejected drawn cases with their own errors (checks
+that belong in ``requires:``)."""
 
 
 _LEVEL_COLORS = {"error": "1;31", "warning": "1;35", "note": "1;36"}
@@ -560,8 +564,11 @@ def _cmd_test(args: argparse.Namespace) -> int:
     def progress(op: object, results: list[testing.Result]) -> None:
         if not args.quiet:
             bad = [r.check for r in results if r.status == "fail"]
+            spec = [r.check for r in results if r.status == "spec"]
             took = sum(r.seconds for r in results)
-            print(f"opgen test: {getattr(op, 'name', op)}: {'FAIL ' + ', '.join(bad) if bad else 'ok'} "
+            words = [w for w in ("FAIL " + ", ".join(bad) if bad else "", "SPEC " + ", ".join(spec) if spec else "")
+                     if w]
+            print(f"opgen test: {getattr(op, 'name', op)}: {'; '.join(words) or 'ok'} "
                   f"({took:.1f}s)", file=sys.stderr)
 
     def echo(line: str) -> None:  # the test process's own output: opgen's build progress, or all with -v
@@ -583,10 +590,13 @@ def _cmd_test(args: argparse.Namespace) -> int:
     if failures:
         print()
         print(failures)
-    counts = {s: sum(1 for r in results if r.status == s) for s in ("pass", "fail", "n/a")}
+    counts = {s: sum(1 for r in results if r.status == s) for s in ("pass", "fail", "spec", "n/a")}
+    cases = sum(r.spec_problems for r in results)
+    spec = (f", {counts['spec']} with spec problems only ({cases} drawn case(s) the kernel rejected with its own "
+            "error; see SPEC above)") if counts["spec"] else ""
     print(f"\nopgen test: {len(ops)} op(s), {len(results)} checks: {counts['pass']} passed, "
-          f"{counts['fail']} failed, {counts['n/a']} not applicable ({time.perf_counter() - started:.1f}s)")
-    return EXIT_ERRORS if counts["fail"] else EXIT_OK
+          f"{counts['fail']} failed{spec}, {counts['n/a']} not applicable ({time.perf_counter() - started:.1f}s)")
+    return EXIT_ERRORS if counts["fail"] else EXIT_SPEC if counts["spec"] else EXIT_OK
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -742,7 +752,9 @@ def make_parser() -> argparse.ArgumentParser:
             "Check every op (forward vs numpy reference, gradients vs central differences, "
             "rejection of dtypes outside its rows) on the Custom path in GRAPH_MODE and PyNative and on the "
             f"Function<T> path. See {doc('testing.md')}.",
-            "exit codes: 0 every check passed, 1 a check failed or a spec/build error, 2 usage errors")
+            "exit codes: 0 every check passed, 1 a check failed or a spec/build error, 2 usage errors, 4 no check "
+            "failed but a kernel rejected drawn cases with its own error (a spec problem: the check belongs in "
+            "requires:)")
     p.add_argument("targets", nargs="*", metavar="PATH|OP",
                    help="spec files or directories (default: [tool.opgen] specs, else ops/), and op names to "
                    "restrict the run to")

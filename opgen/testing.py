@@ -127,6 +127,15 @@ def tolerance(dtype: str) -> Tolerance:
     return TOLERANCES.get(dtype, _EXACT)
 
 
+def _loosest(row: Sequence[str], columns: Sequence[int]) -> Tolerance:
+    """The :class:`Tolerance` of the least precise float dtype among ``row``'s ``columns`` (inputs
+    then outputs): a gradient through f32 inputs and an f16 output is as exact as f16."""
+    floats = [row[c] for c in columns if row[c] in TOLERANCES]
+    if not floats:
+        return _EXACT
+    return tolerance(min(floats, key=lambda d: np.dtype(d).itemsize))
+
+
 # ----------------------------------------------------------------------------- test settings
 
 OpTestSettings = TestSettings
@@ -1122,11 +1131,14 @@ class Result:
     """Outcome of one check of one op.
 
     Attributes:
-        status: ``pass``, ``fail`` or ``n/a`` (nothing to check, e.g. no gradient).
+        status: ``pass``, ``fail``, ``spec`` (no check failed, but the kernel rejected drawn
+            cases with its own error: a problem of the spec, see :func:`kernel_rejection`) or
+            ``n/a`` (nothing to check, e.g. no gradient).
         worst: the worst error seen over every comparison (``None`` when none was numeric).
         comparisons: how many arrays were compared (or calls checked).
-        messages: why it failed (the first few problems) or why it is ``n/a``.
+        messages: why it failed (the first few problems, then the spec problems) or why it is ``n/a``.
         seconds: wall time of the check.
+        spec_problems: how many drawn cases the kernel rejected with its own error.
     """
 
     op: str
@@ -1136,12 +1148,15 @@ class Result:
     comparisons: int = 0
     messages: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    spec_problems: int = 0
 
     @property
     def cell(self) -> str:
-        """The table cell: ``ok 3e-07``, ``FAIL 2e-02``, ``FAIL`` or ``-``."""
+        """The table cell: ``ok 3e-07``, ``FAIL 2e-02``, ``FAIL``, ``SPEC`` or ``-``."""
         if self.status == "n/a":
             return "-"
+        if self.status == "spec":
+            return "SPEC"
         word = "ok" if self.status == "pass" else "FAIL"
         return f"{word} {self.worst:.0e}" if self.worst is not None else word
 
@@ -1155,6 +1170,8 @@ class _Tally:
         self.worst: float | None = None
         self.problems: list[str] = []
         self.n_problems = 0
+        self.spec: list[str] = []
+        self.n_spec = 0
         self.comparisons = 0
         self.context = ""
 
@@ -1162,6 +1179,17 @@ class _Tally:
         self.n_problems += 1
         if len(self.problems) < MAX_MESSAGES:
             self.problems.append(f"{self.context}: {message}" if self.context else message)
+
+    def raised(self, op: Op, exc: BaseException, what: str = "") -> None:
+        """A call of the op raised ``exc`` on a drawn case: a spec problem when the kernel rejected
+        the case with its own error (:func:`kernel_rejection`), else a failure."""
+        rejected = kernel_rejection(exc, op.name)
+        if rejected is None:
+            self.fail(f"{what}raised {_first_line(exc)}")
+            return
+        self.n_spec += 1
+        if len(self.spec) < MAX_MESSAGES:
+            self.spec.append(f"spec problem: {self.context}: the kernel rejected this case: {rejected!r}")
 
     def compare(self, what: str, got: Array, want: Array, tol: float) -> None:
         """Compare arrays; records the error, and a problem when shapes differ or it is > tol."""
@@ -1190,8 +1218,38 @@ class _Tally:
         msgs = list(self.problems)
         if self.n_problems > len(msgs):
             msgs.append(f"... and {self.n_problems - len(msgs)} more")
-        status = "fail" if self.n_problems else "pass"
-        return Result(op, check, status, self.worst, self.comparisons, msgs, seconds)
+        msgs += self.spec
+        if self.n_spec > len(self.spec):
+            msgs.append(f"... and {self.n_spec - len(self.spec)} more case(s) the kernel rejected")
+        if self.n_spec:
+            msgs.append(SPEC_ADVICE)
+        status = "fail" if self.n_problems else "spec" if self.n_spec else "pass"
+        return Result(op, check, status, self.worst, self.comparisons, msgs, seconds, self.n_spec)
+
+
+SPEC_ADVICE = ("the spec says the op takes these cases, its kernel does not: a check of shapes or attrs belongs in "
+               "the spec's requires: (then opgen test draws only cases that meet it, and every path raises before "
+               "any kernel runs); a check of values, in a narrower test.domain")
+"""What the messages of a check with spec problems end with."""
+
+
+def kernel_rejection(exc: BaseException, op: str) -> str | None:
+    """The message of a kernel that rejected its inputs with its own error (a body's
+    ``throw opgen::Error(...)``: ``ValueError: <op>(): <message>``, in GRAPH_MODE MindSpore's
+    ``RuntimeError`` ending with that text), or None for any other error: a contract's
+    ``ValueError`` (``contract '...' does not hold``), checked mode's out-of-bounds error (a bug of
+    the kernel, not of the spec), a ``TypeError``, or an error that does not come from the op."""
+    if not isinstance(exc, (ValueError, RuntimeError)):
+        return None
+    text = str(exc)
+    m = re.search(rf"(?<![A-Za-z0-9_]){re.escape(op)}\(\): (.*)", text)
+    if m is None:
+        return None
+    message = m.group(1).strip()
+    if (message.startswith(("contract '", "checked mode:", "attr '", "out of memory"))
+            or message == "" or "is out of bounds for view" in message):
+        return None
+    return message
 
 
 def _first_line(exc: BaseException) -> str:
@@ -1317,7 +1375,7 @@ def _check_forward(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], se
                 outs = runner.forward(arrays, case.layout)
             except Exception as exc:
                 tally.comparisons += 1
-                tally.fail(f"raised {_first_line(exc)}")
+                tally.raised(op, exc)
                 continue
             want = _reference_forward(pkg, op, attrs, case.layout)(arrays)
             if len(outs) != len(op.outputs):
@@ -1347,7 +1405,9 @@ def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], setti
     n_in = len(op.inputs)
     # values representable in the narrowest float row, so every row sees the same numbers
     narrow = min((r[i] for r in [main, *others] for i in runner.diff_in), key=lambda d: np.dtype(d).itemsize)
-    main_tol = tolerance(main[runner.diff_in[0]])
+    # central differences see the rounding of every differentiable input and output: an f16 output of
+    # f32 inputs is exact to f16's precision only, so the step and bound are f16's (issue 24)
+    main_tol = _loosest(main, [*runner.diff_in, *(n_in + k for k in runner.diff_out)])
     for case in shape_cases(op, attrs, rng, settings):
         positions = runner.diff_slots(case)
         if not positions:
@@ -1361,7 +1421,7 @@ def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], setti
             got = runner.grads(arrays, weights, case.layout, positions)
         except Exception as exc:
             tally.comparisons += 1
-            tally.fail(f"{runner.grad_api} raised {_first_line(exc)}")
+            tally.raised(op, exc, f"{runner.grad_api} ")
             continue
         fd = _central_differences(functools.partial(fd_runner.forward, layout=case.layout), arrays, weights,
                                   positions,
@@ -1383,14 +1443,14 @@ def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], setti
                 got_r = runner.grads(arrs, ws, case.layout, positions)
             except Exception as exc:
                 tally.comparisons += 1
-                tally.fail(f"{runner.grad_api} ({', '.join(row[:n_in])}) raised {_first_line(exc)}")
+                tally.raised(op, exc, f"{runner.grad_api} ({', '.join(row[:n_in])}) ")
                 continue
             for j, slot in enumerate(positions):
                 i = case.slots[slot]
                 if got_r[j].dtype != np.dtype(row[i]):
                     tally.fail(f"d{op.inputs[i].name}: dtype {got_r[j].dtype}, expected {row[i]}")
                 tally.compare(f"d{op.inputs[i].name} ({row[i]}) vs {main[i]}", got_r[j], got[j],
-                              tolerance(row[i]).grad)
+                              _loosest(row, [i, *(n_in + k for k in runner.diff_out)]).grad)
 
 
 def _check_no_grad(op: Op, runner: OpRunner, rows: Sequence[Sequence[str]], attrs: Mapping[str, Any],
@@ -1417,7 +1477,7 @@ def _check_no_grad(op: Op, runner: OpRunner, rows: Sequence[Sequence[str]], attr
             got = runner.grads(arrays, weights, case.layout, positions)
         except Exception as exc:
             tally.comparisons += 1
-            tally.fail(f"{runner.grad_api} raised {_first_line(exc)}")
+            tally.raised(op, exc, f"{runner.grad_api} ")
             continue
         for j, slot in enumerate(positions):
             i = case.slots[slot]
@@ -1600,10 +1660,12 @@ def format_table(results: Sequence[Result], checks: Sequence[str]) -> str:
 
 
 def format_failures(results: Sequence[Result]) -> str:
-    """Every failed check with its messages (empty when all passed)."""
+    """Every failed check with its messages, then every check with spec problems only (cases the
+    kernel rejected: ``SPEC``), with theirs (empty when all passed)."""
     out = []
-    for r in results:
-        if r.status == "fail":
-            out.append(f"FAIL {r.op} {r.check}:")
-            out.extend("  " + m.replace("\n", "\n    ") for m in r.messages)
+    for status, word in (("fail", "FAIL"), ("spec", "SPEC")):
+        for r in results:
+            if r.status == status:
+                out.append(f"{word} {r.op} {r.check}:")
+                out.extend("  " + m.replace("\n", "\n    ") for m in r.messages)
     return "\n".join(out)
