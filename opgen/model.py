@@ -363,10 +363,11 @@ def build_op(tree: MarkedDict, file: str) -> Op:
     def expr_loc(base: Location, exc: ExprError) -> Location:
         return Location(base.file, base.line, base.col + exc.col - 1) if base.line else base
 
-    # inputs are differentiable by default only when a gradient can reach them: through an output
-    # that is differentiable (an op whose outputs are all marked non-differentiable needs no marks
-    # on its inputs)
-    diff_out = any(bool(o.get("differentiable", True)) for o in tree["outputs"])
+    # inputs are differentiable by default only when a gradient can reach them (through an output
+    # that is differentiable) or the spec gives one: an op whose outputs are all marked
+    # non-differentiable and that has no gradient bodies needs no marks on its inputs
+    gives_grads = bool((tree.get("elementwise") or {}).get("grad")) or "backward" in (tree.get("kernel") or {})
+    diff_out = any(bool(o.get("differentiable", True)) for o in tree["outputs"]) or gives_grads
     inputs = []
     for i, item in enumerate(tree["inputs"]):
         if not diff_out and item.get("differentiable") is True:
