@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 import mindspore as ms
 from mindspore import Tensor as _Tensor
 from mindspore import ops
+from mindspore.common.dtype import TensorType as _TensorType
 
 from opgen import runtime as _rt
 from opgen.backends.mindspore import graph as _graph
@@ -1615,7 +1616,7 @@ def _make_dropout(layout: Tuple[int, ...], dynamic: bool, keep_prob: Any, seed: 
         return (_rt.ints(x), _rt.ints(x),)
 
     def out_dtype(x):  # type: ignore[no-untyped-def]
-        return (x, ms.bool_, )
+        return (x, _TensorType(ms.bool_), )
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))
@@ -7104,7 +7105,7 @@ def _make_topk(layout: Tuple[int, ...], dynamic: bool, k: Any) -> Any:
         return ((_rt.ints(x)[:-1] + [k]), (_rt.ints(x)[:-1] + [k]),)
 
     def out_dtype(x):  # type: ignore[no-untyped-def]
-        return (x, ms.int64, )
+        return (x, _TensorType(ms.int64), )
 
     grad_of = _rt.flat_positions(layout, (0,))  # flat inputs that get a gradient
     pick = tuple(grad_of.index(p) if p in grad_of else -1 for p in range(sum(layout)))

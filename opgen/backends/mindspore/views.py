@@ -546,8 +546,11 @@ def ms_view(op: Op, package: str) -> MsOpView:
                       if x.optional else f"({x.name},)" for x in view.inputs)
     layout = _tuple([f"{b['len']}({x.name})" if x.dynamic else f"0 if {x.name} is None else 1" if x.optional
                      else "1" for x in view.inputs])
+    # a fixed dtype is returned as a tensor type, as MindSpore passes the inputs' dtypes: the plain
+    # number type (ms.float16) makes GRAPH_MODE hand a 0-d output back as a Python scalar, through
+    # which ms.grad does not compile (ScalarCast refuses Float16)
     dtype_py = [(f"{o.dtype_input}[0]" if o.dtype_input_dynamic else o.dtype_input) if o.dtype_input
-                else f"ms.{'bool_' if o.dtype_rule == 'bool' else o.dtype_rule}" for o in view.outputs]
+                else f"_TensorType(ms.{'bool_' if o.dtype_rule == 'bool' else o.dtype_rule})" for o in view.outputs]
     checked = python_checked_attrs(attrs)
     last_call = not view.has_list_attr
     return MsOpView(
