@@ -563,7 +563,15 @@ def _settle(ctx: ShapeContext, pending: dict[str, lang.Node]) -> None:
         progress = False
         for name, node in list(pending.items()):
             if all(n in ctx.shapes for n in lang.tensors_used(node)):
-                value = ctx.value(node)
+                try:
+                    value = ctx.value(node)
+                    if any(int(d) < 0 for d in value):
+                        raise ValueError(f"it gives {tuple(int(d) for d in value)}, with a negative dim")
+                except ValueError as exc:
+                    failure = NotApplicable(f"test.shapes.{name} = '{lang.to_source(node)}' cannot be evaluated for "
+                                            f"{_shapes_text(ctx.shapes)}: {exc}")
+                    failure.inputs = (name,)  # type: ignore[attr-defined]
+                    raise failure from None
                 assert isinstance(ctx.shapes, _Shapes)
                 ctx.shapes.exact(name, tuple(int(d) for d in value))
                 del pending[name]
@@ -637,6 +645,7 @@ def _draw_case(op: Op, style: str, attrs: Mapping[str, Any], rng: np.random.Gene
             if not op.requires and not explicit:
                 raise
             reason = str(exc)
+            involved = getattr(exc, "inputs", involved)
             continue
         except ValueError:
             continue

@@ -139,6 +139,23 @@ test:
     assert "note: opgen test gives every input in test.shapes exactly that shape" in diags[0]
 
 
+def test_test_shapes_with_a_negative_dim_are_rejected_by_validate(tmp_path: Path) -> None:
+    _, diags = _load(tmp_path, """
+name: neg
+doc: d
+inputs: [{name: x, doc: d}, {name: w, doc: d}]
+outputs: [{name: out, doc: d, shape: x, dtype: x, differentiable: false}]
+dtype_format: {CPU: [[F32_Default, F32_Default, F32_Default]]}
+kernel: {forward: "(void)out;"}
+test:
+  shapes:
+    w: ["x.shape[-1] - 5"]
+""")
+    assert len(diags) == 1 and ":9:8: error: op 'neg': test.shapes cannot be used: " in diags[0], diags
+    assert re.search(r"test.shapes.w = '\[x.shape\[-1\] - 5\]' cannot be evaluated for x=\(.*\): it gives "
+                     r"\(-\d,\), with a negative dim", diags[0]), diags
+
+
 def test_test_shapes_cycles_and_dynamic_inputs_are_rejected(tmp_path: Path) -> None:
     _, diags = _load(tmp_path, """
 name: cyc
