@@ -132,7 +132,7 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
      "s.yaml:2:1: note: first defined here"),
     ("attr_type_unknown", [("type: float,", "type: flaot,")],
      "s.yaml:8:25: error: op 'twice': attrs[0].type is 'flaot'; expected one of: int, float, bool, "
-     "str, list[int], list[float], list[bool], list[str]\n"
+     "str, list[int], list[float], list[bool], list[str], list[list[int]], list[list[float]]\n"
      "s.yaml:8:25: note: did you mean 'float'?"),
     ("input_kind_unknown", [("{name: x, doc: any tensor}", "{name: x, doc: any tensor, kind: optinal}")],
      "s.yaml:4:38: error: op 'twice': inputs[0].kind is 'optinal'; expected one of: required, "

@@ -247,6 +247,13 @@ FORMS: dict[str, tuple[list[str], str]] = {
     # the issue's ops: cross-entropy labels, RoPE tables
     "labels.shape == logits.shape[:-1]": (["labels", "logits"], ""),
     "cos.shape == [x.shape[-2], x.shape[-1] // 2]": (["cos", "x"], ""),
+    # pad2d and add_n (quantified contracts over a list attr's rows and a dynamic input's tensors)
+    "x.rank >= 2": (["x"], ""),
+    "all(z.shape == x.shape for z in zs)": (["x", "zs:dynamic"], ""),
+    "all(p[0] >= 0 and p[1] >= 0 for p in paddings)": (
+        ["x"], "{name: paddings, type: 'list[list[int]]', doc: d, default: [[1, 1], [2, 0]]}"),
+    "len(paddings) == 2 and all(len(p) == 2 for p in paddings)": (
+        ["x"], "{name: paddings, type: 'list[list[int]]', doc: d, default: [[1, 1], [2, 0]]}"),
 }
 
 
@@ -260,7 +267,8 @@ def _form_spec(contract: str, inputs: list[str], attrs: str) -> str:
     return textwrap.dedent(f"""
         name: form
         doc: d
-        inputs: [{", ".join(f"{{name: {n}, doc: d}}" for n in inputs)}]
+        inputs: [{", ".join(f"{{name: {n.split(':')[0]}, doc: d, kind: {(n + ':required').split(':')[1]}}}"
+                            for n in inputs)}]
         attrs: [{attrs}]
         requires: [{json.dumps(contract)}]
         outputs: [{{name: out, doc: d, shape: [], dtype: {inputs[0]}, differentiable: false}}]
@@ -281,6 +289,7 @@ def test_each_contract_form_is_solved_at_the_first_draw(contract: str, tmp_path:
         for c in cases:
             env = {**op.test.attr_sets[0], **c.shapes}
             assert all(testing.lang.evaluate(r.node, env) for r in op.requires), c.describe()
+            assert all(len(c.shapes[x.name]) >= 1 for x in op.inputs if x.kind == "dynamic")
         # the same seed gives the same cases
         assert [c.shapes for c in _cases(op, seed)] == [c.shapes for c in cases]
 
