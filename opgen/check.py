@@ -397,13 +397,21 @@ def check_op(op: Op) -> list[Diagnostic]:
         if ref_problem:
             err(*ref_problem)
     if op.test.shapes and not diags:
-        from .testing import unusable_test_shapes  # numpy: only for specs that give test.shapes
-
-        for name, message in unusable_test_shapes(op):
+        for name, message in _unusable_test_shapes(op):
             err(op.test.shape_locations.get(name, op.location), message,
                 [Note("opgen test gives every input in test.shapes exactly that shape; change or remove the "
                       "entry, or the contract or rule that rejects it")])
     return diags
+
+
+def _unusable_test_shapes(op: Op) -> list[tuple[str, str]]:
+    """:func:`opgen.testing.unusable_test_shapes`, or nothing where numpy is not installed (a core
+    install: the sampler needs it, and ``opgen test``, which needs it too, reports them)."""
+    try:
+        from .testing import unusable_test_shapes
+    except ImportError:
+        return []
+    return unusable_test_shapes(op)
 
 
 def _grad_view_problem(op: Op, name: str) -> tuple[str, Sequence[Note]] | None:
