@@ -168,12 +168,22 @@ def _graph_cell(op: Any, form: str, other: Any = None) -> Any:
             super().__init__()
             self.op = op
             self.in_list = [op]
+            self.in_tuple = (op,)
+            self.in_dict = {"op": op}
+            self.module = sys.modules[op.__module__]  # the op as an attribute of its module
 
         def construct(self, t):  # type: ignore[no-untyped-def]
             if form == "pair":
                 return self.op(t, other)
-            if form == "pair_from_list":  # reached through a list: the wrapper's own body is compiled
+            # reached as a value, not by name: MindSpore parses the function object itself
+            if form == "pair_from_list":
                 return self.in_list[0](t, other)
+            if form == "pair_from_tuple":
+                return self.in_tuple[0](t, other)
+            if form == "pair_from_dict":
+                return self.in_dict["op"](t, other)
+            if form == "pair_from_module":  # only for mul
+                return self.module.mul(t, other)
             if form == "list":
                 return self.op([t, other])
             if form == "gather":
@@ -404,11 +414,16 @@ def _cases() -> list[Case]:
     add("graph_mul_valid", lambda P: _eq(_graph_cell(P.mul, "pair", _t(a23))(_t(a23)), a23 * a23),
         graph("answer"))
 
-    add("graph_mul_valid_from_list", lambda P: _eq(_graph_cell(P.mul, "pair_from_list", _t(a23))(_t(a23)), a23 * a23),
-        graph("answer"),
-        xfail={"custom": "regression found at the end of the 2026-11-26 stop, not yet bisected: a GRAPH_MODE Cell "
-                         "calling the Custom path's mul on tensors taken from a list now raises TypeError while it "
-                         "compiles (this session changed the graph substitution and the input checks)"})
+    # a graph reaching the op as a value compiles what it compiles for the name (the Custom path's
+    # PyNative wrapper, with its lock, was compiled as is: TypeError 'Only support jit_class instance')
+    for reach in ("list", "tuple", "dict", "module"):
+        add(f"graph_mul_valid_from_{reach}",
+            lambda P, reach=reach: _eq(_graph_cell(P.mul, f"pair_from_{reach}", _t(a23))(_t(a23)), a23 * a23),
+            graph("answer"))
+
+        def graph_grad_from(P: Any, reach: str = reach) -> None:
+            _eq(_grad(_graph_cell(P.mul, f"pair_from_{reach}", _t(a23)), _t(a23))[0], a23)
+        add(f"graph_mul_grad_from_{reach}", graph_grad_from, graph("answer"))
 
     def graph_grad(P: Any) -> None:
         _eq(_grad(_graph_cell(P.mul, "pair", _t(a23)), _t(a23))[0], a23)

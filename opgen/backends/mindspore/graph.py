@@ -8,6 +8,7 @@ level (no imports inside functions) and use only graph-safe Python. Kept apart f
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import FunctionType
 from typing import Any
 
 from mindspore import Tensor, ops
@@ -47,24 +48,44 @@ def pynative_only(op: str, package: str, inputs: Any = ()) -> None:
 
 
 def substitute_in_graphs(substitutes: Mapping[Any, Any]) -> None:
-    """Make MindSpore's graph compiler see ``substitutes[f]`` wherever a graph calls ``f``.
+    """Make MindSpore's graph compiler compile ``substitutes[f]`` wherever a graph reaches ``f``.
 
-    This is the table MindSpore's parser consults for every name it resolves
-    (``resolve_symbol``) and for builtin functions: ``convert_object_map`` of
-    ``mindspore.graph._parse.resources`` (MindSpore 2.10), where MindSpore maps Python builtins
-    to graph implementations. Generated code uses it twice, so that PyNative calls pay nothing
-    for what only a graph needs:
+    A graph reaches a function in two ways, and each has its own seam in MindSpore 2.10:
+
+    - **by name** (a global, a closure variable, ``module.f``): the parser looks the name up
+      (``resolve_symbol``) and then consults ``convert_object_map`` of
+      ``mindspore.graph._parse.resources``, the table where MindSpore maps Python builtins to
+      graph implementations: ``f`` is entered there, which also covers objects that cannot carry
+      attributes (a pybind11 function, a constexpr);
+    - **as a value** (an item of a list, tuple or dict held by a Cell, a ``functools.partial``...):
+      no name is resolved, the converter parses the function object itself. The parser unwraps
+      every function it parses (``inspect.unwrap`` in ``Parser.__init__``), so a Python function
+      ``f`` gets ``f.__wrapped__ = substitutes[f]`` when that is a Python function too.
+
+    A function entered both ways is compiled as its substitute however the graph reaches it (the
+    misuse cases ``graph_mul_*_from_*``: a Cell reaching the op through a list, a tuple, a dict,
+    a ``functools.partial``, a module alias). Only the map was used once: an op reached through
+    a list had its PyNative wrapper compiled, whose ``with CALL_LOCK:`` MindSpore rejects
+    (``TypeError: Only support jit_class instance, but got PythonObject(type: <class
+    '_thread.RLock'>...``). ``inspect.signature`` follows ``__wrapped__`` too: a substitute keeps
+    its function's parameters.
+
+    Generated code uses it so that PyNative calls pay nothing for what only a graph needs:
 
     - the Function<T> path registers each op's wrapper and its pybind11 function with
       ``_<op>_checked``, which checks the inputs and then calls :func:`pynative_only`: a
-      GRAPH_MODE Cell or ``ms.jit`` that calls the op directly, through an attribute, a list or
-      a helper function, gets the RuntimeError while it compiles (a per-call :func:`in_graph`
-      test cost about 0.2 us);
-    - the Custom path registers each op's ``_<op>_checked`` (the plain function that picks the
-      primitive) with its ``ops.constexpr`` twin, which a graph needs to resolve it while
-      compiling, and a PyNative call need not go through (about 1.5 us per call).
+      GRAPH_MODE Cell or ``ms.jit`` that calls the op, however it reaches it, gets the
+      RuntimeError while it compiles (a per-call :func:`in_graph` test cost about 0.2 us);
+    - the Custom path registers each op's public function with ``_<op>_full`` (the checks and
+      the primitive, without the PyNative lock and last-call test), and each ``_<op>_checked``
+      (the plain function that picks the primitive) with its ``ops.constexpr`` twin, which a
+      graph needs to resolve it while compiling, and a PyNative call need not go through (about
+      1.5 us per call).
     """
     _convert_object_map.update(substitutes)
+    for f, substitute in substitutes.items():
+        if isinstance(f, FunctionType) and isinstance(substitute, FunctionType):
+            f.__wrapped__ = substitute  # type: ignore[attr-defined]
 
 
 def launch_blocking(op: str, out: Any) -> Any:
