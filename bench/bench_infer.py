@@ -32,6 +32,7 @@ numbers, asserts nothing.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import time
@@ -46,6 +47,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=3000)
     ap.add_argument("--size", type=int, default=16)
     args = ap.parse_args()
+    os.environ["OPGEN_PYNATIVE_PATH"] = "custom"  # 'opgen add' is the Custom path's wrapper
 
     import mindspore as ms
     from mindspore import ops

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.bench_ops import build_dir, fmt, machine  # noqa: E402
+from bench.bench_ops import build_dir, custom_path_in_pynative, fmt, machine  # noqa: E402
 
 Fn = Callable[..., Any]
 ROWS, COLS = 4096, 1024  # the large size of every op: 4M float32 elements, 16 MB per tensor
@@ -328,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         limits = machine_limits()
         for k, v in limits.items():
             print(f"#   {k}: {v:g}")
+    custom_path_in_pynative()
     import mindspore as ms
 
     ms.set_device("CPU")

@@ -59,6 +59,13 @@ if str(ROOT) not in sys.path:
 Impl = Callable[[Any, Any], Any]
 
 
+def custom_path_in_pynative() -> None:
+    """Make ``generated.opgen_ops.custom.<op>`` the Custom path in PyNative in this process (call
+    before importing it): by default it takes the Function<T> path there when the extension is
+    built (OPGEN_PYNATIVE_PATH, docs/performance.md), and these rows time ops.Custom."""
+    os.environ["OPGEN_PYNATIVE_PATH"] = "custom"
+
+
 def build_dir() -> Path:
     """Where the hand-written baselines are built: ``$OPGEN_BUILD_DIR/bench`` or opgen's cache."""
     from opgen.build import build_root
@@ -204,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mode", choices=("blocking", "async"), default="blocking")
     p.add_argument("--only", default="", help="comma-separated row labels to run (default: all)")
     args = p.parse_args(argv)
+    custom_path_in_pynative()
 
     import mindspore as ms
 

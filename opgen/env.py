@@ -45,6 +45,9 @@ VARIABLES = {v.name: v for v in (
     Variable("OPGEN_PCH", "flag", "precompile MindSpore's headers for the extension units"),
     Variable("OPGEN_QUIET", "flag", "generated packages build without progress output"),
     Variable("OPGEN_NO_TEMPLATE_CACHE", "flag", "do not cache compiled Jinja2 templates"),
+    Variable("OPGEN_PYNATIVE_PATH", "choice", "the path a MindSpore package's ops take in PyNative: auto (the "
+             "Function<T> path when its extension is built, else ops.Custom), custom or function",
+             choices=("auto", "custom", "function")),
     Variable("OPGEN_NUM_THREADS", "count", "threads of the kernels' parallel loops (default: the available CPUs)",
              kernel=True),
     Variable("OPGEN_ISA", "choice", "caps the vector instruction set the kernels pick at run time",

@@ -35,6 +35,12 @@ def set_build_dir(pkg_dir: Path, build_dir: str | os.PathLike[str] | None) -> No
         _build_dirs[Path(pkg_dir).resolve()] = os.fspath(build_dir)
 
 
+def build_dir_of(pkg_dir: Path) -> str | None:
+    """The build root :func:`set_build_dir` gave the package in ``pkg_dir`` (resolved), or None
+    for the default one."""
+    return _build_dirs.get(pkg_dir)
+
+
 def prebuilt_library(pkg_dir: Path, kind: str, framework: str, version: str, label: str) -> str | None:
     """The library ``kind`` of a wheel-installed package (``opgen wheel``), or None for a generated one.
 

@@ -21,6 +21,12 @@ from opgen import build as _build  # noqa: E402
 
 os.environ.setdefault("OPGEN_SUPPORT_DIR", str(_build.build_root(None) / "support"))
 
+# A package's public ops (``<pkg>.<op>``, ``<pkg>.custom.<op>``) are the Custom path in PyNative
+# here, as the tests of that path expect: in the default (auto) they take the Function<T> path
+# whenever its extension is built. Tests of the choice itself set OPGEN_PYNATIVE_PATH themselves
+# (tests/test_pynative_path.py, the 'auto' misuse cases).
+os.environ["OPGEN_PYNATIVE_PATH"] = "custom"
+
 
 @pytest.fixture(scope="session")
 def ms():  # type: ignore[no-untyped-def]

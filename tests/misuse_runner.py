@@ -22,7 +22,12 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PATHS = ("custom", "function")
+PATHS = ("custom", "function", "auto")
+"""``custom``: ``<pkg>.<op>`` on the Custom path (``OPGEN_PYNATIVE_PATH=custom``); ``function``:
+``<pkg>.function.<op>``; ``auto``: ``<pkg>.<op>`` as a user gets it, which takes the Function<T>
+path in PyNative (its extension is built) and compiles the Custom path in graphs. An ``auto``
+case expects what its ``custom`` twin does (one meaning, whichever path runs), unless it says
+otherwise; it runs in a process of its own (the choice is made at import)."""
 
 ATTR_SPEC = """\
 name: scaled
@@ -215,10 +220,12 @@ def _cases() -> list[Case]:
     cases: list[Case] = []
 
     def add(name: str, run: Callable[[Any], None], expect: Any, xfail: dict[str, str] | None = None,
-            paths: tuple[str, ...] = PATHS) -> None:
+            paths: tuple[str, ...] = PATHS, auto: Any = None) -> None:
+        """``auto``: what the ``auto`` path gives where it differs from the ``custom`` one."""
         for p in paths:
-            cases.append(Case(f"{p}-{name}", p, run, expect(p) if callable(expect) else expect,
-                              (xfail or {}).get(p, "")))
+            like = "custom" if p == "auto" else p
+            want = auto if p == "auto" and auto is not None else expect(like) if callable(expect) else expect
+            cases.append(Case(f"{p}-{name}", p, run, want, (xfail or {}).get(like, "")))
 
     np = _np()
     x23, y3 = _f32(2, 3), _f32(3)
@@ -440,8 +447,9 @@ def _cases() -> list[Case]:
         big = mindspore.Tensor(shape=(1, 2**62), dtype=mindspore.float32, init=Zero())
         out = P.add(_t(np.zeros((0, 1), np.float32)), big)
         assert tuple(out.shape) == np.broadcast_shapes((0, 1), (1, 2**62)), out.shape
-    add("add_empty_result_of_a_huge_input", add_to_empty,
-        lambda p: "answer" if p == "custom" else ("MemoryError", ["add(): out of memory (std::bad_"]))
+    out_of_memory = ("MemoryError", ["add(): out of memory (std::bad_"])
+    add("add_empty_result_of_a_huge_input", add_to_empty, lambda p: "answer" if p == "custom" else out_of_memory,
+        auto=out_of_memory)
 
     # issue 25 item 8: a list of more tensors than a call takes, checked before a graph unrolls it
     # (a 1,000-tensor concat in a Cell was "Exceed function call depth limit 1000")
@@ -503,7 +511,7 @@ def prepare(home: Path, kinds: tuple[str, ...] = ("aot", "ext")) -> Path:
 
 
 def selected_paths() -> tuple[str, ...]:
-    """The paths to exercise: ``$OPGEN_MISUSE_PATHS`` (comma-separated) or both."""
+    """The paths to exercise: ``$OPGEN_MISUSE_PATHS`` (comma-separated) or all."""
     env = os.environ.get("OPGEN_MISUSE_PATHS")
     return tuple(p for p in env.split(",") if p in PATHS) if env else PATHS
 
@@ -519,8 +527,12 @@ def _modules(attr_pkg: str, paths: set[str]) -> dict[str, Any]:
     ms.set_context(mode=ms.PYNATIVE_MODE)
     spaces = {}
     for path in paths:
-        mod = importlib.import_module("generated.opgen_ops" + ("" if path == "custom" else ".function"))
-        attr = importlib.import_module(f"{attr_pkg}.{path}")
+        mod = importlib.import_module("generated.opgen_ops" + (".function" if path == "function" else ""))
+        attr = importlib.import_module(f"{attr_pkg}.{'function' if path == 'function' else 'custom'}")
+        if path != "function":  # the choice OPGEN_PYNATIVE_PATH made, checked
+            want = "function" if path == "auto" else "custom"
+            for pkg in (importlib.import_module("generated.opgen_ops.custom"), attr):
+                assert pkg.PYNATIVE_PATH == want, f"{pkg.__name__}.PYNATIVE_PATH is {pkg.PYNATIVE_PATH}, not {want}"
         spaces[path] = types.SimpleNamespace(add=mod.add, mul=mod.mul, square=mod.square, concat=mod.concat,
                                              gather=mod.gather, reduce_sum=mod.reduce_sum, gelu=mod.gelu,
                                              scaled=attr.scaled,

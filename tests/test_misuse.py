@@ -1,7 +1,9 @@
 """Runtime misuse of generated ops on both paths (Custom ``generated.opgen_ops`` and Function
 ``generated.opgen_ops.function``; ops add, mul, square, plus a package with int/float/bool attrs
 with range and choices): wrong dtypes, shapes that do not broadcast, None, wrong argument
-counts, bad attrs, non-contiguous, empty and 0-d tensors.
+counts, bad attrs, non-contiguous, empty and 0-d tensors. And the public op as a user gets it
+(``auto``: the Function<T> path in PyNative, the Custom path in graphs), which must raise the
+very exception, message included, that the Custom path raises.
 
 Each case runs in its own child process (see tests/misuse_runner.py) and must exit normally --
 no segfault, no abort -- having either raised an exception that names the op and what it
@@ -34,11 +36,18 @@ def records(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     out = prepare(home, ("aot", "ext") if "function" in paths else ("aot",))
     work = tmp_path_factory.mktemp("misuse")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(out), str(ROOT / "tests")]), OPGEN_QUIET="1")
-    names = [n for n in CASES if CASES[n].path in paths]
-    r = subprocess.run([sys.executable, str(ROOT / "tests" / "misuse_runner.py"), str(work / "records.json"),
-                        "misuse_ops", *names], cwd=work, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-5000:]
-    loaded: dict[str, Any] = json.loads((work / "records.json").read_text(encoding="utf-8"))
+    loaded: dict[str, Any] = {}
+    # the auto cases in a process of their own: OPGEN_PYNATIVE_PATH is read when a package is imported
+    for run, choice in ((("custom", "function"), "custom"), (("auto",), "auto")):
+        names = [n for n in CASES if CASES[n].path in paths and CASES[n].path in run]
+        if not names:
+            continue
+        records_file = work / f"records-{choice}.json"
+        r = subprocess.run([sys.executable, str(ROOT / "tests" / "misuse_runner.py"), str(records_file),
+                            "misuse_ops", *names], cwd=work, env=dict(env, OPGEN_PYNATIVE_PATH=choice),
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-5000:]
+        loaded.update(json.loads(records_file.read_text(encoding="utf-8")))
     return loaded
 
 
@@ -67,3 +76,6 @@ def test_misuse(name: str, records: dict[str, Any]) -> None:
     assert rec["type"] == exc_type, rec
     for part in parts:
         assert part in rec["message"], f"{part!r} not in {rec['message']!r}"
+    twin = records.get("custom-" + name.removeprefix("auto-"))
+    if name.startswith("auto-") and twin is not None and CASES["custom-" + name.removeprefix("auto-")].expect == expect:
+        assert (rec["type"], rec["message"]) == (twin["type"], twin["message"]), "the Custom path raises otherwise"

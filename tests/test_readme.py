@@ -42,7 +42,9 @@ def _commands(block: str) -> list[list[str]]:
 
 
 def _env(path: Path = ROOT) -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=str(path), NO_COLOR="1")
+    env = dict(os.environ, PYTHONPATH=str(path), NO_COLOR="1")
+    env.pop("OPGEN_PYNATIVE_PATH", None)  # as a user runs it: the public op takes the Function<T> path in PyNative
+    return env
 
 
 def _opgen(argv: list[str], cwd: Path, path: Path = ROOT) -> subprocess.CompletedProcess[str]:

@@ -3,10 +3,12 @@
 
 Ops: add, add_n, avg_pool2d, broadcast_to, clip, concat, cumsum, div, dropout, exp, gather, gelu, layer_norm, leaky_relu, log, log_softmax, matmul, maximum, mul, pad2d, pow, reduce_max, reduce_mean, reduce_sum, relu, rms_norm, rsqrt, scale_add, sigmoid, smooth_l1_loss, softmax, softplus, sqrt, square, sub, swiglu, tanh, topk, where.
 
-- ``opgen_ops.<op>(...)`` (also ``opgen_ops.custom``): the ``ops.Custom`` aot path;
-  GRAPH_MODE, ``ms.jit`` and PyNative, forward and backward.
-- ``opgen_ops.function.<op>(...)``: the ``Function<T>`` path; PyNative only, fastest eager
-  calls. Importing it builds the pybind11 extension when missing or stale.
+- ``opgen_ops.<op>(...)`` (also ``opgen_ops.custom``): the op, forward and backward, in
+  every mode: graphs (GRAPH_MODE, ``ms.jit``) compile the ``ops.Custom`` aot path, PyNative
+  runs the ``Function<T>`` path when the extension is built, else ``ops.Custom``
+  (``OPGEN_PYNATIVE_PATH`` forces one).
+- ``opgen_ops.function.<op>(...)``: the ``Function<T>`` path itself; PyNative only, fastest
+  eager calls. Importing it builds the pybind11 extension when missing or stale.
 - ``opgen_ops.reference``: numpy references.
 """
 

@@ -35,16 +35,19 @@ from ...build import (
     _esc,
     _run_ninja,
     _write_if_changed,
+    artifact_path,
     build_lock,
     build_target,
     checked_flags,
     format_compiler_output,
     group_units,
+    is_published,
     kernel_flags,
     kernel_target,
     plain_cflags,
     sanitize_flags,
     support_dir,
+    target_key,
     user_link_flags,
 )
 from ...resources import include_dir
@@ -80,7 +83,7 @@ def build_library(pkg_dir: Path, kind: str, options: BuildOptions) -> BuildResul
         return ext_target(pkg_dir, ops_per_unit=per_unit, pch=use_pch, build_dir=build_dir,
                           allow_import=allow_import)
 
-    target = aot_target(pkg_dir, pch=use_pch) if kind == "aot" else ext()
+    target = _target(pkg_dir, kind, options)
 
     def prepare() -> tuple[str, ...]:
         if kind == "ext" and target.objects and target.objects[-1].endswith(".o") and os.path.isabs(target.objects[-1]):
@@ -103,6 +106,33 @@ def build_library(pkg_dir: Path, kind: str, options: BuildOptions) -> BuildResul
 
     return build_target(pkg_dir, target, companions, options.quiet, build_dir=build_dir, jobs=options.jobs,
                         prepare=prepare, started=started)
+
+
+def _target(pkg_dir: Path, kind: str, options: BuildOptions) -> Target:
+    """The target of library ``kind`` of ``pkg_dir`` (resolved) with these options."""
+    use_pch = _env_flag("OPGEN_PCH") if options.pch is None else options.pch
+    if kind == "aot":
+        return aot_target(pkg_dir, pch=use_pch)
+    per_unit = options.ops_per_unit if options.ops_per_unit is not None else _env_ops_per_unit()
+    return ext_target(pkg_dir, ops_per_unit=per_unit, pch=use_pch, build_dir=options.build_dir)
+
+
+def built_library(pkg_dir: Path, kind: str, build_dir: str | None = None) -> Path | None:
+    """Library ``kind`` of ``pkg_dir`` if it is built and up to date -- what :func:`build_library`
+    would return at once -- else None. Starts no process and takes no lock.
+
+    Raises:
+        ValueError: ``kind`` is not one of :data:`KINDS`.
+        ImportError: MindSpore's flags are not known and MindSpore cannot be imported.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown library kind {kind!r}; expected one of {KINDS}")
+    pkg_dir = pkg_dir.resolve()
+    target = _target(pkg_dir, kind, BuildOptions(build_dir=build_dir))
+    if not target.sources:
+        return None
+    artifact = artifact_path(pkg_dir, target, target_key(target), build_dir)
+    return artifact if is_published(artifact) else None
 
 
 def _kernels(pkg_dir: Path) -> Target:

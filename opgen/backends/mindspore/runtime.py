@@ -9,12 +9,14 @@ functions that need it.
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from types import FunctionType, ModuleType
+from typing import Any, assert_never
 
+from ... import env as _env
 from ... import runtime as _rt
 
 CALL_LOCK = threading.RLock()
@@ -79,6 +81,66 @@ def load_extension(module_file: str) -> ModuleType:
     pkg_dir = Path(module_file).parent.resolve()
     path = _rt.package_library(pkg_dir, "ext", FRAMEWORK[0], version(), FRAMEWORK[1])
     return _rt.load_library_module(f"{pkg_dir.name}_ext", path)
+
+
+def pynative_function_module(package: str, module_file: str) -> ModuleType | None:
+    """The ``function`` module of ``package`` (the Function<T> path) when the public ops of its
+    ``custom`` module (``module_file``) take that path in PyNative, else None (they take the
+    ``ops.Custom`` path there too). Graphs compile the Custom path either way.
+
+    ``OPGEN_PYNATIVE_PATH`` decides, when the package is imported: ``auto`` (the default) takes
+    the Function<T> path when its extension is ready without a build -- a wheel's prebuilt one,
+    or one ``opgen build`` (or an import of ``<package>.function``) built from these sources --
+    and falls back to the Custom path when it is not built or does not load; ``custom`` never
+    takes it; ``function`` always does (building the extension when missing, and raising what
+    the build or the import raises).
+
+    Raises:
+        opgen.env.EnvError: ``OPGEN_PYNATIVE_PATH`` is not auto, custom or function.
+        opgen.build.BuildError, ImportError: with ``OPGEN_PYNATIVE_PATH=function`` only.
+    """
+    choice = _env.choice("OPGEN_PYNATIVE_PATH") or "auto"
+    if choice == "custom":
+        return None
+    if choice == "function":
+        return importlib.import_module(".function", package)
+    if choice == "auto":
+        try:
+            if not _extension_ready(Path(module_file).parent.resolve()):
+                return None
+            return importlib.import_module(".function", package)
+        except Exception:  # an extension that does not load: the Custom path serves PyNative too
+            return None
+    assert_never(choice)  # type: ignore[arg-type]
+
+
+def _extension_ready(pkg_dir: Path) -> bool:
+    """Whether the extension of the package in ``pkg_dir`` loads without a build."""
+    if prebuilt_library(pkg_dir, "ext") is not None:
+        return True
+    from .build import built_library
+
+    return built_library(pkg_dir, "ext", _rt.build_dir_of(pkg_dir)) is not None
+
+
+def pynative_entry(public: FunctionType, impl: FunctionType) -> FunctionType:
+    """The public op function of a ``custom`` module: the code of ``impl`` (the Function<T>
+    path's ``function.<op>``, or the Custom path's PyNative wrapper ``_<op>_custom``) under
+    ``public``'s name, docstring, module and annotations.
+
+    A copy of the function, not a call through it: a PyNative call runs exactly the code of the
+    path it takes, so the public op costs what that path costs (bench/bench_dispatch.py). Its
+    globals are ``impl``'s (the names its code reads). What a graph compiles instead comes
+    from ``substitute_in_graphs``, applied to the copy by the generated module.
+    """
+    code = impl.__code__.replace(co_name=public.__name__, co_qualname=public.__qualname__)
+    entry = FunctionType(code, impl.__globals__, public.__name__, impl.__defaults__, impl.__closure__)
+    entry.__kwdefaults__ = impl.__kwdefaults__
+    entry.__qualname__ = public.__qualname__
+    entry.__doc__ = public.__doc__
+    entry.__module__ = public.__module__
+    entry.__annotations__ = public.__annotations__
+    return entry
 
 
 # Optional and dynamic inputs reach an aot kernel flattened: one Custom primitive per *layout*

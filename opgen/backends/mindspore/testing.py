@@ -145,8 +145,10 @@ class MindSporeRunner(OpRunner):
         super().__init__(op, path, attrs)
         self.pkg = pkg
         self.graph = path == "custom-graph"
-        if path in ("custom-graph", "custom-pynative"):
+        if path == "custom-graph":  # a graph compiles the Custom path of the public op
             self.fn: Any = getattr(pkg.custom, op.name)
+        elif path == "custom-pynative":  # what the public op runs in PyNative without the Function<T> path
+            self.fn = getattr(pkg.custom, f"_{op.name}_custom")
         elif path == "function":
             self.fn = getattr(pkg.function(), op.name)
         else:
