@@ -424,7 +424,6 @@ def op_context(op: Op, package: str, target: str) -> OpView:
         file=op.file,
         doc=op.doc.strip(),
         doc_py=doc_block(op.doc),
-        doc_cpp=cpp_string(op.doc.strip()),
         inputs=tuple(
             InputView(
                 name=x.name,

@@ -178,8 +178,6 @@ class OpView:
     doc: str
     doc_py: str
     """The doc as a Python docstring body (escaped, indented four spaces)."""
-    doc_cpp: str
-    """The doc as a C++ string literal."""
     inputs: tuple[InputView, ...]
     outputs: tuple[OutputView, ...]
     attrs: tuple[AttrView, ...]

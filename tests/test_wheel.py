@@ -46,6 +46,7 @@ import whl_ops
 from whl_ops import function
 x = ms.Tensor(np.array([2.0, -3.0], np.float32))
 print("custom", whl_ops.halve(x).asnumpy().tolist(), ms.grad(lambda t: whl_ops.halve(t))(x).asnumpy().tolist())
+print("pynative path", whl_ops.custom.PYNATIVE_PATH)  # the prebuilt extension: the Function<T> path
 print("function", function.halve(x).asnumpy().tolist(), ms.grad(lambda t: function.halve(t))(x).asnumpy().tolist())
 ms.set_context(mode=ms.GRAPH_MODE)
 class Net(ms.nn.Cell):
@@ -83,6 +84,7 @@ def test_wheel_installs_and_runs_without_a_compiler(tmp_path: Path, monkeypatch)
     assert "custom [1.0, -1.5] [0.5, 0.5]" in run.stdout
     assert "function [1.0, -1.5] [0.5, 0.5]" in run.stdout
     assert "graph [1.0, -1.5] [0.5, 0.5]" in run.stdout
+    assert "pynative path function" in run.stdout
     assert not (tmp_path / "empty-build-root").exists()  # nothing was built there
     assert "opgen: building" not in run.stderr
 

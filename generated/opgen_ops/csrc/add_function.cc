@@ -194,7 +194,8 @@ class Add : public Function<Add> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise sum x + y with NumPy broadcasting (MindSpore tutorial...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_add(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y) {
   try {
     return Add::Apply(x, y);

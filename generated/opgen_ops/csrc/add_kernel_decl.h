@@ -17,7 +17,7 @@
 namespace opgen_ops {
 namespace add {
 
-/// Attrs of 'add' (none).
+/// Attrs of 'add' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

@@ -171,7 +171,8 @@ TensorPtr apply_n(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtrList 
   return AddN::Apply(x, zs[I]...);
 }
 
-/// Entry point bound by bindings.cc: x plus every tensor of zs, all of x's shape (mindspore.ops.addn of [x] + zs): the sum...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_add_n(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtrList &zs) {
   try {
     switch (zs.size()) {

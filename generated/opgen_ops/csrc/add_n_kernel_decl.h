@@ -17,7 +17,7 @@
 namespace opgen_ops {
 namespace add_n {
 
-/// Attrs of 'add_n' (none).
+/// Attrs of 'add_n' (none) (documented in Python: no doc text in C++).
 struct Attrs {
   std::vector<int64_t> opgen_layout;  // aot path: tensors per input (required, dynamic)
 };

@@ -122,7 +122,8 @@ class AvgPool2d : public Function<AvgPool2d> {
   }
 };
 
-/// Entry point bound by bindings.cc: 2-D average pooling of an NCHW input without padding (mindspore.ops.avg_pool2d with...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_avg_pool2d(const opgen::ms::TensorPtr &x, std::vector<int64_t> kernel, std::vector<int64_t> stride) {
   try {
     return AvgPool2d::Apply(x, kernel, stride);

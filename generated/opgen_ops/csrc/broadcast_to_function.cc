@@ -162,7 +162,8 @@ class BroadcastTo : public Function<BroadcastTo> {
   }
 };
 
-/// Entry point bound by bindings.cc: x broadcast to the given shape with NumPy rules (mindspore.ops.broadcast_to,...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_broadcast_to(const opgen::ms::TensorPtr &x, std::vector<int64_t> shape) {
   try {
     return BroadcastTo::Apply(x, shape);

@@ -17,9 +17,9 @@
 namespace opgen_ops {
 namespace broadcast_to {
 
-/// Attrs of 'broadcast_to'.
+/// Attrs of 'broadcast_to' (documented in Python: no doc text in C++).
 struct Attrs {
-  std::vector<int64_t> shape;  // The output shape.
+  std::vector<int64_t> shape;
 };
 
 /// Forward: fills out from x.

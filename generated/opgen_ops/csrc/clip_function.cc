@@ -118,7 +118,8 @@ class Clip : public Function<Clip> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise clipping to [min, max]: min(max(x, min), max) (numpy.clip,...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_clip(const opgen::ms::TensorPtr &x, float min, float max) {
   try {
     return Clip::Apply(x, min, max);

@@ -17,10 +17,10 @@
 namespace opgen_ops {
 namespace clip {
 
-/// Attrs of 'clip'.
+/// Attrs of 'clip' (documented in Python: no doc text in C++).
 struct Attrs {
-  float min;  // Lower bound.
-  float max;  // Upper bound.
+  float min;
+  float max;
 };
 
 /// Forward: fills out from x.

@@ -120,7 +120,8 @@ TensorPtr apply_n(const opgen::ms::TensorPtrList &xs, int64_t axis, std::index_s
   return Concat::Apply(axis, xs[I]...);
 }
 
-/// Entry point bound by bindings.cc: Joins a list of tensors along an existing axis (numpy.concatenate / mindspore.ops.concat).
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_concat(const opgen::ms::TensorPtrList &xs, int64_t axis) {
   try {
     switch (xs.size()) {

@@ -17,9 +17,9 @@
 namespace opgen_ops {
 namespace concat {
 
-/// Attrs of 'concat'.
+/// Attrs of 'concat' (documented in Python: no doc text in C++).
 struct Attrs {
-  int64_t axis = int64_t{0};  // Axis to join along; negative counts from the end.
+  int64_t axis = int64_t{0};
   std::vector<int64_t> opgen_layout;  // aot path: tensors per input (dynamic)
 };
 

@@ -122,7 +122,8 @@ class Cumsum : public Function<Cumsum> {
   }
 };
 
-/// Entry point bound by bindings.cc: Cumulative sum along one axis (numpy.cumsum, mindspore.ops.CumSum(exclusive,...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_cumsum(const opgen::ms::TensorPtr &x, int64_t axis, bool exclusive, bool reverse) {
   try {
     return Cumsum::Apply(x, axis, exclusive, reverse);

@@ -17,11 +17,11 @@
 namespace opgen_ops {
 namespace cumsum {
 
-/// Attrs of 'cumsum'.
+/// Attrs of 'cumsum' (documented in Python: no doc text in C++).
 struct Attrs {
-  int64_t axis = int64_t{0};  // Axis to sum along; negative counts from the end.
-  bool exclusive = false;  // Leave each element out of its own sum.
-  bool reverse = false;  // Sum from the last element towards the first.
+  int64_t axis = int64_t{0};
+  bool exclusive = false;
+  bool reverse = false;
 };
 
 /// Forward: fills out from x.

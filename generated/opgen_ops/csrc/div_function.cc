@@ -121,7 +121,8 @@ class Div : public Function<Div> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise quotient x / y with NumPy broadcasting (true division; numpy.divide,...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_div(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y) {
   try {
     return Div::Apply(x, y);

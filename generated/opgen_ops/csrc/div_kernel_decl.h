@@ -17,7 +17,7 @@
 namespace opgen_ops {
 namespace div {
 
-/// Attrs of 'div' (none).
+/// Attrs of 'div' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

@@ -123,7 +123,8 @@ class Dropout : public Function<Dropout> {
   }
 };
 
-/// Entry point bound by bindings.cc: Inverted dropout: keeps each element with probability keep_prob and scales kept ones...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtrList run_dropout(const opgen::ms::TensorPtr &x, float keep_prob, int64_t seed) {
   try {
     return Dropout::Apply(x, keep_prob, seed);

@@ -17,10 +17,10 @@
 namespace opgen_ops {
 namespace dropout {
 
-/// Attrs of 'dropout'.
+/// Attrs of 'dropout' (documented in Python: no doc text in C++).
 struct Attrs {
-  float keep_prob = 0.5f;  // Probability of keeping an element, in (0, 1] (the range's 1e-30 stands for "above 0").
-  int64_t seed = int64_t{0};  // Seed of the counter-based RNG; the same seed (and shape) gives the same mask.
+  float keep_prob = 0.5f;
+  int64_t seed = int64_t{0};
 };
 
 /// Forward: fills y, mask from x.

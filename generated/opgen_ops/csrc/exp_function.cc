@@ -109,7 +109,8 @@ class Exp : public Function<Exp> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise exponential e ** x; its gradient is dout * out (numpy.exp, mindspore.ops.exp).
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_exp(const opgen::ms::TensorPtr &x) {
   try {
     return Exp::Apply(x);

@@ -17,7 +17,7 @@
 namespace opgen_ops {
 namespace exp {
 
-/// Attrs of 'exp' (none).
+/// Attrs of 'exp' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

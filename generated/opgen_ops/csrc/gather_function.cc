@@ -123,7 +123,8 @@ class Gather : public Function<Gather> {
   }
 };
 
-/// Entry point bound by bindings.cc: Takes slices of x along one axis at the given indices (numpy.take(x, indices, axis),...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_gather(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &indices, int64_t axis) {
   try {
     return Gather::Apply(x, indices, axis);

@@ -17,9 +17,9 @@
 namespace opgen_ops {
 namespace gather {
 
-/// Attrs of 'gather'.
+/// Attrs of 'gather' (documented in Python: no doc text in C++).
 struct Attrs {
-  int64_t axis = int64_t{0};  // Axis of x to index; negative counts from the end.
+  int64_t axis = int64_t{0};
 };
 
 /// Forward: fills out from x, indices.

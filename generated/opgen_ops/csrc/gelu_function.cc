@@ -114,7 +114,8 @@ class Gelu : public Function<Gelu> {
   }
 };
 
-/// Entry point bound by bindings.cc: Gaussian error linear unit (Hendrycks & Gimpel 2016; torch.nn.functional.gelu): exact...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_gelu(const opgen::ms::TensorPtr &x, std::string approximate) {
   try {
     return Gelu::Apply(x, approximate);

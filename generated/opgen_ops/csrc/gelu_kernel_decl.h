@@ -17,9 +17,9 @@
 namespace opgen_ops {
 namespace gelu {
 
-/// Attrs of 'gelu'.
+/// Attrs of 'gelu' (documented in Python: no doc text in C++).
 struct Attrs {
-  std::string approximate = std::string("none");  // 'none' for the exact erf form, 'tanh' for the tanh approximation.
+  std::string approximate = std::string("none");
 };
 
 /// Forward: fills out from x.

@@ -153,7 +153,8 @@ class LayerNorm : public Function<LayerNorm> {
   }
 };
 
-/// Entry point bound by bindings.cc: Layer normalization over the last axis (PyTorch/MindSpore LayerNorm with...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtrList run_layer_norm(const opgen::ms::TensorPtr &x, const std::optional<opgen::ms::TensorPtr> &gamma, const std::optional<opgen::ms::TensorPtr> &beta, float eps) {
   try {
     return LayerNorm::Apply(x, opgen::ms::optional_arg(gamma), opgen::ms::optional_arg(beta), eps);

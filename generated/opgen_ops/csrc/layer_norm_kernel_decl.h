@@ -17,9 +17,9 @@
 namespace opgen_ops {
 namespace layer_norm {
 
-/// Attrs of 'layer_norm'.
+/// Attrs of 'layer_norm' (documented in Python: no doc text in C++).
 struct Attrs {
-  float eps = 1e-05f;  // Added to the variance before the square root.
+  float eps = 1e-05f;
   std::vector<int64_t> opgen_layout;  // aot path: tensors per input (required, optional, optional)
 };
 

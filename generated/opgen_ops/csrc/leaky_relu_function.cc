@@ -114,7 +114,8 @@ class LeakyRelu : public Function<LeakyRelu> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise leaky rectified linear unit: x where x > 0, alpha * x elsewhere (Maas,...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_leaky_relu(const opgen::ms::TensorPtr &x, float alpha) {
   try {
     return LeakyRelu::Apply(x, alpha);

@@ -17,9 +17,9 @@
 namespace opgen_ops {
 namespace leaky_relu {
 
-/// Attrs of 'leaky_relu'.
+/// Attrs of 'leaky_relu' (documented in Python: no doc text in C++).
 struct Attrs {
-  float alpha = 0.01f;  // Slope for x <= 0.
+  float alpha = 0.01f;
 };
 
 /// Forward: fills out from x.

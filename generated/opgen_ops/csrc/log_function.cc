@@ -110,7 +110,8 @@ class Log : public Function<Log> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise natural logarithm ln(x); its gradient is dout / x (numpy.log,...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_log(const opgen::ms::TensorPtr &x) {
   try {
     return Log::Apply(x);

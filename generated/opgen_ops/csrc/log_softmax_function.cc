@@ -113,7 +113,8 @@ class LogSoftmax : public Function<LogSoftmax> {
   }
 };
 
-/// Entry point bound by bindings.cc: Log of the softmax along one axis: x - max - log(sum(exp(x - max)))...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_log_softmax(const opgen::ms::TensorPtr &x, int64_t axis) {
   try {
     return LogSoftmax::Apply(x, axis);

@@ -130,7 +130,8 @@ class Matmul : public Function<Matmul> {
   }
 };
 
-/// Entry point bound by bindings.cc: Matrix product of 2-D a and b with optional transposes: op(a) @ op(b)...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_matmul(const opgen::ms::TensorPtr &a, const opgen::ms::TensorPtr &b, bool transpose_a, bool transpose_b) {
   try {
     return Matmul::Apply(a, b, transpose_a, transpose_b);

@@ -17,10 +17,10 @@
 namespace opgen_ops {
 namespace matmul {
 
-/// Attrs of 'matmul'.
+/// Attrs of 'matmul' (documented in Python: no doc text in C++).
 struct Attrs {
-  bool transpose_a = false;  // Use a transposed.
-  bool transpose_b = false;  // Use b transposed.
+  bool transpose_a = false;
+  bool transpose_b = false;
 };
 
 /// Forward: fills out from a, b.

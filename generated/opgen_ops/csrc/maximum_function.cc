@@ -122,7 +122,8 @@ class Maximum : public Function<Maximum> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise maximum of x and y with NumPy broadcasting (numpy.maximum,...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_maximum(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y) {
   try {
     return Maximum::Apply(x, y);

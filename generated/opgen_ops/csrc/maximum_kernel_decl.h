@@ -17,7 +17,7 @@
 namespace opgen_ops {
 namespace maximum {
 
-/// Attrs of 'maximum' (none).
+/// Attrs of 'maximum' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

@@ -122,7 +122,8 @@ class Mul : public Function<Mul> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise product x * y with NumPy broadcasting; each gradient is reduced back to...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_mul(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y) {
   try {
     return Mul::Apply(x, y);

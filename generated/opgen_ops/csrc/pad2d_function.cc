@@ -121,7 +121,8 @@ class Pad2d : public Function<Pad2d> {
   }
 };
 
-/// Entry point bound by bindings.cc: Constant padding of the last two axes (mindspore.ops.pad and torch.nn.functional.pad...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_pad2d(const opgen::ms::TensorPtr &x, std::vector<std::vector<int64_t>> paddings, float value) {
   try {
     return Pad2d::Apply(x, paddings, value);

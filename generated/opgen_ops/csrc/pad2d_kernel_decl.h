@@ -17,10 +17,10 @@
 namespace opgen_ops {
 namespace pad2d {
 
-/// Attrs of 'pad2d'.
+/// Attrs of 'pad2d' (documented in Python: no doc text in C++).
 struct Attrs {
-  std::vector<std::vector<int64_t>> paddings = std::vector<std::vector<int64_t>>{std::vector<int64_t>{int64_t{1}, int64_t{1}}, std::vector<int64_t>{int64_t{1}, int64_t{1}}};  // [[top, bottom], [left, right]]: rows added before and after the second-to-last axis, columns before and after the last; each 0 or more.
-  float value = 0.0f;  // The value of the added elements.
+  std::vector<std::vector<int64_t>> paddings = std::vector<std::vector<int64_t>>{std::vector<int64_t>{int64_t{1}, int64_t{1}}, std::vector<int64_t>{int64_t{1}, int64_t{1}}};
+  float value = 0.0f;
 };
 
 /// Forward: fills out from x.

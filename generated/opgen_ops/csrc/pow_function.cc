@@ -123,7 +123,8 @@ class Pow : public Function<Pow> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise power x ** y with NumPy broadcasting (std::pow; numpy.power,...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_pow(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y) {
   try {
     return Pow::Apply(x, y);

@@ -17,7 +17,7 @@
 namespace opgen_ops {
 namespace pow {
 
-/// Attrs of 'pow' (none).
+/// Attrs of 'pow' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

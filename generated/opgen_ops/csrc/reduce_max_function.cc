@@ -119,7 +119,8 @@ class ReduceMax : public Function<ReduceMax> {
   }
 };
 
-/// Entry point bound by bindings.cc: Maximum over the given axes (numpy.amax(x, axis, keepdims), mindspore.ops.amax); an...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_reduce_max(const opgen::ms::TensorPtr &x, std::vector<int64_t> axis, bool keep_dims) {
   try {
     return ReduceMax::Apply(x, axis, keep_dims);

@@ -118,7 +118,8 @@ class ReduceMean : public Function<ReduceMean> {
   }
 };
 
-/// Entry point bound by bindings.cc: Mean over the given axes (numpy.mean(x, axis, keepdims), mindspore.ops.mean); an empty...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_reduce_mean(const opgen::ms::TensorPtr &x, std::vector<int64_t> axis, bool keep_dims) {
   try {
     return ReduceMean::Apply(x, axis, keep_dims);

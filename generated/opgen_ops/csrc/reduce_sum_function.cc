@@ -98,7 +98,8 @@ class ReduceSum : public Function<ReduceSum> {
   }
 };
 
-/// Entry point bound by bindings.cc: Sum over the given axes (numpy.sum(x, axis, keepdims)); an empty axis list sums every...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_reduce_sum(const opgen::ms::TensorPtr &x, std::vector<int64_t> axis, bool keep_dims) {
   try {
     return ReduceSum::Apply(x, axis, keep_dims);

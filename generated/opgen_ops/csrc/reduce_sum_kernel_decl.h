@@ -17,10 +17,10 @@
 namespace opgen_ops {
 namespace reduce_sum {
 
-/// Attrs of 'reduce_sum'.
+/// Attrs of 'reduce_sum' (documented in Python: no doc text in C++).
 struct Attrs {
-  std::vector<int64_t> axis = std::vector<int64_t>{};  // Axes to reduce; negative counts from the end; [] means all.
-  bool keep_dims = false;  // Keep reduced axes as size-1 dimensions.
+  std::vector<int64_t> axis = std::vector<int64_t>{};
+  bool keep_dims = false;
 };
 
 /// Forward: fills out from x.

@@ -110,7 +110,8 @@ class Relu : public Function<Relu> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise rectified linear unit max(x, 0) (Nair and Hinton, 2010;...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_relu(const opgen::ms::TensorPtr &x) {
   try {
     return Relu::Apply(x);

@@ -128,7 +128,8 @@ class RmsNorm : public Function<RmsNorm> {
   }
 };
 
-/// Entry point bound by bindings.cc: RMS normalization over the last axis (as in LLaMA; mindspore.ops.rms_norm without its...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_rms_norm(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &weight, float eps) {
   try {
     return RmsNorm::Apply(x, weight, eps);

@@ -17,9 +17,9 @@
 namespace opgen_ops {
 namespace rms_norm {
 
-/// Attrs of 'rms_norm'.
+/// Attrs of 'rms_norm' (documented in Python: no doc text in C++).
 struct Attrs {
-  float eps = 1e-06f;  // Added to the mean square before the square root.
+  float eps = 1e-06f;
 };
 
 /// Forward: fills y from x, weight.

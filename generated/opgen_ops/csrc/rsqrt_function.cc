@@ -111,7 +111,8 @@ class Rsqrt : public Function<Rsqrt> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise reciprocal square root 1 / sqrt(x); its gradient is -0.5 * dout * x **...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_rsqrt(const opgen::ms::TensorPtr &x) {
   try {
     return Rsqrt::Apply(x);

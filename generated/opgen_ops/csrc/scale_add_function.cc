@@ -126,7 +126,8 @@ class ScaleAdd : public Function<ScaleAdd> {
   }
 };
 
-/// Entry point bound by bindings.cc: x + sum over p in paddings of (scale * y + p), with NumPy broadcasting: the kernel of...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_scale_add(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y, float scale, std::vector<float> paddings) {
   try {
     return ScaleAdd::Apply(x, y, scale, paddings);

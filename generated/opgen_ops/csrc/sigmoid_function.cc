@@ -109,7 +109,8 @@ class Sigmoid : public Function<Sigmoid> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise logistic sigmoid 1 / (1 + exp(-x)); its gradient is dout * out * (1 -...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_sigmoid(const opgen::ms::TensorPtr &x) {
   try {
     return Sigmoid::Apply(x);

@@ -132,7 +132,8 @@ class SmoothL1Loss : public Function<SmoothL1Loss> {
   }
 };
 
-/// Entry point bound by bindings.cc: Smooth L1 (Huber-like) loss between pred and target, of the same shape...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_smooth_l1_loss(const opgen::ms::TensorPtr &pred, const opgen::ms::TensorPtr &target, float beta, std::string reduction) {
   try {
     return SmoothL1Loss::Apply(pred, target, beta, reduction);

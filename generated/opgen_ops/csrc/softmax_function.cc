@@ -113,7 +113,8 @@ class Softmax : public Function<Softmax> {
   }
 };
 
-/// Entry point bound by bindings.cc: Softmax along one axis: exp(x - max) / sum(exp(x - max)) (mindspore.ops.softmax,...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_softmax(const opgen::ms::TensorPtr &x, int64_t axis) {
   try {
     return Softmax::Apply(x, axis);

@@ -110,7 +110,8 @@ class Softplus : public Function<Softplus> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise softplus log(1 + exp(x)) (Dugas et al., 2001; mindspore.ops.softplus with...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_softplus(const opgen::ms::TensorPtr &x) {
   try {
     return Softplus::Apply(x);

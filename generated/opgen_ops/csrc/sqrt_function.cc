@@ -109,7 +109,8 @@ class Sqrt : public Function<Sqrt> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise square root sqrt(x); its gradient is dout / (2 * sqrt(x)) = 0.5 * dout /...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_sqrt(const opgen::ms::TensorPtr &x) {
   try {
     return Sqrt::Apply(x);

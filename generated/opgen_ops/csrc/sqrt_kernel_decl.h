@@ -17,7 +17,7 @@
 namespace opgen_ops {
 namespace sqrt {
 
-/// Attrs of 'sqrt' (none).
+/// Attrs of 'sqrt' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

@@ -110,7 +110,8 @@ class Square : public Function<Square> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise square x * x; its gradient is 2 * x * dout (MindSpore tutorial...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_square(const opgen::ms::TensorPtr &x) {
   try {
     return Square::Apply(x);

@@ -131,7 +131,8 @@ class Sub : public Function<Sub> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise difference x - y with NumPy broadcasting; the gradients dout and -dout...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_sub(const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y) {
   try {
     return Sub::Apply(x, y);

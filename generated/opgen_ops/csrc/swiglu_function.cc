@@ -112,7 +112,8 @@ class Swiglu : public Function<Swiglu> {
   }
 };
 
-/// Entry point bound by bindings.cc: SwiGLU gate: the last axis of x holds two halves a and b, and out = silu(a) * b = a *...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_swiglu(const opgen::ms::TensorPtr &x) {
   try {
     return Swiglu::Apply(x);

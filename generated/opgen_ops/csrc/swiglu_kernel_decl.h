@@ -17,7 +17,7 @@
 namespace opgen_ops {
 namespace swiglu {
 
-/// Attrs of 'swiglu' (none).
+/// Attrs of 'swiglu' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

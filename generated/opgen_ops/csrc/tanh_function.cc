@@ -109,7 +109,8 @@ class Tanh : public Function<Tanh> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise hyperbolic tangent tanh(x); its gradient is dout * (1 - out ** 2)...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_tanh(const opgen::ms::TensorPtr &x) {
   try {
     return Tanh::Apply(x);

@@ -17,7 +17,7 @@
 namespace opgen_ops {
 namespace tanh {
 
-/// Attrs of 'tanh' (none).
+/// Attrs of 'tanh' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

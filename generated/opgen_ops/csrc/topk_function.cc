@@ -123,7 +123,8 @@ class Topk : public Function<Topk> {
   }
 };
 
-/// Entry point bound by bindings.cc: The k largest entries along the last axis, largest first, and their indices...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtrList run_topk(const opgen::ms::TensorPtr &x, int64_t k) {
   try {
     return Topk::Apply(x, k);

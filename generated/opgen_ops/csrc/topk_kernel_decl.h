@@ -17,9 +17,9 @@
 namespace opgen_ops {
 namespace topk {
 
-/// Attrs of 'topk'.
+/// Attrs of 'topk' (documented in Python: no doc text in C++).
 struct Attrs {
-  int64_t k = int64_t{1};  // How many entries to keep; at most x.shape[-1].
+  int64_t k = int64_t{1};
 };
 
 /// Forward: fills values, indices from x.

@@ -126,7 +126,8 @@ class Where : public Function<Where> {
   }
 };
 
-/// Entry point bound by bindings.cc: Element-wise selection with NumPy broadcasting: x where cond is true, else y...
+/// Entry point bound by bindings.cc (its documentation is function.py's: no doc text in C++, so that
+/// editing a doc recompiles nothing).
 TensorPtr run_where(const opgen::ms::TensorPtr &cond, const opgen::ms::TensorPtr &x, const opgen::ms::TensorPtr &y) {
   try {
     return Where::Apply(cond, x, y);

@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace add_n {
 
-/// x plus every tensor of zs, all of x's shape (mindspore.ops.addn of [x] + zs): the sum...
+/// The forward of 'add_n' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, at::TensorList zs_arg) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

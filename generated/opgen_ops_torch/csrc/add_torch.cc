@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace add {
 
-/// Element-wise sum x + y with NumPy broadcasting (MindSpore tutorial...
+/// The forward of 'add' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -17,10 +17,10 @@
 namespace opgen_ops_torch {
 namespace avg_pool2d {
 
-/// Attrs of 'avg_pool2d'.
+/// Attrs of 'avg_pool2d' (documented in Python: no doc text in C++).
 struct Attrs {
-  std::vector<int64_t> kernel = std::vector<int64_t>{int64_t{2}, int64_t{2}};  // Window size (kh, kw).
-  std::vector<int64_t> stride = std::vector<int64_t>{int64_t{2}, int64_t{2}};  // Window step (sh, sw).
+  std::vector<int64_t> kernel = std::vector<int64_t>{int64_t{2}, int64_t{2}};
+  std::vector<int64_t> stride = std::vector<int64_t>{int64_t{2}, int64_t{2}};
 };
 
 /// Forward: fills out from x.

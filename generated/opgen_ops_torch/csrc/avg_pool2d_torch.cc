@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace avg_pool2d {
 
-/// 2-D average pooling of an NCHW input without padding (mindspore.ops.avg_pool2d with...
+/// The forward of 'avg_pool2d' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef kernel, at::IntArrayRef stride) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

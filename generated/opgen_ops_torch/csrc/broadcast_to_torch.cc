@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace broadcast_to {
 
-/// x broadcast to the given shape with NumPy rules (mindspore.ops.broadcast_to,...
+/// The forward of 'broadcast_to' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef shape) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace clip {
 
-/// Element-wise clipping to [min, max]: min(max(x, min), max) (numpy.clip,...
+/// The forward of 'clip' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, double min, double max) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace concat {
 
-/// Joins a list of tensors along an existing axis (numpy.concatenate / mindspore.ops.concat).
+/// The forward of 'concat' (documented in Python: no doc text in C++).
 at::Tensor forward_op(at::TensorList xs_arg, int64_t axis) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const std::vector<at::Tensor> xs = opgen::pt::contiguous(xs_arg);

@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace cumsum {
 
-/// Cumulative sum along one axis (numpy.cumsum, mindspore.ops.CumSum(exclusive,...
+/// The forward of 'cumsum' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, int64_t axis, bool exclusive, bool reverse) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

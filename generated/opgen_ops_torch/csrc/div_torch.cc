@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace div {
 
-/// Element-wise quotient x / y with NumPy broadcasting (true division; numpy.divide,...
+/// The forward of 'div' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

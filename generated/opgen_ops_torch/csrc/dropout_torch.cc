@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace dropout {
 
-/// Inverted dropout: keeps each element with probability keep_prob and scales kept ones...
+/// The forward of 'dropout' (documented in Python: no doc text in C++).
 std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, double keep_prob, int64_t seed) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace exp {
 
-/// Element-wise exponential e ** x; its gradient is dout * out (numpy.exp, mindspore.ops.exp).
+/// The forward of 'exp' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

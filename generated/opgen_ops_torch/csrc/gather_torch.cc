@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace gather {
 
-/// Takes slices of x along one axis at the given indices (numpy.take(x, indices, axis),...
+/// The forward of 'gather' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &indices_arg, int64_t axis) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

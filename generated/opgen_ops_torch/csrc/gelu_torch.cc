@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace gelu {
 
-/// Gaussian error linear unit (Hendrycks & Gimpel 2016; torch.nn.functional.gelu): exact...
+/// The forward of 'gelu' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, c10::string_view approximate) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace layer_norm {
 
-/// Layer normalization over the last axis (PyTorch/MindSpore LayerNorm with...
+/// The forward of 'layer_norm' (documented in Python: no doc text in C++).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, const std::optional<at::Tensor> &gamma_arg, const std::optional<at::Tensor> &beta_arg, double eps) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace leaky_relu {
 
-/// Element-wise leaky rectified linear unit: x where x > 0, alpha * x elsewhere (Maas,...
+/// The forward of 'leaky_relu' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, double alpha) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -17,7 +17,7 @@
 namespace opgen_ops_torch {
 namespace log {
 
-/// Attrs of 'log' (none).
+/// Attrs of 'log' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

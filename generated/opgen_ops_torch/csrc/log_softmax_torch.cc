@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace log_softmax {
 
-/// Log of the softmax along one axis: x - max - log(sum(exp(x - max)))...
+/// The forward of 'log_softmax' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, int64_t axis) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace log {
 
-/// Element-wise natural logarithm ln(x); its gradient is dout / x (numpy.log,...
+/// The forward of 'log' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

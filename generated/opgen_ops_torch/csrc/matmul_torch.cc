@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace matmul {
 
-/// Matrix product of 2-D a and b with optional transposes: op(a) @ op(b)...
+/// The forward of 'matmul' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &a_arg, const at::Tensor &b_arg, bool transpose_a, bool transpose_b) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor a = opgen::pt::contiguous(a_arg);

@@ -17,7 +17,7 @@
 namespace opgen_ops_torch {
 namespace maximum {
 
-/// Attrs of 'maximum' (none).
+/// Attrs of 'maximum' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

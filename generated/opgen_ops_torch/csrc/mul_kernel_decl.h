@@ -17,7 +17,7 @@
 namespace opgen_ops_torch {
 namespace mul {
 
-/// Attrs of 'mul' (none).
+/// Attrs of 'mul' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

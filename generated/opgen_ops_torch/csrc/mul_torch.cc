@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace mul {
 
-/// Element-wise product x * y with NumPy broadcasting; each gradient is reduced back to...
+/// The forward of 'mul' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace pad2d {
 
-/// Constant padding of the last two axes (mindspore.ops.pad and torch.nn.functional.pad...
+/// The forward of 'pad2d' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef paddings, double value) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

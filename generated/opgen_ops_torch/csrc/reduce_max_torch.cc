@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace reduce_max {
 
-/// Maximum over the given axes (numpy.amax(x, axis, keepdims), mindspore.ops.amax); an...
+/// The forward of 'reduce_max' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_dims) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace reduce_sum {
 
-/// Sum over the given axes (numpy.sum(x, axis, keepdims)); an empty axis list sums every...
+/// The forward of 'reduce_sum' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_dims) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

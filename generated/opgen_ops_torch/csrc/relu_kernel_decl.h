@@ -17,7 +17,7 @@
 namespace opgen_ops_torch {
 namespace relu {
 
-/// Attrs of 'relu' (none).
+/// Attrs of 'relu' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

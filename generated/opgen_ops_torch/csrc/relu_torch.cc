@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace relu {
 
-/// Element-wise rectified linear unit max(x, 0) (Nair and Hinton, 2010;...
+/// The forward of 'relu' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace rms_norm {
 
-/// RMS normalization over the last axis (as in LLaMA; mindspore.ops.rms_norm without its...
+/// The forward of 'rms_norm' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &weight_arg, double eps) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -17,7 +17,7 @@
 namespace opgen_ops_torch {
 namespace rsqrt {
 
-/// Attrs of 'rsqrt' (none).
+/// Attrs of 'rsqrt' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

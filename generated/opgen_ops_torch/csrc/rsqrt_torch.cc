@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace rsqrt {
 
-/// Element-wise reciprocal square root 1 / sqrt(x); its gradient is -0.5 * dout * x **...
+/// The forward of 'rsqrt' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -17,10 +17,10 @@
 namespace opgen_ops_torch {
 namespace scale_add {
 
-/// Attrs of 'scale_add'.
+/// Attrs of 'scale_add' (documented in Python: no doc text in C++).
 struct Attrs {
-  float scale = 1.0f;  // Factor applied to y.
-  std::vector<float> paddings = std::vector<float>{0.0f};  // One term scale * y + p per padding p, added to x.
+  float scale = 1.0f;
+  std::vector<float> paddings = std::vector<float>{0.0f};
 };
 
 /// Forward: fills out from x, y.

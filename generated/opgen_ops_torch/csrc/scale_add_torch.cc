@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace scale_add {
 
-/// x + sum over p in paddings of (scale * y + p), with NumPy broadcasting: the kernel of...
+/// The forward of 'scale_add' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg, double scale, at::ArrayRef<double> paddings) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -17,7 +17,7 @@
 namespace opgen_ops_torch {
 namespace sigmoid {
 
-/// Attrs of 'sigmoid' (none).
+/// Attrs of 'sigmoid' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace sigmoid {
 
-/// Element-wise logistic sigmoid 1 / (1 + exp(-x)); its gradient is dout * out * (1 -...
+/// The forward of 'sigmoid' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -17,10 +17,10 @@
 namespace opgen_ops_torch {
 namespace smooth_l1_loss {
 
-/// Attrs of 'smooth_l1_loss'.
+/// Attrs of 'smooth_l1_loss' (documented in Python: no doc text in C++).
 struct Attrs {
-  float beta = 1.0f;  // Where the loss turns from quadratic to linear; > 0.
-  std::string reduction = std::string("none");  // none (per element), mean or sum.
+  float beta = 1.0f;
+  std::string reduction = std::string("none");
 };
 
 /// Forward: fills loss from pred, target.

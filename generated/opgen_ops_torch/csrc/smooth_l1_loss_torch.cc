@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace smooth_l1_loss {
 
-/// Smooth L1 (Huber-like) loss between pred and target, of the same shape...
+/// The forward of 'smooth_l1_loss' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &pred_arg, const at::Tensor &target_arg, double beta, c10::string_view reduction) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor pred = opgen::pt::contiguous(pred_arg);

@@ -17,9 +17,9 @@
 namespace opgen_ops_torch {
 namespace softmax {
 
-/// Attrs of 'softmax'.
+/// Attrs of 'softmax' (documented in Python: no doc text in C++).
 struct Attrs {
-  int64_t axis = int64_t{-1};  // Axis to normalize along; negative counts from the end.
+  int64_t axis = int64_t{-1};
 };
 
 /// Forward: fills out from x.

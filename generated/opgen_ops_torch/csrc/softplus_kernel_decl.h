@@ -17,7 +17,7 @@
 namespace opgen_ops_torch {
 namespace softplus {
 
-/// Attrs of 'softplus' (none).
+/// Attrs of 'softplus' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace softplus {
 
-/// Element-wise softplus log(1 + exp(x)) (Dugas et al., 2001; mindspore.ops.softplus with...
+/// The forward of 'softplus' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

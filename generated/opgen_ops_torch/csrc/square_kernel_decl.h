@@ -17,7 +17,7 @@
 namespace opgen_ops_torch {
 namespace square {
 
-/// Attrs of 'square' (none).
+/// Attrs of 'square' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace square {
 
-/// Element-wise square x * x; its gradient is 2 * x * dout (MindSpore tutorial...
+/// The forward of 'square' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -17,7 +17,7 @@
 namespace opgen_ops_torch {
 namespace sub {
 
-/// Attrs of 'sub' (none).
+/// Attrs of 'sub' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

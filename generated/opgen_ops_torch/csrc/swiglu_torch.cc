@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace swiglu {
 
-/// SwiGLU gate: the last axis of x holds two halves a and b, and out = silu(a) * b = a *...
+/// The forward of 'swiglu' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

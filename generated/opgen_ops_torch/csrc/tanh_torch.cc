@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace tanh {
 
-/// Element-wise hyperbolic tangent tanh(x); its gradient is dout * (1 - out ** 2)...
+/// The forward of 'tanh' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace topk {
 
-/// The k largest entries along the last axis, largest first, and their indices...
+/// The forward of 'topk' (documented in Python: no doc text in C++).
 std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, int64_t k) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);

@@ -17,7 +17,7 @@
 namespace opgen_ops_torch {
 namespace where {
 
-/// Attrs of 'where' (none).
+/// Attrs of 'where' (none) (documented in Python: no doc text in C++).
 struct Attrs {
 };
 

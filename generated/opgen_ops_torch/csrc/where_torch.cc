@@ -18,7 +18,7 @@
 namespace opgen_ops_torch {
 namespace where {
 
-/// Element-wise selection with NumPy broadcasting: x where cond is true, else y...
+/// The forward of 'where' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &cond_arg, const at::Tensor &x_arg, const at::Tensor &y_arg) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor cond = opgen::pt::contiguous(cond_arg);
