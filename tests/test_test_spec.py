@@ -580,3 +580,30 @@ def test_validate_without_numpy_skips_the_test_shapes_dry_run(tmp_path: Path) ->
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, text=True, capture_output=True, timeout=300,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0 and "1 op(s) valid: layer_norm" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_same_seed_same_cases_across_processes(tmp_path: Path) -> None:
+    """The cases depend on the seed only: two processes with different string hashing
+    (PYTHONHASHSEED) draw the same cases for every op of ops/ and every contract form."""
+    import os
+    import subprocess
+    import sys
+
+    for contract, (inputs, attrs) in FORMS.items():
+        name = re.sub(r"\W+", "_", contract)[:40]
+        spec = _form_spec(contract, inputs, attrs).replace("name: form", f"name: f_{name}")
+        (tmp_path / f"{name}.yaml").write_text(spec, encoding="utf-8")
+    code = ("import sys, numpy as np\n"
+            "from opgen import testing\n"
+            "from opgen.pipeline import load_ops\n"
+            "ops, d = load_ops(sys.argv[1:])\n"
+            "assert not d, d\n"
+            "for op in ops:\n"
+            "    for attrs in op.test.attr_sets:\n"
+            "        for c in testing.shape_cases(op, attrs, np.random.default_rng(7), op.test):\n"
+            "            print(op.name, c.describe(), c.out_shapes)\n")
+    runs = [subprocess.run([sys.executable, "-c", code, str(ROOT / "ops"), str(tmp_path)], text=True,
+                           capture_output=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": seed}) for seed in ("1", "2")]
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    assert runs[0].stdout == runs[1].stdout and runs[0].stdout.count("\n") > 200
