@@ -37,6 +37,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from opgen import testing  # noqa: E402
+from opgen.backends.torch.context import SCHEMA_RESERVED, schema_name  # noqa: E402
 from opgen.model import Op  # noqa: E402
 from opgen.pipeline import load_ops  # noqa: E402
 
@@ -206,7 +207,8 @@ def test_opcheck(pkg: Any, op: Op) -> None:
     for a in op.attrs:  # the schema has no nested lists: the operator takes a list of lists encoded
         if a.is_nested:
             attrs[a.name] = pkg._rt.encode_rows(attrs[a.name])
-    torch.library.opcheck(overload, tuple(testing.group(op, tensors, case.layout)), attrs)
+    kwargs = {schema_name(name): value for name, value in attrs.items()}  # the operator's argument names
+    torch.library.opcheck(overload, tuple(testing.group(op, tensors, case.layout)), kwargs)
 
 
 def _t(*shape: int, dtype: Any = None) -> Any:
@@ -382,17 +384,50 @@ def test_a_second_library_of_one_package_is_an_import_error(pkg: Any) -> None:
     assert rt._namespaces["opgen_ops_torch"] == pkg.LIBRARY
 
 
-def test_contract_under_compile(pkg: Any) -> None:
-    """Under torch.compile the fake kernel's ValueError (the op's message) is the cause of the
-    error Dynamo raises, and its text is in Dynamo's message."""
-    compiled = torch.compile(lambda x: pkg.topk(x, k=9), fullgraph=True, dynamic=True)
-    with pytest.raises(RuntimeError) as info:
-        compiled(torch.randn(3, 4))
-    cause: BaseException | None = info.value
-    while cause is not None and not isinstance(cause, ValueError):
-        cause = cause.__cause__ or cause.__context__
-    assert isinstance(cause, ValueError)
-    assert str(cause) == "topk(): contract 'k <= x.shape[-1]' does not hold: x has shape (3, 4), k = 9"
+TOPK_CONTRACT = "topk(): contract 'k <= x.shape[-1]' does not hold: x has shape (3, 4), k = 9"
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+def test_contract_under_compile(pkg: Any, fullgraph: bool) -> None:
+    """Under torch.compile a contract raises the op's ValueError with eager's message: with
+    fullgraph the fake kernel's error passes Dynamo as it is (runtime.traced; Dynamo appends where
+    the op was called), without it Dynamo breaks the graph and the eager kernel raises it."""
+    x = torch.randn(3, 4)
+    with pytest.raises(ValueError) as eager:
+        pkg.topk(x, k=9)
+    assert str(eager.value) == TOPK_CONTRACT
+    compiled = torch.compile(lambda t: pkg.topk(t, k=9), fullgraph=fullgraph, dynamic=True)
+    with pytest.raises(ValueError) as info:
+        compiled(x)
+    assert str(info.value).split("\n")[0] == TOPK_CONTRACT
+    if fullgraph:
+        assert info.value.op_message == TOPK_CONTRACT  # type: ignore[attr-defined]
+
+
+def test_errors_under_compile_and_export(pkg: Any) -> None:
+    """A shape rule's error, a dtype outside the rows (TypeError) and a contract under
+    torch.export: each the op's own exception class and first line, as in eager."""
+    a, b = torch.randn(3, 4), torch.randn(5, 6)
+    with pytest.raises(ValueError) as eager:
+        pkg.matmul(a, b)
+    with pytest.raises(ValueError) as info:
+        torch.compile(lambda p, q: pkg.matmul(p, q), fullgraph=True, dynamic=True)(a, b)
+    assert str(info.value).split("\n")[0] == str(eager.value) == (
+        "matmul(): matmul inner dimensions differ: (3, 4) x (5, 6) (4 != 5)")
+    ints = torch.ones(3, dtype=torch.int32)
+    with pytest.raises(TypeError) as eager_type:
+        pkg.exp(ints)
+    with pytest.raises(TypeError) as compiled_type:
+        torch.compile(lambda t: pkg.exp(t), fullgraph=True)(ints)
+    assert str(compiled_type.value).split("\n")[0] == str(eager_type.value)
+
+    class TopK(torch.nn.Module):
+        def forward(self, t: torch.Tensor) -> Any:
+            return pkg.topk(t, k=9)
+
+    with pytest.raises(ValueError) as exported:
+        torch.export.export(TopK(), (torch.randn(3, 4),))
+    assert str(exported.value).split("\n")[0] == TOPK_CONTRACT
 
 
 def test_load_and_build_cli(tmp_path: Path) -> None:
@@ -420,3 +455,17 @@ def test_load_and_build_cli(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "opgen", "build", str(pkg_dir), "--only", "aot"],
                          capture_output=True, text=True, cwd=ROOT, env=env)
     assert bad.returncode == 2 and "is a torch package, whose libraries are torch" in bad.stderr
+
+
+def test_inductor_avg_pool2d(pkg: Any) -> None:
+    """A plain torch.compile (Inductor) runs an op whose spec names an attr ``kernel``: the schema
+    calls it ``kernel_`` (Inductor's FallbackKernel.create takes ``kernel`` itself), the Python
+    function keeps the spec's name."""
+    for name in dir(pkg._ops):
+        packet = getattr(pkg._ops, name)
+        if hasattr(packet, "default"):
+            args = {a.name for a in packet.default._schema.arguments}
+            assert not args & SCHEMA_RESERVED, (name, args)
+    x = torch.randn(2, 3, 8, 8)
+    compiled = torch.compile(lambda t: pkg.avg_pool2d(t, kernel=(2, 2), stride=(2, 2)))
+    torch.testing.assert_close(compiled(x), torch.nn.functional.avg_pool2d(x, 2, 2))

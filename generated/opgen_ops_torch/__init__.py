@@ -68,8 +68,11 @@ def _add_shapes(x, y):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::add")
 def _add_fake(x, y):  # type: ignore[no-untyped-def]
-    _rt.row_of("add", _ADD_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=int32, y=int32, out=int32), (x=int64, y=int64, out=int64)')
-    shapes = _add_shapes(x.shape, y.shape, )
+    try:
+        _rt.row_of("add", _ADD_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=int32, y=int32, out=int32), (x=int64, y=int64, out=int64)')
+        shapes = _add_shapes(x.shape, y.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -120,8 +123,11 @@ def _add_n_shapes(x, zs):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::add_n")
 def _add_n_fake(x, zs):  # type: ignore[no-untyped-def]
-    _rt.row_of("add_n", _ADD_N_ROWS, ('x', 'zs'), (x, zs,), '(x=float32, zs=float32, out=float32), (x=float64, zs=float64, out=float64), (x=int32, zs=int32, out=int32), (x=int64, zs=int64, out=int64)')
-    shapes = _add_n_shapes(x.shape, [t.shape for t in zs], )
+    try:
+        _rt.row_of("add_n", _ADD_N_ROWS, ('x', 'zs'), (x, zs,), '(x=float32, zs=float32, out=float32), (x=float64, zs=float64, out=float64), (x=int32, zs=int32, out=int32), (x=int64, zs=int64, out=int64)')
+        shapes = _add_n_shapes(x.shape, [t.shape for t in zs], )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -194,8 +200,11 @@ def _avg_pool2d_shapes(x, kernel, stride):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::avg_pool2d")
 def _avg_pool2d_fake(x, kernel=(2, 2), stride=(2, 2)):  # type: ignore[no-untyped-def]
-    _rt.row_of("avg_pool2d", _AVG_POOL2D_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _avg_pool2d_shapes(x.shape, kernel, stride, )
+    try:
+        _rt.row_of("avg_pool2d", _AVG_POOL2D_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _avg_pool2d_shapes(x.shape, kernel, stride, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -260,8 +269,11 @@ def _broadcast_to_shapes(x, shape):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::broadcast_to")
 def _broadcast_to_fake(x, shape):  # type: ignore[no-untyped-def]
-    _rt.row_of("broadcast_to", _BROADCAST_TO_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=int32, out=int32), (x=int64, out=int64)')
-    shapes = _broadcast_to_shapes(x.shape, shape, )
+    try:
+        _rt.row_of("broadcast_to", _BROADCAST_TO_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=int32, out=int32), (x=int64, out=int64)')
+        shapes = _broadcast_to_shapes(x.shape, shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -327,8 +339,11 @@ def _clip_shapes(x, min, max):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::clip")
 def _clip_fake(x, min, max):  # type: ignore[no-untyped-def]
-    _rt.row_of("clip", _CLIP_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _clip_shapes(x.shape, min, max, )
+    try:
+        _rt.row_of("clip", _CLIP_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _clip_shapes(x.shape, min, max, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -389,8 +404,11 @@ def _concat_shapes(xs, axis):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::concat")
 def _concat_fake(xs, axis=0):  # type: ignore[no-untyped-def]
-    _rt.row_of("concat", _CONCAT_ROWS, ('xs',), (xs,), '(xs=float32, out=float32), (xs=float64, out=float64), (xs=int32, out=int32), (xs=int64, out=int64)')
-    shapes = _concat_shapes([t.shape for t in xs], axis, )
+    try:
+        _rt.row_of("concat", _CONCAT_ROWS, ('xs',), (xs,), '(xs=float32, out=float32), (xs=float64, out=float64), (xs=int32, out=int32), (xs=int64, out=int64)')
+        shapes = _concat_shapes([t.shape for t in xs], axis, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = xs[0].device
     return torch.empty(shapes[0], dtype=xs[0].dtype, device=device)
 
@@ -454,8 +472,11 @@ def _cumsum_shapes(x, axis, exclusive, reverse):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::cumsum")
 def _cumsum_fake(x, axis=0, exclusive=False, reverse=False):  # type: ignore[no-untyped-def]
-    _rt.row_of("cumsum", _CUMSUM_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _cumsum_shapes(x.shape, axis, exclusive, reverse, )
+    try:
+        _rt.row_of("cumsum", _CUMSUM_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _cumsum_shapes(x.shape, axis, exclusive, reverse, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -505,8 +526,11 @@ def _div_shapes(x, y):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::div")
 def _div_fake(x, y):  # type: ignore[no-untyped-def]
-    _rt.row_of("div", _DIV_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
-    shapes = _div_shapes(x.shape, y.shape, )
+    try:
+        _rt.row_of("div", _DIV_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
+        shapes = _div_shapes(x.shape, y.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -576,8 +600,11 @@ def _dropout_shapes(x, keep_prob, seed):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::dropout")
 def _dropout_fake(x, keep_prob=0.5, seed=0):  # type: ignore[no-untyped-def]
-    _rt.row_of("dropout", _DROPOUT_ROWS, ('x',), (x,), '(x=float32, y=float32, mask=bool), (x=float64, y=float64, mask=bool)')
-    shapes = _dropout_shapes(x.shape, keep_prob, seed, )
+    try:
+        _rt.row_of("dropout", _DROPOUT_ROWS, ('x',), (x,), '(x=float32, y=float32, mask=bool), (x=float64, y=float64, mask=bool)')
+        shapes = _dropout_shapes(x.shape, keep_prob, seed, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return (torch.empty(shapes[0], dtype=x.dtype, device=device), torch.empty(shapes[1], dtype=torch.bool, device=device), )
 
@@ -624,8 +651,11 @@ def _exp_shapes(x):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::exp")
 def _exp_fake(x):  # type: ignore[no-untyped-def]
-    _rt.row_of("exp", _EXP_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _exp_shapes(x.shape, )
+    try:
+        _rt.row_of("exp", _EXP_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _exp_shapes(x.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -691,8 +721,11 @@ def _gather_shapes(x, indices, axis):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::gather")
 def _gather_fake(x, indices, axis=0):  # type: ignore[no-untyped-def]
-    _rt.row_of("gather", _GATHER_ROWS, ('x', 'indices'), (x, indices,), '(x=float32, indices=int64, out=float32), (x=float64, indices=int64, out=float64)')
-    shapes = _gather_shapes(x.shape, indices.shape, axis, )
+    try:
+        _rt.row_of("gather", _GATHER_ROWS, ('x', 'indices'), (x, indices,), '(x=float32, indices=int64, out=float32), (x=float64, indices=int64, out=float64)')
+        shapes = _gather_shapes(x.shape, indices.shape, axis, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -755,8 +788,11 @@ def _gelu_shapes(x, approximate):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::gelu")
 def _gelu_fake(x, approximate='none'):  # type: ignore[no-untyped-def]
-    _rt.row_of("gelu", _GELU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _gelu_shapes(x.shape, approximate, )
+    try:
+        _rt.row_of("gelu", _GELU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _gelu_shapes(x.shape, approximate, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -821,8 +857,11 @@ def _layer_norm_shapes(x, gamma, beta, eps):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::layer_norm")
 def _layer_norm_fake(x, gamma=None, beta=None, eps=1e-05):  # type: ignore[no-untyped-def]
-    _rt.row_of("layer_norm", _LAYER_NORM_ROWS, ('x', 'gamma', 'beta'), (x, gamma, beta,), '(x=float32, gamma=float32, beta=float32, y=float32, mean=float32, rstd=float32), (x=float64, gamma=float64, beta=float64, y=float64, mean=float64, rstd=float64)')
-    shapes = _layer_norm_shapes(x.shape, (None if gamma is None else gamma.shape), (None if beta is None else beta.shape), eps, )
+    try:
+        _rt.row_of("layer_norm", _LAYER_NORM_ROWS, ('x', 'gamma', 'beta'), (x, gamma, beta,), '(x=float32, gamma=float32, beta=float32, y=float32, mean=float32, rstd=float32), (x=float64, gamma=float64, beta=float64, y=float64, mean=float64, rstd=float64)')
+        shapes = _layer_norm_shapes(x.shape, (None if gamma is None else gamma.shape), (None if beta is None else beta.shape), eps, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return (torch.empty(shapes[0], dtype=x.dtype, device=device), torch.empty(shapes[1], dtype=x.dtype, device=device), torch.empty(shapes[2], dtype=x.dtype, device=device), )
 
@@ -885,8 +924,11 @@ def _leaky_relu_shapes(x, alpha):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::leaky_relu")
 def _leaky_relu_fake(x, alpha=0.01):  # type: ignore[no-untyped-def]
-    _rt.row_of("leaky_relu", _LEAKY_RELU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _leaky_relu_shapes(x.shape, alpha, )
+    try:
+        _rt.row_of("leaky_relu", _LEAKY_RELU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _leaky_relu_shapes(x.shape, alpha, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -934,8 +976,11 @@ def _log_shapes(x):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::log")
 def _log_fake(x):  # type: ignore[no-untyped-def]
-    _rt.row_of("log", _LOG_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _log_shapes(x.shape, )
+    try:
+        _rt.row_of("log", _LOG_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _log_shapes(x.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -998,8 +1043,11 @@ def _log_softmax_shapes(x, axis):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::log_softmax")
 def _log_softmax_fake(x, axis=-1):  # type: ignore[no-untyped-def]
-    _rt.row_of("log_softmax", _LOG_SOFTMAX_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _log_softmax_shapes(x.shape, axis, )
+    try:
+        _rt.row_of("log_softmax", _LOG_SOFTMAX_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _log_softmax_shapes(x.shape, axis, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -1064,8 +1112,11 @@ def _matmul_shapes(a, b, transpose_a, transpose_b):  # type: ignore[no-untyped-d
 
 @torch.library.register_fake("opgen_ops_torch::matmul")
 def _matmul_fake(a, b, transpose_a=False, transpose_b=False):  # type: ignore[no-untyped-def]
-    _rt.row_of("matmul", _MATMUL_ROWS, ('a', 'b'), (a, b,), '(a=float32, b=float32, out=float32), (a=float64, b=float64, out=float64)')
-    shapes = _matmul_shapes(a.shape, b.shape, transpose_a, transpose_b, )
+    try:
+        _rt.row_of("matmul", _MATMUL_ROWS, ('a', 'b'), (a, b,), '(a=float32, b=float32, out=float32), (a=float64, b=float64, out=float64)')
+        shapes = _matmul_shapes(a.shape, b.shape, transpose_a, transpose_b, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = a.device
     return torch.empty(shapes[0], dtype=a.dtype, device=device)
 
@@ -1116,8 +1167,11 @@ def _maximum_shapes(x, y):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::maximum")
 def _maximum_fake(x, y):  # type: ignore[no-untyped-def]
-    _rt.row_of("maximum", _MAXIMUM_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
-    shapes = _maximum_shapes(x.shape, y.shape, )
+    try:
+        _rt.row_of("maximum", _MAXIMUM_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
+        shapes = _maximum_shapes(x.shape, y.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -1166,8 +1220,11 @@ def _mul_shapes(x, y):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::mul")
 def _mul_fake(x, y):  # type: ignore[no-untyped-def]
-    _rt.row_of("mul", _MUL_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
-    shapes = _mul_shapes(x.shape, y.shape, )
+    try:
+        _rt.row_of("mul", _MUL_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
+        shapes = _mul_shapes(x.shape, y.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -1238,8 +1295,11 @@ def _pad2d_shapes(x, paddings, value):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::pad2d")
 def _pad2d_fake(x, paddings, value=0.0):  # type: ignore[no-untyped-def]
-    _rt.row_of("pad2d", _PAD2D_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _pad2d_shapes(x.shape, _rt.decode_rows(paddings), value, )
+    try:
+        _rt.row_of("pad2d", _PAD2D_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _pad2d_shapes(x.shape, _rt.decode_rows(paddings), value, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -1289,8 +1349,11 @@ def _pow_shapes(x, y):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::pow")
 def _pow_fake(x, y):  # type: ignore[no-untyped-def]
-    _rt.row_of("pow", _POW_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
-    shapes = _pow_shapes(x.shape, y.shape, )
+    try:
+        _rt.row_of("pow", _POW_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
+        shapes = _pow_shapes(x.shape, y.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -1357,8 +1420,11 @@ def _reduce_max_shapes(x, axis, keep_dims):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::reduce_max")
 def _reduce_max_fake(x, axis=(), keep_dims=False):  # type: ignore[no-untyped-def]
-    _rt.row_of("reduce_max", _REDUCE_MAX_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _reduce_max_shapes(x.shape, axis, keep_dims, )
+    try:
+        _rt.row_of("reduce_max", _REDUCE_MAX_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _reduce_max_shapes(x.shape, axis, keep_dims, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -1422,8 +1488,11 @@ def _reduce_mean_shapes(x, axis, keep_dims):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::reduce_mean")
 def _reduce_mean_fake(x, axis=(), keep_dims=False):  # type: ignore[no-untyped-def]
-    _rt.row_of("reduce_mean", _REDUCE_MEAN_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _reduce_mean_shapes(x.shape, axis, keep_dims, )
+    try:
+        _rt.row_of("reduce_mean", _REDUCE_MEAN_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _reduce_mean_shapes(x.shape, axis, keep_dims, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -1487,8 +1556,11 @@ def _reduce_sum_shapes(x, axis, keep_dims):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::reduce_sum")
 def _reduce_sum_fake(x, axis=(), keep_dims=False):  # type: ignore[no-untyped-def]
-    _rt.row_of("reduce_sum", _REDUCE_SUM_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _reduce_sum_shapes(x.shape, axis, keep_dims, )
+    try:
+        _rt.row_of("reduce_sum", _REDUCE_SUM_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _reduce_sum_shapes(x.shape, axis, keep_dims, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -1531,8 +1603,11 @@ def _relu_shapes(x):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::relu")
 def _relu_fake(x):  # type: ignore[no-untyped-def]
-    _rt.row_of("relu", _RELU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _relu_shapes(x.shape, )
+    try:
+        _rt.row_of("relu", _RELU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _relu_shapes(x.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -1599,8 +1674,11 @@ def _rms_norm_shapes(x, weight, eps):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::rms_norm")
 def _rms_norm_fake(x, weight, eps=1e-06):  # type: ignore[no-untyped-def]
-    _rt.row_of("rms_norm", _RMS_NORM_ROWS, ('x', 'weight'), (x, weight,), '(x=float32, weight=float32, y=float32), (x=float64, weight=float64, y=float64)')
-    shapes = _rms_norm_shapes(x.shape, weight.shape, eps, )
+    try:
+        _rt.row_of("rms_norm", _RMS_NORM_ROWS, ('x', 'weight'), (x, weight,), '(x=float32, weight=float32, y=float32), (x=float64, weight=float64, y=float64)')
+        shapes = _rms_norm_shapes(x.shape, weight.shape, eps, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -1648,8 +1726,11 @@ def _rsqrt_shapes(x):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::rsqrt")
 def _rsqrt_fake(x):  # type: ignore[no-untyped-def]
-    _rt.row_of("rsqrt", _RSQRT_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _rsqrt_shapes(x.shape, )
+    try:
+        _rt.row_of("rsqrt", _RSQRT_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _rsqrt_shapes(x.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -1716,8 +1797,11 @@ def _scale_add_shapes(x, y, scale, paddings):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::scale_add")
 def _scale_add_fake(x, y, scale=1.0, paddings=(0.0,)):  # type: ignore[no-untyped-def]
-    _rt.row_of("scale_add", _SCALE_ADD_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
-    shapes = _scale_add_shapes(x.shape, y.shape, scale, paddings, )
+    try:
+        _rt.row_of("scale_add", _SCALE_ADD_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
+        shapes = _scale_add_shapes(x.shape, y.shape, scale, paddings, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -1765,8 +1849,11 @@ def _sigmoid_shapes(x):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::sigmoid")
 def _sigmoid_fake(x):  # type: ignore[no-untyped-def]
-    _rt.row_of("sigmoid", _SIGMOID_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _sigmoid_shapes(x.shape, )
+    try:
+        _rt.row_of("sigmoid", _SIGMOID_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _sigmoid_shapes(x.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -1836,8 +1923,11 @@ def _smooth_l1_loss_shapes(pred, target, beta, reduction):  # type: ignore[no-un
 
 @torch.library.register_fake("opgen_ops_torch::smooth_l1_loss")
 def _smooth_l1_loss_fake(pred, target, beta=1.0, reduction='none'):  # type: ignore[no-untyped-def]
-    _rt.row_of("smooth_l1_loss", _SMOOTH_L1_LOSS_ROWS, ('pred', 'target'), (pred, target,), '(pred=float32, target=float32, loss=float32), (pred=float64, target=float64, loss=float64)')
-    shapes = _smooth_l1_loss_shapes(pred.shape, target.shape, beta, reduction, )
+    try:
+        _rt.row_of("smooth_l1_loss", _SMOOTH_L1_LOSS_ROWS, ('pred', 'target'), (pred, target,), '(pred=float32, target=float32, loss=float32), (pred=float64, target=float64, loss=float64)')
+        shapes = _smooth_l1_loss_shapes(pred.shape, target.shape, beta, reduction, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = pred.device
     return torch.empty(shapes[0], dtype=pred.dtype, device=device)
 
@@ -1900,8 +1990,11 @@ def _softmax_shapes(x, axis):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::softmax")
 def _softmax_fake(x, axis=-1):  # type: ignore[no-untyped-def]
-    _rt.row_of("softmax", _SOFTMAX_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _softmax_shapes(x.shape, axis, )
+    try:
+        _rt.row_of("softmax", _SOFTMAX_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _softmax_shapes(x.shape, axis, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -1950,8 +2043,11 @@ def _softplus_shapes(x):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::softplus")
 def _softplus_fake(x):  # type: ignore[no-untyped-def]
-    _rt.row_of("softplus", _SOFTPLUS_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _softplus_shapes(x.shape, )
+    try:
+        _rt.row_of("softplus", _SOFTPLUS_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _softplus_shapes(x.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -1999,8 +2095,11 @@ def _sqrt_shapes(x):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::sqrt")
 def _sqrt_fake(x):  # type: ignore[no-untyped-def]
-    _rt.row_of("sqrt", _SQRT_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _sqrt_shapes(x.shape, )
+    try:
+        _rt.row_of("sqrt", _SQRT_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _sqrt_shapes(x.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -2048,8 +2147,11 @@ def _square_shapes(x):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::square")
 def _square_fake(x):  # type: ignore[no-untyped-def]
-    _rt.row_of("square", _SQUARE_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _square_shapes(x.shape, )
+    try:
+        _rt.row_of("square", _SQUARE_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _square_shapes(x.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -2098,8 +2200,11 @@ def _sub_shapes(x, y):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::sub")
 def _sub_fake(x, y):  # type: ignore[no-untyped-def]
-    _rt.row_of("sub", _SUB_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
-    shapes = _sub_shapes(x.shape, y.shape, )
+    try:
+        _rt.row_of("sub", _SUB_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
+        shapes = _sub_shapes(x.shape, y.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -2151,8 +2256,11 @@ def _swiglu_shapes(x):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::swiglu")
 def _swiglu_fake(x):  # type: ignore[no-untyped-def]
-    _rt.row_of("swiglu", _SWIGLU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _swiglu_shapes(x.shape, )
+    try:
+        _rt.row_of("swiglu", _SWIGLU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _swiglu_shapes(x.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -2200,8 +2308,11 @@ def _tanh_shapes(x):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::tanh")
 def _tanh_fake(x):  # type: ignore[no-untyped-def]
-    _rt.row_of("tanh", _TANH_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
-    shapes = _tanh_shapes(x.shape, )
+    try:
+        _rt.row_of("tanh", _TANH_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        shapes = _tanh_shapes(x.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 
@@ -2268,8 +2379,11 @@ def _topk_shapes(x, k):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::topk")
 def _topk_fake(x, k=1):  # type: ignore[no-untyped-def]
-    _rt.row_of("topk", _TOPK_ROWS, ('x',), (x,), '(x=float32, values=float32, indices=int64), (x=float64, values=float64, indices=int64)')
-    shapes = _topk_shapes(x.shape, k, )
+    try:
+        _rt.row_of("topk", _TOPK_ROWS, ('x',), (x,), '(x=float32, values=float32, indices=int64), (x=float64, values=float64, indices=int64)')
+        shapes = _topk_shapes(x.shape, k, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = x.device
     return (torch.empty(shapes[0], dtype=x.dtype, device=device), torch.empty(shapes[1], dtype=torch.int64, device=device), )
 
@@ -2319,8 +2433,11 @@ def _where_shapes(cond, x, y):  # type: ignore[no-untyped-def]
 
 @torch.library.register_fake("opgen_ops_torch::where")
 def _where_fake(cond, x, y):  # type: ignore[no-untyped-def]
-    _rt.row_of("where", _WHERE_ROWS, ('cond', 'x', 'y'), (cond, x, y,), '(cond=bool, x=float32, y=float32, out=float32), (cond=bool, x=float64, y=float64, out=float64)')
-    shapes = _where_shapes(cond.shape, x.shape, y.shape, )
+    try:
+        _rt.row_of("where", _WHERE_ROWS, ('cond', 'x', 'y'), (cond, x, y,), '(cond=bool, x=float32, y=float32, out=float32), (cond=bool, x=float64, y=float64, out=float64)')
+        shapes = _where_shapes(cond.shape, x.shape, y.shape, )
+    except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
+        raise _rt.traced(exc) from None
     device = cond.device
     return torch.empty(shapes[0], dtype=x.dtype, device=device)
 

@@ -129,11 +129,10 @@ struct Grad : public torch::autograd::Function<Grad> {
       result = op.call(x_arg, shape);
     }
     opgen::pt::ag::variable_list outputs{result};
-    opgen::pt::ag::Slots slots;
+    const auto facts = c10::make_intrusive<opgen::pt::ag::Facts>(2);
+    opgen::pt::ag::Slots &slots = facts->slots;
     slots.add(x_arg);
     for (const at::Tensor &o : outputs) slots.add(o);
-    ctx->saved_data["shapes"] = c10::SymIntArrayRef(slots.shapes);
-    ctx->saved_data["ranks"] = slots.ranks;
     ctx->saved_data["shape"] = shape;
     const at::Tensor &x = x_arg;
     const bool need_x = opgen::pt::ag::requires_grad(x_arg);
@@ -143,17 +142,19 @@ struct Grad : public torch::autograd::Function<Grad> {
     if (row < 0 && opgen::pt::dtype_is(x, at::kDouble)) row = 1;
     if (row < 0 && opgen::pt::dtype_is(x, at::kInt)) row = 2;
     if (row < 0 && opgen::pt::dtype_is(x, at::kLong)) row = 3;
-    ctx->saved_data["row"] = row;
+    facts->row = row;
     std::vector<at::Tensor> saved;  // one per slot; undefined: not read by the backward
     saved.emplace_back();
     saved.emplace_back();
     ctx->save_for_backward(saved);
+    opgen::pt::ag::keep(ctx, facts);
     return outputs;
   }
 
   static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
-    const std::vector<c10::SymInt> shapes = ctx->saved_data.at("shapes").toSymIntVector();
-    const std::vector<int64_t> ranks = ctx->saved_data.at("ranks").toIntVector();
+    const auto facts = opgen::pt::ag::facts(ctx);
+    const std::vector<c10::SymInt> &shapes = facts->slots.shapes;
+    const std::vector<int64_t> &ranks = facts->slots.ranks;
     const std::vector<c10::SymInt> shape = ctx->saved_data.at("shape").toSymIntVector();
     // one result per forward argument: the input slots, then the attrs; needs_input_grad counts
     // the tensors given (an absent optional input has no edge)
@@ -169,7 +170,7 @@ struct Grad : public torch::autograd::Function<Grad> {
     for (const bool w : want) any = any || w;
     if (any) {
       static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::broadcast_to_backward", "").typed<std::vector<at::Tensor>(const c10::List<std::optional<at::Tensor>> &, const c10::List<std::optional<at::Tensor>> &, c10::SymIntArrayRef, at::IntArrayRef, c10::List<bool>, int64_t, c10::SymIntArrayRef)>();
-      const std::vector<at::Tensor> got = op.call(opgen::pt::ag::optional_list(ctx->get_saved_variables()), opgen::pt::ag::optional_list(douts), shapes, ranks, want, ctx->saved_data.at("row").toInt(), shape);
+      const std::vector<at::Tensor> got = op.call(opgen::pt::ag::optional_list(ctx->get_saved_variables()), opgen::pt::ag::optional_list(douts), shapes, ranks, want, facts->row, shape);
       size_t g = 0;
       for (size_t s = 0; s < want.size(); ++s) {
         if (want.get(s)) result[s] = got[g++];

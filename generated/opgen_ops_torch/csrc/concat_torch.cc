@@ -79,18 +79,19 @@ struct Grad : public torch::autograd::Function<Grad> {
       result = op.call(xs_arg, axis);
     }
     opgen::pt::ag::variable_list outputs{result};
-    opgen::pt::ag::Slots slots;
+    const auto facts = c10::make_intrusive<opgen::pt::ag::Facts>(1 + xs_arg.size());
+    opgen::pt::ag::Slots &slots = facts->slots;
     slots.add(xs_arg);
     for (const at::Tensor &o : outputs) slots.add(o);
-    ctx->saved_data["shapes"] = c10::SymIntArrayRef(slots.shapes);
-    ctx->saved_data["ranks"] = slots.ranks;
     ctx->saved_data["axis"] = axis;
+    opgen::pt::ag::keep(ctx, facts);
     return outputs;
   }
 
   static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
-    const std::vector<c10::SymInt> shapes = ctx->saved_data.at("shapes").toSymIntVector();
-    const std::vector<int64_t> ranks = ctx->saved_data.at("ranks").toIntVector();
+    const auto facts = opgen::pt::ag::facts(ctx);
+    const std::vector<c10::SymInt> &shapes = facts->slots.shapes;
+    const std::vector<int64_t> &ranks = facts->slots.ranks;
     const size_t n_dyn = ranks.size() - 1;  // tensors of 'xs'
     const c10::SymInt axis = ctx->saved_data.at("axis").toSymInt();
     // one result per forward argument: the input slots, then the attrs; needs_input_grad counts

@@ -111,12 +111,11 @@ struct Grad : public torch::autograd::Function<Grad> {
       result = op.call(a_arg, b_arg, transpose_a, transpose_b);
     }
     opgen::pt::ag::variable_list outputs{result};
-    opgen::pt::ag::Slots slots;
+    const auto facts = c10::make_intrusive<opgen::pt::ag::Facts>(3);
+    opgen::pt::ag::Slots &slots = facts->slots;
     slots.add(a_arg);
     slots.add(b_arg);
     for (const at::Tensor &o : outputs) slots.add(o);
-    ctx->saved_data["shapes"] = c10::SymIntArrayRef(slots.shapes);
-    ctx->saved_data["ranks"] = slots.ranks;
     ctx->saved_data["transpose_a"] = transpose_a;
     ctx->saved_data["transpose_b"] = transpose_b;
     const at::Tensor &a = a_arg;
@@ -127,18 +126,20 @@ struct Grad : public torch::autograd::Function<Grad> {
     int64_t row = -1;
     if (row < 0 && opgen::pt::dtype_is(a, at::kFloat) && opgen::pt::dtype_is(b, at::kFloat)) row = 0;
     if (row < 0 && opgen::pt::dtype_is(a, at::kDouble) && opgen::pt::dtype_is(b, at::kDouble)) row = 1;
-    ctx->saved_data["row"] = row;
+    facts->row = row;
     std::vector<at::Tensor> saved;  // one per slot; undefined: not read by the backward
     saved.push_back((need_a || need_b) ? a : at::Tensor());
     saved.push_back((need_a || need_b) ? b : at::Tensor());
     saved.emplace_back();
     ctx->save_for_backward(saved);
+    opgen::pt::ag::keep(ctx, facts);
     return outputs;
   }
 
   static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
-    const std::vector<c10::SymInt> shapes = ctx->saved_data.at("shapes").toSymIntVector();
-    const std::vector<int64_t> ranks = ctx->saved_data.at("ranks").toIntVector();
+    const auto facts = opgen::pt::ag::facts(ctx);
+    const std::vector<c10::SymInt> &shapes = facts->slots.shapes;
+    const std::vector<int64_t> &ranks = facts->slots.ranks;
     const bool transpose_a = ctx->saved_data.at("transpose_a").toBool();
     const bool transpose_b = ctx->saved_data.at("transpose_b").toBool();
     // one result per forward argument: the input slots, then the attrs; needs_input_grad counts
@@ -156,7 +157,7 @@ struct Grad : public torch::autograd::Function<Grad> {
     for (const bool w : want) any = any || w;
     if (any) {
       static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::matmul_backward", "").typed<std::vector<at::Tensor>(const c10::List<std::optional<at::Tensor>> &, const c10::List<std::optional<at::Tensor>> &, c10::SymIntArrayRef, at::IntArrayRef, c10::List<bool>, int64_t, bool, bool)>();
-      const std::vector<at::Tensor> got = op.call(opgen::pt::ag::optional_list(ctx->get_saved_variables()), opgen::pt::ag::optional_list(douts), shapes, ranks, want, ctx->saved_data.at("row").toInt(), transpose_a, transpose_b);
+      const std::vector<at::Tensor> got = op.call(opgen::pt::ag::optional_list(ctx->get_saved_variables()), opgen::pt::ag::optional_list(douts), shapes, ranks, want, facts->row, transpose_a, transpose_b);
       size_t g = 0;
       for (size_t s = 0; s < want.size(); ++s) {
         if (want.get(s)) result[s] = got[g++];

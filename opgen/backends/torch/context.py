@@ -190,6 +190,8 @@ class TorchOp:
     n_fixed_slots: int
     """Slots that do not depend on the list input's length (fixed inputs and outputs)."""
     out_slots: tuple[str, ...]
+    n_slots_cpp: str
+    """C++ expression of the number of slots in a forward call (``<list>_arg.size()`` counted in)."""
     dynamic: str
     has_backward_op: bool
     view_names: tuple[str, ...]
@@ -239,6 +241,19 @@ def _cpp_param(kind: str, name: str) -> str:
     return f"{_cpp_type(kind)}{name}_arg"
 
 
+SCHEMA_RESERVED = frozenset({"kernel", "cls"})
+"""Names an operator schema cannot give an argument: Inductor lowers an operator it has no
+lowering for through ``FallbackKernel.create(cls, kernel, *args, **kwargs)`` with the schema's
+names as keywords, so an argument ``kernel`` is "got multiple values for argument 'kernel'"."""
+
+
+def schema_name(name: str) -> str:
+    """The schema's name for input or attr ``name``: ``name``, or ``name_`` for a name in
+    :data:`SCHEMA_RESERVED` (the Python function keeps the spec's name; the operator
+    ``torch.ops.<pkg>.<op>`` takes the argument by position or as ``name_``)."""
+    return f"{name}_" if name in SCHEMA_RESERVED else name
+
+
 def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
     """The PyTorch fields of ``op`` (``ctx``: its :func:`opgen.api.op_context`)."""
     inputs = list(op.inputs)
@@ -247,14 +262,14 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
     args = []
     for x in inputs:
         if x.kind == "required":
-            args.append(f"Tensor {x.name}")
+            args.append(f"Tensor {schema_name(x.name)}")
         elif x.kind == "optional":
-            args.append(f"Tensor? {x.name}=None")
+            args.append(f"Tensor? {schema_name(x.name)}=None")
         elif x.kind == "dynamic":
-            args.append(f"Tensor[] {x.name}")
+            args.append(f"Tensor[] {schema_name(x.name)}")
         else:  # pragma: no cover - model.Input kinds
             raise AssertionError(x.kind)
-    attr_args = [f"{_SCHEMA_TYPE[a.type]} {a.name}{_schema_default(a)}" for a in op.attrs]
+    attr_args = [f"{_SCHEMA_TYPE[a.type]} {schema_name(a.name)}{_schema_default(a)}" for a in op.attrs]
     # a parameter without default after one with default is not allowed: keep defaults only at the end
     for i in range(len(attr_args) - 1, -1, -1):
         if "=" not in attr_args[i]:
@@ -265,7 +280,7 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
     else:
         rets = "(" + ", ".join(f"Tensor {o.name}" for o in op.outputs) + ")"
     schema = f"{op.name}({', '.join(args + attr_args)}) -> {rets}"
-    bw_attrs = [f"{_SCHEMA_TYPE[a.type]} {a.name}" for a in op.attrs]
+    bw_attrs = [f"{_SCHEMA_TYPE[a.type]} {schema_name(a.name)}" for a in op.attrs]
     backward_schema = (f"{op.name}_backward(Tensor?[] saved, Tensor?[] douts, SymInt[] shapes, int[] ranks, "
                        f"bool[] needs, int row{''.join(', ' + s for s in bw_attrs)}) -> Tensor[]")
     # ---- C++ --------------------------------------------------------------------------
@@ -328,6 +343,8 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
         n_fixed_slots=n_in_fixed + len(op.outputs),
         out_slots=out_slots,
         dynamic=dynamic,
+        n_slots_cpp=(f"{len(inputs) + len(op.outputs) - 1} + {dynamic}_arg.size()" if dynamic
+                     else str(len(inputs) + len(op.outputs))),
         has_backward_op=op.has_backward and bool(non_view_diff),
         view_names=tuple(grad_views),
         ag_params=", ".join([_cpp_param(x.kind, x.name) for x in inputs]

@@ -357,6 +357,43 @@ def gather_shape(x: Sequence[Any], indices: Sequence[Any], axis: Any, op: str = 
     return [_i(d) for d in x[:ax]] + [_i(d) for d in indices] + [_i(d) for d in x[ax + 1:]]
 
 
+# ----------------------------------------------------------------------------- errors while tracing
+
+
+_TRACED: dict[type[Exception], type[Exception]] = {}
+
+
+def traced(exc: ValueError | TypeError) -> Exception:
+    """The op's own error ``exc``, raised by its fake kernel while ``torch.compile`` or
+    ``torch.export`` traces the op, as an exception that reaches the caller unchanged.
+
+    Dynamo turns any other exception from a fake kernel into its own ``TorchRuntimeError``; it
+    passes ``torch._dynamo.exc.Unsupported`` on (a graph break: under ``fullgraph=True`` and in
+    ``torch.export`` the caller gets it, otherwise Dynamo runs the call eagerly, where the kernel
+    raises the same error). The returned exception is an instance of both ``type(exc)`` and
+    ``Unsupported`` (class ``OpValueError`` or ``OpTypeError``), with the same message: ``except
+    ValueError`` catches it, eager or compiled. Dynamo appends where in the user's code the op
+    was called; ``op_message`` keeps the op's message alone. Outside a trace
+    (``torch.library.opcheck``'s fake tensors) the error is the same.
+    """
+    base = ValueError if isinstance(exc, ValueError) else TypeError
+    cls = _TRACED.get(base)
+    if cls is None:
+        from torch._dynamo.exc import Unsupported
+
+        def __init__(self: Any, message: str) -> None:
+            Unsupported.__init__(self, message, gb_type=f"opgen op {base.__name__}")
+
+        cls = type(f"Op{base.__name__}", (base, Unsupported), {
+            "__init__": __init__, "__module__": __name__,
+            "__doc__": f"An op's {base.__name__} raised while torch.compile traces it (see traced()).",
+        })
+        _TRACED[base] = cls
+    error = cls(str(exc))
+    error.op_message = str(exc)  # type: ignore[attr-defined]  # Dynamo appends to the message itself
+    return error
+
+
 # ----------------------------------------------------------------------------- autograd helpers
 
 

@@ -82,13 +82,18 @@ def _per_op(fn: Callable[..., Any], op: str) -> Callable[..., Any]:
 
 
 def _original(exc: BaseException) -> BaseException:
-    """The op's own TypeError/ValueError behind a Dynamo error (its ``__cause__`` chain, or the
+    """The op's own TypeError/ValueError: from a fake kernel, passed on by Dynamo
+    (:func:`opgen.backends.torch.runtime.traced`, without the text Dynamo appends), or behind a
+    Dynamo error (an attr check in the traced wrapper: its ``__cause__`` chain, or the
     exception it was raised while handling: Dynamo's ``TorchRuntimeError`` comes from its
     ``Unsupported`` whose cause is the op's error), else ``exc``."""
     seen: BaseException | None = exc
     for _ in range(16):  # a chain is short; a cycle is not followed
         if seen is None:
             break
+        message = getattr(seen, "op_message", None)  # runtime.traced(): the op's error as Dynamo passed it on
+        if message is not None:
+            return (ValueError if isinstance(seen, ValueError) else TypeError)(message)
         if isinstance(seen, (TypeError, ValueError)) and not type(seen).__module__.startswith("torch"):
             return seen
         seen = seen.__cause__ or seen.__context__

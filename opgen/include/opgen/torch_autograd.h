@@ -48,6 +48,13 @@ struct Slots {
   std::vector<c10::SymInt> shapes;
   std::vector<int64_t> ranks;
 
+  Slots() = default;
+  /// Room for `n` slots of up to 4 dims each (no regrowth in the common case).
+  explicit Slots(size_t n) {
+    ranks.reserve(n);
+    shapes.reserve(4 * n);
+  }
+
   void add(const at::Tensor &t) {
     if (!t.defined()) {
       ranks.push_back(-1);
@@ -63,6 +70,26 @@ struct Slots {
 };
 
 /// Slot ``slot``'s dims (``shapes``/``ranks`` as Slots stores them).
+/// What a backward needs besides the saved tensors and the attrs: the slots and the dtype row,
+/// kept in `ctx->saved_data` as one IValue (a capsule: one allocation and one map entry per call,
+/// where three IValue lists cost ~1 us; bench/bench_torch.py --overhead-only).
+struct Facts : public torch::CustomClassHolder {
+  Slots slots;
+  int64_t row = -1;
+
+  explicit Facts(size_t n_slots) : slots(n_slots) {}
+};
+
+/// Keep `facts` in `ctx` for the backward (see facts()).
+inline void keep(AutogradContext *ctx, c10::intrusive_ptr<Facts> facts) {
+  ctx->saved_data["opgen"] = at::IValue::make_capsule(std::move(facts));
+}
+
+/// The Facts the forward kept (keep()).
+inline c10::intrusive_ptr<Facts> facts(AutogradContext *ctx) {
+  return c10::static_intrusive_pointer_cast<Facts>(ctx->saved_data.at("opgen").toCapsule());
+}
+
 inline std::vector<c10::SymInt> slot_shape(const std::vector<c10::SymInt> &shapes, const std::vector<int64_t> &ranks,
                                            size_t slot) {
   size_t pos = 0;
