@@ -90,8 +90,8 @@ struct Grad : public torch::autograd::Function<Grad> {
 
   static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
     const auto facts = opgen::pt::ag::facts(ctx);
-    const std::vector<c10::SymInt> &shapes = facts->slots.shapes;
-    const std::vector<int64_t> &ranks = facts->slots.ranks;
+    const c10::ArrayRef<c10::SymInt> shapes = facts->slots.shapes;
+    const c10::ArrayRef<int64_t> ranks = facts->slots.ranks;
     const size_t n_dyn = ranks.size() - 1;  // tensors of 'xs'
     const c10::SymInt axis = ctx->saved_data.at("axis").toSymInt();
     // one result per forward argument: the input slots, then the attrs; needs_input_grad counts

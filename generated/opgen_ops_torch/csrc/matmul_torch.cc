@@ -128,18 +128,19 @@ struct Grad : public torch::autograd::Function<Grad> {
     if (row < 0 && opgen::pt::dtype_is(a, at::kDouble) && opgen::pt::dtype_is(b, at::kDouble)) row = 1;
     facts->row = row;
     std::vector<at::Tensor> saved;  // one per slot; undefined: not read by the backward
+    saved.reserve(3);
     saved.push_back((need_a || need_b) ? a : at::Tensor());
     saved.push_back((need_a || need_b) ? b : at::Tensor());
     saved.emplace_back();
-    ctx->save_for_backward(saved);
+    ctx->save_for_backward(std::move(saved));
     opgen::pt::ag::keep(ctx, facts);
     return outputs;
   }
 
   static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
     const auto facts = opgen::pt::ag::facts(ctx);
-    const std::vector<c10::SymInt> &shapes = facts->slots.shapes;
-    const std::vector<int64_t> &ranks = facts->slots.ranks;
+    const c10::ArrayRef<c10::SymInt> shapes = facts->slots.shapes;
+    const c10::ArrayRef<int64_t> ranks = facts->slots.ranks;
     const bool transpose_a = ctx->saved_data.at("transpose_a").toBool();
     const bool transpose_b = ctx->saved_data.at("transpose_b").toBool();
     // one result per forward argument: the input slots, then the attrs; needs_input_grad counts

@@ -130,18 +130,19 @@ struct Grad : public torch::autograd::Function<Grad> {
     if (row < 0 && opgen::pt::dtype_is(pred, at::kDouble) && opgen::pt::dtype_is(target, at::kDouble)) row = 1;
     facts->row = row;
     std::vector<at::Tensor> saved;  // one per slot; undefined: not read by the backward
+    saved.reserve(3);
     saved.push_back((need_pred || need_target) ? pred : at::Tensor());
     saved.push_back((need_pred || need_target) ? target : at::Tensor());
     saved.emplace_back();
-    ctx->save_for_backward(saved);
+    ctx->save_for_backward(std::move(saved));
     opgen::pt::ag::keep(ctx, facts);
     return outputs;
   }
 
   static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
     const auto facts = opgen::pt::ag::facts(ctx);
-    const std::vector<c10::SymInt> &shapes = facts->slots.shapes;
-    const std::vector<int64_t> &ranks = facts->slots.ranks;
+    const c10::ArrayRef<c10::SymInt> shapes = facts->slots.shapes;
+    const c10::ArrayRef<int64_t> ranks = facts->slots.ranks;
     const double beta = ctx->saved_data.at("beta").toDouble();
     const std::string reduction = ctx->saved_data.at("reduction").toStringRef();
     // one result per forward argument: the input slots, then the attrs; needs_input_grad counts

@@ -127,19 +127,20 @@ struct Grad : public torch::autograd::Function<Grad> {
     if (row < 0 && opgen::pt::dtype_is(cond, at::kBool) && opgen::pt::dtype_is(x, at::kDouble) && opgen::pt::dtype_is(y, at::kDouble)) row = 1;
     facts->row = row;
     std::vector<at::Tensor> saved;  // one per slot; undefined: not read by the backward
+    saved.reserve(4);
     saved.push_back((need_x || need_y) ? cond : at::Tensor());
     saved.emplace_back();
     saved.emplace_back();
     saved.emplace_back();
-    ctx->save_for_backward(saved);
+    ctx->save_for_backward(std::move(saved));
     opgen::pt::ag::keep(ctx, facts);
     return outputs;
   }
 
   static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
     const auto facts = opgen::pt::ag::facts(ctx);
-    const std::vector<c10::SymInt> &shapes = facts->slots.shapes;
-    const std::vector<int64_t> &ranks = facts->slots.ranks;
+    const c10::ArrayRef<c10::SymInt> shapes = facts->slots.shapes;
+    const c10::ArrayRef<int64_t> ranks = facts->slots.ranks;
     // one result per forward argument: the input slots, then the attrs; needs_input_grad counts
     // the tensors given (an absent optional input has no edge)
     const size_t n_slots = ranks.size() - 1;

@@ -13,6 +13,8 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/SymInt.h>
+#include <c10/util/ArrayRef.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
@@ -45,8 +47,8 @@ bool wanted(const Ts &...tensors) {
 /// The backward op's slots (see opgen.backends.torch.context): ranks (-1: an absent optional
 /// input) and the dims, concatenated, as SymInts.
 struct Slots {
-  std::vector<c10::SymInt> shapes;
-  std::vector<int64_t> ranks;
+  c10::SmallVector<c10::SymInt, 16> shapes;  // inline: no allocation for up to 16 dims in all
+  c10::SmallVector<int64_t, 6> ranks;
 
   Slots() = default;
   /// Room for `n` slots of up to 4 dims each (no regrowth in the common case).
@@ -90,7 +92,7 @@ inline c10::intrusive_ptr<Facts> facts(AutogradContext *ctx) {
   return c10::static_intrusive_pointer_cast<Facts>(ctx->saved_data.at("opgen").toCapsule());
 }
 
-inline std::vector<c10::SymInt> slot_shape(const std::vector<c10::SymInt> &shapes, const std::vector<int64_t> &ranks,
+inline std::vector<c10::SymInt> slot_shape(c10::ArrayRef<c10::SymInt> shapes, c10::ArrayRef<int64_t> ranks,
                                            size_t slot) {
   size_t pos = 0;
   for (size_t s = 0; s < slot; ++s) pos += static_cast<size_t>(std::max<int64_t>(ranks[s], 0));
@@ -108,8 +110,8 @@ inline c10::List<std::optional<at::Tensor>> optional_list(const variable_list &t
 
 /// The gradients of a concatenation's inputs (slots ``first`` .. ``first + n``) as views of the
 /// output gradient: ``dout`` narrowed along ``axis`` to each input's extent, in turn.
-inline variable_list split_view(const at::Tensor &dout, int64_t axis, const std::vector<c10::SymInt> &shapes,
-                                const std::vector<int64_t> &ranks, size_t first, size_t n) {
+inline variable_list split_view(const at::Tensor &dout, int64_t axis, c10::ArrayRef<c10::SymInt> shapes,
+                                c10::ArrayRef<int64_t> ranks, size_t first, size_t n) {
   const int64_t rank = dout.dim();
   const int64_t ax = axis < 0 ? axis + rank : axis;
   variable_list out;
@@ -126,7 +128,7 @@ inline variable_list split_view(const at::Tensor &dout, int64_t axis, const std:
 /// the reduced ``axes`` (empty: every axis; negative: from the end) kept as 1s, expanded (stride
 /// 0) to the input's shape.
 inline at::Tensor unreduce_view(const at::Tensor &dout, const std::vector<int64_t> &axes,
-                                const std::vector<c10::SymInt> &shapes, const std::vector<int64_t> &ranks,
+                                c10::ArrayRef<c10::SymInt> shapes, c10::ArrayRef<int64_t> ranks,
                                 size_t slot) {
   const std::vector<c10::SymInt> shape = slot_shape(shapes, ranks, slot);
   const auto rank = static_cast<int64_t>(shape.size());
