@@ -8,4 +8,4 @@ bash scripts/setup.sh
 .venv/bin/opgen generate ops/ --check
 .venv/bin/ruff check opgen tests examples bench
 .venv/bin/mypy
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q -n 2 --dist loadfile --durations=40 "$@"
