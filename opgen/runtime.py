@@ -1,7 +1,8 @@
 """Framework-neutral runtime helpers used by generated packages (not by the generator itself).
 
 The shape and attr helpers the generated wrappers and references call (``_rt``), so that the
-rules they implement live in one place, and the library loading every backend's runtime uses
+rules they implement live in one place (the shape rules are :mod:`opgen.shape_runtime`'s, over
+plain ints, re-exported here), and the library loading every backend's runtime uses
 (:func:`package_library`: a wheel's prebuilt library, or a build when missing or stale, see
 :mod:`opgen.build`). A backend's own runtime sits in its package
 (:mod:`opgen.backends.mindspore.runtime`: ``aot_library``, ``load_extension``, ``reg_info``...).
@@ -15,7 +16,7 @@ import math
 import numbers
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -23,6 +24,11 @@ from typing import Any
 from . import build as _build
 from . import env as _env
 from .literals import number_text
+
+# The shape rules and the shape language's Python meaning over plain ints, defined once in
+# opgen.shape_runtime (a framework's symbolic sizes use the same definitions, see there);
+# generated packages call them here as ``_rt.<name>``: these are the same function objects.
+from .shape_runtime import *  # noqa: F403 - re-exported: shape_runtime.__all__
 
 _loaded: dict[str, ModuleType] = {}
 _build_dirs: dict[Path, str] = {}
@@ -214,306 +220,6 @@ def checked() -> bool:
     return bool(_build.checked_flags())
 
 
-def broadcast_shape(*shapes: Sequence[int], op: str = "") -> list[int]:
-    """NumPy broadcast of several shapes (the ``broadcast(...)`` shape rule of op ``op``).
-
-    Raises:
-        ValueError: when the shapes cannot be broadcast together (the message names the op).
-    """
-    nd = max((len(s) for s in shapes), default=0)
-    out = [1] * nd
-    for s in shapes:
-        for i, d in enumerate(s):
-            j = nd - len(s) + i
-            if d == out[j] or d == 1:
-                continue
-            if out[j] == 1:
-                out[j] = int(d)
-                continue
-            prefix = f"{op}(): " if op else ""
-            raise ValueError(
-                f"{prefix}shapes cannot be broadcast together: {' '.join(str(tuple(x)) for x in shapes)}"
-            )
-    return out
-
-
-def _fail(op: str, message: str) -> ValueError:
-    return ValueError(f"{op}(): {message}" if op else message)
-
-
-def _shape_text(shape: Sequence[int]) -> str:
-    return "(" + ", ".join(str(int(d)) for d in shape) + ("," if len(shape) == 1 else "") + ")"
-
-
-def normalize_axes(axis: int | Sequence[int], rank: int, op: str = "") -> list[int]:
-    """Axes of a tensor of ``rank`` as sorted non-negative ints; ``[]`` means every axis.
-
-    Same rules and messages as ``opgen::normalize_axes`` in C++ (``rules.h``), and numpy's: a
-    single int axis of a 0-d tensor may be 0 or -1 (``np.sum(np.float32(2), axis=0)``), an axis
-    in a list may not (``np.sum(np.float32(2), axis=(0,))`` raises AxisError).
-
-    Raises:
-        ValueError: an axis outside ``[-rank, rank)`` (``[-1, 0]`` for the int axis of rank 0), or
-            repeated.
-    """
-    single = isinstance(axis, int)
-    axes = [int(axis)] if isinstance(axis, int) else [int(a) for a in axis]
-    if not axes:
-        return list(range(rank))
-    out: list[int] = []
-    bound = max(rank, 1) if single else rank
-    for a in axes:
-        if not -bound <= a < bound:
-            raise _fail(op, f"axis {a} is out of range for a tensor of rank {rank}")
-        a = a + bound if a < 0 else a  # bound is rank, or 1 for the int axis of a 0-d tensor
-        if a in out:
-            raise _fail(op, f"axis {a} is repeated")
-        out.append(a)
-    return sorted(a for a in out if a < rank)
-
-
-def dim_of(shape: Sequence[int], axis: int, name: str, op: str = "") -> int:
-    """Dimension ``axis`` (negative counts from the end) of input ``name``'s shape (explicit dim lists).
-
-    Raises:
-        ValueError: when the input has too few dimensions (same message as ``opgen::dim_of``).
-    """
-    rank = len(shape)
-    if not -rank <= axis < rank:
-        raise _fail(op, f"input '{name}' has shape {_shape_text(shape)}, which has no dimension {axis}")
-    return int(shape[axis])
-
-
-def reduce_shape(x: Sequence[int], axis: int | Sequence[int], keep_dims: bool, op: str = "") -> list[int]:
-    """Shape of ``x`` reduced over ``axis`` (the ``reduce(x, axis, keep_dims)`` shape rule).
-
-    Raises:
-        ValueError: a bad axis (see :func:`normalize_axes`).
-    """
-    axes = normalize_axes(axis, len(x), op)
-    if keep_dims:
-        return [1 if i in axes else int(d) for i, d in enumerate(x)]
-    return [int(d) for i, d in enumerate(x) if i not in axes]
-
-
-def matmul_shape(
-    a: Sequence[int], b: Sequence[int], transpose_a: bool = False, transpose_b: bool = False, op: str = ""
-) -> list[int]:
-    """Shape of ``op(a) @ op(b)`` for 2-D ``a`` and ``b`` (the ``matmul(...)`` shape rule).
-
-    Raises:
-        ValueError: an input that is not 2-D, or inner dimensions that differ.
-    """
-    if len(a) != 2 or len(b) != 2:
-        raise _fail(op, f"matmul needs 2-D inputs, got shapes {_shape_text(a)} and {_shape_text(b)}")
-    m, k = (a[1], a[0]) if transpose_a else (a[0], a[1])
-    k2, n = (b[1], b[0]) if transpose_b else (b[0], b[1])
-    if k != k2:
-        raise _fail(op, f"matmul inner dimensions differ: {_shape_text(a)}{'^T' if transpose_a else ''} x "
-                        f"{_shape_text(b)}{'^T' if transpose_b else ''} ({int(k)} != {int(k2)})")
-    return [int(m), int(n)]
-
-
-def concat_shape(xs: Sequence[Sequence[int]], axis: int, op: str = "") -> list[int]:
-    """Shape of the tensors ``xs`` joined along ``axis`` (the ``concat(xs, axis)`` shape rule).
-
-    Raises:
-        ValueError: no tensors, 0-d tensors, ranks that differ, a bad axis, or other dims that differ.
-    """
-    if not xs:
-        raise _fail(op, "concat needs at least one tensor")
-    rank = len(xs[0])
-    if rank == 0:
-        raise _fail(op, "concat cannot join 0-d tensors")
-    (ax,) = normalize_axes(axis, rank, op)
-    out = [int(d) for d in xs[0]]
-    for i, s in enumerate(xs[1:], start=1):
-        if len(s) != rank:
-            raise _fail(op, f"concat: tensor {i} has rank {len(s)}, tensor 0 has rank {rank}")
-        for d in range(rank):
-            if d != ax and int(s[d]) != out[d]:
-                raise _fail(op, f"concat: tensor {i} has shape {_shape_text(s)}, which differs from "
-                                f"{_shape_text(xs[0])} outside axis {ax}")
-        if int(s[ax]) > INT64_MAX - out[ax]:
-            raise _fail(op, f"concat: the joined axis {ax} would have more than 2**63 - 1 entries")
-        out[ax] += int(s[ax])
-    return out
-
-
-def gather_shape(x: Sequence[int], indices: Sequence[int], axis: int, op: str = "") -> list[int]:
-    """Shape of ``x`` gathered along ``axis`` at ``indices`` (the ``gather(x, indices, axis)`` shape
-    rule): ``x.shape[:axis] + indices.shape + x.shape[axis + 1:]``, as ``numpy.take``.
-
-    Same rules and messages as ``opgen::gather_shape`` in C++ (``rules.h``).
-
-    Raises:
-        ValueError: a 0-d ``x`` or a bad axis.
-    """
-    rank = len(x)
-    if rank == 0:
-        raise _fail(op, "gather cannot index a 0-d tensor")
-    (ax,) = normalize_axes(axis, rank, op)
-    return [int(d) for d in x[:ax]] + [int(d) for d in indices] + [int(d) for d in x[ax + 1:]]
-
-
-# ----------------------------------------------------------------------------- shape language
-# The Python meaning of the shape language (opgen/shapes/): generated expressions call these;
-# opgen/include/opgen/sym.h is the C++ twin (same results, same messages; tests compare them).
-
-INT64_MAX = 2**63 - 1
-INT64_MIN = -(2**63)
-
-
-class ShapeError(ValueError):
-    """A shape expression that cannot be evaluated on these shapes and attrs, or a contract that
-    does not hold; the message does not name the op (the caller adds ``<op>(): ``)."""
-
-
-def _i64(v: int) -> int:
-    if not INT64_MIN <= v <= INT64_MAX:
-        raise ShapeError("shape arithmetic overflows int64")
-    return v
-
-
-def ints(values: Sequence[Any]) -> list[int]:
-    """A shape or list[int] attr as a list of Python ints."""
-    return [int(v) for v in values]
-
-
-def int_rows(values: Sequence[Sequence[Any]]) -> list[list[int]]:
-    """A list[list[int]] attr as a list of lists of Python ints."""
-    return [[int(v) for v in r] for r in values]
-
-
-def row(rows: Sequence[Sequence[int]], i: int) -> list[int]:
-    """``rows[i]`` of a list[list[int]] attr, negative ``i`` counting from the end.
-
-    Raises:
-        ShapeError: an index out of range.
-    """
-    n = len(rows)
-    if not -n <= i < n:
-        raise ShapeError(f"index {i} is out of range for {_fact_value(rows)}, which has {n} entries")
-    return [int(v) for v in rows[i]]
-
-
-def all_of(conditions: Iterable[Any]) -> bool:
-    """``all(cond for v in s)``: every condition true (true for none)."""
-    return all(bool(c) for c in conditions)
-
-
-def any_of(conditions: Iterable[Any]) -> bool:
-    """``any(cond for v in s)``: some condition true (false for none)."""
-    return any(bool(c) for c in conditions)
-
-
-def length(values: Sized) -> int:
-    """``len``: a rank, a list's length, or the number of tensors of a dynamic input."""
-    return len(values)
-
-
-def at(values: Sequence[int], i: int) -> int:
-    """``values[i]``, negative ``i`` counting from the end.
-
-    Raises:
-        ShapeError: an index out of range.
-    """
-    n = len(values)
-    if not -n <= i < n:
-        raise ShapeError(f"index {i} is out of range for {_shape_text(values)}, which has {n} entries")
-    return int(values[i])
-
-
-def add(a: int, b: int) -> int:
-    """``a + b`` (int64, checked)."""
-    return _i64(int(a) + int(b))
-
-
-def sub(a: int, b: int) -> int:
-    """``a - b`` (int64, checked)."""
-    return _i64(int(a) - int(b))
-
-
-def mul(a: int, b: int) -> int:
-    """``a * b`` (int64, checked)."""
-    return _i64(int(a) * int(b))
-
-
-def floordiv(a: int, b: int) -> int:
-    """``a // b``, rounding toward -infinity.
-
-    Raises:
-        ShapeError: ``b == 0``, or an int64 overflow.
-    """
-    if b == 0:
-        raise ShapeError("division by zero in a shape expression")
-    return _i64(int(a) // int(b))
-
-
-def mod(a: int, b: int) -> int:
-    """``a % b`` with the sign of ``b``.
-
-    Raises:
-        ShapeError: ``b == 0``.
-    """
-    if b == 0:
-        raise ShapeError("division by zero in a shape expression")
-    return int(a) % int(b)
-
-
-def neg(a: int) -> int:
-    """``-a`` (int64, checked)."""
-    return _i64(-int(a))
-
-
-def imin(*xs: int) -> int:
-    """``min(a, b, ...)``."""
-    return int(min(xs))
-
-
-def imax(*xs: int) -> int:
-    """``max(a, b, ...)``."""
-    return int(max(xs))
-
-
-def repeat(values: Sequence[int], n: int) -> list[int]:
-    """``values * n``.
-
-    Raises:
-        ShapeError: a result longer than any shape.
-    """
-    if n > 0 and values and n > 1 << 20:
-        raise ShapeError(f"a list repeated {n} times is longer than any shape")
-    return list(values) * max(int(n), 0)
-
-
-def check_output(shape: Sequence[int], output: str) -> list[int]:
-    """An output shape as a list of ints, checked: every dim >= 0, the element count within int64.
-
-    Raises:
-        ShapeError: a negative dim, or too many elements.
-    """
-    dims = [int(d) for d in shape]
-    if any(d < 0 for d in dims):
-        raise ShapeError(f"output '{output}' would have shape {_shape_text(dims)}, with a negative dim")
-    numel = 1
-    for d in dims:
-        numel *= d
-        if numel > INT64_MAX:
-            raise ShapeError(f"output '{output}' would have shape {_shape_text(dims)}, more elements than "
-                             "int64 can count")
-    return dims
-
-
-def holds(condition: Callable[[], Any]) -> bool:
-    """Whether a contract holds: ``condition()`` is true; an error while evaluating it (a
-    shape function's rule, an index out of range) means it does not (as ``opgen::sym::require``)."""
-    try:
-        return bool(condition())
-    except ValueError:
-        return False
-
-
 def shapes_known(shapes: Sequence[Any]) -> bool:
     """Whether every shape (``Tensor.shape``) is fully known: GRAPH_MODE passes None for an
     unknown rank and None (or -1) for an unknown dim while it compiles a dynamic-shape graph."""
@@ -535,31 +241,6 @@ def remember(memo: dict[Any, Any], key: Any, value: Any, limit: int = 4096) -> N
     if len(memo) >= limit:
         memo.clear()
     memo[key] = value
-
-
-def _fact_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "True" if value else "False"
-    if isinstance(value, str):
-        return f"'{value}'"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_fact_value(v) for v in value) + "]"
-    if isinstance(value, float):
-        return f"{value:f}"
-    return str(int(value))
-
-
-def violation(text: str, inputs: Sequence[tuple[str, Any]], attrs: Sequence[tuple[str, Any]]) -> ShapeError:
-    """The error of contract ``text`` not holding, showing the shapes and attr values it reads
-    (the same message as ``opgen::sym::require``)."""
-    facts = []
-    for name, shape in inputs:
-        if shape and not isinstance(shape[0], numbers.Integral):  # a dynamic input: a list of shapes
-            facts.append(f"{name} has shapes [" + ", ".join(_shape_text(s) for s in shape) + "]")
-        else:
-            facts.append(f"{name} has shape {_shape_text(shape)}")
-    facts += [f"{name} = {_fact_value(value)}" for name, value in attrs]
-    return ShapeError(f"contract '{text}' does not hold: " + ", ".join(facts))
 
 
 _SCALAR: dict[str, tuple[type, ...]] = {
@@ -722,8 +403,8 @@ def check_dtype_names(
     Raises:
         TypeError: naming the op, the dtypes given and the supported rows.
     """
-    for row in rows:
-        expanded = [row[i] for i, n in enumerate(layout) for _ in range(n)]
+    for dtypes in rows:
+        expanded = [dtypes[i] for i, n in enumerate(layout) for _ in range(n)]
         if list(got) == expanded:
             return True
     names = []
@@ -731,7 +412,7 @@ def check_dtype_names(
         names += [f"{name}[{j}]" for j in range(n)] if kind == "dynamic" else [name] * n
     given = ", ".join(f"{n}={g}" for n, g in zip(names, got))
     columns = list(inputs) + list(outputs)
-    supported = ", ".join("(" + ", ".join(f"{n}={r}" for n, r in zip(columns, row)) + ")" for row in rows)
+    supported = ", ".join("(" + ", ".join(f"{n}={r}" for n, r in zip(columns, dtypes)) + ")" for dtypes in rows)
     raise TypeError(f"{op}(): unsupported dtypes ({given}); supported dtype_format rows: {supported}")
 
 

@@ -1,14 +1,15 @@
 """Shape functions of the shape language: one class per function, holding everything about it.
 
 Each :class:`ShapeFunction` says how a call is type-checked (its parameters), what it means in
-Python (a function of :mod:`opgen.runtime`), in C++ (a function of ``opgen/sym.h``, which
+Python (a function of :mod:`opgen.shape_runtime`, bound for ints in :mod:`opgen.runtime` and
+for each backend's sizes in its runtime), in C++ (a function of ``opgen/sym.h``, which
 handles unknown dims and ranks and otherwise calls the same-named static rule of
 ``opgen/rules.h``), in words (the docs), and how ``opgen test`` draws input shapes for it
 (:meth:`ShapeFunction.sample`), and for the functions that only move or sum elements, the
 gradient of their input as a view of the output gradient (``kernel.grad_views``: its geometry,
 :attr:`ShapeFunction.grad_view_kind`, and the arguments that fix it; each backend spells the
-call).  Adding a function means adding one class here and its two runtime twins (``runtime.py``
-and ``rules.h``/``sym.h``), which tests compare.
+call).  Adding a function means adding one class here and its two runtime twins
+(``shape_runtime.py`` and ``rules.h``/``sym.h``), which tests compare.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class ShapeFunction:
     name: str = ""
     params: tuple[Param, ...] = ()
     variadic: bool = False  # broadcast(x, y, ...): every argument a tensor, two or more
-    runtime: str = ""  # the opgen.runtime function
+    runtime: str = ""  # the opgen.shape_runtime function (``_rt.<name>``)
     cpp: str = ""  # the opgen::sym function
     styles: frozenset[str] = frozenset({"plain"})  # shape styles of opgen test it can realise
 

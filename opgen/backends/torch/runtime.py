@@ -4,25 +4,26 @@
   MindSpore package's import-time build, :mod:`opgen.runtime`) and loads it with
   ``torch.ops.load_library`` (no pybind11 module).
 - The shape language's Python emission (:func:`opgen.shapes.to_python`) calls ``_rt.<name>``;
-  here those names work on ``torch.SymInt`` as well as ints, so the fake kernels that
+  here those names are :mod:`opgen.shape_runtime`'s one definition of each rule bound to
+  :data:`SYM_DIMS`: they work on ``torch.SymInt`` as well as ints, so the fake kernels that
   ``torch.library.register_fake`` runs under ``torch.compile(dynamic=True)`` never turn a
-  symbolic size into a constant (no ``int()`` of a dim; comparisons become guards over the
-  symbols). Rules and messages are :mod:`opgen.runtime`'s, which are ``opgen/sym.h``'s.
+  symbolic size into a constant (no ``int()`` of a dim except in an error message; comparisons
+  become guards over the symbols). Rules and messages are ``opgen/sym.h``'s.
 - :func:`row_of` and :func:`backward_fake`: the fake kernels' dtype row and the backward op's
   fake gradients (the autograd itself is C++, ``opgen/torch_autograd.h``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence, Sized
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ... import runtime as _base
+from ... import shape_runtime as _shapes
 from ...runtime import ShapeError, check_attrs, check_attrs_once, list_key
-from ...runtime import normalize_axes as _normalize_int
 
 __all__ = ["ShapeError", "check_attrs", "check_attrs_once", "list_key"]
 
@@ -87,49 +88,70 @@ def load_library(module_file: str) -> str:
     return path
 
 
-def _i(d: Any) -> Any:
+def _keep(d: Any) -> Any:
     """A dim as an int, or the SymInt itself (never specialised)."""
     return d if isinstance(d, torch.SymInt) else int(d)
 
 
-def _shape_text(shape: Sequence[Any]) -> str:
-    return "(" + ", ".join(str(int(d)) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+def _sym_min(*xs: Any) -> Any:
+    """``min(a, b, ...)``: ``torch.sym_min`` (a symbolic min, no guard) for symbols."""
+    out = xs[0]
+    for x in xs[1:]:
+        out = torch.sym_min(out, x)  # type: ignore[no-untyped-call]
+    return out
 
 
-def _fail(op: str, message: str) -> ValueError:
-    return ValueError(f"{op}(): {message}" if op else message)
+def _sym_max(*xs: Any) -> Any:
+    """``max(a, b, ...)``: ``torch.sym_max`` (a symbolic max, no guard) for symbols."""
+    out = xs[0]
+    for x in xs[1:]:
+        out = torch.sym_max(out, x)  # type: ignore[no-untyped-call]
+    return out
 
 
-def ints(values: Sequence[Any]) -> list[Any]:
-    """A shape or list[int] attr as a list (ints or SymInts)."""
-    return [_i(v) for v in values]
+def _as_is(v: Any) -> Any:
+    return v
 
 
-def int_rows(values: Sequence[Sequence[Any]]) -> list[list[Any]]:
-    """A list[list[int]] attr as a list of lists (ints or SymInts)."""
-    return [[_i(v) for v in r] for r in values]
+def _concrete(v: Any) -> Any:
+    """A shape or attr value with its SymInts as ints (for an error message only)."""
+    if isinstance(v, (list, tuple, torch.Size)):
+        return [_concrete(x) for x in v]
+    return int(v) if isinstance(v, torch.SymInt) else v
 
 
-def row(rows: Sequence[Sequence[Any]], i: Any) -> list[Any]:
-    """``rows[i]`` of a list[list[int]] attr, negative ``i`` counting from the end.
+SYM_DIMS = _shapes.Dims(keep=_keep, scalars=(int, torch.SymInt), imin=_sym_min, imax=_sym_max, fit=_as_is,
+                        int64_checks=False, concrete=_concrete)
+"""Ints or ``torch.SymInt``: dims kept symbolic, ``torch.sym_min``/``sym_max``, no int64 checks
+(the rules and messages are :mod:`opgen.shape_runtime`'s)."""
 
-    Raises:
-        ShapeError: an index out of range.
-    """
-    n = len(rows)
-    if not -n <= i < n:
-        raise ShapeError(f"index {int(i)} is out of range for {_base._fact_value(rows)}, which has {n} entries")
-    return [_i(v) for v in rows[int(i)]]
-
-
-def all_of(conditions: Iterable[Any]) -> bool:
-    """``all(cond for v in s)`` (a symbolic condition becomes a guard)."""
-    return all(bool(c) for c in conditions)
-
-
-def any_of(conditions: Iterable[Any]) -> bool:
-    """``any(cond for v in s)`` (a symbolic condition becomes a guard)."""
-    return any(bool(c) for c in conditions)
+_SYM = _shapes.helpers(SYM_DIMS)
+broadcast_shape = _SYM.broadcast_shape
+normalize_axes = _SYM.normalize_axes
+dim_of = _SYM.dim_of
+reduce_shape = _SYM.reduce_shape
+matmul_shape = _SYM.matmul_shape
+concat_shape = _SYM.concat_shape
+gather_shape = _SYM.gather_shape
+ints = _SYM.ints
+int_rows = _SYM.int_rows
+row = _SYM.row
+all_of = _SYM.all_of
+any_of = _SYM.any_of
+length = _SYM.length
+at = _SYM.at
+add = _SYM.add
+sub = _SYM.sub
+mul = _SYM.mul
+floordiv = _SYM.floordiv
+mod = _SYM.mod
+neg = _SYM.neg
+imin = _SYM.imin
+imax = _SYM.imax
+repeat = _SYM.repeat
+check_output = _SYM.check_output
+holds = _SYM.holds
+violation = _SYM.violation
 
 
 def encode_rows(rows: Sequence[Sequence[Any]]) -> list[Any]:
@@ -152,209 +174,6 @@ def decode_rows(flat: Sequence[Any]) -> list[list[Any]]:
         out.append(list(flat[p + 1:p + 1 + n]))
         p += 1 + n
     return out
-
-
-def length(values: Sized) -> int:
-    """``len``: a rank, a list's length, or the number of tensors of a dynamic input."""
-    return len(values)
-
-
-def at(values: Sequence[Any], i: Any) -> Any:
-    """``values[i]``, negative ``i`` counting from the end.
-
-    Raises:
-        ShapeError: an index out of range.
-    """
-    n = len(values)
-    if not -n <= i < n:
-        raise ShapeError(f"index {int(i)} is out of range for {_shape_text(values)}, which has {n} entries")
-    return _i(values[int(i)])
-
-
-def add(a: Any, b: Any) -> Any:
-    """``a + b``."""
-    return a + b
-
-
-def sub(a: Any, b: Any) -> Any:
-    """``a - b``."""
-    return a - b
-
-
-def mul(a: Any, b: Any) -> Any:
-    """``a * b``."""
-    return a * b
-
-
-def floordiv(a: Any, b: Any) -> Any:
-    """``a // b``, rounding toward -infinity.
-
-    Raises:
-        ShapeError: ``b == 0``.
-    """
-    if b == 0:
-        raise ShapeError("division by zero in a shape expression")
-    return a // b
-
-
-def mod(a: Any, b: Any) -> Any:
-    """``a % b`` with the sign of ``b``.
-
-    Raises:
-        ShapeError: ``b == 0``.
-    """
-    if b == 0:
-        raise ShapeError("division by zero in a shape expression")
-    return a % b
-
-
-def neg(a: Any) -> Any:
-    """``-a``."""
-    return -a
-
-
-def imin(*xs: Any) -> Any:
-    """``min(a, b, ...)`` (``torch.sym_min`` for symbols)."""
-    out = xs[0]
-    for x in xs[1:]:
-        out = torch.sym_min(out, x)  # type: ignore[no-untyped-call]
-    return out
-
-
-def imax(*xs: Any) -> Any:
-    """``max(a, b, ...)`` (``torch.sym_max`` for symbols)."""
-    out = xs[0]
-    for x in xs[1:]:
-        out = torch.sym_max(out, x)  # type: ignore[no-untyped-call]
-    return out
-
-
-def repeat(values: Sequence[Any], n: Any) -> list[Any]:
-    """``values * n``.
-
-    Raises:
-        ShapeError: a result longer than any shape.
-    """
-    return _base.repeat(list(values), int(n))
-
-
-def check_output(shape: Sequence[Any], output: str) -> list[Any]:
-    """An output shape, checked: every dim >= 0.
-
-    Raises:
-        ShapeError: a negative dim.
-    """
-    dims = [_i(d) for d in shape]
-    for d in dims:
-        if d < 0:
-            raise ShapeError(f"output '{output}' would have shape {_shape_text(dims)}, with a negative dim")
-    return dims
-
-
-def holds(condition: Callable[[], Any]) -> bool:
-    """Whether a contract holds (an error while evaluating it means it does not)."""
-    try:
-        return bool(condition())
-    except ValueError:
-        return False
-
-
-def violation(text: str, inputs: Sequence[tuple[str, Any]], attrs: Sequence[tuple[str, Any]]) -> ShapeError:
-    """The error of contract ``text`` not holding (:func:`opgen.runtime.violation`'s message)."""
-
-    def concrete(v: Any) -> Any:
-        if isinstance(v, (list, tuple, torch.Size)):
-            return [concrete(x) for x in v]
-        return int(v) if isinstance(v, torch.SymInt) else v
-
-    return _base.violation(text, [(n, concrete(s)) for n, s in inputs], [(n, concrete(v)) for n, v in attrs])
-
-
-def broadcast_shape(*shapes: Sequence[Any], op: str = "") -> list[Any]:
-    """NumPy broadcast of several shapes (:func:`opgen.runtime.broadcast_shape`).
-
-    Raises:
-        ValueError: when the shapes cannot be broadcast together.
-    """
-    nd = max((len(s) for s in shapes), default=0)
-    out: list[Any] = [1] * nd
-    for s in shapes:
-        for i, d in enumerate(s):
-            j = nd - len(s) + i
-            if d == 1 or d == out[j]:
-                continue
-            if out[j] == 1:
-                out[j] = _i(d)
-                continue
-            prefix = f"{op}(): " if op else ""
-            raise ValueError(f"{prefix}shapes cannot be broadcast together: "
-                             f"{' '.join(str(tuple(int(v) for v in x)) for x in shapes)}")
-    return out
-
-
-def normalize_axes(axis: Any, rank: int, op: str = "") -> list[int]:
-    """:func:`opgen.runtime.normalize_axes` (axes are attrs: made concrete)."""
-    if isinstance(axis, (int, torch.SymInt)):  # an int axis, not a list: 0 and -1 are axes of a 0-d tensor
-        return _normalize_int(int(axis), rank, op)
-    return _normalize_int([int(a) for a in axis], rank, op)
-
-
-def dim_of(shape: Sequence[Any], axis: int, name: str, op: str = "") -> Any:
-    """Dimension ``axis`` of input ``name``'s shape (:func:`opgen.runtime.dim_of`)."""
-    rank = len(shape)
-    if not -rank <= axis < rank:
-        raise _fail(op, f"input '{name}' has shape {_shape_text(shape)}, which has no dimension {int(axis)}")
-    return _i(shape[int(axis)])
-
-
-def reduce_shape(x: Sequence[Any], axis: Any, keep_dims: bool, op: str = "") -> list[Any]:
-    """Shape of ``x`` reduced over ``axis`` (:func:`opgen.runtime.reduce_shape`)."""
-    axes = normalize_axes(axis, len(x), op)
-    if keep_dims:
-        return [1 if i in axes else _i(d) for i, d in enumerate(x)]
-    return [_i(d) for i, d in enumerate(x) if i not in axes]
-
-
-def matmul_shape(a: Sequence[Any], b: Sequence[Any], transpose_a: bool = False, transpose_b: bool = False,
-                 op: str = "") -> list[Any]:
-    """Shape of ``op(a) @ op(b)`` for 2-D ``a`` and ``b`` (:func:`opgen.runtime.matmul_shape`)."""
-    if len(a) != 2 or len(b) != 2:
-        raise _fail(op, f"matmul needs 2-D inputs, got shapes {_shape_text(a)} and {_shape_text(b)}")
-    m, k = (a[1], a[0]) if transpose_a else (a[0], a[1])
-    k2, n = (b[1], b[0]) if transpose_b else (b[0], b[1])
-    if k != k2:
-        raise _fail(op, f"matmul inner dimensions differ: {_shape_text(a)}{'^T' if transpose_a else ''} x "
-                        f"{_shape_text(b)}{'^T' if transpose_b else ''} ({int(k)} != {int(k2)})")
-    return [_i(m), _i(n)]
-
-
-def concat_shape(xs: Sequence[Sequence[Any]], axis: Any, op: str = "") -> list[Any]:
-    """Shape of the tensors ``xs`` joined along ``axis`` (:func:`opgen.runtime.concat_shape`)."""
-    if not xs:
-        raise _fail(op, "concat needs at least one tensor")
-    rank = len(xs[0])
-    if rank == 0:
-        raise _fail(op, "concat cannot join 0-d tensors")
-    (ax,) = normalize_axes(axis, rank, op)
-    out = [_i(d) for d in xs[0]]
-    for i, s in enumerate(xs[1:], start=1):
-        if len(s) != rank:
-            raise _fail(op, f"concat: tensor {i} has rank {len(s)}, tensor 0 has rank {rank}")
-        for d in range(rank):
-            if d != ax and s[d] != out[d]:
-                raise _fail(op, f"concat: tensor {i} has shape {_shape_text(s)}, which differs from "
-                                f"{_shape_text(xs[0])} outside axis {ax}")
-        out[ax] = out[ax] + _i(s[ax])
-    return out
-
-
-def gather_shape(x: Sequence[Any], indices: Sequence[Any], axis: Any, op: str = "") -> list[Any]:
-    """Shape of ``x`` gathered along ``axis`` at ``indices`` (:func:`opgen.runtime.gather_shape`)."""
-    rank = len(x)
-    if rank == 0:
-        raise _fail(op, "gather cannot index a 0-d tensor")
-    (ax,) = normalize_axes(axis, rank, op)
-    return [_i(d) for d in x[:ax]] + [_i(d) for d in indices] + [_i(d) for d in x[ax + 1:]]
 
 
 # ----------------------------------------------------------------------------- errors while tracing
