@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import yaml
 
@@ -28,9 +28,6 @@ alias bombs and against huge documents (a spec has a few hundred nodes; parsing 
 1 MB list of numbers is rejected in well under a second instead of being parsed whole)."""
 MAX_DEPTH = 64
 """Upper bound on nesting depth; a spec needs about 5."""
-
-Scalar = Union[str, int, float, bool, None]
-
 
 class MarkedDict(dict):  # type: ignore[type-arg]
     """A mapping from the YAML file with the location of itself, each key and each value."""

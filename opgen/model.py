@@ -95,20 +95,6 @@ ATTR_CPP = {
 }
 """C++ type of each attr type (float attrs are float32: that is what AotExtra carries)."""
 
-ATTR_REG = {
-    "int": "int",
-    "float": "float",
-    "bool": "bool",
-    "str": "str",
-    "list[int]": "listInt",
-    "list[float]": "listFloat",
-    "list[bool]": "listBool",
-    "list[str]": "listStr",
-    "list[list[int]]": "listListInt",
-    "list[list[float]]": "listListFloat",
-}
-"""CustomRegOp.attr value_type of each attr type."""
-
 
 @dataclass(frozen=True)
 class Attr:
@@ -150,11 +136,6 @@ class Attr:
     def item_type(self) -> str:
         """The element type of a list attr (``int`` for ``list[int]``), else the type itself."""
         return self.type[5:-1] if self.is_list else self.type
-
-    @property
-    def reg_type(self) -> str:
-        """CustomRegOp value_type string."""
-        return ATTR_REG[self.type]
 
 
 @dataclass(frozen=True)

@@ -148,9 +148,6 @@ def pynative_entry(public: FunctionType, impl: FunctionType) -> FunctionType:
 # with the layout passed to the kernel as the attr ``opgen_layout``. MindSpore 2.10's CPU aot
 # kernels take neither None nor native "dynamic" inputs (verified: kernel select fails).
 
-_LIST_PREFIXED = ("list[int]", "list[float]", "list[bool]", "list[str]", "str")
-
-
 def encode_attr(typ: str, value: Any) -> tuple[str, Any]:
     """An attr value as (CustomRegOp value_type, value) for AotExtra, which reads only int,
     float, bool and vectors of int/float.
