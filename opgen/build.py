@@ -264,8 +264,9 @@ class Unit:
 class Target:
     """One set of units to compile with the same flags, and (unless ``name`` is empty) link.
 
-    Kinds: ``aot`` and ``ext`` (the two libraries), ``kernels`` (each op's kernel layer, compiled
-    once and linked into both libraries: ``objects`` of the other two).
+    ``kind`` names it in the build folder: ``kernels`` (each op's kernel layer, compiled once and
+    linked into each of the backend's libraries: ``objects`` of the others), else one of its
+    backend's ``library_kinds``.
     """
 
     kind: str
@@ -283,6 +284,9 @@ class Target:
     toolchain: str = ""
     """What else decides the objects, from the backend (a framework's version, ``mindspore 2.10.0``):
     part of the key and of the toolchain stamp."""
+    shares_stamp: str = ""
+    """The kind of a target built with the same flags and toolchain whose toolchain stamp this
+    one's objects depend on when both are in one build ("": its own stamp)."""
 
 
 @dataclass(frozen=True)
@@ -344,11 +348,10 @@ def user_flags(pkg_dir: Path) -> tuple[UserFlags, dict[str, UserFlags]]:
 
 
 def _op_of(src: Path) -> str:
-    stem = src.stem
-    for suffix in ("_function", "_aot", "_kernel"):
-        if stem.endswith(suffix):
-            return stem[: -len(suffix)]
-    return stem
+    """The op a generated source is of: its stem without the role after the last ``_``
+    (``add_n_kernel.cc``, a backend's ``add_n_<role>.cc``: ``add_n``); a stem with no ``_``
+    (``bindings.cc``) is its own name."""
+    return src.stem.rpartition("_")[0] or src.stem
 
 
 def _label(names: Sequence[str]) -> str:
@@ -357,22 +360,21 @@ def _label(names: Sequence[str]) -> str:
     return f"{names[0]} ... {names[-1]} ({len(names)} units)"
 
 
-_KIND_LABEL = {"aot": " (aot)", "ext": " (Function<T>)", "kernels": " (kernel)"}
+def group_units(kind: str, sources: Sequence[Path], ops_per_unit: int | None, label: str = "") -> tuple[Unit, ...]:
+    """Split ``sources`` of a target of ``kind`` into translation units, each labelled
+    ``<ops> (<label>)`` in the build's progress (``label`` defaults to ``kind``).
 
-
-def group_units(kind: str, sources: Sequence[Path], ops_per_unit: int | None) -> tuple[Unit, ...]:
-    """Split ``sources`` into translation units.
-
-    ``ops_per_unit=1`` (and every aot or kernels build) gives one unit per source.  ``None``
+    ``ops_per_unit=1`` gives one unit per source (what a backend passes for a library whose
+    units are one op each).  ``None``
     (automatic) makes :data:`MIN_UNITS` units, or more so that none holds over
     :data:`MAX_OPS_PER_UNIT` sources; any other number makes units of at most that many.  Units
     hold consecutive sources (sorted by name) and differ in size by at most one, so the layout
     depends only on the list of sources.
     """
-    suffix = _KIND_LABEL.get(kind, f" ({kind})")
+    suffix = f" ({label or kind})"
     srcs = sorted(sources, key=lambda p: p.name)
     n = len(srcs)
-    if kind != "ext" or ops_per_unit == 1 or n <= 1:
+    if ops_per_unit == 1 or n <= 1:
         return tuple(Unit(f"{kind}/{s.stem}.o", (s,), _op_of(s) + suffix) for s in srcs)
     if ops_per_unit is None:
         count = min(n, max(MIN_UNITS, math.ceil(n / MAX_OPS_PER_UNIT)))
@@ -399,9 +401,10 @@ def plain_cflags(csrc: Path, abi: Sequence[str] = ()) -> tuple[str, ...]:
     ) + kernel_flags()[0] + sanitize_flags() + checked_flags()
 
 
-def kernel_target(pkg_dir: Path, abi: Sequence[str] = (), toolchain: str = "") -> Target:
+def kernel_target(pkg_dir: Path, abi: Sequence[str] = (), toolchain: str = "", shares_stamp: str = "") -> Target:
     """The kernel layer of every op (``csrc/<op>_kernel.cc``): one unit per op, no link, with the
-    backend's ABI flags and toolchain facts (:func:`plain_cflags`, :attr:`Target.toolchain`).
+    backend's ABI flags and toolchain facts (:func:`plain_cflags`, :attr:`Target.toolchain`,
+    :attr:`Target.shares_stamp`).
 
     Each unit gets the package's user compile flags and its op's (``csrc/build.json``).
     """
@@ -411,9 +414,10 @@ def kernel_target(pkg_dir: Path, abi: Sequence[str] = (), toolchain: str = "") -
     units = tuple(
         Unit(u.obj, u.sources, u.label,
              package.compile_flags(pkg_dir) + ops.get(_op_of(u.sources[0]), UserFlags()).compile_flags(pkg_dir))
-        for u in group_units("kernels", sources, 1)
+        for u in group_units("kernels", sources, 1, "kernel")
     )
-    return Target("kernels", "", sources, plain_cflags(csrc, abi), (), units, toolchain=toolchain)
+    return Target("kernels", "", sources, plain_cflags(csrc, abi), (), units, toolchain=toolchain,
+                  shares_stamp=shares_stamp)
 
 
 def user_link_flags(pkg_dir: Path) -> tuple[str, ...]:
@@ -665,8 +669,13 @@ def build_lock(bdir: Path, timeout: float | None = None, quiet: bool = False) ->
 # --------------------------------------------------------------------------- ninja
 
 
+def _stamp_kind(target: Target, kinds: set[str]) -> str:
+    """The kind whose toolchain stamp ``target``'s objects depend on in a build of ``kinds``."""
+    return target.shares_stamp if target.shares_stamp in kinds else target.kind
+
+
 def _ninja_file(targets: Sequence[Target]) -> str:
-    """One ninja file for a package: the kernel units, the aot library and the extension.
+    """One ninja file for a package: the kernel units and each of the backend's libraries.
 
     One file (and one ``.ninja_log``) for all of them, so a kernel unit is compiled once for both
     libraries; each library is built by naming it as ninja's target.
@@ -704,8 +713,7 @@ def _ninja_file(targets: Sequence[Target]) -> str:
         "",
     ]
     kinds = {t.kind for t in targets}
-    stamp_of = {t.kind: f"{'aot' if t.kind == 'kernels' and 'aot' in kinds else t.kind}/toolchain.stamp"
-                for t in targets}
+    stamp_of = {t.kind: f"{_stamp_kind(t, kinds)}/toolchain.stamp" for t in targets}
     for t in targets:
         k = t.kind
         implicit = [stamp_of[k]]
@@ -771,7 +779,7 @@ def _write_inputs(bdir: Path, targets: Sequence[Target]) -> Path:
                 _write_if_changed(bdir / unit.wrapper, f"// @generated by opgen build: unit {unit.label}\n{body}")
         if target.pch:
             _write_if_changed(bdir / k / "pch" / "opgen_pch.h", f'#include "{target.pch}"\n')
-        if k != "kernels" or "aot" not in {t.kind for t in targets}:
+        if _stamp_kind(target, {t.kind for t in targets}) == k:
             _write_if_changed(bdir / k / "toolchain.stamp", _toolchain(target))
     ninja_path = bdir / "build.ninja"
     _write_if_changed(ninja_path, _ninja_file(targets))

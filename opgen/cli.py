@@ -222,11 +222,7 @@ def _build(pkg_dir: Path, args: argparse.Namespace, kinds: Sequence[str]) -> int
     from .build import BuildError
 
     backend = _package_backend(pkg_dir)
-    needed: tuple[str, ...]
-    if backend.name == "mindspore":
-        needed = ("ninja", "mindspore") if "ext" in kinds else ("ninja",)
-    else:
-        needed = ("ninja", *backend.runtime_modules)
+    needed = ("ninja", *backend.build_modules(kinds))
     if _need_run_extra("build", needed):
         return EXIT_ERRORS
     if args.checked:

@@ -325,9 +325,9 @@ def test_precompiled_header_is_built_once_and_rebuilt_with_the_toolchain(
 
 def test_unit_grouping() -> None:
     srcs = [Path(f"csrc/op{i:02d}_function.cc") for i in range(40)]
-    one_each = build.group_units("ext", srcs, 1)
+    one_each = build.group_units("ext", srcs, 1, "Function<T>")
     assert len(one_each) == 40 and all(len(u.sources) == 1 and u.wrapper is None for u in one_each)
-    auto = build.group_units("ext", srcs, None)
+    auto = build.group_units("ext", srcs, None, "Function<T>")
     assert len(auto) == 3  # at most MAX_OPS_PER_UNIT each
     assert sorted(len(u.sources) for u in auto) == [13, 13, 14]
     assert [s for u in auto for s in u.sources] == sorted(srcs, key=lambda p: p.name)
@@ -336,12 +336,14 @@ def test_unit_grouping() -> None:
     assert len(build.group_units("ext", srcs[:16], None)) == 1
     assert len(build.group_units("ext", srcs[:17], None)) == 2
     assert len(build.group_units("ext", srcs, 8)) == 5
-    assert len(build.group_units("aot", srcs, None)) == 40  # aot and kernel units stay one per op
+    # the label is the caller's (its backend's), else the kind; the core names no library kind
+    assert [u.label for u in one_each[:2]] == ["op00 (Function<T>)", "op01 (Function<T>)"]
+    assert build.group_units("aot", srcs[:1], None)[0].label == "op00 (aot)"
     # the layout does not depend on how many jobs compile it
     monkey = pytest.MonkeyPatch()
     try:
         monkey.setenv("OPGEN_JOBS", "7")
-        assert build.group_units("ext", srcs, None) == auto
+        assert build.group_units("ext", srcs, None, "Function<T>") == auto
     finally:
         monkey.undo()
 

@@ -85,6 +85,12 @@ class Backend(abc.ABC):
     selected paths before any check starts, so that a build never counts against its
     ``--timeout`` (paths not listed build when they load)."""
 
+    def build_modules(self, kinds: Sequence[str]) -> tuple[str, ...]:
+        """The Python modules building the libraries ``kinds`` needs besides ninja (``opgen
+        build`` checks that they import first); :attr:`runtime_modules` unless a backend knows
+        better."""
+        return self.runtime_modules
+
     def package_dir(self, output: Path, package: str) -> Path:
         """Where this backend writes the package ``package`` under ``output``."""
         return output / (package + self.package_suffix)

@@ -34,6 +34,11 @@ class MindSporeBackend(Backend):
     test_paths: ClassVar[Mapping[str, str]] = {"custom-graph": "graph", "custom-pynative": "pynat", "function": "func"}
     test_libraries: ClassVar[Mapping[str, str]] = {"custom-graph": "aot", "custom-pynative": "aot", "function": "ext"}
 
+    def build_modules(self, kinds: Sequence[str]) -> tuple[str, ...]:
+        """MindSpore only for the extension (its flags come from MindSpore); the aot library
+        compiles without it."""
+        return ("mindspore",) if "ext" in kinds else ()
+
     def render(self, ops: Sequence[Op], package: str, out_prefix: str,
                package_flags: BuildFlags | None = None) -> dict[str, str]:
         from ... import api, signatures

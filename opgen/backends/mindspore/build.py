@@ -137,7 +137,7 @@ def built_library(pkg_dir: Path, kind: str, build_dir: str | None = None) -> Pat
 
 def _kernels(pkg_dir: Path) -> Target:
     """The kernel units of the package, as both libraries link them (MindSpore's ABI)."""
-    return kernel_target(pkg_dir, ABI_FLAGS, "mindspore ")
+    return kernel_target(pkg_dir, ABI_FLAGS, "mindspore ", shares_stamp="aot")  # same flags as aot's units
 
 
 def aot_target(pkg_dir: Path, *, pch: bool = False) -> Target:
@@ -152,7 +152,7 @@ def aot_target(pkg_dir: Path, *, pch: bool = False) -> Target:
     kernels = _kernels(pkg_dir)
     ldflags = ("-shared", "-pthread") + user_link_flags(pkg_dir) + kernel_flags()[1] + sanitize_flags()
     return Target("aot", f"lib{pkg_dir.name}_aot", sources, plain_cflags(csrc, ABI_FLAGS), ldflags,
-                  group_units("aot", sources, 1), "opgen/aot.h" if pch else None,
+                  group_units("aot", sources, 1, "aot"), "opgen/aot.h" if pch else None,
                   tuple(u.obj for u in kernels.units), kernels.sources, toolchain="mindspore ")
 
 
@@ -249,8 +249,8 @@ def ext_target(pkg_dir: Path, *, ops_per_unit: int | None = None, pch: bool = Fa
     cflags = ms_cflags + (f"-I{csrc}", f"-DMS_EXTENSION_NAME={name}") + kernel_flags()[0]
     ldflags = ms_ldflags[:1] + user_link_flags(pkg_dir) + ms_ldflags[1:] + kernel_flags()[1]
     # the bindings unit stays apart: it is recompiled only when an op's Python signature changes
-    units = group_units("ext", [s for s in sources if s.name != "bindings.cc"], ops_per_unit)
-    units += group_units("ext", [s for s in sources if s.name == "bindings.cc"], 1)
+    units = group_units("ext", [s for s in sources if s.name != "bindings.cc"], ops_per_unit, "Function<T>")
+    units += group_units("ext", [s for s in sources if s.name == "bindings.cc"], 1, "Function<T>")
     kernels = _kernels(pkg_dir)
     objects = tuple(u.obj for u in kernels.units)
     if (include_dir() / SUPPORT_SOURCE).is_file():
