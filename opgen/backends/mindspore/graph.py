@@ -16,6 +16,8 @@ from mindspore.common import dtype as mstype
 from mindspore.graph._parse.resources import convert_object_map as _convert_object_map
 from mindspore.graph.api import _pynative_executor
 
+from .runtime import MAX_CALL_TENSORS
+
 
 def _marker() -> int:
     return 0
@@ -266,7 +268,7 @@ def bprop_for(n: int, impl: Any, op: str = "") -> Any:
     flattened dynamic input makes their number vary by call site, hence one adapter per arity.
 
     Raises:
-        ValueError: for more than 16 flattened tensor inputs.
+        ValueError: for more than :data:`MAX_CUSTOM_TENSORS` flattened tensor inputs.
     """
     if not 1 <= n <= MAX_CUSTOM_TENSORS:
         raise ValueError(f"{op}(): the Custom path takes 1 to {MAX_CUSTOM_TENSORS} tensors per call, got {n}")
@@ -370,8 +372,11 @@ def _b16(f: Any) -> Any:
 
 
 _BPROPS = (_b1, _b2, _b3, _b4, _b5, _b6, _b7, _b8, _b9, _b10, _b11, _b12, _b13, _b14, _b15, _b16)
-MAX_CUSTOM_TENSORS = len(_BPROPS)
-"""The most tensors one Custom-path call takes (all inputs flattened): one bprop adapter per count."""
+MAX_CUSTOM_TENSORS = MAX_CALL_TENSORS
+"""The most tensors one Custom-path call takes (all inputs flattened): one bprop adapter per count
+(:data:`opgen.backends.mindspore.runtime.MAX_CALL_TENSORS`, which also bounds the Function<T> path's lists)."""
+if len(_BPROPS) != MAX_CUSTOM_TENSORS:  # pragma: no cover - an edit of one without the other
+    raise ImportError(f"opgen: {len(_BPROPS)} bprop adapters for MAX_CALL_TENSORS = {MAX_CALL_TENSORS}")
 
 
 substitute_in_graphs({launch_blocking: _launch_blocking_in_graph})

@@ -33,6 +33,12 @@ deadlock. Uncontended, it costs about 0.1 us per call.
 TARGET = "CPU"
 """The one target of the MindSpore backend: ``CustomRegOp(...).target``, the spec's dtype_format
 rows it builds, ``CustomOpBuilder(backend=...)``."""
+MAX_CALL_TENSORS = 16
+"""The most tensors one call of an op takes, on either path: on the Custom path every tensor
+input flattened (``graph`` has one bprop adapter per count, ``graph.MAX_CUSTOM_TENSORS``), on the
+Function<T> path the items of its list input (``run_<op>`` instantiates ``apply_n`` for 1 to this
+many: ``MsOpView.list_sizes``). A list with more raises ``ValueError: <op>(): '<input>' takes 1 to
+<n> tensors, got <m>``."""
 FRAMEWORK = ("mindspore", "MindSpore")
 """The key of MindSpore's version in a wheel's ``_prebuilt.json``, and its name in messages."""
 

@@ -18,7 +18,7 @@ from ... import shapes as lang
 from ...api import _sym, grad_is_dout, op_context, shape_prelude_cpp
 from ...model import Attr, Op
 from ...views import InputView, OpView, RowView
-from .runtime import TARGET
+from .runtime import MAX_CALL_TENSORS, TARGET
 
 GRAD_VIEW_CPP = {"split": "opgen::ms::split_view", "unreduce": "opgen::ms::unreduce_view"}
 """The ``opgen/ms.h`` call of each gradient view geometry (:data:`opgen.shapes.GradViewKind`)."""
@@ -123,6 +123,9 @@ class MsOpView:
     """``Apply``'s arguments before a dynamic input's tensors."""
     run_params: str
     """The ``run_<op>`` entry point's parameters."""
+    list_sizes: tuple[int, ...]
+    """Function<T>, an op with a list input: the item counts ``run_<op>`` dispatches on, 1 to
+    :data:`~opgen.backends.mindspore.runtime.MAX_CALL_TENSORS` (``()`` without a list input)."""
     bind_params: str
     """The pybind11 function's parameters (list attrs as Python objects)."""
     bind_args: str
@@ -531,7 +534,7 @@ def ms_view(op: Op, package: str) -> MsOpView:
     for x in view.inputs:
         if x.dynamic:
             call = f'{x.name} = _graph.tensor_list_input("{op.name}", "{x.name}", {x.name}'
-            checks.append(call + ", 0)")  # Function<T>: 1 to 16 items (function.cc.j2's run_<op>)
+            checks.append(call + ", 0)")  # Function<T>: 1 to MAX_CALL_TENSORS items (run_<op>'s list_sizes)
             custom_checks.append(call + f", {others})")
             continue
         if x.optional:
@@ -581,6 +584,7 @@ def ms_view(op: Op, package: str) -> MsOpView:
         shape_prelude_fn=tuple(fn_prelude),
         shape_prelude_infer=tuple(infer_prelude),
         ret_type="TensorPtr" if view.single_output else "TensorPtrList",
+        list_sizes=tuple(range(1, MAX_CALL_TENSORS + 1)) if view.dynamic else (),
         fixed_params="".join([f", const TensorPtr &{n}" for n in view.fixed_names]
                              + [f", {a.cpp_type} {a.name}" for a in view.attrs]),
         fixed_args="".join(f", {n}" for n in [*view.fixed_names, *view.attr_names]),
