@@ -18,6 +18,8 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
 
+from .. import shape_runtime
+
 if TYPE_CHECKING:
     from .syntax import Node, _Parser
 
@@ -356,8 +358,6 @@ class Concat(ShapeFunction):
         return f"the tensors of {_code(args[0])} joined along {_axes_words(args[1])}"
 
     def sample(self, args: tuple[Node, ...], ctx: SampleContext) -> None:
-        from opgen import runtime
-
         xs = _tensor_name(args[0]) or ""
         if xs in ctx.shapes:
             return
@@ -367,7 +367,7 @@ class Concat(ShapeFunction):
         base = list(ctx.random_shape(min_ndim=max(1, _axes_ndim(axis))))
         if ctx.style == "empty":
             base = [d if d else 1 for d in base]  # the zero goes on the joined axis below
-        (ax,) = runtime.normalize_axes(axis, len(base))
+        (ax,) = shape_runtime.normalize_axes(axis, len(base))
         shapes = []
         for i in range(int(ctx.rng.integers(1, 4))):
             dims = list(base)
@@ -400,8 +400,6 @@ class Gather(ShapeFunction):
                 f"{_shape_words(args[1])} (numpy.take)")
 
     def sample(self, args: tuple[Node, ...], ctx: SampleContext) -> None:
-        from opgen import runtime
-
         x, indices = _tensor_name(args[0]), _tensor_name(args[1])
         if x is not None and x not in ctx.shapes:
             axis = int(ctx.value(args[2]))
@@ -409,7 +407,7 @@ class Gather(ShapeFunction):
             # an empty case empties another axis of x, or the indices
             dims = list(ctx.random_shape(min_ndim=max(1, _axes_ndim(axis)), low=2)
                         if ctx.style != "scalar" else (int(ctx.rng.integers(2, 4)),))
-            (ax,) = runtime.normalize_axes(axis, len(dims))
+            (ax,) = shape_runtime.normalize_axes(axis, len(dims))
             if dims[ax] == 0:
                 dims[ax] = 2
                 if indices is not None and indices not in ctx.shapes:
