@@ -251,6 +251,19 @@ def grad_is_dout(op: Op) -> frozenset[str]:
                      if expr.names == (dout,) and expr.text.strip() == dout)
 
 
+def every_grad_is_dout(op: Op) -> bool:
+    """Whether every gradient may be ``dout`` itself (add): each input is required and
+    differentiable with gradient exactly ``dout`` (:func:`grad_is_dout`), and every dtype_format
+    row gives the inputs the output's dtype. Where no input broadcasts (each has the output's
+    shape), MindSpore's Custom-path bprop and the PyTorch autograd kernel's backward then return
+    ``dout`` for every input without running the backward kernel, as the frameworks' own add
+    does."""
+    same = grad_is_dout(op)
+    n = len(op.inputs)
+    return (bool(op.inputs) and all(x.kind == "required" and x.differentiable and x.name in same for x in op.inputs)
+            and all(r.dtype(i) == r.dtype(n) for r in op.rows for i in range(n)))
+
+
 def can_fail(op: Op) -> bool:
     """Whether the op's kernel may raise an error the Python wrapper cannot check before launch
     (data-dependent: an index out of range, an integer division by zero), so that its Custom

@@ -31,7 +31,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   if (approximate == "tanh") {
     opgen::map(out, [&](C v) -> C { return C(0.5) * v * (C(1) + opgen::math::tanh(k * (v + c * v * v * v))); }, x);
   } else {
-    opgen::map(out, [&](C v) -> C { return C(0.5) * v * (C(1) + std::erf(v * C(0.7071067811865476))); }, x);
+    opgen::map(out, [&](C v) -> C { return C(0.5) * v * (C(1) + opgen::math::erf(v * C(0.7071067811865476))); }, x);
   }
 #line 37 "generated/opgen_ops/csrc/gelu_kernel.h"
 }
@@ -55,7 +55,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
     }, x, dout);
   } else {
     opgen::map(dx, [&](C v, C g) -> C {
-      return g * (C(0.5) * (C(1) + std::erf(v * C(0.7071067811865476))) +
+      return g * (C(0.5) * (C(1) + opgen::math::erf(v * C(0.7071067811865476))) +
                   v * std::exp(C(-0.5) * v * v) * C(0.3989422804014327));  // 1 / sqrt(2 pi)
     }, x, dout);
   }

@@ -28,17 +28,21 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight
 #line 32 "ops/rms_norm.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.dim(-1), R = D ? x.numel / D : 0;
-  // rows in parallel, a chunk worth kParallelGrain elements (the default grain counts elements)
-  opgen::parallel_for(R, std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, D)), [&](int64_t r0, int64_t r1) {
+  // rows in parallel, from the AVX-512 / AVX2+FMA copy of the loops (parallel_rows); the sum of
+  // squares is a vector reduction (OPGEN_SIMD_SUM: a plain loop summed one element at a time)
+  opgen::parallel_rows(R, D, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const auto *xr = x.data + r * D;
+      const x_t *xr = x.data + r * D;
+      y_t *yr = y.data + r * D;
       C ms = 0;
+      OPGEN_SIMD_SUM(ms)
       for (int64_t j = 0; j < D; ++j) ms += C(xr[j]) * C(xr[j]);
       const C s = C(1) / std::sqrt(ms / C(D) + C(eps));
-      for (int64_t j = 0; j < D; ++j) y[r * D + j] = y_t(C(xr[j]) * s * C(weight[j]));
+      OPGEN_SIMD
+      for (int64_t j = 0; j < D; ++j) yr[j] = y_t(C(xr[j]) * s * C(weight[j]));
     }
   });
-#line 42 "generated/opgen_ops/csrc/rms_norm_kernel.h"
+#line 46 "generated/opgen_ops/csrc/rms_norm_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -51,26 +55,48 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weigh
   (void)weight;
   (void)y;
   const float &eps = attrs.eps;
-#line 45 "ops/rms_norm.yaml"
-  // dx = s * g - s**3 * x * sum(g * x) / D with g = dy * weight; dweight = sum over rows of dy * x * s
+#line 49 "ops/rms_norm.yaml"
+  // dx = s * g - s**3 * x * sum(g * x) / D with g = dy * weight, rows in parallel;
+  // dweight = sum over rows of dy * x * s (summed in sum_t), columns in parallel
   using C = opgen::compute_t<x_t>;
+  using A = opgen::sum_t<x_t>;
   const int64_t D = x.dim(-1), R = D ? x.numel / D : 0;
-  std::vector<C> acc(dweight ? D : 0, C(0));
-  for (int64_t r = 0; r < R; ++r) {
-    const auto *xr = x.data + r * D;
-    C ms = 0, gx = 0;
-    for (int64_t j = 0; j < D; ++j) {
-      ms += C(xr[j]) * C(xr[j]);
-      gx += C(dy[r * D + j]) * C(weight[j]) * C(xr[j]);
+  std::vector<C> rs(static_cast<size_t>(R));  // s of each row
+  opgen::parallel_rows(R, D, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const x_t *xr = x.data + r * D;
+      const y_t *gr = dy.data + r * D;
+      C ms = 0;
+      OPGEN_SIMD_SUM(ms)
+      for (int64_t j = 0; j < D; ++j) ms += C(xr[j]) * C(xr[j]);
+      const C s = C(1) / std::sqrt(ms / C(D) + C(eps));
+      rs[static_cast<size_t>(r)] = s;
+      if (!dx) continue;
+      C gx = 0;
+      OPGEN_SIMD_SUM(gx)
+      for (int64_t j = 0; j < D; ++j) gx += C(gr[j]) * C(weight[j]) * C(xr[j]);
+      const C k = s * s * s * gx / C(D);
+      x_t *q = dx.data + r * D;
+      OPGEN_SIMD
+      for (int64_t j = 0; j < D; ++j) q[j] = x_t(s * C(gr[j]) * C(weight[j]) - k * C(xr[j]));
     }
-    const C s = C(1) / std::sqrt(ms / C(D) + C(eps));
-    for (int64_t j = 0; j < D; ++j) {
-      if (dx) dx[r * D + j] = x_t(s * C(dy[r * D + j]) * C(weight[j]) - s * s * s * C(xr[j]) * gx / C(D));
-      if (dweight) acc[j] += C(dy[r * D + j]) * C(xr[j]) * s;
-    }
+  });
+  if (dweight) {
+    opgen::parallel_rows(D, std::min<int64_t>(R, opgen::kParallelGrain / 16), [&](int64_t j0, int64_t j1) {  // D columns of R
+      const int64_t w = j1 - j0;
+      std::vector<A> acc(static_cast<size_t>(w), A(0));
+      A *pa = acc.data();
+      for (int64_t r = 0; r < R; ++r) {
+        const x_t *xr = x.data + r * D + j0;
+        const y_t *gr = dy.data + r * D + j0;
+        const C s = rs[static_cast<size_t>(r)];
+        OPGEN_SIMD
+        for (int64_t j = 0; j < w; ++j) pa[j] += A(C(gr[j]) * C(xr[j]) * s);
+      }
+      for (int64_t j = 0; j < w; ++j) dweight[j0 + j] = weight_t(pa[j]);
+    });
   }
-  for (int64_t j = 0; dweight && j < D; ++j) dweight[j] = weight_t(acc[j]);
-#line 74 "generated/opgen_ops/csrc/rms_norm_kernel.h"
+#line 100 "generated/opgen_ops/csrc/rms_norm_kernel.h"
 }
 
 }  // namespace rms_norm

@@ -29,20 +29,18 @@ void forward(const Attrs &attrs, const opgen::In<pred_t> &pred, const opgen::In<
 #line 37 "ops/smooth_l1_loss.yaml"
   using C = opgen::compute_t<pred_t>;
   const C b = C(beta);
-  auto l = [&](int64_t i) {
-    const C d = C(pred[i]) - C(target[i]), ad = std::abs(d);
+  auto l = [b](C p, C t) noexcept -> C {
+    const C d = p - t, ad = std::abs(d);
     return ad < b ? C(0.5) * d * d / b : ad - C(0.5) * b;
   };
   if (reduction == "none") {
-    opgen::parallel_for(pred.numel, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) loss[i] = loss_t(l(i));
-    });
+    opgen::map(loss, l, pred, target);  // a vector loop for the CPU's ISA, in parallel
   } else {
     C s = 0;
-    for (int64_t i = 0; i < pred.numel; ++i) s += l(i);
+    for (int64_t i = 0; i < pred.numel; ++i) s += l(C(pred[i]), C(target[i]));
     loss[0] = loss_t(reduction == "sum" ? s : s / C(pred.numel));
   }
-#line 46 "generated/opgen_ops/csrc/smooth_l1_loss_kernel.h"
+#line 44 "generated/opgen_ops/csrc/smooth_l1_loss_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -56,19 +54,32 @@ void backward(const Attrs &attrs, const opgen::In<pred_t> &pred, const opgen::In
   (void)loss;
   const float &beta = attrs.beta;
   const std::string &reduction = attrs.reduction;
-#line 53 "ops/smooth_l1_loss.yaml"
+#line 51 "ops/smooth_l1_loss.yaml"
+  // dpred = clamp(d / beta, -1, 1) * dloss (per element for 'none', the reduced dloss scaled
+  // otherwise), dtarget = -dpred; the reduction is compared once, not per element.
   using C = opgen::compute_t<pred_t>;
   const C b = C(beta);
-  const C scale = reduction == "none" ? C(1) : reduction == "sum" ? C(dloss[0]) : C(dloss[0]) / C(pred.numel);
-  opgen::parallel_for(pred.numel, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const C d = C(pred[i]) - C(target[i]), ad = std::abs(d);
-      const C g = (ad < b ? d / b : (d > 0 ? C(1) : C(-1))) * (reduction == "none" ? C(dloss[i]) : scale);
-      if (dpred) dpred[i] = pred_t(g);
-      if (dtarget) dtarget[i] = target_t(-g);
+  auto slope = [b](C p, C t) noexcept -> C {
+    const C d = p - t;
+    return std::abs(d) < b ? d / b : (d > 0 ? C(1) : C(-1));
+  };
+  const bool none = reduction == "none";
+  const C scale = none ? C(1) : reduction == "sum" ? C(dloss[0]) : C(dloss[0]) / C(pred.numel);
+  auto grad = [&](const auto &d, C sign) {  // d = sign * dpred
+    if (none) {
+      opgen::map(d, [&](C p, C t, C g) noexcept -> C { return sign * slope(p, t) * g; }, pred, target, dloss);
+    } else {
+      opgen::map(d, [&](C p, C t) noexcept -> C { return sign * slope(p, t) * scale; }, pred, target);
     }
-  });
-#line 72 "generated/opgen_ops/csrc/smooth_l1_loss_kernel.h"
+  };
+  if (dpred) grad(dpred, C(1));
+  if (dpred && dtarget) {
+    const auto dp = opgen::make_view(static_cast<const pred_t *>(dpred.data), dpred.shape, dpred.ndim);
+    opgen::map(dtarget, [](C g) noexcept -> C { return -g; }, dp);
+  } else if (dtarget) {
+    grad(dtarget, C(-1));
+  }
+#line 83 "generated/opgen_ops/csrc/smooth_l1_loss_kernel.h"
 }
 
 }  // namespace smooth_l1_loss

@@ -165,6 +165,23 @@ struct Grad : public torch::autograd::Function<Grad> {
       if (ranks[s] >= 0) need[s] = ctx->needs_input_grad(e++);
     }
     opgen::pt::ag::variable_list result(n_slots + 1);
+    {
+      // every gradient is dout itself when no input broadcasts (each has dout's shape), as
+      // torch's own add and expand return it: no backward kernel, no copies
+      const at::Tensor &dout = douts[0];
+      const c10::SymIntArrayRef dout_shape = dout.sym_sizes();
+      bool same = dout.defined();
+      for (size_t s = 0, off = 0; same && s < n_slots; off += static_cast<size_t>(ranks[s]), ++s) {
+        same = ranks[s] == static_cast<int64_t>(dout_shape.size()) &&
+               std::equal(dout_shape.begin(), dout_shape.end(), shapes.begin() + static_cast<std::ptrdiff_t>(off));
+      }
+      if (same) {
+        for (size_t s = 0; s < n_slots; ++s) {
+          if (need[s]) result[s] = dout;
+        }
+        return result;
+      }
+    }
     c10::List<bool> want;
     bool any = false;
     want.push_back(need[0]);

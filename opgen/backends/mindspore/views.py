@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from ... import shapes as lang
-from ...api import _sym, grad_is_dout, op_context, shape_prelude_cpp
+from ...api import _sym, every_grad_is_dout, op_context, shape_prelude_cpp
 from ...model import Attr, Op
 from ...views import InputView, OpView, RowView
 from .runtime import MAX_CALL_TENSORS, TARGET
@@ -176,6 +176,7 @@ class MsOpView:
     last_attr_tests: str
     """`` and <attr> is opgen_last[i]`` for each attr."""
     bprop_returns_dout: bool
+    """:func:`opgen.api.every_grad_is_dout`: the bprop returns ``dout`` for every input when none broadcasts."""
     grad_views_py: str
     grad_view_input: InputView | None
     """The (first) differentiable input, whose gradient the PyNative bprop may return as a view."""
@@ -228,17 +229,6 @@ def grad_views_py(op: Op) -> str:
     args = ", ".join(("dout", x.name, *node.fn.grad_view_py(node.args, py)))
     view = f"{grad_view_call(node.fn.grad_view_kind, python=True)}({args})"
     return view if x.kind == "dynamic" else f"({view},)"
-
-
-def bprop_returns_dout(op: Op) -> bool:
-    """Whether the Custom path's bprop may return ``dout`` itself for every input: each input is
-    required and differentiable with gradient exactly ``dout`` (:func:`opgen.api.grad_is_dout`),
-    and every dtype_format row gives the inputs the output's dtype. The bprop then skips the
-    backward kernel when the inputs have the output's (static) shape."""
-    same = grad_is_dout(op)
-    n = len(op.inputs)
-    return (bool(op.inputs) and all(x.kind == "required" and x.differentiable and x.name in same for x in op.inputs)
-            and all(r.dtype(i) == r.dtype(n) for r in op.rows for i in range(n)))
 
 
 def cpp_checks_attr(a: Attr) -> bool:
@@ -615,7 +605,7 @@ def ms_view(op: Op, package: str) -> MsOpView:
         last_size=4 + len(attrs),
         last_prim_slot=3 + len(attrs),
         last_attr_tests="".join(f" and {a.name} is opgen_last[{3 + i}]" for i, a in enumerate(attrs)),
-        bprop_returns_dout=bprop_returns_dout(op),
+        bprop_returns_dout=every_grad_is_dout(op),
         grad_views_py=grad_views_py(op),
         grad_view_input=next((x for x in view.inputs if x.differentiable), None),
     )

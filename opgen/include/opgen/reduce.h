@@ -138,6 +138,15 @@ void for_rows(int64_t rows, int64_t n, F &&f) {
 }
 }  // namespace detail
 
+/// Calls f(r0, r1) for ranges of the `rows` rows of `n` elements each, in parallel (a chunk worth
+/// kParallelGrain elements), from the AVX-512 or AVX2+FMA copy of f on CPUs that have them: the
+/// row loop of a kernel body (layer_norm, rms_norm), whose OPGEN_SIMD loops would otherwise be
+/// compiled for the baseline ISA only (SSE2: 4 floats per instruction, no FMA).
+template <typename F>
+void parallel_rows(int64_t rows, int64_t n, F &&f) {
+  detail::for_rows(rows, n, f);
+}
+
 /// out (kept elements, in order) = sum of x over the reduced axes of `kept` (x's shape with 1
 /// on the reduced axes), times `scale` (1 / count for a mean).
 template <typename E, typename OutE>
