@@ -251,17 +251,24 @@ def grad_is_dout(op: Op) -> frozenset[str]:
                      if expr.names == (dout,) and expr.text.strip() == dout)
 
 
-def every_grad_is_dout(op: Op) -> bool:
-    """Whether every gradient may be ``dout`` itself (add): each input is required and
-    differentiable with gradient exactly ``dout`` (:func:`grad_is_dout`), and every dtype_format
-    row gives the inputs the output's dtype. Where no input broadcasts (each has the output's
-    shape), MindSpore's Custom-path bprop and the PyTorch autograd kernel's backward then return
-    ``dout`` for every input without running the backward kernel, as the frameworks' own add
-    does."""
+def dout_grad_inputs(op: Op) -> frozenset[str]:
+    """Inputs whose gradient may be ``dout`` itself where they have the output's shape: required,
+    differentiable, with gradient exactly ``dout`` (:func:`grad_is_dout`: add's x and y, sub's
+    x) and the output's dtype in every dtype_format row. The PyTorch autograd kernel's backward
+    returns ``dout`` for such an input when its shape is dout's, as torch's own add and sub do,
+    and runs the backward kernel only for the other gradients (add's broadcast bias)."""
     same = grad_is_dout(op)
     n = len(op.inputs)
-    return (bool(op.inputs) and all(x.kind == "required" and x.differentiable and x.name in same for x in op.inputs)
-            and all(r.dtype(i) == r.dtype(n) for r in op.rows for i in range(n)))
+    return frozenset(x.name for i, x in enumerate(op.inputs)
+                     if x.kind == "required" and x.differentiable and x.name in same
+                     and all(r.dtype(i) == r.dtype(n) for r in op.rows))
+
+
+def every_grad_is_dout(op: Op) -> bool:
+    """Whether every input is one of :func:`dout_grad_inputs` (add, broadcast_to): where no input
+    broadcasts, MindSpore's Custom-path bprop then returns ``dout`` for every input without
+    running the backward kernel, as MindSpore's own add does."""
+    return bool(op.inputs) and len(dout_grad_inputs(op)) == len(op.inputs)
 
 
 def can_fail(op: Op) -> bool:

@@ -84,6 +84,9 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma
   const int64_t D = x.ndim ? x.dim(-1) : 1;
   const int64_t R = D ? x.numel / D : 0;
   if (dx) {
+    std::vector<C> gw(static_cast<size_t>(D), C(1));  // gamma in C, or ones: no test per element
+    for (int64_t j = 0; gamma && j < D; ++j) gw[static_cast<size_t>(j)] = C(gamma[j]);
+    const C *gp = gw.data();
     opgen::parallel_rows(R, D, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const x_t *xr = x.data + r * D;
@@ -91,15 +94,15 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma
         const C m = C(mean[r]), s = C(rstd[r]);
         C mg = 0, mgx = 0;
         OPGEN_SIMD_SUM(mg)
-        for (int64_t j = 0; j < D; ++j) mg += C(gr[j]) * (gamma ? C(gamma[j]) : C(1));
+        for (int64_t j = 0; j < D; ++j) mg += C(gr[j]) * gp[j];
         OPGEN_SIMD_SUM(mgx)
-        for (int64_t j = 0; j < D; ++j) mgx += C(gr[j]) * (gamma ? C(gamma[j]) : C(1)) * (C(xr[j]) - m) * s;
+        for (int64_t j = 0; j < D; ++j) mgx += C(gr[j]) * gp[j] * (C(xr[j]) - m) * s;
         mg /= C(D);
         mgx /= C(D);
         x_t *q = dx.data + r * D;
         OPGEN_SIMD
         for (int64_t j = 0; j < D; ++j) {
-          const C g = C(gr[j]) * (gamma ? C(gamma[j]) : C(1));
+          const C g = C(gr[j]) * gp[j];
           q[j] = x_t(s * (g - mg - (C(xr[j]) - m) * s * mgx));
         }
       }
@@ -124,7 +127,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma
       for (int64_t j = 0; dbeta && j < w; ++j) dbeta[j0 + j] = beta_t(pb[j]);
     });
   }
-#line 128 "generated/opgen_ops/csrc/layer_norm_kernel.h"
+#line 131 "generated/opgen_ops/csrc/layer_norm_kernel.h"
 }
 
 }  // namespace layer_norm

@@ -143,6 +143,20 @@ struct Grad : public torch::autograd::Function<Grad> {
       if (ranks[s] >= 0) need[s] = ctx->needs_input_grad(e++);
     }
     opgen::pt::ag::variable_list result(n_slots + 0);
+    // the gradient of x is dout itself where the input has dout's shape (no
+    // broadcast), as torch's own add and sub return it: no backward kernel, no copy
+    const at::Tensor &dout = douts[0];
+    const c10::SymIntArrayRef dout_shape = dout.sym_sizes();
+    const auto has_dout_shape = [&](size_t slot) {
+      size_t off = 0;
+      for (size_t s = 0; s < slot; ++s) off += static_cast<size_t>(std::max<int64_t>(ranks[s], 0));
+      return ranks[slot] == static_cast<int64_t>(dout_shape.size()) &&
+             std::equal(dout_shape.begin(), dout_shape.end(), shapes.begin() + static_cast<std::ptrdiff_t>(off));
+    };
+    if (dout.defined() && need[0] && has_dout_shape(0)) {
+      result[0] = dout;
+      need[0] = false;  // not asked of sub_backward
+    }
     c10::List<bool> want;
     bool any = false;
     want.push_back(need[0]);

@@ -196,9 +196,9 @@ class TorchOp:
     has_backward_op: bool
     view_names: tuple[str, ...]
     """Inputs whose gradient is a view of ``dout`` (kernel.grad_views)."""
-    grads_are_dout: bool
-    """Whether the backward returns ``dout`` itself for every input when none broadcasts
-    (:func:`opgen.api.every_grad_is_dout`)."""
+    dout_inputs: tuple[str, ...]
+    """Inputs whose gradient the backward returns as ``dout`` itself when they have its shape
+    (:func:`opgen.api.dout_grad_inputs`)."""
     """Whether a gradient needs the backward kernel (false when every gradient is a view)."""
     ag_params: str
     """The C++ autograd kernel's parameters (the inputs as ``<name>_arg``, then the attrs)."""
@@ -350,7 +350,7 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
                      else str(len(inputs) + len(op.outputs))),
         has_backward_op=op.has_backward and bool(non_view_diff),
         view_names=tuple(grad_views),
-        grads_are_dout=api.every_grad_is_dout(op),
+        dout_inputs=tuple(x.name for x in op.inputs if x.name in api.dout_grad_inputs(op) and not dynamic),
         ag_params=", ".join([_cpp_param(x.kind, x.name) for x in inputs]
                             + [f"{_AG_PARAM[a.type]} {a.name}" for a in op.attrs]),
         ag_signature=f"{ret}({', '.join(ag_types)})",
