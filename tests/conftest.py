@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Callable
 
@@ -26,6 +27,19 @@ os.environ.setdefault("OPGEN_SUPPORT_DIR", str(_build.build_root(None) / "suppor
 # whenever its extension is built. Tests of the choice itself set OPGEN_PYNATIVE_PATH themselves
 # (tests/test_pynative_path.py, the 'auto' misuse cases).
 os.environ["OPGEN_PYNATIVE_PATH"] = "custom"
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored() -> Iterator[None]:
+    """Each test leaves ``os.environ`` as it found it. ``opgen test`` and ``opgen build --checked``
+    run in-process (``cli.main``) set ``OPGEN_CHECK`` for the build flags they read; without this,
+    a later test in the same worker saw checked mode (test_checked_mode failed under xdist's
+    ordering)."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.fixture(scope="session")

@@ -248,7 +248,9 @@ def test_killed_build_does_not_block_or_poison_the_next(package: Path, cxx: Comp
 
     started = time.monotonic()
     result = build.build_library(package, "aot", quiet=True, build_dir=None)
-    assert time.monotonic() - started < 60
+    # far under the 900 s a live lock would make it wait (LOCK_TIMEOUT_S): the dead PID's lock was
+    # taken over at once (a bound for a busy machine, not a speed test)
+    assert time.monotonic() - started < 450
     assert not result.cached and len(result.compiled) == 4  # nothing from the killed build was reused
     assert call_halve(result.path, [8.0]) == [4.0]
     assert not list(bdir.glob("*/*.tmp"))
