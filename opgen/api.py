@@ -203,7 +203,7 @@ def shape_check_py(op: Op) -> list[str]:
         lines.append(f"    if not ({guard}_rt.holds(lambda: {cond})):")
         lines.append(f"        raise _rt.violation({c.text!r}, {facts_in}, {facts_at})")
     outs = ", ".join(f"_rt.check_output({lang.to_python(o.shape.node)}, {o.name!r})" for o in op.outputs)
-    lines.append(f"    return ({outs},)")
+    lines.append(f"    return ({outs},)" if outs else "    return ()")
     lines.append("except ValueError as opgen_exc:")
     lines.append(f"    raise ValueError(f\"{op.name}(): {{opgen_exc}}\") from None")
     return lines
@@ -298,7 +298,7 @@ def _kernel_signatures(inputs: Sequence[Input], outputs: Sequence[Output], diff:
     def view(x: Input, direction: str) -> str:
         return f"const opgen::{direction}{'List' if x.kind == 'dynamic' else ''}<{t[x.name]}> &"
 
-    ins = [view(x, "In") for x in inputs]
+    ins = [view(x, "Out" if x.writes else "In") for x in inputs]  # a 'writes: true' input is written
     by_name = {x.name: x for x in inputs}
     fw = ["const Attrs &", *ins, *(f"const opgen::Out<{t[o.name]}> &" for o in outputs)]
     bw = ["const Attrs &", *ins, *(f"const opgen::In<{t[o.name]}> &" for o in outputs),
@@ -349,7 +349,7 @@ def op_context(op: Op, package: str, target: str) -> OpView:
     bw_blocks: list[BackwardBlock] = []
     used_by_grad: dict[str, set[str]] = {}
     single_body_uses: set[str] = set()
-    if op.elementwise is not None:
+    if op.elementwise is not None and outputs:
         ew = op.elementwise
         out = outputs[0]
         fw_names = list(ew.forward.names)
@@ -424,6 +424,9 @@ def op_context(op: Op, package: str, target: str) -> OpView:
         base = {"dynamic": "List"}.get(kind.get(name, "required"), "")
         return f"opgen::{direction}{base}<{name}_t>"
 
+    writes = {x.name for x in inputs if x.writes}
+    written = [x.name for x in op.written_inputs]
+
     def py_default(x_name: str) -> str:
         return " = None" if kind[x_name] == "optional" else ""
 
@@ -454,11 +457,14 @@ def op_context(op: Op, package: str, target: str) -> OpView:
                 optional=x.kind == "optional",
                 dynamic=x.kind == "dynamic",
                 py_type=PY_TENSOR_TYPE[x.kind],
-                in_view=view_type(x.name, "In"),
+                in_view=view_type(x.name, "Out" if x.name in writes else "In"),
                 out_view=view_type(x.name, "Out"),
                 tensor_index=fixed.index(x.name) if x.kind != "dynamic" else len(fixed),
                 grad_is_dout=x.kind == "required" and x.name in same,
                 grad_view=x.name in views,
+                writes=x.name in writes,
+                written=x.name in written,
+                aliased_by=next((o.name for o in outputs if o.aliases == x.name), ""),
             )
             for i, x in enumerate(inputs)
         ),
@@ -475,6 +481,7 @@ def op_context(op: Op, package: str, target: str) -> OpView:
                 dtype_rule=o.dtype,
                 dtype_input=o.dtype if o.dtype in in_names else "",
                 dtype_input_dynamic=kind.get(o.dtype) == "dynamic",
+                aliases=o.aliases or "",
             )
             for i, o in enumerate(outputs)
         ),
@@ -536,6 +543,9 @@ def op_context(op: Op, package: str, target: str) -> OpView:
         builtin=names,
         shadows_builtins=any(v != k for k, v in names.items()),
         has_list_attr=any(a.is_list for a in attrs),
+        has_effects=op.has_effects,
+        written_names=tuple(written),
+        no_outputs=not outputs,
     )
 
 
@@ -543,7 +553,7 @@ def _reference(op: Op) -> ReferenceView | None:
     params = tuple(x.name for x in op.inputs) + tuple(a.name for a in op.attrs)
     if op.reference is not None:
         return ReferenceView(params, indent_python(op.reference.text))
-    if op.elementwise is not None:
+    if op.elementwise is not None and op.outputs:
         # an expression may use fewer inputs than the shape rule broadcasts (forward: x with
         # shape broadcast(x, y)): the result takes the output's shape, like the kernel's.
         return ReferenceView(params, f"    return np.broadcast_to({op.elementwise.forward.numpy}, "
@@ -558,7 +568,7 @@ def _reference_shape(op: Op) -> str:
 
 
 def _grad_reference(op: Op) -> ReferenceView | None:
-    if op.elementwise is None or not op.elementwise.grads:
+    if op.elementwise is None or not op.elementwise.grads or op.has_effects:
         return None
     out = op.outputs[0]
     params = (*(x.name for x in op.inputs), out.name, out.grad_name, *(a.name for a in op.attrs))

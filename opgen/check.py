@@ -76,8 +76,9 @@ def indent_python(text: str, prefix: str = "    ") -> str:
     return "\n".join(prefix + ln if ln.strip() else "" for ln in text.rstrip().splitlines())
 
 
-def _reference_problem(body: Body, params: Sequence[str]) -> tuple[Location, str] | None:
-    """Where and why the reference body does not compile as the generated function would hold it."""
+def _reference_problem(body: Body, params: Sequence[str], returns_outputs: bool = True) -> tuple[Location, str] | None:
+    """Where and why the reference body does not compile as the generated function would hold it
+    (``returns_outputs``: the op has outputs, which the body must return)."""
     source = f"def reference({', '.join(params)}):\n{indent_python(body.text) or '    pass'}\n"
     try:
         compile(source, body.location.file, "exec", dont_inherit=True)  # compiled, never run
@@ -107,7 +108,7 @@ def _reference_problem(body: Body, params: Sequence[str]) -> tuple[Location, str
             returns = True
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             stack.extend(ast.iter_child_nodes(node))
-    if not returns and not any(isinstance(n, ast.Raise) for n in ast.walk(func)):
+    if returns_outputs and not returns and not any(isinstance(n, ast.Raise) for n in ast.walk(func)):
         return body.location, "reference body never returns a value; it must return the output(s)"
     return None
 
@@ -194,6 +195,9 @@ def check_op(op: Op) -> list[Diagnostic]:
                 err(x.location, f"input '{x.name}' is {x.kind}; elementwise ops take required inputs only "
                     "(use 'kernel' bodies)")
 
+    # --- in-place writes (outputs[].aliases, inputs[].writes) ---------------------------------
+    _check_effects(op, err)
+
     # --- targets and dtype_format -------------------------------------------------------
     used_vars = {c for r in op.rows if r.template for c in r.template}
     for tv in op.type_vars:
@@ -269,7 +273,14 @@ def check_op(op: Op) -> list[Diagnostic]:
                             err(row.location, f"output '{o.name}': gather() takes integer indices, but this row "
                                 f"gives {row.columns[ii]} for '{name}'")
         out_col = len(op.inputs) + oi
-        if o.dtype in input_names:
+        if o.aliases is not None:
+            src = input_names.index(o.aliases)
+            for row in valid_rows:
+                if row.columns[out_col] != row.columns[src]:
+                    err(row.location, f"output '{o.name}' aliases input '{o.aliases}' (it is that tensor), but this "
+                        f"row gives {row.columns[src]} for '{o.aliases}' and {row.columns[out_col]} for '{o.name}'",
+                        [Note("an aliased output's column repeats its input's")])
+        elif o.dtype in input_names:
             src = input_names.index(o.dtype)
             for row in valid_rows:
                 if dtypes.split_datatype(row.columns[out_col])[0] != dtypes.split_datatype(row.columns[src])[0]:
@@ -349,7 +360,7 @@ def check_op(op: Op) -> list[Diagnostic]:
         for gname, _expr, gloc in op.elementwise.grads:
             if gname not in input_names:
                 err(gloc, f"elementwise.grad names unknown input '{gname}'", did_you_mean(gname, input_names))
-            elif gname not in diff_names:
+            elif gname not in diff_names and not op.has_effects:  # _check_effects says why
                 err(gloc, f"elementwise.grad gives a gradient for input '{gname}', which is not differentiable")
         for x in op.differentiable_inputs:
             if x.name not in given:
@@ -364,7 +375,7 @@ def check_op(op: Op) -> list[Diagnostic]:
                 if gname not in input_names:
                     err(body.location, f"kernel.backward names unknown input '{gname}'",
                         did_you_mean(gname, input_names))
-                elif gname not in diff_names:
+                elif gname not in diff_names and not op.has_effects:  # _check_effects says why
                     err(body.location, f"kernel.backward gives a gradient for input '{gname}', which is not "
                         "differentiable")
             for x in op.differentiable_inputs:
@@ -377,6 +388,8 @@ def check_op(op: Op) -> list[Diagnostic]:
                     err(k.backward.location, f"kernel.backward never writes 'd{x.name}', the gradient of "
                         f"differentiable input '{x.name}'")
             for x in op.inputs:
+                if op.has_effects:  # _check_effects says why
+                    break
                 if not x.differentiable and "d" + x.name in used and "d" + x.name not in known:
                     err(k.backward.location, f"kernel.backward uses 'd{x.name}', but input '{x.name}' is not "
                         "differentiable")
@@ -385,7 +398,7 @@ def check_op(op: Op) -> list[Diagnostic]:
                 if n not in input_names and n not in {o.name for o in op.outputs}:
                     err(k.save_location, f"kernel.save names '{n}', which is not an input or output",
                         did_you_mean(n, input_names + [o.name for o in op.outputs]))
-        for gname, gloc in k.grad_views:
+        for gname, gloc in () if op.has_effects else k.grad_views:  # _check_effects says why
             view_problem = _grad_view_problem(op, gname)
             if view_problem is not None:
                 err(gloc, f"kernel.grad_views: {view_problem[0]}", view_problem[1])
@@ -393,7 +406,7 @@ def check_op(op: Op) -> list[Diagnostic]:
             err(op.location, f"differentiable input(s) {', '.join(diff_names)} but no kernel.backward",
                 [Note("add kernel.backward or mark the inputs 'differentiable: false'")])
     if op.reference is not None:
-        ref_problem = _reference_problem(op.reference, input_names + list(attr_by_name))
+        ref_problem = _reference_problem(op.reference, input_names + list(attr_by_name), bool(op.outputs))
         if ref_problem:
             err(*ref_problem)
     if op.test.shapes and not diags:
@@ -402,6 +415,58 @@ def check_op(op: Op) -> list[Diagnostic]:
                 [Note("opgen test gives every input in test.shapes exactly that shape; change or remove the "
                       "entry, or the contract or rule that rejects it")])
     return diags
+
+
+def _check_effects(op: Op, err: Callable[..., None]) -> None:
+    """The rules of ops that write an input in place: an output aliases at most one input, each
+    input at most once, an aliased input takes no ``writes: true``, a written input is a
+    required one, an op with no outputs writes an input, and such ops have no gradient."""
+    first_alias: dict[str, str] = {}
+    for o in op.outputs:
+        if o.aliases is None:
+            continue
+        if o.aliases in first_alias:
+            err(o.location, f"outputs '{first_alias[o.aliases]}' and '{o.name}' both alias input '{o.aliases}'; an "
+                "input is updated in place by one output at most")
+        else:
+            first_alias[o.aliases] = o.name
+    for x in op.inputs:
+        if not x.writes:
+            continue
+        if x.name in first_alias:
+            err(x.location, f"input '{x.name}' is written through output '{first_alias[x.name]}' (aliases: {x.name}), "
+                "so it takes no 'writes: true'", [Note("remove 'writes: true': 'aliases' already says it is written")])
+        if x.kind != "required":
+            err(x.location, f"input '{x.name}' is {x.kind} and 'writes: true'; only a required input (one tensor) can "
+                "be written in place")
+        if op.elementwise is not None:
+            err(x.location, f"input '{x.name}' has 'writes: true', but an 'elementwise' op writes its one output "
+                "only", [Note("use an output with 'aliases: " + x.name + "', or a 'kernel' body")])
+    if not op.outputs and not any(x.writes for x in op.inputs):
+        err(op.location, f"op '{op.name}' has no outputs and writes no input, so a call would do nothing",
+            [Note("an op without outputs writes an input in place: mark it 'writes: true'")])
+    written = [x.name for x in op.written_inputs]
+    if not written:
+        return
+    why = f"op '{op.name}' writes {', '.join(repr(n) for n in written)} in place, and such an op has no gradient"
+    for x in op.inputs:
+        if x.differentiable:
+            err(x.location, f"input '{x.name}' is marked differentiable, but {why}",
+                [Note("remove 'differentiable: true'")])
+    for o in op.outputs:
+        if o.differentiable:
+            err(o.location, f"output '{o.name}' is marked differentiable, but {why}",
+                [Note("remove 'differentiable: true'")])
+    if op.elementwise is not None:
+        for gname, _expr, gloc in op.elementwise.grads:
+            err(gloc, f"elementwise.grad.{gname}: {why}", [Note("remove elementwise.grad")])
+    elif op.kernel is not None:
+        k = op.kernel
+        for body in [k.backward, *(b for _, b in k.backward_per_input)]:
+            if body is not None:
+                err(body.location, f"kernel.backward: {why}", [Note("remove kernel.backward")])
+        for _gname, gloc in k.grad_views:
+            err(gloc, f"kernel.grad_views: {why}", [Note("remove kernel.grad_views")])
 
 
 def _unusable_test_shapes(op: Op) -> list[tuple[str, str]]:

@@ -62,11 +62,16 @@ class Input:
     kind: str
     differentiable: bool
     location: Location
+    writes: bool = False
+    """``writes: true``: the op writes this input in place and does not return it."""
 
 
 @dataclass(frozen=True)
 class Output:
-    """A tensor output with its shape rule and dtype rule (an input name or a dtype name)."""
+    """A tensor output with its shape rule and dtype rule (an input name or a dtype name).
+
+    An output that ``aliases`` an input is that input, written in place: its shape rule is the
+    input's shape (``x``) and its dtype rule the input (``x``)."""
 
     name: str
     doc: str
@@ -74,6 +79,8 @@ class Output:
     dtype: str
     differentiable: bool
     location: Location
+    aliases: str | None = None
+    """The input this output is (updated in place), or None for an output of its own."""
 
     @property
     def grad_name(self) -> str:
@@ -311,6 +318,22 @@ class Op:
         return tuple(r for r in self.rows if r.target == target)
 
     @property
+    def written_inputs(self) -> tuple[Input, ...]:
+        """Inputs the op writes in place: ``writes: true``, or aliased by an output, in input order."""
+        aliased = {o.aliases for o in self.outputs if o.aliases}
+        return tuple(x for x in self.inputs if x.writes or x.name in aliased)
+
+    @property
+    def has_effects(self) -> bool:
+        """Whether the op writes an input in place (an in-place, out-argument or output-less op):
+        graphs must keep and order it, and it has no gradient."""
+        return bool(self.written_inputs)
+
+    def aliased_by(self, input_name: str) -> Output | None:
+        """The output that aliases input ``input_name``, if any."""
+        return next((o for o in self.outputs if o.aliases == input_name), None)
+
+    @property
     def differentiable_inputs(self) -> tuple[Input, ...]:
         """Inputs that receive a gradient."""
         return tuple(i for i in self.inputs if i.differentiable)
@@ -348,10 +371,15 @@ def build_op(tree: MarkedDict, file: str) -> Op:
     # that is differentiable) or the spec gives one: an op whose outputs are all marked
     # non-differentiable and that has no gradient bodies needs no marks on its inputs
     gives_grads = bool((tree.get("elementwise") or {}).get("grad")) or "backward" in (tree.get("kernel") or {})
-    diff_out = any(bool(o.get("differentiable", True)) for o in tree["outputs"]) or gives_grads
+    # an op that writes an input in place (an output aliases it, or it 'writes: true') has no
+    # gradient: nothing of it is differentiable unless marked (which the semantic checks reject)
+    effects = (any("aliases" in o for o in tree["outputs"])
+               or any(bool(x.get("writes", False)) for x in tree["inputs"]))
+    diff_out = any(bool(o.get("differentiable", not effects)) for o in tree["outputs"]) or (gives_grads
+                                                                                          and not effects)
     inputs = []
     for i, item in enumerate(tree["inputs"]):
-        if not diff_out and item.get("differentiable") is True:
+        if not diff_out and not effects and item.get("differentiable") is True:
             err(item.loc("differentiable"), f"input '{item['name']}' is marked differentiable, but no output "
                 "is: no gradient can reach it", (Note("remove 'differentiable: true', or make an output "
                                                       "differentiable"),))
@@ -360,8 +388,9 @@ def build_op(tree: MarkedDict, file: str) -> Op:
                 item["name"],
                 item["doc"],
                 item.get("kind", "required"),
-                bool(item.get("differentiable", diff_out)),
+                bool(item.get("differentiable", diff_out and not effects)),
                 tree["inputs"].loc(i),
+                bool(item.get("writes", False)),
             )
         )
     attrs = []
@@ -392,7 +421,20 @@ def build_op(tree: MarkedDict, file: str) -> Op:
             late.append(Diagnostic(inside(loc, e.col), f"{what}: {e}", name, notes=tuple(Note(n) for n in e.notes)))
 
     outputs = []
+    kinds = {x.name: x.kind for x in inputs}
     for i, item in enumerate(tree["outputs"]):
+        alias = item.get("aliases")
+        if alias is not None:
+            output = _aliasing_output(item, tree["outputs"].loc(i), kinds, scope, err)
+            if output is not None:
+                outputs.append(output)
+            continue
+        missing = [k for k in ("shape", "dtype") if k not in item]
+        if missing:
+            err(tree["outputs"].loc(i), f"output '{item['name']}' has no {' and no '.join(repr(k) for k in missing)}; "
+                "an output states its shape and dtype rules, unless it is an input updated in place",
+                (Note("give 'shape:' and 'dtype:', or 'aliases: <input>' for an in-place output"),))
+            continue
         shape_raw = item["shape"]
         shape_loc = item.loc("shape")
         try:
@@ -530,6 +572,32 @@ def build_op(tree: MarkedDict, file: str) -> Op:
         late_diagnostics=tuple(late),
         build=build,
     )
+
+
+def _aliasing_output(item: Any, loc: Location, kinds: Mapping[str, str], scope: lang.Scope,
+                     err: Callable[..., None]) -> Output | None:
+    """An output that ``aliases`` an input: its shape rule is the input's shape and its dtype rule
+    the input (``x``, ``x``), placed where ``aliases:`` is written. None (after reporting) when the
+    input is unknown, not a required one, or the output also gives a shape or a dtype."""
+    name, alias = item["name"], item["aliases"]
+    bad = False
+    for key in ("shape", "dtype"):
+        if key in item:
+            err(item.key_loc(key), f"output '{name}' aliases input '{alias}': its {key} is the input's, so it "
+                f"takes no '{key}:'", (Note(f"remove '{key}:'"),))
+            bad = True
+    if alias not in kinds:
+        err(item.loc("aliases"), f"output '{name}' aliases unknown input '{alias}'", did_you_mean(alias, list(kinds)))
+        return None
+    if kinds[alias] != "required":
+        err(item.loc("aliases"), f"output '{name}' aliases input '{alias}', which is {kinds[alias]}; only a required "
+            "input (one tensor) can be updated in place")
+        return None
+    if bad:
+        return None
+    node = lang.parse_shape(alias, scope)
+    return Output(name, item["doc"], ShapeExpr(alias, node, item.loc("aliases")), alias,
+                  bool(item.get("differentiable", False)), loc, alias)
 
 
 def _test_settings(section: Any, op_name: str, inputs: list[Input], attrs: list[Attr], scope: lang.Scope,

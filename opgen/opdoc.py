@@ -64,8 +64,16 @@ def render_op(op: Op, package: str, source: str | None) -> str:
                 cons.append("one of " + ", ".join(f"`{c!r}`" for c in a.choices))
             lines.append(f"| `{a.name}` | `{a.type}` | {_cell(default)} | {_cell('; '.join(cons))} | {_cell(a.doc)} |")
         lines.append("")
-    lines += ["| output | shape | dtype | differentiable | doc |", "|---|---|---|---|---|"]
+    if op.has_effects:
+        lines += ["Writes " + ", ".join(f"`{x.name}`" for x in op.written_inputs) + " in place"
+                  + (" and returns nothing (None)." if not op.outputs else "."), ""]
+    if op.outputs:
+        lines += ["| output | shape | dtype | differentiable | doc |", "|---|---|---|---|---|"]
     for o in op.outputs:
+        if o.aliases:
+            lines.append(f"| `{o.name}` | the input `{o.aliases}` itself, updated in place | that of `{o.aliases}` "
+                         f"| no | {_cell(o.doc)} |")
+            continue
         dtype = f"that of `{o.dtype}`" if o.dtype in {x.name for x in op.inputs} else f"`{o.dtype}`"
         diff = "yes" if o.differentiable and op.has_backward else "no"
         words = signatures.shape_in_words(o.shape)
@@ -77,7 +85,9 @@ def render_op(op: Op, package: str, source: str | None) -> str:
     if op.requires:
         lines += ["Requires (checked before any kernel runs; a violation raises `ValueError` naming the op): "
                   + ", ".join(f"`{c.text}`" for c in op.requires) + ".", ""]
-    if not op.has_backward:
+    if op.has_effects:
+        lines += ["No gradient: the op writes an input in place, and a call under `ms.grad` raises.", ""]
+    elif not op.has_backward:
         lines += ["No gradient is defined: `ms.grad` through this op raises.", ""]
     if op.kernel is not None and op.kernel.grad_views:
         node = op.outputs[0].shape.node

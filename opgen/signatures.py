@@ -34,7 +34,10 @@ def params(op: Op) -> list[dict[str, str]]:
 
 
 def returns(op: Op) -> str:
-    """The return annotation: ``Tensor``, or ``Tuple[Tensor, Tensor]`` for two outputs."""
+    """The return annotation: ``Tensor``, ``Tuple[Tensor, Tensor]`` for two outputs, ``None`` for
+    an op without outputs (it writes an input in place)."""
+    if not op.outputs:
+        return "None"
     if len(op.outputs) == 1:
         return "Tensor"
     return "Tuple[" + ", ".join("Tensor" for _ in op.outputs) + "]"
@@ -67,6 +70,7 @@ def stub_context(op: Op) -> dict[str, Any]:
         "returns": returns(op),
         # the extension takes a dynamic input as a list and returns several outputs as a list
         "ext_params": ", ".join(_param_text(p, True) for p in params(op)).replace("Sequence[Tensor]", "List[Tensor]"),
+        # an op without outputs: its extension function returns the tensors it wrote
         "ext_returns": "Tensor" if len(op.outputs) == 1 else "List[Tensor]",
         "doc": " ".join(op.doc.split()).replace("\\", "\\\\").replace('"""', '\\"\\"\\"').rstrip('"'),
     }

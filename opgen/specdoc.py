@@ -175,6 +175,9 @@ def render() -> str:
     guide = schema.get("x-opgen-shape-language")
     if guide:
         lines += ["", "## Shape language", "", *guide]
+    in_place = schema.get("x-opgen-in-place")
+    if in_place:
+        lines += ["", "## In-place, out-argument and output-less ops", "", *in_place]
     lines += ["", "## Keys", ""]
     for k in all_keys:
         lines.append(f"### `{k.path}`")

@@ -1288,9 +1288,26 @@ def _ref_attrs(op: Op, attrs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _as_outputs(result: Any, n: int) -> list[Array]:
+    if n == 0:
+        return []
     if n == 1:
         return [np.asarray(result)]
     return [np.asarray(r) for r in result]
+
+
+def written_slots(op: Op, layout: Sequence[int]) -> list[tuple[int, int]]:
+    """The inputs the op writes in place and returns not (``writes: true``), as (input index,
+    flat slot): what a forward check compares after a call, beside the outputs, in input order
+    (such an input is a required one: one slot)."""
+    return [(i, sum(layout[:i])) for i, x in enumerate(op.inputs) if x.writes]
+
+
+def compared(op: Op) -> list[tuple[str, int]]:
+    """What a forward check compares: each output, then each ``writes: true`` input after the
+    call, as (name, dtype_format column)."""
+    n_in = len(op.inputs)
+    return ([(o.name, n_in + k) for k, o in enumerate(op.outputs)]
+            + [(f"{x.name} (written in place)", i) for i, x in enumerate(op.inputs) if x.writes])
 
 
 def _reference_forward(pkg: Package, op: Op, attrs: Mapping[str, Any],
@@ -1303,9 +1320,11 @@ def _reference_forward(pkg: Package, op: Op, attrs: Mapping[str, Any],
     kw = _ref_attrs(op, attrs)
 
     def run(arrays: Sequence[Array]) -> list[Array]:
-        args = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
+        # copies: a reference writes an input the op writes in place ('writes: true') in place
+        args = [a.astype(np.float64) if a.dtype.kind == "f" else a.copy() for a in arrays]
         with np.errstate(all="ignore"):
-            return _as_outputs(ref(*group(op, args, layout), **kw), len(op.outputs))
+            outs = _as_outputs(ref(*group(op, args, layout), **kw), len(op.outputs))
+        return outs + [args[slot] for _, slot in written_slots(op, layout)]
 
     return run
 
@@ -1373,8 +1392,8 @@ def _check_reference(pkg: Package, op: Op, attrs: Mapping[str, Any], settings: O
 def _check_forward(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], settings: OpTestSettings,
                    rng: np.random.Generator, tally: _Tally) -> None:
     runner = pkg.runner(op, path, attrs)
-    n_in = len(op.inputs)
     names = [x.name for x in op.inputs] + [o.name for o in op.outputs]
+    checked = compared(op)
     for row in _row_dtypes(op, pkg.target):
         row_text = ", ".join(f"{n}={d}" for n, d in zip(names, row))
         for case in shape_cases(op, attrs, rng, settings):
@@ -1387,22 +1406,25 @@ def _check_forward(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], se
                 tally.raised(op, exc)
                 continue
             want = _reference_forward(pkg, op, attrs, case.layout)(arrays)
-            if len(outs) != len(op.outputs):
+            if len(outs) != len(checked):
                 tally.fail(f"returned {len(outs)} outputs, expected {len(op.outputs)}")
                 continue
-            for k, o in enumerate(op.outputs):
-                dtype = row[n_in + k]
+            for k, (name, column) in enumerate(checked):
+                dtype = row[column]
                 if outs[k].dtype != np.dtype(dtype):
-                    tally.fail(f"{o.name}: dtype {outs[k].dtype}, expected {dtype}")
-                if outs[k].shape != case.out_shapes[k]:
-                    tally.fail(f"{o.name}: shape {outs[k].shape}, expected {case.out_shapes[k]} "
-                               f"(shape rule {o.shape.text})")
+                    tally.fail(f"{name}: dtype {outs[k].dtype}, expected {dtype}")
+                if k < len(op.outputs) and outs[k].shape != case.out_shapes[k]:
+                    tally.fail(f"{name}: shape {outs[k].shape}, expected {case.out_shapes[k]} "
+                               f"(shape rule {op.outputs[k].shape.text})")
                     continue
-                tally.compare(o.name, outs[k], want[k], tolerance(dtype).forward)
+                tally.compare(name, outs[k], want[k], tolerance(dtype).forward)
 
 
 def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], settings: OpTestSettings,
                 rng: np.random.Generator, tally: _Tally) -> None:
+    if op.has_effects:
+        raise NotApplicable(f"writes {', '.join(x.name for x in op.written_inputs)} in place: no gradient (a "
+                            "gradient through it is refused)")
     main, others = _grad_rows(op, pkg.target)
     runner = pkg.runner(op, path, attrs)
     if not runner.diff_in or not runner.diff_out:

@@ -42,6 +42,12 @@ class InputView:
     :func:`opgen.api.grad_is_dout`)."""
     grad_view: bool
     """Its gradient is a view of the output gradient (``kernel.grad_views``)."""
+    writes: bool = False
+    """``writes: true``: the op writes it in place and does not return it (its kernel view is an ``opgen::Out``)."""
+    written: bool = False
+    """The op writes it in place: ``writes: true``, or an output aliases it."""
+    aliased_by: str = ""
+    """The output that is this input updated in place ("" for none)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,8 @@ class OutputView:
     """The input whose dtype it takes ("" when the rule names a dtype)."""
     dtype_input_dynamic: bool
     """Whether that input is a list of tensors (the output takes its first tensor's dtype)."""
+    aliases: str = ""
+    """The input this output is, updated in place ("" for an output of its own)."""
 
 
 @dataclass(frozen=True)
@@ -245,3 +253,9 @@ class OpView:
     """How generated Python spells each builtin it calls (``_builtins.len`` where an input shadows it)."""
     shadows_builtins: bool
     has_list_attr: bool
+    has_effects: bool = False
+    """The op writes an input in place (:attr:`opgen.model.Op.has_effects`): no gradient, kept and ordered in graphs."""
+    written_names: tuple[str, ...] = ()
+    """The inputs it writes in place, in order."""
+    no_outputs: bool = False
+    """``outputs: []``: a call returns None."""

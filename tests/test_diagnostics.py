@@ -49,7 +49,7 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
      "s.yaml:9:1: note: did you mean 'dtype_format'?"),
     ("comma_split_flow_value", [("doc: any tensor}", "doc: any tensor, any shape.}")],
      "s.yaml:4:32: error: op 'twice': unknown key 'any shape.' in inputs[0]; expected one of: name, doc, kind, "
-     "differentiable\n"
+     "differentiable, writes\n"
      "s.yaml:4:20: note: in a flow mapping {...} a comma ends a plain value: 'doc: any tensor, any shape.' was "
      "split at the comma into 'doc: any tensor' and a key 'any shape.'; quote the value: "
      "doc: \"any tensor, any shape.\""),
@@ -121,7 +121,7 @@ CASES: list[tuple[str, list[tuple[str, str]], str]] = [
      "s.yaml:1:7: error: name must be a string, got integer"),
     ("unknown_input_key", [("{name: x, doc: any tensor}", "{name: x, doc: any tensor, differentiabel: false}")],
      "s.yaml:4:32: error: op 'twice': unknown key 'differentiabel' in inputs[0]; expected one of: "
-     "name, doc, kind, differentiable\n"
+     "name, doc, kind, differentiable, writes\n"
      "s.yaml:4:32: note: did you mean 'differentiable'?"),
     ("unknown_attr_key", [("default: 1.0,", "defualt: 1.0,")],
      "s.yaml:8:44: error: op 'twice': unknown key 'defualt' in attrs[0]; expected one of: name, "

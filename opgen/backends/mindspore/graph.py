@@ -231,6 +231,56 @@ def unreduce_view(dout: Any, x: Any, axis: Any, keep_dims: bool) -> Any:
     return d if kept == shape else ops.broadcast_to(d, shape)
 
 
+def keep(sink: Any, done: Any) -> Any:
+    """Keep and order an op that writes an input in place, through ``done``, its placeholder
+    output. In PyNative (here) nothing is needed: the op has run. A graph sees
+    :func:`_keep_in_graph` instead (registered below), which assigns ``done`` to ``sink``, the
+    op's module-level Parameter: verified on MindSpore 2.10, a graph (``ms.jit`` over a global
+    Parameter) pruned a writing ``ops.Custom`` primitive whose output nobody used, although it has
+    ``side_effect_mem``, when the primitive comes from a constexpr as opgen's do; the assignment,
+    itself a side effect, keeps it."""
+    return done
+
+
+def _keep_in_graph(sink: Any, done: Any) -> Any:
+    """:func:`keep` inside a graph: ``done`` assigned to ``sink`` (a side effect the graph keeps)."""
+    return ops.assign(sink, done)
+
+
+def after(value: Any, done: Any) -> Any:
+    """``value`` (an input an op wrote in place) as the op's result. In PyNative, ``value`` itself;
+    in a graph (:func:`_after_in_graph`), ``value`` once the op has run (``ops.depend``)."""
+    return value
+
+
+def _after_in_graph(value: Any, done: Any) -> Any:
+    """:func:`after` inside a graph: ``value`` depending on ``done``."""
+    return ops.depend(value, done)
+
+
+def refuse_grad(message: str) -> None:
+    """Raise RuntimeError(``message``) when PyNative records a gradient (inside ``ms.grad`` or
+    ``ms.value_and_grad``): called first by an op that writes an input in place, on both paths,
+    since MindSpore's autograd never sees the write (verified on MindSpore 2.10: the Custom path
+    gave a silently zero gradient). Not graph-mode safe: graphs compile the Custom path, whose
+    bprop (:func:`refusing_bprop`) refuses instead.
+
+    The grad state is cleared first (``clear_res``, as MindSpore's own jit does when a compile
+    fails): MindSpore 2.10 leaves ``requires_grad()`` set after any exception escapes ``ms.grad``,
+    and every later call, outside any gradient, would be refused too."""
+    if _pynative_executor.requires_grad():
+        _pynative_executor.clear_res()
+        raise RuntimeError(message)
+
+
+def refusing_bprop(message: str) -> Any:
+    """The bprop of an op that writes an input in place: raises RuntimeError(``message``) when a
+    graph differentiates through it (while it compiles). Graph-mode safe."""
+    def impl(flat: Sequence[Any], out: Any, dout: Any) -> Any:
+        raise RuntimeError(message)
+    return impl
+
+
 def zero_grads(flat: Sequence[Any], out: Any, dout: Any) -> tuple[Any, ...]:
     """The bprop of an op with nothing differentiable (no differentiable output, or input): a
     zero gradient per flattened input.  Without a bprop MindSpore rejects any network that
@@ -379,4 +429,4 @@ if len(_BPROPS) != MAX_CUSTOM_TENSORS:  # pragma: no cover - an edit of one with
     raise ImportError(f"opgen: {len(_BPROPS)} bprop adapters for MAX_CALL_TENSORS = {MAX_CALL_TENSORS}")
 
 
-substitute_in_graphs({launch_blocking: _launch_blocking_in_graph})
+substitute_in_graphs({launch_blocking: _launch_blocking_in_graph, keep: _keep_in_graph, after: _after_in_graph})

@@ -196,6 +196,43 @@ def encode_attr(typ: str, value: Any) -> tuple[str, Any]:
     raise ValueError(f"unknown attr type {typ!r}")
 
 
+_WRITING_CLASSES: dict[tuple[int, tuple[int, ...]], type] = {}
+
+
+def writing_custom(n: int, written: Sequence[int]) -> type:
+    """The ``ops.Custom`` subclass for an op of ``n`` flat inputs that writes those at positions
+    ``written`` in place: its ``__mindspore_signature__`` marks them ``RW_WRITE``, as MindSpore's
+    own Assign and ScatterAdd do. Generated code also gives the primitive ``side_effect_mem``.
+
+    Verified on MindSpore 2.10 (GRAPH_MODE Cells and ``ms.jit``): without ``side_effect_mem`` the
+    graph prunes the call (its output unused); without ``RW_WRITE`` it reorders a read of the
+    written tensor that comes before the call (``a = x * 2; add_(x, y)`` gave the new x). The
+    signatures carry no dtype group: PyNative keeps the dtype groups of the first ``Custom``
+    primitive with signatures for every later one (they share the name), and a second op of
+    another arity then failed ("Check input args failed").
+    """
+    key = (n, tuple(written))
+    cls = _WRITING_CLASSES.get(key)
+    if cls is None:
+        from mindspore import ops
+        from mindspore.ops import signature as sig
+
+        sigs = tuple(sig.make_sig(f"x{i}", sig.sig_rw.RW_WRITE if i in written else sig.sig_rw.RW_READ)
+                     for i in range(n))
+        cls = type("Custom", (ops.Custom,), {"__mindspore_signature__": sigs, "__module__": __name__})
+        _WRITING_CLASSES[key] = cls
+    return cls
+
+
+def effect_sink(name: str) -> Any:
+    """The Parameter a graph assigns the placeholder output of an op that writes an input to, so
+    that it keeps the call (``graph.keep``): one float, not trainable, one per op and module."""
+    import numpy as np
+    from mindspore import Parameter, Tensor
+
+    return Parameter(Tensor(np.zeros(1, np.float32)), name=f"opgen_sink_{name}", requires_grad=False)
+
+
 def layout_suffix(kinds: Sequence[str], layout: Sequence[int]) -> str:
     """Suffix that makes a CustomRegOp name unique per layout (empty when every input is required).
 

@@ -21,7 +21,7 @@ import numpy as np
 from mindspore import nn
 
 from ...model import Op
-from ...testing import Array, CheckError, OpRunner, Package, group, import_package
+from ...testing import Array, CheckError, OpRunner, Package, group, import_package, written_slots
 from . import BACKEND
 
 PATHS: tuple[str, ...] = tuple(BACKEND.test_paths)
@@ -164,14 +164,16 @@ class MindSporeRunner(OpRunner):
         return [t.asnumpy() if isinstance(t, ms.Tensor) else np.asarray(t) for t in items]
 
     def forward(self, arrays: Sequence[Array], layout: Sequence[int]) -> list[Array]:
-        """The op's outputs for the flat ``arrays``."""
-        tensors = [ms.Tensor(a) for a in arrays]
+        """The op's outputs for the flat ``arrays``, then the inputs it writes in place and returns
+        not (``writes: true``), after the call."""
+        tensors = [ms.Tensor(a.copy()) for a in arrays]  # copies: the op may write them in place
         with _mode(self.graph):
             if self.graph:
                 result = _Call(self.fn, self.attrs, self.kinds, tuple(layout))(*tensors)
             else:
                 result = self.fn(*group(self.op, tensors, layout), **self.attrs)
-            return self._outs(result)
+            outs = self._outs(result) if self.op.outputs else []
+            return outs + [tensors[slot].asnumpy() for _, slot in written_slots(self.op, layout)]
 
     def grads(self, arrays: Sequence[Array], weights: Sequence[Array], layout: Sequence[int],
               positions: Sequence[int]) -> list[Array]:

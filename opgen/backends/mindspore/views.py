@@ -10,16 +10,25 @@ of gradient views (``opgen/ms.h``). Templates only loop and substitute.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
 from ... import shapes as lang
-from ...api import _sym, every_grad_is_dout, op_context, shape_prelude_cpp
+from ...api import _sym, every_grad_is_dout, op_context, shape_cpp, shape_prelude_cpp
 from ...model import Attr, Op
 from ...views import InputView, OpView, RowView
 from .runtime import MAX_CALL_TENSORS, TARGET
 
+DONE_COLUMN = "F32_Default"
+"""The dtype_format column of the placeholder output of an op that writes an input in place: an
+``ops.Custom`` primitive has an output (MindSpore rejects one without), and a graph keeps the op
+by assigning that output to a sink Parameter (``graph.keep``)."""
+DONE_TYPE = "float"
+"""Its C++ element type in the aot kernel."""
+DONE_CPP = "opgen::aot::done"
+"""The aot helper that fills it (one element, 0)."""
 GRAD_VIEW_CPP = {"split": "opgen::ms::split_view", "unreduce": "opgen::ms::unreduce_view"}
 """The ``opgen/ms.h`` call of each gradient view geometry (:data:`opgen.shapes.GradViewKind`)."""
 GRAD_VIEW_PY = {"split": "_graph.split_view", "unreduce": "_graph.unreduce_view"}
@@ -86,6 +95,11 @@ class MsRow:
     """aot forward: the views taken from the flat parameters."""
     aot_bw_takes: tuple[str, ...]
     """aot backward: the same."""
+    custom_dtype_names: tuple[str, ...] = ()
+    """The element type names of :attr:`custom_columns` (the aot forward's dispatch)."""
+    custom_columns: tuple[str, ...] = ()
+    """The Custom primitive's row: the inputs, the outputs it makes (not those that alias an input),
+    and, for an op that writes an input in place, its placeholder output (:data:`DONE_COLUMN`)."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +194,28 @@ class MsOpView:
     grad_views_py: str
     grad_view_input: InputView | None
     """The (first) differentiable input, whose gradient the PyNative bprop may return as a view."""
+    custom_outputs: tuple[str, ...] = ()
+    """The Custom primitive's outputs: the op's outputs that are not an input updated in place, then
+    the placeholder (``opgen_done``) of an op that writes an input (a Custom op has an output)."""
+    custom_shapes_cpp: tuple[str, ...] = ()
+    """aot ``InferShape``: the C++ shape of each of :attr:`custom_outputs`."""
+    custom_out_shape_py: str = ""
+    """Custom path's ``out_shape`` return value, for :attr:`custom_outputs`."""
+    written_flat: str = ""
+    """Custom path: the flat positions of the written inputs (``_rt.flat_positions`` call)."""
+    returns_py: str = ""
+    """Custom path, an op that writes an input: what a call returns, from ``opgen_result`` (the
+    primitive's outputs) and the inputs (an aliased output is its input itself); "None" for none."""
+    done_py: str = ""
+    """Custom path: the placeholder output in ``opgen_result``."""
+    fw_returns: str = ""
+    """Function<T> Forward: the tensors it returns (an aliased output is its input; an op with no
+    outputs returns its written inputs, which the wrapper drops)."""
+    fn_returns_py: str = ""
+    """Function<T> path, an op that writes an input: what a call returns, from ``opgen_result``
+    (the extension's result) and the inputs (an aliased output is its input object itself)."""
+    grad_refusal: str = ""
+    """The error of differentiating an op that writes an input in place ("" for other ops)."""
 
 
 def _grad_views_cpp(op: Op) -> dict[str, str]:
@@ -316,8 +352,14 @@ def _row(view: OpView, r: RowView, enums: Sequence[str], dout: str, counts: dict
     types = ", ".join(r.cpp_types)
     saved = set(view.saved_names)
 
-    fw_args = [f"opgen::ms::{'in_list' if x.dynamic else 'in'}<{t_in[x.index]}>({x.name}_h)" for x in view.inputs]
-    fw_args += [f"opgen::ms::out<{t_out[o.index]}>({o.name})" for o in view.outputs]
+    def fw_in(x: InputView) -> str:
+        if x.written:  # its own memory (opgen::ms::writable), read-only unless 'writes: true'
+            return f"opgen::ms::view_at<{'' if x.writes else 'const '}{t_in[x.index]}>({x.name}_w, {x.name})"
+        return f"opgen::ms::{'in_list' if x.dynamic else 'in'}<{t_in[x.index]}>({x.name}_h)"
+
+    fw_args = [fw_in(x) for x in view.inputs]
+    fw_args += [f"opgen::ms::view_at<{t_out[o.index]}>({o.aliases}_w, {o.aliases})" if o.aliases else
+                f"opgen::ms::out<{t_out[o.index]}>({o.name})" for o in view.outputs]
 
     allocs: list[str] = []
     for x in view.inputs:
@@ -377,7 +419,20 @@ def _row(view: OpView, r: RowView, enums: Sequence[str], dout: str, counts: dict
             return f"cur.maybe<{t}>({counts[x.name]})"
         return f"cur.one<{t}>()"
 
-    takes_in = [f"const auto {x.name} = {take(x, 'const ' + t_in[x.index])};" for x in view.inputs]
+    takes_in = []
+    for x in view.inputs:
+        if x.written:  # a written input's view is writable; its body name is read-only unless 'writes: true'
+            takes_in.append(f"const auto {x.name}_w = cur.one<{t_in[x.index]}>();")
+            takes_in.append(f"const auto {x.name} = {x.name}_w;" if x.writes else
+                            f"const auto {x.name} = opgen::as_in({x.name}_w);")
+        else:
+            takes_in.append(f"const auto {x.name} = {take(x, 'const ' + t_in[x.index])};")
+    takes_out = [f"const auto {o.name} = {o.aliases}_w;  // '{o.aliases}' updated in place" if o.aliases else
+                 f"const auto {o.name} = cur.one<{t_out[o.index]}>();" for o in view.outputs]
+    if view.has_effects:
+        takes_out.append(f"{DONE_CPP}(cur.one<{DONE_TYPE}>());")
+    made = [r.columns[n_in + o.index] for o in view.outputs if not o.aliases]
+    made_names = [r.dtype_names[n_in + o.index] for o in view.outputs if not o.aliases]
     return MsRow(
         row=r,
         index=r.index,
@@ -388,12 +443,14 @@ def _row(view: OpView, r: RowView, enums: Sequence[str], dout: str, counts: dict
         dtype_match="".join(f" && opgen::ms::dtype_is({x.name}_h, mindspore::{in_enums[x.index]})"
                             for x in view.inputs),
         fw_outputs=tuple(f"TensorPtr {o.name} = opgen::ms::empty(mindspore::{out_enums[o.index]}, {o.name}_shape);"
-                         for o in view.outputs),
+                         for o in view.outputs if not o.aliases),
         fw_call=f"forward<{types}>(attrs{''.join(', ' + a for a in fw_args)})",
         bw_allocs=tuple(allocs),
         bw_call=f"backward<{types}>(attrs{''.join(', ' + a for a in bw_args)})",
-        aot_fw_takes=(*takes_in, *(f"const auto {o.name} = cur.one<{t_out[o.index]}>();" for o in view.outputs)),
-        aot_bw_takes=(*takes_in,
+        aot_fw_takes=(*takes_in, *takes_out),
+        custom_columns=(*r.columns[:n_in], *made, *((DONE_COLUMN,) if view.has_effects else ())),
+        custom_dtype_names=(*r.dtype_names[:n_in], *made_names, *(("float32",) if view.has_effects else ())),
+        aot_bw_takes=(*(f"const auto {x.name} = {take(x, 'const ' + t_in[x.index])};" for x in view.inputs),
                       *(f"const auto {o.name} = cur.one<const {t_out[o.index]}>();" for o in view.outputs),
                       *(f"const auto {o.grad_name} = cur.one<const {t_out[o.index]}>();" for o in view.outputs),
                       *(f"const auto d{x.name} = {take(x, t_in[x.index])};" for x in view.inputs if x.differentiable)),
@@ -496,7 +553,7 @@ def ms_view(op: Op, package: str) -> MsOpView:
     """The MindSpore view of ``op`` (its neutral view, from its ``CPU`` rows, included)."""
     view = op_context(op, package, TARGET)
     attrs = list(op.attrs)
-    dout = view.outputs[0].grad_name
+    dout = view.outputs[0].grad_name if view.outputs else "dout"
     counts = _counts(view)
     cpu_rows = op.rows_for(TARGET)
     rows = tuple(_row(view, r, [r0.dtype(i).ms_enum for i in range(len(r0.columns))], dout, counts)
@@ -546,11 +603,15 @@ def ms_view(op: Op, package: str) -> MsOpView:
                 else f"_TensorType(ms.{'bool_' if o.dtype_rule == 'bool' else o.dtype_rule})" for o in view.outputs]
     checked = python_checked_attrs(attrs)
     last_call = not view.has_list_attr
+    effects = _effects(op, view, dtype_py)
     return MsOpView(
         op=view,
         inputs=tuple(MsInput(
             name=x.name,
-            host_line=(f"const TensorPtrList {x.name}_h = opgen::ms::host_list({x.name});" if x.dynamic else
+            host_line=(f"const TensorPtr {x.name}_h = {x.name};  // written in place: through {x.name}_w, its own "
+                       f"memory\n    void *const {x.name}_w = opgen::ms::writable({x.name}, \"{op.name}\", "
+                       f"\"{x.name}\");" if x.written else
+                       f"const TensorPtrList {x.name}_h = opgen::ms::host_list({x.name});" if x.dynamic else
                        f"const TensorPtr {x.name}_h = opgen::ms::host_optional({x.name});  // nullptr when None"
                        if x.optional else f"const TensorPtr {x.name}_h = opgen::ms::host({x.name});"),
             need_line="" if not x.differentiable else (
@@ -565,7 +626,7 @@ def ms_view(op: Op, package: str) -> MsOpView:
         symbol_forward=f"{package}_{op.name}_forward",
         symbol_backward=f"{package}_{op.name}_backward",
         has_aot_attrs=bool(view.attrs) or view.flexible,
-        fw_counts=", ".join([counts[n] for n in view.in_names] + ["1"] * len(view.outputs)),
+        fw_counts=", ".join([counts[n] for n in view.in_names] + ["1"] * len(effects.custom_outputs)),
         bw_counts=", ".join([counts[n] for n in view.in_names] + ["1"] * (2 * len(view.outputs))
                             + [counts[n] for n in view.diff_names]),
         backward_shape_lines=tuple(
@@ -573,7 +634,7 @@ def ms_view(op: Op, package: str) -> MsOpView:
             else f"opgen_in.skip({counts[x.name]});" for x in view.inputs),
         shape_prelude_fn=tuple(fn_prelude),
         shape_prelude_infer=tuple(infer_prelude),
-        ret_type="TensorPtr" if view.single_output else "TensorPtrList",
+        ret_type="TensorPtr" if view.single_output else "TensorPtrList",  # no outputs: the written inputs
         list_sizes=tuple(range(1, MAX_CALL_TENSORS + 1)) if view.dynamic else (),
         fixed_params="".join([f", const TensorPtr &{n}" for n in view.fixed_names]
                              + [f", {a.cpp_type} {a.name}" for a in view.attrs]),
@@ -595,17 +656,96 @@ def ms_view(op: Op, package: str) -> MsOpView:
         tensor_dtypes=_tuple([f"{n}.dtype" for n in view.in_names]),
         tensor_shapes=_tuple([f"{n}.shape" for n in view.in_names]),
         tensor_tests="".join(f"isinstance({n}, _Tensor) and " for n in view.in_names),
-        out_dtype_py=dtype_py[0] if view.single_output else "(" + "".join(d + ", " for d in dtype_py) + ")",
+        out_dtype_py=effects.out_dtype_py or (
+            dtype_py[0] if view.single_output else "(" + "".join(d + ", " for d in dtype_py) + ")"),
         # the last call's primitive is remembered when every attr can be compared by identity (no
         # list attr: the same list object may hold other values since), and the wrapper itself
         # takes it for a call like the last one when the inputs are fixed (one tensor each) and
         # the kernel cannot fail (no blocking launch to add)
         last_call=last_call,
-        quick_call=last_call and not view.flexible and not view.can_fail,
+        quick_call=last_call and not view.flexible and not view.can_fail and not view.has_effects,
         last_size=4 + len(attrs),
         last_prim_slot=3 + len(attrs),
         last_attr_tests="".join(f" and {a.name} is opgen_last[{3 + i}]" for i, a in enumerate(attrs)),
         bprop_returns_dout=every_grad_is_dout(op),
         grad_views_py=grad_views_py(op),
         grad_view_input=next((x for x in view.inputs if x.differentiable), None),
+        custom_outputs=effects.custom_outputs,
+        custom_shapes_cpp=effects.custom_shapes_cpp,
+        custom_out_shape_py=effects.custom_out_shape_py,
+        written_flat=effects.written_flat,
+        returns_py=effects.returns_py,
+        done_py=effects.done_py,
+        fw_returns=effects.fw_returns,
+        fn_returns_py=effects.fn_returns_py,
+        grad_refusal=effects.grad_refusal,
+    )
+
+
+def grad_refusal(op: Op) -> str:
+    """The error of a gradient through ``op``, which writes an input in place: MindSpore's autograd
+    does not see the write (the Custom path's gradient would be silently zero), so both paths
+    refuse, naming the op ("" for an op that writes nothing)."""
+    written = [x.name for x in op.written_inputs]
+    if not written:
+        return ""
+    return (f"{op.name}(): in-place op '{op.name}' cannot be differentiated: it writes "
+            f"{', '.join(repr(n) for n in written)} in place, which MindSpore's autograd does not track; call it "
+            "outside ms.grad / ms.value_and_grad (e.g. after the gradient step), or use an op that returns a new "
+            "tensor")
+
+
+@dataclass(frozen=True)
+class _Effects:
+    """The fields of :class:`MsOpView` about the Custom primitive's outputs and what an op that
+    writes an input in place returns (same names and meanings)."""
+
+    custom_outputs: tuple[str, ...]
+    custom_shapes_cpp: tuple[str, ...]
+    custom_out_shape_py: str
+    grad_refusal: str
+    out_dtype_py: str = ""
+    written_flat: str = ""
+    returns_py: str = ""
+    done_py: str = ""
+    fw_returns: str = ""
+    fn_returns_py: str = ""
+
+
+def _effects(op: Op, view: OpView, dtype_py: Sequence[str]) -> _Effects:
+    """The fields of :class:`MsOpView` about the Custom primitive's outputs and, for an op that
+    writes an input in place, its placeholder output, returns and refusal of gradients."""
+    made = [o for o in op.outputs if o.aliases is None]
+    shapes_cpp = [shape_cpp(o) for o in made]
+    shapes_py = [lang.to_python(o.shape.node) for o in made]
+    names = [o.name for o in made]
+    dtypes = [d for o, d in zip(op.outputs, dtype_py) if o.aliases is None]
+    if op.has_effects:
+        names.append("opgen_done")
+        shapes_cpp.append(lang.to_cpp(lang.parse_shape("[1]", lang.Scope({}, {})), {}, lambda a: a))
+        shapes_py.append("[1]")
+        dtypes.append("_TensorType(ms.float32)")
+    base = _Effects(tuple(names), tuple(shapes_cpp),
+                    shapes_py[0] if len(shapes_py) == 1 else "(" + ", ".join(shapes_py) + ",)", grad_refusal(op))
+    if not op.has_effects:
+        return base
+    index = {x.name: i for i, x in enumerate(op.inputs)}
+    made_at = {o.name: i for i, o in enumerate(made)}
+    single = len(names) == 1
+
+    def result(o: str) -> str:
+        return "opgen_result" if single else f"opgen_result[{made_at[o]}]"
+
+    outs = [f"_graph.after({o.aliases}, opgen_done)" if o.aliases else result(o.name) for o in op.outputs]
+    fn_outs = [o.aliases if o.aliases else ("opgen_result" if len(op.outputs) == 1 else f"opgen_result[{i}]")
+               for i, o in enumerate(op.outputs)]
+    return dataclasses.replace(
+        base,
+        fn_returns_py="None" if not fn_outs else fn_outs[0] if len(fn_outs) == 1 else _tuple(fn_outs),
+        out_dtype_py=dtypes[0] if single else "(" + "".join(d + ", " for d in dtypes) + ")",
+        written_flat=f"_rt.flat_positions(layout, {_tuple([str(index[x.name]) for x in op.written_inputs])})",
+        returns_py="None" if not outs else outs[0] if len(outs) == 1 else _tuple(outs),
+        done_py="opgen_result" if single else "opgen_result[-1]",
+        fw_returns=", ".join(o.aliases or o.name for o in op.outputs) if op.outputs else
+        ", ".join(x.name for x in op.written_inputs),
     )

@@ -196,6 +196,12 @@ struct Cursor {
   }
 };
 
+/// Fills the placeholder output of an op that writes an input in place (one float, 0): a Custom
+/// primitive has an output, and a graph keeps the op through it (opgen.backends.mindspore.graph.keep).
+inline void done(const View<float> &placeholder) {
+  if (placeholder.data != nullptr && placeholder.numel > 0) placeholder.data[0] = 0.0f;
+}
+
 /// The `dtypes[i]` string MindSpore passes to an aot kernel for element type E (see the dtype
 /// table in opgen/kernel.h); verified on MindSpore 2.10 CPU for float16 and bfloat16 too.
 template <typename E>

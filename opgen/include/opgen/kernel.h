@@ -173,6 +173,22 @@ using In = View<const E>;
 template <typename E>
 using Out = View<E>;
 
+/// A read-only view of what `v` views: an input the op writes in place (`writes: true`, an
+/// opgen::Out) passed where an opgen::In is taken, e.g. opgen::map(acc, f, opgen::as_in(acc), x).
+template <typename T>
+View<const T> as_in(const View<T> &v) {
+  View<const T> r;
+  r.data = v.data;
+  r.shape = v.shape;
+  r.ndim = v.ndim;
+  r.numel = v.numel;
+#ifdef OPGEN_CHECKED
+  r.name = v.name;
+  r.item = v.item;
+#endif
+  return r;
+}
+
 inline int64_t numel_of(const int64_t *shape, int ndim) {
   int64_t n = 1;
   for (int i = 0; i < ndim; ++i) n *= shape[i];

@@ -41,6 +41,21 @@ using mindspore::pynative::autograd::AutogradContext;
 /// A view (slice, transpose, broadcast) is copied by opgen's parallel loops, else by MindSpore.
 TensorPtr host(const TensorPtr &t);
 
+/// The memory of `t`, an input the op writes in place (opgen/ms_support.cc): the tensor's own CPU
+/// memory (its device address when it has one, else its host data), after the work MindSpore
+/// still has queued for it. Writes through it are what later reads of `t` see; no copy is made.
+/// Throws pybind11::value_error naming `op` and input `name` when `t` is not contiguous (a view of
+/// another tensor: the write would have to go through its strides) or not in CPU memory.
+void *writable(const TensorPtr &t, const char *op, const char *name);
+
+/// A view over `data`, the memory writable() returned for `t`, with `t`'s shape.
+template <typename E>
+View<E> view_at(void *data, const TensorPtr &t) {
+  const auto &s = t->shape();
+  return make_view<E>(shadow(static_cast<E *>(data), numel_of(s.data(), static_cast<int>(s.size()))), s.data(),
+                      static_cast<int>(s.size()));
+}
+
 /// The gradients of a concatenation's inputs as views of its output gradient `dout` (no copy):
 /// tensor i is `dout` narrowed along `axis` (negative counts from the end) to the extent of
 /// `shapes[i]` on that axis, starting where tensor i-1 ended -- MindSpore's own concat bprop

@@ -132,6 +132,26 @@ TensorPtr host(const TensorPtr &t) {
   return mindspore::kernel::pyboost::contiguous(t)->cpu();
 }
 
+void *writable(const TensorPtr &t, const char *op, const char *name) {
+  if (!t->is_contiguous()) {
+    throw pybind11::value_error(std::string(op) + "(): input '" + name + "' is written in place, so it must be a "
+                                "contiguous tensor, not a view of another one (a slice, a transpose); pass a "
+                                "contiguous tensor, or write into a copy and assign it back");
+  }
+  t->ExecuteLazyTask();  // MindSpore's queued work on it first (its last writer)
+  const auto &addr = t->device_address();
+  if (addr != nullptr) {
+    if (addr->GetDeviceType() != mindspore::device::DeviceType::kCPU || addr->GetMutablePtr() == nullptr) {
+      throw pybind11::value_error(std::string(op) + "(): input '" + name + "' is written in place, so it must be "
+                                  "in CPU memory");
+    }
+    const auto info = t->storage_info();
+    const size_t offset = info == nullptr ? 0 : info->storage_offset * mindspore::abstract::TypeIdSize(t->data_type());
+    return static_cast<char *>(addr->GetMutablePtr()) + offset;
+  }
+  return t->data_c();
+}
+
 TensorPtrList split_view(const TensorPtr &dout, int64_t axis, const std::vector<Shape> &shapes) {
   const auto ndim = static_cast<int64_t>(dout->shape().size());
   const int64_t ax = axis < 0 ? axis + ndim : axis;
