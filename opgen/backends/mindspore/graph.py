@@ -273,6 +273,19 @@ def refuse_grad(message: str) -> None:
         raise RuntimeError(message)
 
 
+def written_input(op: str, name: str, value: Any) -> None:
+    """Raise ValueError naming ``op`` and input ``name`` when ``value``, an input the op writes in
+    place, is a view of another tensor (not contiguous, or starting inside another tensor's
+    memory), in PyNative, on both paths. Verified on MindSpore 2.10: the Custom path hands the
+    kernel a copy of such a view, so the write was silently lost (a transpose, and a contiguous
+    slice ``s[1:3]``), and ``Tensor.copy_`` into the view did not reach its base either. Not
+    graph-mode safe (graphs compile the Custom path, which does not call it)."""
+    if isinstance(value, Tensor) and (not value.is_contiguous() or value.storage_offset() != 0):
+        raise ValueError(f"{op}(): input '{name}' is written in place, so it must be a tensor of its own, not a view "
+                         "of another one (a slice, a transpose), whose write MindSpore would drop; pass a tensor of "
+                         "its own, e.g. a copy, and use that copy afterwards")
+
+
 def refusing_bprop(message: str) -> Any:
     """The bprop of an op that writes an input in place: raises RuntimeError(``message``) when a
     graph differentiates through it (while it compiles). Graph-mode safe."""

@@ -37,12 +37,6 @@ class TorchBackend(Backend):
     target: ClassVar[str] = "CPU"
     test_paths: ClassVar[Mapping[str, str]] = {"eager": "eager", "compiled": "compiled"}
 
-    def unsupported(self, op: Op) -> str | None:
-        if op.has_effects:
-            return ("it writes an input in place (outputs[].aliases, inputs[].writes), which the PyTorch backend "
-                    "does not generate yet")
-        return None
-
     def render(self, ops: Sequence[Op], package: str, out_prefix: str,
                package_flags: BuildFlags | None = None) -> dict[str, str]:
         from ... import api, signatures

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import assert_never
+from typing import Any, assert_never
 
 from ... import api, dtypes
 from ... import shapes as lang
@@ -150,6 +150,10 @@ class Row:
     """``at::ScalarType`` per column (inputs, then outputs)."""
     py_dtypes: tuple[str, ...]
     """``torch.dtype`` per column, as Python source."""
+    fw_args: str = ""
+    """The kernel layer's ``forward`` arguments after ``attrs``: the views of the inputs (a
+    ``writes: true`` input writable) and of the outputs (an aliased output a writable view of its
+    input's local)."""
 
 
 @dataclass(frozen=True)
@@ -227,6 +231,20 @@ class TorchOp:
     """Python tuple of the rows' input dtypes (``torch.dtype`` source), for the fake kernel."""
     out_dtypes_py: tuple[str, ...]
     """Python expression per output of its dtype: an input's dtype or a fixed dtype."""
+    made_outputs: tuple[int, ...] = ()
+    """The outputs the operator returns (its own tensors; an output that aliases an input is that
+    input, which the Python function returns itself), by index."""
+    written: tuple[str, ...] = ()
+    """The inputs the op writes in place (``Tensor(a!)`` in the schema), in order."""
+    writeback: tuple[str, ...] = ()
+    """C++ statements after the kernel: a written input that was not contiguous gets its copy back."""
+    returns_py: str = ""
+    """An op that writes an input: what the Python function returns from ``opgen_result`` (the
+    operator's result) and the inputs ("None" for no outputs)."""
+    refusal: str = ""
+    """An op that writes an input: the error of a call that would need its gradient."""
+    fake_return_py: str = ""
+    """An op that writes an input: what its fake kernel returns (its own outputs, empty; None for none)."""
 
 
 def _cpp_type(kind: str) -> str:
@@ -261,10 +279,19 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
     """The PyTorch fields of ``op`` (``ctx``: its :func:`opgen.api.op_context`)."""
     inputs = list(op.inputs)
     dynamic = next((x.name for x in inputs if x.kind == "dynamic"), "")
+    # an input the op writes in place is annotated Tensor(a!) (its own alias set each); the
+    # operator returns the outputs of its own only (an aliased output is returned by the Python
+    # function as the input itself): a mutable operator whose returns alias nothing is one that
+    # torch.compile functionalizes (auto_functionalize) and opcheck accepts
+    written = [x.name for x in op.written_inputs]
+    alias_set = {n: chr(ord("a") + k) for k, n in enumerate(written)}
+    made = [o for o in op.outputs if o.aliases is None]
     # ---- schema ------------------------------------------------------------------------
     args = []
     for x in inputs:
-        if x.kind == "required":
+        if x.kind == "required" and x.name in alias_set:
+            args.append(f"Tensor({alias_set[x.name]}!) {schema_name(x.name)}")
+        elif x.kind == "required":
             args.append(f"Tensor {schema_name(x.name)}")
         elif x.kind == "optional":
             args.append(f"Tensor? {schema_name(x.name)}=None")
@@ -278,10 +305,10 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
         if "=" not in attr_args[i]:
             attr_args[:i] = [s.split("=")[0] for s in attr_args[:i]]
             break
-    if len(op.outputs) == 1:
+    if len(made) == 1:
         rets = "Tensor"
     else:
-        rets = "(" + ", ".join(f"Tensor {o.name}" for o in op.outputs) + ")"
+        rets = "(" + ", ".join(f"Tensor {o.name}" for o in made) + ")"
     schema = f"{op.name}({', '.join(args + attr_args)}) -> {rets}"
     bw_attrs = [f"{_SCHEMA_TYPE[a.type]} {schema_name(a.name)}" for a in op.attrs]
     backward_schema = (f"{op.name}_backward(Tensor?[] saved, Tensor?[] douts, SymInt[] shapes, int[] ranks, "
@@ -298,7 +325,7 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
     for i, x in enumerate(inputs):
         if x.kind == "dynamic":
             unpack = f"const std::vector<at::Tensor> {x.name} = opgen::pt::contiguous({x.name}_arg);"
-        else:
+        else:  # a written input: itself when contiguous, else a copy written back after the kernel (writeback)
             unpack = f"const at::Tensor {x.name} = opgen::pt::contiguous({x.name}_arg);"
         slot = f"{i - 1} + n_dyn" if seen_dynamic else str(i)
         seen_dynamic = seen_dynamic or x.kind == "dynamic"
@@ -310,16 +337,20 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
     for r in ctx.rows:
         names = r.dtype_names
         conds = [f"opgen::pt::dtype_is({x.name}, {AT_SCALAR[names[i]]})" for i, x in enumerate(inputs)]
+        t = r.cpp_types
+        fw = [f"opgen::pt::{'in_list' if x.kind == 'dynamic' else 'out' if x.writes else 'in'}<{t[i]}>({x.name})"
+              for i, x in enumerate(inputs)]
+        fw += [f"opgen::pt::out<{t[len(inputs) + k]}>({o.aliases or o.name})" for k, o in enumerate(op.outputs)]
         rows.append(Row(r.index, tuple(r.cpp_types), " && ".join(conds) or "true",
-                        tuple(AT_SCALAR[n] for n in names), tuple(TORCH_DTYPE[n] for n in names)))
+                        tuple(AT_SCALAR[n] for n in names), tuple(TORCH_DTYPE[n] for n in names), ", ".join(fw)))
     prelude = tuple(_prelude(op))
-    return_type = "at::Tensor" if len(op.outputs) == 1 else \
-        "std::tuple<" + ", ".join("at::Tensor" for _ in op.outputs) + ">"
+    return_type = "at::Tensor" if len(made) == 1 else "void" if not made else \
+        "std::tuple<" + ", ".join("at::Tensor" for _ in made) + ">"
     # ---- Python -----------------------------------------------------------------------
     call_args = ", ".join([x.name for x in inputs] + [f"_rt.encode_rows({a.name})" if a.is_nested else a.name
                                                       for a in op.attrs])
     ag_types = [_cpp_type(x.kind).strip() for x in inputs] + [_AG_PARAM[a.type] for a in op.attrs]
-    ret = "at::Tensor" if len(op.outputs) == 1 else "std::tuple<" + ", ".join("at::Tensor" for _ in op.outputs) + ">"
+    ret = return_type
     bw_types = ["const c10::List<std::optional<at::Tensor>> &", "const c10::List<std::optional<at::Tensor>> &",
                 "c10::SymIntArrayRef", "at::IntArrayRef", "c10::List<bool>", "int64_t"] + \
         [_AG_PARAM[a.type] for a in op.attrs]
@@ -366,7 +397,45 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
         fake_attr_args=tuple(f"_rt.decode_rows({a.name})" if a.is_nested else a.name for a in op.attrs),
         rows_py=rows_py,
         out_dtypes_py=tuple(out_dtypes),
+        made_outputs=tuple(op.outputs.index(o) for o in made),
+        written=tuple(written),
+        writeback=tuple(f"if (!{n}.is_same({n}_arg)) {n}_arg.copy_({n});  // a non-contiguous input: its copy back"
+                        for n in written),
+        returns_py=_returns_py(op, made) if op.has_effects else "",
+        refusal=refusal(op),
+        fake_return_py=_fake_return_py([op.outputs.index(o) for o in made], out_dtypes),
     )
+
+
+def _fake_return_py(made: list[int], dtypes: list[str]) -> str:
+    """The fake kernel's return value of an op that writes an input: the outputs of its own
+    (by index among the outputs) as empty tensors, one, a tuple, or None."""
+    empties = [f"torch.empty(shapes[{k}], dtype={dtypes[k]}, device=device)" for k in made]
+    if not empties:
+        return "None"
+    return empties[0] if len(empties) == 1 else "(" + "".join(e + ", " for e in empties) + ")"
+
+
+def refusal(op: Op) -> str:
+    """The error of a call of ``op``, which writes an input in place, that would need its gradient
+    ("" for an op that writes nothing): PyTorch's autograd would not see the write, so the
+    autograd kernel refuses when grad mode is on and an input requires grad."""
+    written = [x.name for x in op.written_inputs]
+    if not written:
+        return ""
+    return (f"{op.name}(): in-place op '{op.name}' cannot be differentiated: it writes "
+            f"{', '.join(repr(n) for n in written)} in place and has no gradient, but an input requires grad; "
+            "call it under torch.no_grad(), or on tensors that do not require grad")
+
+
+def _returns_py(op: Op, made: list[Any]) -> str:
+    """What the Python function of an op that writes an input returns: each output, the input
+    itself for an aliased one, the operator's ``opgen_result`` (or its items) for the others."""
+    outs = [o.aliases if o.aliases else "opgen_result" if len(made) == 1 else f"opgen_result[{made.index(o)}]"
+            for o in op.outputs]
+    if not outs:
+        return "None"
+    return outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
 
 
 def _fake_params(op: Op, attr_args: list[str]) -> str:

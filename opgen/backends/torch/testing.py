@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ...model import Op
-from ...testing import Array, CheckError, OpRunner, Package, group, import_package
+from ...testing import Array, CheckError, OpRunner, Package, group, import_package, written_slots
 from . import BACKEND
 
 PATHS: tuple[str, ...] = tuple(BACKEND.test_paths)
@@ -141,10 +141,13 @@ class TorchRunner(OpRunner):
         return list(result) if isinstance(result, (tuple, list)) else [result]
 
     def forward(self, arrays: Sequence[Array], layout: Sequence[int]) -> list[Array]:
-        """The op's outputs for the flat ``arrays``."""
+        """The op's outputs for the flat ``arrays``, then the inputs it writes in place and returns
+        not (``writes: true``), after the call."""
         tensors = [torch.from_numpy(np.array(a, copy=True)) for a in arrays]
         with torch.no_grad():
-            return [t.detach().numpy() for t in self._run(tensors, layout)]
+            outs = self._run(tensors, layout)
+            return ([t.detach().numpy() for t in (outs if self.op.outputs else [])]
+                    + [tensors[slot].numpy() for _, slot in written_slots(self.op, layout)])
 
     def grads(self, arrays: Sequence[Array], weights: Sequence[Array], layout: Sequence[int],
               positions: Sequence[int]) -> list[Array]:
