@@ -226,6 +226,16 @@ def test_graph_gradient_through_the_result_is_refused(pkg: str, ms) -> None:  # 
     with pytest.raises(RuntimeError, match=REFUSED.format("add_")):
         ms.grad(ms.jit(loss), grad_position=1)(t(ms, [1, 1]), t(ms, [1, 2]))
 
+    def reads_x(x, y):  # type: ignore[no-untyped-def]
+        E.accumulate(x, y)
+        return (x * 2).sum()  # x read after the write, not through the op's result
+
+    with pytest.raises(RuntimeError, match=REFUSED.format("accumulate")):  # refused while the graph compiles
+        ms.grad(ms.jit(reads_x), grad_position=1)(t(ms, [1, 1]), t(ms, [1, 2]))
+    x = t(ms, [1, 1])
+    ms.jit(reads_x)(x, t(ms, [1, 2]))  # the same function without a gradient runs
+    np.testing.assert_array_equal(x.asnumpy(), [2, 3])
+
 
 # ----------------------------------------------------------------------------- spec checks
 

@@ -262,8 +262,11 @@ def refuse_grad(message: str) -> None:
     """Raise RuntimeError(``message``) when PyNative records a gradient (inside ``ms.grad`` or
     ``ms.value_and_grad``): called first by an op that writes an input in place, on both paths,
     since MindSpore's autograd never sees the write (verified on MindSpore 2.10: the Custom path
-    gave a silently zero gradient). Not graph-mode safe: graphs compile the Custom path, whose
-    bprop (:func:`refusing_bprop`) refuses instead.
+    gave a silently zero gradient). Not graph-mode safe: a graph reaches it only through the
+    constexpr that resolves the op's primitive (``_<op>_checked``), which runs as Python while the
+    graph compiles, so that ``ms.grad`` of an ``ms.jit`` function is refused then (PyNative records
+    the gradient during that compile); a GRAPH_MODE graph's gradient shows no such flag, and
+    :func:`refusing_bprop` refuses a gradient through the op's result instead.
 
     The grad state is cleared first (``clear_res``, as MindSpore's own jit does when a compile
     fails): MindSpore 2.10 leaves ``requires_grad()`` set after any exception escapes ``ms.grad``,
