@@ -3,8 +3,9 @@
 
 The three missing MindSpore custom-op test cases: ``add_`` (in place, ``x += y``),
 ``scale_into`` (an out-argument, ``scale_into(x, out=buf)``) and ``accumulate`` (no outputs,
-``acc += scale * x``), each on the Custom path and the Function<T> path in PyNative, in a
-GRAPH_MODE Cell updating Parameters (kept, in order, across calls) and in ``ms.jit``; a gradient
+``acc += scale * x``), and ``momentum_step`` (an optimizer step writing two inputs), each on
+the Custom path and the Function<T> path in PyNative, in a GRAPH_MODE Cell updating Parameters
+(kept, in order, across calls) and in ``ms.jit``, and on PyTorch eager and compiled; a gradient
 through them is refused with an error naming the op; and the spec checks of incoherent specs.
 """
 
@@ -49,8 +50,9 @@ def test_opgen_test_compares_written_inputs_and_skips_gradients(pkg: str) -> Non
         for check in package.checks:
             r = testing.run_check(package, op, check)
             if check.startswith("grad/"):
-                assert (r.status, r.messages) == ("n/a", [f"writes {op.written_inputs[0].name} in place: no gradient "
-                                                         "(a gradient through it is refused)"]), (op.name, check)
+                written = ", ".join(x.name for x in op.written_inputs)
+                assert (r.status, r.messages) == ("n/a", [f"writes {written} in place: no gradient (a gradient "
+                                                         "through it is refused)"]), (op.name, check)
             else:
                 assert r.status == "pass", (op.name, check, r.messages)
     # a wrong number in the written input is a failure: a reference that adds 2 * x
@@ -186,6 +188,46 @@ def test_graph_cell_updates_parameters_in_order_across_calls(pkg: str, ms, graph
         acc = acc + p + 10
         assert out == [before, 2 * p, p, acc, 2 * p]
         assert (net.p.asnumpy()[0], net.acc.asnumpy()[0], net.buf.asnumpy()[0]) == (p, acc, 2 * p)
+
+
+def _momentum_reference(steps: int, lr: float) -> tuple[Any, Any]:
+    p, v = np.array([1.0, -2.0, 3.0]), np.zeros(3)
+    for k in range(steps):
+        g = p * 0.5 + k  # what the loops below feed in
+        v = 0.9 * v + g
+        p = p - lr * v
+    return p, v
+
+
+def test_an_optimizer_step_writes_two_parameters_on_every_path(pkg: str, path: ModuleType, ms) -> None:  # type: ignore[no-untyped-def]
+    p = ms.Parameter(t(ms, [1.0, -2.0, 3.0]), name="w")
+    v = ms.Parameter(t(ms, np.zeros(3)), name="w_v")
+    for k in range(3):  # PyNative, outside any gradient, as an optimizer runs
+        assert path.momentum_step(p, v, p * 0.5 + k, t(ms, 0.1)) is None
+    want_p, want_v = _momentum_reference(3, 0.1)
+    np.testing.assert_allclose(p.asnumpy(), want_p, rtol=1e-6)
+    np.testing.assert_allclose(v.asnumpy(), want_v, rtol=1e-6)
+
+
+def test_an_optimizer_step_in_a_graph_cell(pkg: str, ms, graph_mode) -> None:  # type: ignore[no-untyped-def]
+    E = importlib.import_module(pkg)
+
+    class Step(ms.nn.Cell):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.p = ms.Parameter(t(ms, [1.0, -2.0, 3.0]), name="p")
+            self.v = ms.Parameter(t(ms, np.zeros(3)), name="v")
+
+        def construct(self, k, lr):  # type: ignore[no-untyped-def]
+            E.momentum_step(self.p, self.v, self.p * 0.5 + k, lr)  # both written, no output
+            return self.p * 1
+
+    step = Step()
+    for k in range(3):  # lr is a tensor: a new value recompiles nothing
+        out = step(t(ms, float(k)), t(ms, 0.1 + 0.0 * k))
+    want_p, want_v = _momentum_reference(3, 0.1)
+    np.testing.assert_allclose(out.asnumpy(), want_p, rtol=1e-6)
+    np.testing.assert_allclose(step.v.asnumpy(), want_v, rtol=1e-6)
 
 
 def test_jit_keeps_and_orders_writes(pkg: str, ms) -> None:  # type: ignore[no-untyped-def]
@@ -391,6 +433,20 @@ def test_torch_opcheck(tpkg: ModuleType) -> None:
             "test_autograd_registration": "SUCCESS"}
 
 
+def test_torch_optimizer_step_writes_two_tensors(tpkg: ModuleType) -> None:
+    import torch
+
+    p = torch.nn.Parameter(torch.tensor([1.0, -2.0, 3.0], dtype=torch.float32))
+    v = torch.zeros(3)
+    step = torch.compile(tpkg.momentum_step, fullgraph=True)
+    for k in range(3):
+        with torch.no_grad():  # as torch's optimizers step
+            (tpkg.momentum_step if k == 0 else step)(p, v, p.detach() * 0.5 + k, torch.tensor(0.1))
+    want_p, want_v = _momentum_reference(3, 0.1)
+    np.testing.assert_allclose(p.detach().numpy(), want_p, rtol=1e-6)
+    np.testing.assert_allclose(v.numpy(), want_v, rtol=1e-6)
+
+
 def test_torch_refuses_a_call_that_needs_a_gradient(tpkg: ModuleType) -> None:
     import torch
 
@@ -419,3 +475,12 @@ def test_torch_opgen_test_compares_written_inputs(tpkg: ModuleType) -> None:
         for check in package.checks:
             r = testing.run_check(package, op, check)
             assert r.status == ("n/a" if check.startswith("grad/") else "pass"), (op.name, check, r.messages)
+
+
+def test_the_docs_show_the_specs_these_tests_run() -> None:
+    """docs/spec-reference.md's examples of these keys are these test specs, as written (less the
+    editor line): the examples the docs show are the ones run here on every path."""
+    text = (ROOT / "docs" / "spec-reference.md").read_text(encoding="utf-8")
+    for spec in sorted(SPECS.glob("*.yaml")):
+        body = spec.read_text(encoding="utf-8").split("\n", 1)[1].rstrip("\n")
+        assert f"```yaml\n{body}\n```" in text, spec.name
