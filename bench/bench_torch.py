@@ -19,11 +19,13 @@ Each case is checked (opgen against builtin) before timing; the implementations 
 (bench_kernels.time_impls), or with ``--alone S`` each runs on its own for S seconds.
 
 The per-call table: 16 float32 elements, the generated Python function against what it wraps
-(``torch.ops.opgen_ops_torch.<op>``) and against a hand-written ``TORCH_LIBRARY`` operator with
-a C++ autograd Function (bench/handwritten/torch_ops.cc, built with torch.utils.cpp_extension),
-called through ``torch.ops``; for an op without attrs (mul) and one with a float attr
-(leaky_relu), inputs without and with ``requires_grad``. This script prints numbers; it asserts
-nothing about speed.
+(``torch.ops.opgen_ops_torch.<op>``) and against two hand-written ``TORCH_LIBRARY`` operators
+called through ``torch.ops`` (bench/handwritten/torch_ops.cc, built with torch.utils.cpp_extension):
+one with a C++ ``torch::autograd::Function`` (the tutorial's way: the issue's baseline) and one
+with a ``torch::autograd::Node`` per op (torch's own generated autograd, what the generated op
+does); for an op without attrs (mul) and one with a float attr (leaky_relu), inputs without and
+with ``requires_grad``. The four calls take turns in one process, in a shuffled order per turn.
+This script prints numbers; it asserts nothing about speed.
 """
 
 from __future__ import annotations
@@ -193,47 +195,52 @@ def handwritten() -> Any:
     return torch.ops.bench_torch
 
 
-def _triples(gen: Any, wrapped: Any, hand: Any, grad: bool) -> dict[str, tuple[Fn, Fn, Fn]]:
-    """(generated, wrapped, hand-written) calls of mul and leaky_relu on 4x4 float32 inputs."""
+def _calls(gen: Any, wrapped: Any, hand: Any, grad: bool) -> dict[str, tuple[Fn, Fn, Fn, Fn]]:
+    """(generated, wrapped, hand-written with torch::autograd::Function, hand-written with a Node)
+    calls of mul and leaky_relu on 4x4 float32 inputs."""
     x = torch.randn(4, 4, requires_grad=grad)
     y = torch.randn(4, 4, requires_grad=grad)
     return {
-        "mul(x, y)": (lambda: gen.mul(x, y), lambda: wrapped.mul(x, y), lambda: hand.mul(x, y)),
+        "mul(x, y)": (lambda: gen.mul(x, y), lambda: wrapped.mul(x, y), lambda: hand.mul(x, y),
+                      lambda: hand.mul_node(x, y)),
         "leaky_relu(x, 0.01)": (lambda: gen.leaky_relu(x, 0.01), lambda: wrapped.leaky_relu(x, 0.01),
-                                lambda: hand.leaky_relu(x, 0.01)),
+                                lambda: hand.leaky_relu(x, 0.01), lambda: hand.leaky_relu_node(x, 0.01)),
     }
 
 
 def overhead(rounds: int, stat: Callable[[list[float]], float] = statistics.median) -> None:
-    """Per-call cost at 16 elements: generated function, what it wraps, a hand-written op."""
+    """Per-call cost at 16 elements: generated function, what it wraps, two hand-written ops."""
     from generated import opgen_ops_torch as gen
 
     hand = handwritten()
     wrapped = torch.ops.opgen_ops_torch
     print()
-    print("| per call, 16 elements | generated function | torch.ops.opgen_ops_torch | hand-written torch.ops | "
-          "generated / hand-written | generated / wrapped |")
-    print("|---|---|---|---|---|---|")
+    print(f"# load average before the per-call table: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    print("| per call, 16 elements | generated function | torch.ops.opgen_ops_torch | hand-written, Function | "
+          "hand-written, Node | generated / hand-written Function | generated / hand-written Node | "
+          "generated / wrapped |")
+    print("|---|---|---|---|---|---|---|---|")
     shuffle = random.Random(3)
     for grad in (False, True):
         tag = " (requires_grad)" if grad else ""
-        for name, fs in _triples(gen, wrapped, hand, grad).items():
+        for name, fs in _calls(gen, wrapped, hand, grad).items():
             name += tag
             n = 200
-            times: list[list[float]] = [[], [], []]
+            times: list[list[float]] = [[] for _ in fs]
             for f in fs:
                 f()
             for _ in range(rounds * 5):
-                order = [0, 1, 2]
+                order = list(range(len(fs)))
                 shuffle.shuffle(order)
                 for i in order:
                     t0 = time.perf_counter()
                     for _ in range(n):
                         fs[i]()
                     times[i].append((time.perf_counter() - t0) / n)
-            g, w, h = (stat(t) for t in times)
-            print(f"| {name} | {fmt(g).strip()} | {fmt(w).strip()} | {fmt(h).strip()} | {g / h:.3f} | {g / w:.3f} |",
-                  flush=True)
+            g, w, h, hn = (stat(t) for t in times)
+            print(f"| {name} | {fmt(g).strip()} | {fmt(w).strip()} | {fmt(h).strip()} | {fmt(hn).strip()} | "
+                  f"{g / h:.3f} | {g / hn:.3f} | {g / w:.3f} |", flush=True)
+    print(f"# load average after the per-call table: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -282,7 +289,6 @@ def main(argv: list[str] | None = None) -> int:
               f"{cell('opgen fwd+bwd')} | {ratio('opgen fwd+bwd', 'builtin fwd+bwd')} | {cell('compiled fwd+bwd')} | "
               f"{ratio('opgen fwd+bwd', 'compiled fwd+bwd')} |", flush=True)
     overhead(args.rounds, stat)
-    print(f"# load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     return 0
 
 

@@ -469,3 +469,113 @@ def test_inductor_avg_pool2d(pkg: Any) -> None:
     x = torch.randn(2, 3, 8, 8)
     compiled = torch.compile(lambda t: pkg.avg_pool2d(t, kernel=(2, 2), stride=(2, 2)))
     torch.testing.assert_close(compiled(x), torch.nn.functional.avg_pool2d(x, 2, 2))
+
+
+def _leaf(*shape: int, grad: bool = True) -> Any:
+    return torch.randn(*shape, dtype=torch.float64, requires_grad=grad)
+
+
+def test_autograd_node_saves_only_what_the_backward_reads(pkg: Any) -> None:
+    """The Autograd kernel's node (opgen::pt::ag::OpNode) saves a tensor only when the backward
+    body reads it for a gradient that is wanted (mul's x for dy, y for dx; exp its output), through
+    torch's SavedVariable: saved-tensor hooks see exactly those; gradients match torch's own."""
+    def packed(f: Any) -> list[tuple[int, ...]]:
+        seen: list[tuple[int, ...]] = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: seen.append(tuple(t.shape)) or t, lambda t: t):
+            f().sum().backward()
+        return seen
+
+    x, y = _leaf(2, 3), _leaf(2, 3, grad=False)
+    assert packed(lambda: pkg.mul(x, y)) == [(2, 3)]  # y only: dy is not wanted
+    torch.testing.assert_close(x.grad, y)
+    x, y = _leaf(2, 3), _leaf(2, 3)
+    assert packed(lambda: pkg.mul(x, y)) == [(2, 3), (2, 3)]
+    torch.testing.assert_close((x.grad, y.grad), (y, x))
+    x = _leaf(4)
+    assert packed(lambda: pkg.exp(x)) == [(4,)]
+    torch.testing.assert_close(x.grad, x.detach().exp())
+    x = _leaf(3, 4)
+    assert packed(lambda: pkg.reduce_sum(x, axis=[1])) == []  # a grad view: nothing saved
+    (gx,) = torch.autograd.grad(pkg.reduce_sum(x, axis=[1]).sum(), (x,))
+    assert gx.stride() == (0, 0) and gx.tolist() == [[1.0] * 4] * 3  # dout reshaped and expanded, not copied
+    # needs_input_grad: torch.autograd.grad of x alone computes x's gradient only, right
+    x, y = _leaf(2, 3), _leaf(2, 3)
+    (gx,) = torch.autograd.grad(pkg.mul(x, y).sum(), (x,))
+    torch.testing.assert_close(gx, y.detach())
+    assert y.grad is None
+
+
+def test_autograd_node_graph(pkg: Any) -> None:
+    """Non-differentiable outputs, an absent optional input, a list input, an output gradient
+    that never arrives (zeros, as torch::autograd::Function materialised it), node hooks."""
+    x = _leaf(3, 5)
+    values, indices = pkg.topk(x, k=2)
+    assert values.grad_fn.name() == "opgen_ops_torch::topk::Grad"
+    assert values.requires_grad and not indices.requires_grad and indices.grad_fn is None
+    values.sum().backward()
+    assert x.grad.sum().item() == 6.0
+    x, w = _leaf(3, 5), _leaf(5)
+    y, mean, rstd = pkg.layer_norm(x, w, None)
+    assert not mean.requires_grad and not rstd.requires_grad
+    assert [f is None for f, _ in y.grad_fn.next_functions] == [False, False, True]  # beta left out: no edge
+    gx, gw = torch.autograd.grad(y.pow(2).sum(), (x, w))
+    ref_x, ref_w = x.detach().requires_grad_(), w.detach().requires_grad_()
+    ref = torch.nn.functional.layer_norm(ref_x, (5,), ref_w, None, eps=1e-5)
+    torch.testing.assert_close((gx, gw), torch.autograd.grad(ref.pow(2).sum(), (ref_x, ref_w)))
+    x0, zs = _leaf(2, 2), [_leaf(2, 2), _leaf(2, 2, grad=False), _leaf(2, 2)]
+    grads = torch.autograd.grad(pkg.add_n(x0, zs).sum(), (x0, zs[0], zs[2]))
+    assert all(g.tolist() == [[1.0, 1.0], [1.0, 1.0]] for g in grads)
+
+    class NoGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, t: Any) -> Any:
+            return t.clone()
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return None
+
+    a, b = _leaf(2, 3), _leaf(2, 4)
+    for out, leaves in ((pkg.exp(a), (a,)), (pkg.concat([a, b], axis=1), (a, b)), (pkg.topk(a, k=2)[0], (a,))):
+        got = torch.autograd.grad(NoGrad.apply(out).sum(), leaves)
+        assert all(g is not None and g.abs().sum().item() == 0.0 and g.shape == t.shape for g, t in zip(got, leaves))
+    x, y = _leaf(2, 3), _leaf(2, 3)
+    out = pkg.mul(x, y)
+    seen: list[Any] = []
+    out.grad_fn.register_prehook(lambda go: seen.append(("pre", len(go))))
+    out.grad_fn.register_hook(lambda gi, go: seen.append(("post", len(gi))))
+    out.sum().backward()
+    assert seen == [("pre", 1), ("post", 2)]
+
+
+def test_autograd_node_errors(pkg: Any) -> None:
+    """torch's own errors from the saved tensors (SavedVariable): a saved input or output modified
+    in place, a second backward after the graph was freed; the op's error for forward-mode AD
+    and for torch.func's differentiating transforms; create_graph gives a gradient that does
+    not require grad (the backward op has no autograd), as before."""
+    x, y = _leaf(2, 3), _leaf(2, 3)
+    a = x * 1
+    out = pkg.mul(a, y)
+    a.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+    out = pkg.exp(x)
+    out.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+    loss = pkg.mul(x, y).sum()
+    loss.backward(retain_graph=True)
+    loss.backward()
+    torch.testing.assert_close(x.grad, 2 * y.detach())
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
+    import torch.autograd.forward_ad as fwAD
+
+    for grad in (False, True):
+        with fwAD.dual_level(), pytest.raises(NotImplementedError, match=r"^exp\(\): forward-mode AD"):
+            pkg.exp(fwAD.make_dual(_leaf(2, grad=grad), torch.ones(2, dtype=torch.float64)))
+    with pytest.raises(RuntimeError, match=r"^exp\(\): gradients under torch.func transforms"):
+        torch.func.grad(lambda t: pkg.exp(t).sum())(_leaf(3, grad=False))
+    torch.testing.assert_close(torch.func.vmap(pkg.exp)(x.detach()), x.detach().exp())  # no gradient: runs
+    (gx,) = torch.autograd.grad(pkg.mul(x, y).sum(), (x,), create_graph=True)
+    assert not gx.requires_grad

@@ -7,7 +7,18 @@
 //
 //   bench_torch::mul(Tensor x, Tensor y) -> Tensor                 (no attr; same shapes only)
 //   bench_torch::leaky_relu(Tensor x, float alpha=0.01) -> Tensor  (a float attr)
+//
+// The same two operators again with the autograd torch's own generated ops use (and opgen's
+// generated ops since 26 Nov): a torch::autograd::Node subclass per op with its saved tensors
+// (SavedVariable) and attrs as members, created in the Autograd kernel, no AutogradContext
+// (torch/csrc/autograd/generated/Functions.h, VariableType_*.cpp). The leanest a hand-written op
+// gets, and the same autograd work as the generated one:
+//
+//   bench_torch::mul_node(Tensor x, Tensor y) -> Tensor
+//   bench_torch::leaky_relu_node(Tensor x, float alpha=0.01) -> Tensor
 #include <torch/autograd.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
 
 #include <ATen/ATen.h>
@@ -99,21 +110,102 @@ at::Tensor mul_autograd(const at::Tensor& x, const at::Tensor& y) { return MulFu
 
 at::Tensor leaky_relu_autograd(const at::Tensor& x, double alpha) { return LeakyReluFunction::apply(x, alpha); }
 
+// ---- the same ops with a Node per op (torch's generated autograd) ----
+
+using torch::autograd::SavedVariable;
+using torch::autograd::variable_list;
+
+struct MulNode : public torch::autograd::Node {
+  SavedVariable x_, y_;
+  std::string name() const override { return "bench_torch::MulNode"; }
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    x_.reset_data();
+    y_.reset_data();
+  }
+  variable_list apply(variable_list&& grads) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    variable_list out(2);
+    const at::Tensor g = grads[0].contiguous();
+    if (task_should_compute_output(0)) out[0] = call_mul(g, y_.unpack());
+    if (task_should_compute_output(1)) out[1] = call_mul(g, x_.unpack());
+    return out;
+  }
+};
+
+struct LeakyReluNode : public torch::autograd::Node {
+  SavedVariable x_;
+  double alpha_ = 0.0;
+  std::string name() const override { return "bench_torch::LeakyReluNode"; }
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    x_.reset_data();
+  }
+  variable_list apply(variable_list&& grads) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("bench_torch::leaky_relu_backward", "")
+                         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double)>();
+    variable_list out(1);
+    if (task_should_compute_output(0)) out[0] = op.call(grads[0], x_.unpack(), alpha_);
+    return out;
+  }
+};
+
+at::Tensor mul_node_autograd(const at::Tensor& x, const at::Tensor& y) {
+  at::Tensor out;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    out = call_mul(x, y);
+  }
+  if (!torch::autograd::compute_requires_grad(x, y)) return out;
+  auto node = c10::make_intrusive<MulNode>();
+  node->set_next_edges(torch::autograd::collect_next_edges(x, y));
+  if (node->should_compute_output(1)) node->x_ = SavedVariable(x, false);
+  if (node->should_compute_output(0)) node->y_ = SavedVariable(y, false);
+  torch::autograd::set_history(out, node);
+  return out;
+}
+
+at::Tensor leaky_relu_node_autograd(const at::Tensor& x, double alpha) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("bench_torch::leaky_relu_node", "")
+                       .typed<at::Tensor(const at::Tensor&, double)>();
+  at::Tensor out;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    out = op.call(x, alpha);
+  }
+  if (!torch::autograd::compute_requires_grad(x)) return out;
+  auto node = c10::make_intrusive<LeakyReluNode>();
+  node->set_next_edges(torch::autograd::collect_next_edges(x));
+  node->x_ = SavedVariable(x, false);
+  node->alpha_ = alpha;
+  torch::autograd::set_history(out, node);
+  return out;
+}
+
 TORCH_LIBRARY(bench_torch, m) {
   m.def("mul(Tensor x, Tensor y) -> Tensor");
   m.def("leaky_relu(Tensor x, float alpha=0.01) -> Tensor");
   m.def("leaky_relu_backward(Tensor dout, Tensor x, float alpha) -> Tensor");
+  m.def("mul_node(Tensor x, Tensor y) -> Tensor");
+  m.def("leaky_relu_node(Tensor x, float alpha=0.01) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(bench_torch, CPU, m) {
   m.impl("mul", &mul_cpu);
   m.impl("leaky_relu", &leaky_relu_cpu);
   m.impl("leaky_relu_backward", &leaky_relu_backward_cpu);
+  m.impl("mul_node", &mul_cpu);
+  m.impl("leaky_relu_node", &leaky_relu_cpu);
 }
 
 TORCH_LIBRARY_IMPL(bench_torch, Autograd, m) {
   m.impl("mul", &mul_autograd);
   m.impl("leaky_relu", &leaky_relu_autograd);
+  m.impl("mul_node", &mul_node_autograd);
+  m.impl("leaky_relu_node", &leaky_relu_node_autograd);
 }
 
 }  // namespace bench_torch

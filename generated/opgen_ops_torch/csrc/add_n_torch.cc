@@ -155,57 +155,24 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "add_n_backward(): no dtype_format row ", row);
 }
 
-/// Autograd of 'add_n' (the Autograd dispatch key): the forward runs the operator below
-/// autograd and keeps what the backward body reads (only for the gradients wanted); the backward
-/// calls 'add_n_backward'.
-struct Grad : public torch::autograd::Function<Grad> {
-  static opgen::pt::ag::variable_list forward(opgen::pt::ag::AutogradContext *ctx, const at::Tensor &x_arg, at::TensorList zs_arg) {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::add_n", "").typed<at::Tensor(const at::Tensor &, at::TensorList)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(x_arg, zs_arg);
-    }
-    opgen::pt::ag::variable_list outputs{result};
-    const auto facts = c10::make_intrusive<opgen::pt::ag::Facts>(2 + zs_arg.size());
-    opgen::pt::ag::Slots &slots = facts->slots;
-    slots.add(x_arg);
-    slots.add(zs_arg);
-    for (const at::Tensor &o : outputs) slots.add(o);
-    const at::Tensor &x = x_arg;
-    const bool need_x = opgen::pt::ag::requires_grad(x_arg);
-    const std::vector<at::Tensor> zs = zs_arg.vec();
-    const bool need_zs = opgen::pt::ag::requires_grad(zs_arg);
-    const at::Tensor &out = outputs[0];
-    int64_t row = -1;
-    if (row < 0 && opgen::pt::dtype_is(x, at::kFloat) && opgen::pt::dtype_is(zs, at::kFloat)) row = 0;
-    if (row < 0 && opgen::pt::dtype_is(x, at::kDouble) && opgen::pt::dtype_is(zs, at::kDouble)) row = 1;
-    if (row < 0 && opgen::pt::dtype_is(x, at::kInt) && opgen::pt::dtype_is(zs, at::kInt)) row = 2;
-    if (row < 0 && opgen::pt::dtype_is(x, at::kLong) && opgen::pt::dtype_is(zs, at::kLong)) row = 3;
-    facts->row = row;
-    std::vector<at::Tensor> saved;  // one per slot; undefined: not read by the backward
-    saved.reserve(2 + zs_arg.size());
-    saved.emplace_back();
-    for (const at::Tensor &x : zs) saved.push_back(at::Tensor());
-    saved.emplace_back();
-    ctx->save_for_backward(std::move(saved));
-    opgen::pt::ag::keep(ctx, facts);
-    return outputs;
-  }
+/// The autograd node of one call of 'add_n' (opgen::pt::ag::OpNode: slots, dtype row and saved
+/// tensors; the attrs below): its backward calls 'add_n_backward'.
+struct Grad final : public opgen::pt::ag::OpNode {
 
-  static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
-    const auto facts = opgen::pt::ag::facts(ctx);
-    const c10::ArrayRef<c10::SymInt> shapes = facts->slots.shapes;
-    const c10::ArrayRef<int64_t> ranks = facts->slots.ranks;
+  using OpNode::OpNode;
+  std::string name() const override { return "opgen_ops_torch::add_n::Grad"; }
+
+  opgen::pt::ag::variable_list apply(opgen::pt::ag::variable_list &&douts) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    materialize(douts);
+    const c10::ArrayRef<c10::SymInt> shapes = slots.shapes;
+    const c10::ArrayRef<int64_t> ranks = slots.ranks;
     const size_t n_dyn = ranks.size() - 2;  // tensors of 'zs'
-    // one result per forward argument: the input slots, then the attrs; needs_input_grad counts
-    // the tensors given (an absent optional input has no edge)
+    // one gradient per input slot (the next edges); an absent optional input's edge is invalid
     const size_t n_slots = ranks.size() - 1;
     std::vector<bool> need(n_slots, false);
-    for (size_t s = 0, e = 0; s < n_slots; ++s) {
-      if (ranks[s] >= 0) need[s] = ctx->needs_input_grad(e++);
-    }
-    opgen::pt::ag::variable_list result(n_slots + 0);
+    for (size_t s = 0; s < n_slots; ++s) need[s] = task_should_compute_output(s);
+    opgen::pt::ag::variable_list result(n_slots);
     c10::List<bool> want;
     bool any = false;
     want.push_back(need[0]);
@@ -213,7 +180,7 @@ struct Grad : public torch::autograd::Function<Grad> {
     for (const bool w : want) any = any || w;
     if (any) {
       static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::add_n_backward", "").typed<std::vector<at::Tensor>(const c10::List<std::optional<at::Tensor>> &, const c10::List<std::optional<at::Tensor>> &, c10::SymIntArrayRef, at::IntArrayRef, c10::List<bool>, int64_t)>();
-      const std::vector<at::Tensor> got = op.call(opgen::pt::ag::optional_list(ctx->get_saved_variables()), opgen::pt::ag::optional_list(douts), shapes, ranks, want, facts->row);
+      const std::vector<at::Tensor> got = op.call(unpack_saved(), opgen::pt::ag::optional_list(douts), shapes, ranks, want, row);
       size_t g = 0;
       for (size_t s = 0; s < want.size(); ++s) {
         if (want.get(s)) result[s] = got[g++];
@@ -223,15 +190,39 @@ struct Grad : public torch::autograd::Function<Grad> {
   }
 };
 
-/// The Autograd kernel: below autograd at once when no input wants a gradient.
+/// The Autograd kernel of 'add_n': the operator below autograd, then, when an input wants a
+/// gradient, a Grad node that keeps what the backward body reads (only for the gradients wanted).
 at::Tensor autograd_op(const at::Tensor &x_arg, at::TensorList zs_arg) {
-  if (!opgen::pt::ag::wanted(x_arg, zs_arg)) {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::add_n", "").typed<at::Tensor(const at::Tensor &, at::TensorList)>();
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::add_n", "").typed<at::Tensor(const at::Tensor &, at::TensorList)>();
+  opgen::pt::ag::no_tangents("add_n", x_arg, zs_arg);
+  at::Tensor result;
+  {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return op.call(x_arg, zs_arg);
+    result = op.call(x_arg, zs_arg);
   }
-  const opgen::pt::ag::variable_list out = Grad::apply(x_arg, zs_arg);
-  return out[0];
+  if (!opgen::pt::ag::wanted(x_arg, zs_arg)) return result;
+  opgen::pt::ag::no_functorch("add_n");
+  const auto node = c10::make_intrusive<Grad>(2 + zs_arg.size());
+  node->set_next_edges(torch::autograd::collect_next_edges(x_arg, zs_arg));
+  node->slots.add(x_arg);
+  node->slots.add(zs_arg);
+  const at::Tensor &out = result;
+  opgen::pt::ag::set_output(node, out, true);
+  const at::Tensor &x = x_arg;
+  const bool need_x = opgen::pt::ag::requires_grad(x_arg);
+  const at::TensorList zs = zs_arg;
+  const bool need_zs = opgen::pt::ag::requires_grad(zs_arg);
+  int64_t row = -1;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kFloat) && opgen::pt::dtype_is(zs, at::kFloat)) row = 0;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kDouble) && opgen::pt::dtype_is(zs, at::kDouble)) row = 1;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kInt) && opgen::pt::dtype_is(zs, at::kInt)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kLong) && opgen::pt::dtype_is(zs, at::kLong)) row = 3;
+  node->row = row;
+  // one saved tensor per slot; an empty one: not read by the backward
+  node->save_input(x, false);
+  for (const at::Tensor &x : zs) node->save_input(x, false);
+  node->save_output(out, false);
+  return result;
 }
 
 }  // namespace add_n

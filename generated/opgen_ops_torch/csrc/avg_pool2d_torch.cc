@@ -94,61 +94,34 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "avg_pool2d_backward(): no dtype_format row ", row);
 }
 
-/// Autograd of 'avg_pool2d' (the Autograd dispatch key): the forward runs the operator below
-/// autograd and keeps what the backward body reads (only for the gradients wanted); the backward
-/// calls 'avg_pool2d_backward'.
-struct Grad : public torch::autograd::Function<Grad> {
-  static opgen::pt::ag::variable_list forward(opgen::pt::ag::AutogradContext *ctx, const at::Tensor &x_arg, c10::SymIntArrayRef kernel, c10::SymIntArrayRef stride) {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::avg_pool2d", "").typed<at::Tensor(const at::Tensor &, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(x_arg, kernel, stride);
-    }
-    opgen::pt::ag::variable_list outputs{result};
-    const auto facts = c10::make_intrusive<opgen::pt::ag::Facts>(2);
-    opgen::pt::ag::Slots &slots = facts->slots;
-    slots.add(x_arg);
-    for (const at::Tensor &o : outputs) slots.add(o);
-    ctx->saved_data["kernel"] = kernel;
-    ctx->saved_data["stride"] = stride;
-    const at::Tensor &x = x_arg;
-    const bool need_x = opgen::pt::ag::requires_grad(x_arg);
-    const at::Tensor &out = outputs[0];
-    int64_t row = -1;
-    if (row < 0 && opgen::pt::dtype_is(x, at::kFloat)) row = 0;
-    if (row < 0 && opgen::pt::dtype_is(x, at::kDouble)) row = 1;
-    facts->row = row;
-    std::vector<at::Tensor> saved;  // one per slot; undefined: not read by the backward
-    saved.reserve(2);
-    saved.push_back((need_x) ? x : at::Tensor());
-    saved.emplace_back();
-    ctx->save_for_backward(std::move(saved));
-    opgen::pt::ag::keep(ctx, facts);
-    return outputs;
-  }
+/// The autograd node of one call of 'avg_pool2d' (opgen::pt::ag::OpNode: slots, dtype row and saved
+/// tensors; the attrs below): its backward calls 'avg_pool2d_backward'.
+struct Grad final : public opgen::pt::ag::OpNode {
+  std::vector<c10::SymInt> attr_kernel{};
+  std::vector<c10::SymInt> attr_stride{};
 
-  static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
-    const auto facts = opgen::pt::ag::facts(ctx);
-    const c10::ArrayRef<c10::SymInt> shapes = facts->slots.shapes;
-    const c10::ArrayRef<int64_t> ranks = facts->slots.ranks;
-    const std::vector<c10::SymInt> kernel = ctx->saved_data.at("kernel").toSymIntVector();
-    const std::vector<c10::SymInt> stride = ctx->saved_data.at("stride").toSymIntVector();
-    // one result per forward argument: the input slots, then the attrs; needs_input_grad counts
-    // the tensors given (an absent optional input has no edge)
+  using OpNode::OpNode;
+  std::string name() const override { return "opgen_ops_torch::avg_pool2d::Grad"; }
+
+  opgen::pt::ag::variable_list apply(opgen::pt::ag::variable_list &&douts) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    materialize(douts);
+    const c10::ArrayRef<c10::SymInt> shapes = slots.shapes;
+    const c10::ArrayRef<int64_t> ranks = slots.ranks;
+    const std::vector<c10::SymInt> &kernel = attr_kernel;
+    const std::vector<c10::SymInt> &stride = attr_stride;
+    // one gradient per input slot (the next edges); an absent optional input's edge is invalid
     const size_t n_slots = ranks.size() - 1;
     std::vector<bool> need(n_slots, false);
-    for (size_t s = 0, e = 0; s < n_slots; ++s) {
-      if (ranks[s] >= 0) need[s] = ctx->needs_input_grad(e++);
-    }
-    opgen::pt::ag::variable_list result(n_slots + 2);
+    for (size_t s = 0; s < n_slots; ++s) need[s] = task_should_compute_output(s);
+    opgen::pt::ag::variable_list result(n_slots);
     c10::List<bool> want;
     bool any = false;
     want.push_back(need[0]);
     for (const bool w : want) any = any || w;
     if (any) {
       static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::avg_pool2d_backward", "").typed<std::vector<at::Tensor>(const c10::List<std::optional<at::Tensor>> &, const c10::List<std::optional<at::Tensor>> &, c10::SymIntArrayRef, at::IntArrayRef, c10::List<bool>, int64_t, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
-      const std::vector<at::Tensor> got = op.call(opgen::pt::ag::optional_list(ctx->get_saved_variables()), opgen::pt::ag::optional_list(douts), shapes, ranks, want, facts->row, kernel, stride);
+      const std::vector<at::Tensor> got = op.call(unpack_saved(), opgen::pt::ag::optional_list(douts), shapes, ranks, want, row, kernel, stride);
       size_t g = 0;
       for (size_t s = 0; s < want.size(); ++s) {
         if (want.get(s)) result[s] = got[g++];
@@ -158,15 +131,35 @@ struct Grad : public torch::autograd::Function<Grad> {
   }
 };
 
-/// The Autograd kernel: below autograd at once when no input wants a gradient.
+/// The Autograd kernel of 'avg_pool2d': the operator below autograd, then, when an input wants a
+/// gradient, a Grad node that keeps what the backward body reads (only for the gradients wanted).
 at::Tensor autograd_op(const at::Tensor &x_arg, c10::SymIntArrayRef kernel, c10::SymIntArrayRef stride) {
-  if (!opgen::pt::ag::wanted(x_arg)) {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::avg_pool2d", "").typed<at::Tensor(const at::Tensor &, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::avg_pool2d", "").typed<at::Tensor(const at::Tensor &, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
+  opgen::pt::ag::no_tangents("avg_pool2d", x_arg);
+  at::Tensor result;
+  {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return op.call(x_arg, kernel, stride);
+    result = op.call(x_arg, kernel, stride);
   }
-  const opgen::pt::ag::variable_list out = Grad::apply(x_arg, kernel, stride);
-  return out[0];
+  if (!opgen::pt::ag::wanted(x_arg)) return result;
+  opgen::pt::ag::no_functorch("avg_pool2d");
+  const auto node = c10::make_intrusive<Grad>(2);
+  node->set_next_edges(torch::autograd::collect_next_edges(x_arg));
+  node->slots.add(x_arg);
+  node->attr_kernel = kernel.vec();
+  node->attr_stride = stride.vec();
+  const at::Tensor &out = result;
+  opgen::pt::ag::set_output(node, out, true);
+  const at::Tensor &x = x_arg;
+  const bool need_x = opgen::pt::ag::requires_grad(x_arg);
+  int64_t row = -1;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kFloat)) row = 0;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kDouble)) row = 1;
+  node->row = row;
+  // one saved tensor per slot; an empty one: not read by the backward
+  node->save_input(x, need_x);
+  node->save_output(out, false);
+  return result;
 }
 
 }  // namespace avg_pool2d

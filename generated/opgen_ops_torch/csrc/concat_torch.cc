@@ -67,41 +67,27 @@ at::Tensor forward_op(at::TensorList xs_arg, int64_t axis) {
   TORCH_CHECK(false, "concat(): no dtype_format row ", row);
 }
 
-/// Autograd of 'concat' (the Autograd dispatch key): the forward runs the operator below
-/// autograd and keeps what the backward body reads (only for the gradients wanted); the backward
-/// calls 'concat_backward' and gives xs's gradient as views of dout.
-struct Grad : public torch::autograd::Function<Grad> {
-  static opgen::pt::ag::variable_list forward(opgen::pt::ag::AutogradContext *ctx, at::TensorList xs_arg, c10::SymInt axis) {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::concat", "").typed<at::Tensor(at::TensorList, c10::SymInt)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(xs_arg, axis);
-    }
-    opgen::pt::ag::variable_list outputs{result};
-    const auto facts = c10::make_intrusive<opgen::pt::ag::Facts>(1 + xs_arg.size());
-    opgen::pt::ag::Slots &slots = facts->slots;
-    slots.add(xs_arg);
-    for (const at::Tensor &o : outputs) slots.add(o);
-    ctx->saved_data["axis"] = axis;
-    opgen::pt::ag::keep(ctx, facts);
-    return outputs;
-  }
+/// The autograd node of one call of 'concat' (opgen::pt::ag::OpNode: slots, dtype row and saved
+/// tensors; the attrs below): its backward calls 'concat_backward' and gives xs's
+/// gradient as views of dout.
+struct Grad final : public opgen::pt::ag::OpNode {
+  c10::SymInt attr_axis{};
 
-  static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
-    const auto facts = opgen::pt::ag::facts(ctx);
-    const c10::ArrayRef<c10::SymInt> shapes = facts->slots.shapes;
-    const c10::ArrayRef<int64_t> ranks = facts->slots.ranks;
+  using OpNode::OpNode;
+  std::string name() const override { return "opgen_ops_torch::concat::Grad"; }
+
+  opgen::pt::ag::variable_list apply(opgen::pt::ag::variable_list &&douts) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    materialize(douts);
+    const c10::ArrayRef<c10::SymInt> shapes = slots.shapes;
+    const c10::ArrayRef<int64_t> ranks = slots.ranks;
     const size_t n_dyn = ranks.size() - 1;  // tensors of 'xs'
-    const c10::SymInt axis = ctx->saved_data.at("axis").toSymInt();
-    // one result per forward argument: the input slots, then the attrs; needs_input_grad counts
-    // the tensors given (an absent optional input has no edge)
+    const c10::SymInt &axis = attr_axis;
+    // one gradient per input slot (the next edges); an absent optional input's edge is invalid
     const size_t n_slots = ranks.size() - 1;
     std::vector<bool> need(n_slots, false);
-    for (size_t s = 0, e = 0; s < n_slots; ++s) {
-      if (ranks[s] >= 0) need[s] = ctx->needs_input_grad(e++);
-    }
-    opgen::pt::ag::variable_list result(n_slots + 1);
+    for (size_t s = 0; s < n_slots; ++s) need[s] = task_should_compute_output(s);
+    opgen::pt::ag::variable_list result(n_slots);
     if (std::find(need.begin() + 0, need.begin() + 0 + n_dyn, true) != need.begin() + 0 + n_dyn) {
       const at::Tensor &dout = douts[0];
       const opgen::pt::ag::variable_list views = opgen::pt::ag::split_view(dout, opgen::pt::ag::concrete(axis), shapes, ranks, 0, n_dyn);
@@ -113,15 +99,25 @@ struct Grad : public torch::autograd::Function<Grad> {
   }
 };
 
-/// The Autograd kernel: below autograd at once when no input wants a gradient.
+/// The Autograd kernel of 'concat': the operator below autograd, then, when an input wants a
+/// gradient, a Grad node that keeps what the backward body reads (only for the gradients wanted).
 at::Tensor autograd_op(at::TensorList xs_arg, c10::SymInt axis) {
-  if (!opgen::pt::ag::wanted(xs_arg)) {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::concat", "").typed<at::Tensor(at::TensorList, c10::SymInt)>();
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::concat", "").typed<at::Tensor(at::TensorList, c10::SymInt)>();
+  opgen::pt::ag::no_tangents("concat", xs_arg);
+  at::Tensor result;
+  {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return op.call(xs_arg, axis);
+    result = op.call(xs_arg, axis);
   }
-  const opgen::pt::ag::variable_list out = Grad::apply(xs_arg, axis);
-  return out[0];
+  if (!opgen::pt::ag::wanted(xs_arg)) return result;
+  opgen::pt::ag::no_functorch("concat");
+  const auto node = c10::make_intrusive<Grad>(1 + xs_arg.size());
+  node->set_next_edges(torch::autograd::collect_next_edges(xs_arg));
+  node->slots.add(xs_arg);
+  node->attr_axis = axis;
+  const at::Tensor &out = result;
+  opgen::pt::ag::set_output(node, out, true);
+  return result;
 }
 
 }  // namespace concat

@@ -114,65 +114,25 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "layer_norm_backward(): no dtype_format row ", row);
 }
 
-/// Autograd of 'layer_norm' (the Autograd dispatch key): the forward runs the operator below
-/// autograd and keeps what the backward body reads (only for the gradients wanted); the backward
-/// calls 'layer_norm_backward'.
-struct Grad : public torch::autograd::Function<Grad> {
-  static opgen::pt::ag::variable_list forward(opgen::pt::ag::AutogradContext *ctx, const at::Tensor &x_arg, const std::optional<at::Tensor> &gamma_arg, const std::optional<at::Tensor> &beta_arg, double eps) {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::layer_norm", "").typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor &, const std::optional<at::Tensor> &, const std::optional<at::Tensor> &, double)>();
-    std::tuple<at::Tensor, at::Tensor, at::Tensor> result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(x_arg, gamma_arg, beta_arg, eps);
-    }
-    opgen::pt::ag::variable_list outputs{std::get<0>(result), std::get<1>(result), std::get<2>(result)};
-    ctx->mark_non_differentiable({outputs[1], outputs[2]});
-    const auto facts = c10::make_intrusive<opgen::pt::ag::Facts>(6);
-    opgen::pt::ag::Slots &slots = facts->slots;
-    slots.add(x_arg);
-    slots.add(gamma_arg);
-    slots.add(beta_arg);
-    for (const at::Tensor &o : outputs) slots.add(o);
-    ctx->saved_data["eps"] = eps;
-    const at::Tensor &x = x_arg;
-    const bool need_x = opgen::pt::ag::requires_grad(x_arg);
-    const at::Tensor gamma = gamma_arg.has_value() ? *gamma_arg : at::Tensor();
-    const bool need_gamma = opgen::pt::ag::requires_grad(gamma_arg);
-    const at::Tensor beta = beta_arg.has_value() ? *beta_arg : at::Tensor();
-    const bool need_beta = opgen::pt::ag::requires_grad(beta_arg);
-    const at::Tensor &y = outputs[0];
-    const at::Tensor &mean = outputs[1];
-    const at::Tensor &rstd = outputs[2];
-    int64_t row = -1;
-    if (row < 0 && opgen::pt::dtype_is(x, at::kFloat) && opgen::pt::dtype_is(gamma, at::kFloat) && opgen::pt::dtype_is(beta, at::kFloat)) row = 0;
-    if (row < 0 && opgen::pt::dtype_is(x, at::kDouble) && opgen::pt::dtype_is(gamma, at::kDouble) && opgen::pt::dtype_is(beta, at::kDouble)) row = 1;
-    facts->row = row;
-    std::vector<at::Tensor> saved;  // one per slot; undefined: not read by the backward
-    saved.reserve(6);
-    saved.push_back((need_x || need_gamma || need_beta) ? x : at::Tensor());
-    saved.push_back((need_x || need_gamma || need_beta) ? gamma : at::Tensor());
-    saved.emplace_back();
-    saved.emplace_back();
-    saved.push_back((need_x || need_gamma || need_beta) ? mean : at::Tensor());
-    saved.push_back((need_x || need_gamma || need_beta) ? rstd : at::Tensor());
-    ctx->save_for_backward(std::move(saved));
-    opgen::pt::ag::keep(ctx, facts);
-    return outputs;
-  }
+/// The autograd node of one call of 'layer_norm' (opgen::pt::ag::OpNode: slots, dtype row and saved
+/// tensors; the attrs below): its backward calls 'layer_norm_backward'.
+struct Grad final : public opgen::pt::ag::OpNode {
+  double attr_eps{};
 
-  static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
-    const auto facts = opgen::pt::ag::facts(ctx);
-    const c10::ArrayRef<c10::SymInt> shapes = facts->slots.shapes;
-    const c10::ArrayRef<int64_t> ranks = facts->slots.ranks;
-    const double eps = ctx->saved_data.at("eps").toDouble();
-    // one result per forward argument: the input slots, then the attrs; needs_input_grad counts
-    // the tensors given (an absent optional input has no edge)
+  using OpNode::OpNode;
+  std::string name() const override { return "opgen_ops_torch::layer_norm::Grad"; }
+
+  opgen::pt::ag::variable_list apply(opgen::pt::ag::variable_list &&douts) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    materialize(douts);
+    const c10::ArrayRef<c10::SymInt> shapes = slots.shapes;
+    const c10::ArrayRef<int64_t> ranks = slots.ranks;
+    const double &eps = attr_eps;
+    // one gradient per input slot (the next edges); an absent optional input's edge is invalid
     const size_t n_slots = ranks.size() - 3;
     std::vector<bool> need(n_slots, false);
-    for (size_t s = 0, e = 0; s < n_slots; ++s) {
-      if (ranks[s] >= 0) need[s] = ctx->needs_input_grad(e++);
-    }
-    opgen::pt::ag::variable_list result(n_slots + 1);
+    for (size_t s = 0; s < n_slots; ++s) need[s] = task_should_compute_output(s);
+    opgen::pt::ag::variable_list result(n_slots);
     c10::List<bool> want;
     bool any = false;
     want.push_back(need[0]);
@@ -181,7 +141,7 @@ struct Grad : public torch::autograd::Function<Grad> {
     for (const bool w : want) any = any || w;
     if (any) {
       static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::layer_norm_backward", "").typed<std::vector<at::Tensor>(const c10::List<std::optional<at::Tensor>> &, const c10::List<std::optional<at::Tensor>> &, c10::SymIntArrayRef, at::IntArrayRef, c10::List<bool>, int64_t, double)>();
-      const std::vector<at::Tensor> got = op.call(opgen::pt::ag::optional_list(ctx->get_saved_variables()), opgen::pt::ag::optional_list(douts), shapes, ranks, want, facts->row, eps);
+      const std::vector<at::Tensor> got = op.call(unpack_saved(), opgen::pt::ag::optional_list(douts), shapes, ranks, want, row, eps);
       size_t g = 0;
       for (size_t s = 0; s < want.size(); ++s) {
         if (want.get(s)) result[s] = got[g++];
@@ -191,15 +151,48 @@ struct Grad : public torch::autograd::Function<Grad> {
   }
 };
 
-/// The Autograd kernel: below autograd at once when no input wants a gradient.
+/// The Autograd kernel of 'layer_norm': the operator below autograd, then, when an input wants a
+/// gradient, a Grad node that keeps what the backward body reads (only for the gradients wanted).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> autograd_op(const at::Tensor &x_arg, const std::optional<at::Tensor> &gamma_arg, const std::optional<at::Tensor> &beta_arg, double eps) {
-  if (!opgen::pt::ag::wanted(x_arg, gamma_arg, beta_arg)) {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::layer_norm", "").typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor &, const std::optional<at::Tensor> &, const std::optional<at::Tensor> &, double)>();
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::layer_norm", "").typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor &, const std::optional<at::Tensor> &, const std::optional<at::Tensor> &, double)>();
+  opgen::pt::ag::no_tangents("layer_norm", x_arg, gamma_arg, beta_arg);
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> result;
+  {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return op.call(x_arg, gamma_arg, beta_arg, eps);
+    result = op.call(x_arg, gamma_arg, beta_arg, eps);
   }
-  const opgen::pt::ag::variable_list out = Grad::apply(x_arg, gamma_arg, beta_arg, eps);
-  return std::make_tuple(out[0], out[1], out[2]);
+  if (!opgen::pt::ag::wanted(x_arg, gamma_arg, beta_arg)) return result;
+  opgen::pt::ag::no_functorch("layer_norm");
+  const auto node = c10::make_intrusive<Grad>(6);
+  node->set_next_edges(torch::autograd::collect_next_edges(x_arg, gamma_arg, beta_arg));
+  node->slots.add(x_arg);
+  node->slots.add(gamma_arg);
+  node->slots.add(beta_arg);
+  node->attr_eps = eps;
+  const at::Tensor &y = std::get<0>(result);
+  opgen::pt::ag::set_output(node, y, true);
+  const at::Tensor &mean = std::get<1>(result);
+  opgen::pt::ag::set_output(node, mean, false);
+  const at::Tensor &rstd = std::get<2>(result);
+  opgen::pt::ag::set_output(node, rstd, false);
+  const at::Tensor &x = x_arg;
+  const bool need_x = opgen::pt::ag::requires_grad(x_arg);
+  const at::Tensor gamma = gamma_arg.has_value() ? *gamma_arg : at::Tensor();
+  const bool need_gamma = opgen::pt::ag::requires_grad(gamma_arg);
+  const at::Tensor beta = beta_arg.has_value() ? *beta_arg : at::Tensor();
+  const bool need_beta = opgen::pt::ag::requires_grad(beta_arg);
+  int64_t row = -1;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kFloat) && opgen::pt::dtype_is(gamma, at::kFloat) && opgen::pt::dtype_is(beta, at::kFloat)) row = 0;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kDouble) && opgen::pt::dtype_is(gamma, at::kDouble) && opgen::pt::dtype_is(beta, at::kDouble)) row = 1;
+  node->row = row;
+  // one saved tensor per slot; an empty one: not read by the backward
+  node->save_input(x, need_x || need_gamma || need_beta);
+  node->save_input(gamma, need_x || need_gamma || need_beta);
+  node->save_input(beta, false);
+  node->save_output(y, false);
+  node->save_output(mean, need_x || need_gamma || need_beta);
+  node->save_output(rstd, need_x || need_gamma || need_beta);
+  return result;
 }
 
 }  // namespace layer_norm

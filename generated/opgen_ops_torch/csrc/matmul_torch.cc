@@ -99,58 +99,27 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "matmul_backward(): no dtype_format row ", row);
 }
 
-/// Autograd of 'matmul' (the Autograd dispatch key): the forward runs the operator below
-/// autograd and keeps what the backward body reads (only for the gradients wanted); the backward
-/// calls 'matmul_backward'.
-struct Grad : public torch::autograd::Function<Grad> {
-  static opgen::pt::ag::variable_list forward(opgen::pt::ag::AutogradContext *ctx, const at::Tensor &a_arg, const at::Tensor &b_arg, bool transpose_a, bool transpose_b) {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::matmul", "").typed<at::Tensor(const at::Tensor &, const at::Tensor &, bool, bool)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(a_arg, b_arg, transpose_a, transpose_b);
-    }
-    opgen::pt::ag::variable_list outputs{result};
-    const auto facts = c10::make_intrusive<opgen::pt::ag::Facts>(3);
-    opgen::pt::ag::Slots &slots = facts->slots;
-    slots.add(a_arg);
-    slots.add(b_arg);
-    for (const at::Tensor &o : outputs) slots.add(o);
-    ctx->saved_data["transpose_a"] = transpose_a;
-    ctx->saved_data["transpose_b"] = transpose_b;
-    const at::Tensor &a = a_arg;
-    const bool need_a = opgen::pt::ag::requires_grad(a_arg);
-    const at::Tensor &b = b_arg;
-    const bool need_b = opgen::pt::ag::requires_grad(b_arg);
-    const at::Tensor &out = outputs[0];
-    int64_t row = -1;
-    if (row < 0 && opgen::pt::dtype_is(a, at::kFloat) && opgen::pt::dtype_is(b, at::kFloat)) row = 0;
-    if (row < 0 && opgen::pt::dtype_is(a, at::kDouble) && opgen::pt::dtype_is(b, at::kDouble)) row = 1;
-    facts->row = row;
-    std::vector<at::Tensor> saved;  // one per slot; undefined: not read by the backward
-    saved.reserve(3);
-    saved.push_back((need_a || need_b) ? a : at::Tensor());
-    saved.push_back((need_a || need_b) ? b : at::Tensor());
-    saved.emplace_back();
-    ctx->save_for_backward(std::move(saved));
-    opgen::pt::ag::keep(ctx, facts);
-    return outputs;
-  }
+/// The autograd node of one call of 'matmul' (opgen::pt::ag::OpNode: slots, dtype row and saved
+/// tensors; the attrs below): its backward calls 'matmul_backward'.
+struct Grad final : public opgen::pt::ag::OpNode {
+  bool attr_transpose_a{};
+  bool attr_transpose_b{};
 
-  static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
-    const auto facts = opgen::pt::ag::facts(ctx);
-    const c10::ArrayRef<c10::SymInt> shapes = facts->slots.shapes;
-    const c10::ArrayRef<int64_t> ranks = facts->slots.ranks;
-    const bool transpose_a = ctx->saved_data.at("transpose_a").toBool();
-    const bool transpose_b = ctx->saved_data.at("transpose_b").toBool();
-    // one result per forward argument: the input slots, then the attrs; needs_input_grad counts
-    // the tensors given (an absent optional input has no edge)
+  using OpNode::OpNode;
+  std::string name() const override { return "opgen_ops_torch::matmul::Grad"; }
+
+  opgen::pt::ag::variable_list apply(opgen::pt::ag::variable_list &&douts) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    materialize(douts);
+    const c10::ArrayRef<c10::SymInt> shapes = slots.shapes;
+    const c10::ArrayRef<int64_t> ranks = slots.ranks;
+    const bool &transpose_a = attr_transpose_a;
+    const bool &transpose_b = attr_transpose_b;
+    // one gradient per input slot (the next edges); an absent optional input's edge is invalid
     const size_t n_slots = ranks.size() - 1;
     std::vector<bool> need(n_slots, false);
-    for (size_t s = 0, e = 0; s < n_slots; ++s) {
-      if (ranks[s] >= 0) need[s] = ctx->needs_input_grad(e++);
-    }
-    opgen::pt::ag::variable_list result(n_slots + 2);
+    for (size_t s = 0; s < n_slots; ++s) need[s] = task_should_compute_output(s);
+    opgen::pt::ag::variable_list result(n_slots);
     c10::List<bool> want;
     bool any = false;
     want.push_back(need[0]);
@@ -158,7 +127,7 @@ struct Grad : public torch::autograd::Function<Grad> {
     for (const bool w : want) any = any || w;
     if (any) {
       static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::matmul_backward", "").typed<std::vector<at::Tensor>(const c10::List<std::optional<at::Tensor>> &, const c10::List<std::optional<at::Tensor>> &, c10::SymIntArrayRef, at::IntArrayRef, c10::List<bool>, int64_t, bool, bool)>();
-      const std::vector<at::Tensor> got = op.call(opgen::pt::ag::optional_list(ctx->get_saved_variables()), opgen::pt::ag::optional_list(douts), shapes, ranks, want, facts->row, transpose_a, transpose_b);
+      const std::vector<at::Tensor> got = op.call(unpack_saved(), opgen::pt::ag::optional_list(douts), shapes, ranks, want, row, transpose_a, transpose_b);
       size_t g = 0;
       for (size_t s = 0; s < want.size(); ++s) {
         if (want.get(s)) result[s] = got[g++];
@@ -168,15 +137,39 @@ struct Grad : public torch::autograd::Function<Grad> {
   }
 };
 
-/// The Autograd kernel: below autograd at once when no input wants a gradient.
+/// The Autograd kernel of 'matmul': the operator below autograd, then, when an input wants a
+/// gradient, a Grad node that keeps what the backward body reads (only for the gradients wanted).
 at::Tensor autograd_op(const at::Tensor &a_arg, const at::Tensor &b_arg, bool transpose_a, bool transpose_b) {
-  if (!opgen::pt::ag::wanted(a_arg, b_arg)) {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::matmul", "").typed<at::Tensor(const at::Tensor &, const at::Tensor &, bool, bool)>();
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::matmul", "").typed<at::Tensor(const at::Tensor &, const at::Tensor &, bool, bool)>();
+  opgen::pt::ag::no_tangents("matmul", a_arg, b_arg);
+  at::Tensor result;
+  {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return op.call(a_arg, b_arg, transpose_a, transpose_b);
+    result = op.call(a_arg, b_arg, transpose_a, transpose_b);
   }
-  const opgen::pt::ag::variable_list out = Grad::apply(a_arg, b_arg, transpose_a, transpose_b);
-  return out[0];
+  if (!opgen::pt::ag::wanted(a_arg, b_arg)) return result;
+  opgen::pt::ag::no_functorch("matmul");
+  const auto node = c10::make_intrusive<Grad>(3);
+  node->set_next_edges(torch::autograd::collect_next_edges(a_arg, b_arg));
+  node->slots.add(a_arg);
+  node->slots.add(b_arg);
+  node->attr_transpose_a = transpose_a;
+  node->attr_transpose_b = transpose_b;
+  const at::Tensor &out = result;
+  opgen::pt::ag::set_output(node, out, true);
+  const at::Tensor &a = a_arg;
+  const bool need_a = opgen::pt::ag::requires_grad(a_arg);
+  const at::Tensor &b = b_arg;
+  const bool need_b = opgen::pt::ag::requires_grad(b_arg);
+  int64_t row = -1;
+  if (row < 0 && opgen::pt::dtype_is(a, at::kFloat) && opgen::pt::dtype_is(b, at::kFloat)) row = 0;
+  if (row < 0 && opgen::pt::dtype_is(a, at::kDouble) && opgen::pt::dtype_is(b, at::kDouble)) row = 1;
+  node->row = row;
+  // one saved tensor per slot; an empty one: not read by the backward
+  node->save_input(a, need_a || need_b);
+  node->save_input(b, need_a || need_b);
+  node->save_output(out, false);
+  return result;
 }
 
 }  // namespace matmul

@@ -56,42 +56,28 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_d
   TORCH_CHECK(false, "reduce_sum(): no dtype_format row ", row);
 }
 
-/// Autograd of 'reduce_sum' (the Autograd dispatch key): the forward runs the operator below
-/// autograd and keeps what the backward body reads (only for the gradients wanted); the backward
-/// calls 'reduce_sum_backward' and gives x's gradient as views of dout.
-struct Grad : public torch::autograd::Function<Grad> {
-  static opgen::pt::ag::variable_list forward(opgen::pt::ag::AutogradContext *ctx, const at::Tensor &x_arg, c10::SymIntArrayRef axis, bool keep_dims) {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::reduce_sum", "").typed<at::Tensor(const at::Tensor &, c10::SymIntArrayRef, bool)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(x_arg, axis, keep_dims);
-    }
-    opgen::pt::ag::variable_list outputs{result};
-    const auto facts = c10::make_intrusive<opgen::pt::ag::Facts>(2);
-    opgen::pt::ag::Slots &slots = facts->slots;
-    slots.add(x_arg);
-    for (const at::Tensor &o : outputs) slots.add(o);
-    ctx->saved_data["axis"] = axis;
-    ctx->saved_data["keep_dims"] = keep_dims;
-    opgen::pt::ag::keep(ctx, facts);
-    return outputs;
-  }
+/// The autograd node of one call of 'reduce_sum' (opgen::pt::ag::OpNode: slots, dtype row and saved
+/// tensors; the attrs below): its backward calls 'reduce_sum_backward' and gives x's
+/// gradient as views of dout.
+struct Grad final : public opgen::pt::ag::OpNode {
+  std::vector<c10::SymInt> attr_axis{};
+  bool attr_keep_dims{};
 
-  static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
-    const auto facts = opgen::pt::ag::facts(ctx);
-    const c10::ArrayRef<c10::SymInt> shapes = facts->slots.shapes;
-    const c10::ArrayRef<int64_t> ranks = facts->slots.ranks;
-    const std::vector<c10::SymInt> axis = ctx->saved_data.at("axis").toSymIntVector();
-    const bool keep_dims = ctx->saved_data.at("keep_dims").toBool();
-    // one result per forward argument: the input slots, then the attrs; needs_input_grad counts
-    // the tensors given (an absent optional input has no edge)
+  using OpNode::OpNode;
+  std::string name() const override { return "opgen_ops_torch::reduce_sum::Grad"; }
+
+  opgen::pt::ag::variable_list apply(opgen::pt::ag::variable_list &&douts) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    materialize(douts);
+    const c10::ArrayRef<c10::SymInt> shapes = slots.shapes;
+    const c10::ArrayRef<int64_t> ranks = slots.ranks;
+    const std::vector<c10::SymInt> &axis = attr_axis;
+    const bool &keep_dims = attr_keep_dims;
+    // one gradient per input slot (the next edges); an absent optional input's edge is invalid
     const size_t n_slots = ranks.size() - 1;
     std::vector<bool> need(n_slots, false);
-    for (size_t s = 0, e = 0; s < n_slots; ++s) {
-      if (ranks[s] >= 0) need[s] = ctx->needs_input_grad(e++);
-    }
-    opgen::pt::ag::variable_list result(n_slots + 2);
+    for (size_t s = 0; s < n_slots; ++s) need[s] = task_should_compute_output(s);
+    opgen::pt::ag::variable_list result(n_slots);
     if (need[0]) {
       const at::Tensor &dout = douts[0];
       result[0] = opgen::pt::ag::unreduce_view(dout, opgen::pt::ag::concrete(axis), shapes, ranks, 0);
@@ -100,15 +86,26 @@ struct Grad : public torch::autograd::Function<Grad> {
   }
 };
 
-/// The Autograd kernel: below autograd at once when no input wants a gradient.
+/// The Autograd kernel of 'reduce_sum': the operator below autograd, then, when an input wants a
+/// gradient, a Grad node that keeps what the backward body reads (only for the gradients wanted).
 at::Tensor autograd_op(const at::Tensor &x_arg, c10::SymIntArrayRef axis, bool keep_dims) {
-  if (!opgen::pt::ag::wanted(x_arg)) {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::reduce_sum", "").typed<at::Tensor(const at::Tensor &, c10::SymIntArrayRef, bool)>();
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::reduce_sum", "").typed<at::Tensor(const at::Tensor &, c10::SymIntArrayRef, bool)>();
+  opgen::pt::ag::no_tangents("reduce_sum", x_arg);
+  at::Tensor result;
+  {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return op.call(x_arg, axis, keep_dims);
+    result = op.call(x_arg, axis, keep_dims);
   }
-  const opgen::pt::ag::variable_list out = Grad::apply(x_arg, axis, keep_dims);
-  return out[0];
+  if (!opgen::pt::ag::wanted(x_arg)) return result;
+  opgen::pt::ag::no_functorch("reduce_sum");
+  const auto node = c10::make_intrusive<Grad>(2);
+  node->set_next_edges(torch::autograd::collect_next_edges(x_arg));
+  node->slots.add(x_arg);
+  node->attr_axis = axis.vec();
+  node->attr_keep_dims = keep_dims;
+  const at::Tensor &out = result;
+  opgen::pt::ag::set_output(node, out, true);
+  return result;
 }
 
 }  // namespace reduce_sum

@@ -101,58 +101,27 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "smooth_l1_loss_backward(): no dtype_format row ", row);
 }
 
-/// Autograd of 'smooth_l1_loss' (the Autograd dispatch key): the forward runs the operator below
-/// autograd and keeps what the backward body reads (only for the gradients wanted); the backward
-/// calls 'smooth_l1_loss_backward'.
-struct Grad : public torch::autograd::Function<Grad> {
-  static opgen::pt::ag::variable_list forward(opgen::pt::ag::AutogradContext *ctx, const at::Tensor &pred_arg, const at::Tensor &target_arg, double beta, c10::string_view reduction) {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::smooth_l1_loss", "").typed<at::Tensor(const at::Tensor &, const at::Tensor &, double, c10::string_view)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(pred_arg, target_arg, beta, reduction);
-    }
-    opgen::pt::ag::variable_list outputs{result};
-    const auto facts = c10::make_intrusive<opgen::pt::ag::Facts>(3);
-    opgen::pt::ag::Slots &slots = facts->slots;
-    slots.add(pred_arg);
-    slots.add(target_arg);
-    for (const at::Tensor &o : outputs) slots.add(o);
-    ctx->saved_data["beta"] = beta;
-    ctx->saved_data["reduction"] = std::string(reduction);
-    const at::Tensor &pred = pred_arg;
-    const bool need_pred = opgen::pt::ag::requires_grad(pred_arg);
-    const at::Tensor &target = target_arg;
-    const bool need_target = opgen::pt::ag::requires_grad(target_arg);
-    const at::Tensor &loss = outputs[0];
-    int64_t row = -1;
-    if (row < 0 && opgen::pt::dtype_is(pred, at::kFloat) && opgen::pt::dtype_is(target, at::kFloat)) row = 0;
-    if (row < 0 && opgen::pt::dtype_is(pred, at::kDouble) && opgen::pt::dtype_is(target, at::kDouble)) row = 1;
-    facts->row = row;
-    std::vector<at::Tensor> saved;  // one per slot; undefined: not read by the backward
-    saved.reserve(3);
-    saved.push_back((need_pred || need_target) ? pred : at::Tensor());
-    saved.push_back((need_pred || need_target) ? target : at::Tensor());
-    saved.emplace_back();
-    ctx->save_for_backward(std::move(saved));
-    opgen::pt::ag::keep(ctx, facts);
-    return outputs;
-  }
+/// The autograd node of one call of 'smooth_l1_loss' (opgen::pt::ag::OpNode: slots, dtype row and saved
+/// tensors; the attrs below): its backward calls 'smooth_l1_loss_backward'.
+struct Grad final : public opgen::pt::ag::OpNode {
+  double attr_beta{};
+  std::string attr_reduction{};
 
-  static opgen::pt::ag::variable_list backward(opgen::pt::ag::AutogradContext *ctx, opgen::pt::ag::variable_list douts) {
-    const auto facts = opgen::pt::ag::facts(ctx);
-    const c10::ArrayRef<c10::SymInt> shapes = facts->slots.shapes;
-    const c10::ArrayRef<int64_t> ranks = facts->slots.ranks;
-    const double beta = ctx->saved_data.at("beta").toDouble();
-    const std::string reduction = ctx->saved_data.at("reduction").toStringRef();
-    // one result per forward argument: the input slots, then the attrs; needs_input_grad counts
-    // the tensors given (an absent optional input has no edge)
+  using OpNode::OpNode;
+  std::string name() const override { return "opgen_ops_torch::smooth_l1_loss::Grad"; }
+
+  opgen::pt::ag::variable_list apply(opgen::pt::ag::variable_list &&douts) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    materialize(douts);
+    const c10::ArrayRef<c10::SymInt> shapes = slots.shapes;
+    const c10::ArrayRef<int64_t> ranks = slots.ranks;
+    const double &beta = attr_beta;
+    const std::string &reduction = attr_reduction;
+    // one gradient per input slot (the next edges); an absent optional input's edge is invalid
     const size_t n_slots = ranks.size() - 1;
     std::vector<bool> need(n_slots, false);
-    for (size_t s = 0, e = 0; s < n_slots; ++s) {
-      if (ranks[s] >= 0) need[s] = ctx->needs_input_grad(e++);
-    }
-    opgen::pt::ag::variable_list result(n_slots + 2);
+    for (size_t s = 0; s < n_slots; ++s) need[s] = task_should_compute_output(s);
+    opgen::pt::ag::variable_list result(n_slots);
     c10::List<bool> want;
     bool any = false;
     want.push_back(need[0]);
@@ -160,7 +129,7 @@ struct Grad : public torch::autograd::Function<Grad> {
     for (const bool w : want) any = any || w;
     if (any) {
       static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::smooth_l1_loss_backward", "").typed<std::vector<at::Tensor>(const c10::List<std::optional<at::Tensor>> &, const c10::List<std::optional<at::Tensor>> &, c10::SymIntArrayRef, at::IntArrayRef, c10::List<bool>, int64_t, double, c10::string_view)>();
-      const std::vector<at::Tensor> got = op.call(opgen::pt::ag::optional_list(ctx->get_saved_variables()), opgen::pt::ag::optional_list(douts), shapes, ranks, want, facts->row, beta, reduction);
+      const std::vector<at::Tensor> got = op.call(unpack_saved(), opgen::pt::ag::optional_list(douts), shapes, ranks, want, row, beta, reduction);
       size_t g = 0;
       for (size_t s = 0; s < want.size(); ++s) {
         if (want.get(s)) result[s] = got[g++];
@@ -170,15 +139,39 @@ struct Grad : public torch::autograd::Function<Grad> {
   }
 };
 
-/// The Autograd kernel: below autograd at once when no input wants a gradient.
+/// The Autograd kernel of 'smooth_l1_loss': the operator below autograd, then, when an input wants a
+/// gradient, a Grad node that keeps what the backward body reads (only for the gradients wanted).
 at::Tensor autograd_op(const at::Tensor &pred_arg, const at::Tensor &target_arg, double beta, c10::string_view reduction) {
-  if (!opgen::pt::ag::wanted(pred_arg, target_arg)) {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::smooth_l1_loss", "").typed<at::Tensor(const at::Tensor &, const at::Tensor &, double, c10::string_view)>();
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::smooth_l1_loss", "").typed<at::Tensor(const at::Tensor &, const at::Tensor &, double, c10::string_view)>();
+  opgen::pt::ag::no_tangents("smooth_l1_loss", pred_arg, target_arg);
+  at::Tensor result;
+  {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return op.call(pred_arg, target_arg, beta, reduction);
+    result = op.call(pred_arg, target_arg, beta, reduction);
   }
-  const opgen::pt::ag::variable_list out = Grad::apply(pred_arg, target_arg, beta, reduction);
-  return out[0];
+  if (!opgen::pt::ag::wanted(pred_arg, target_arg)) return result;
+  opgen::pt::ag::no_functorch("smooth_l1_loss");
+  const auto node = c10::make_intrusive<Grad>(3);
+  node->set_next_edges(torch::autograd::collect_next_edges(pred_arg, target_arg));
+  node->slots.add(pred_arg);
+  node->slots.add(target_arg);
+  node->attr_beta = beta;
+  node->attr_reduction = std::string(reduction);
+  const at::Tensor &loss = result;
+  opgen::pt::ag::set_output(node, loss, true);
+  const at::Tensor &pred = pred_arg;
+  const bool need_pred = opgen::pt::ag::requires_grad(pred_arg);
+  const at::Tensor &target = target_arg;
+  const bool need_target = opgen::pt::ag::requires_grad(target_arg);
+  int64_t row = -1;
+  if (row < 0 && opgen::pt::dtype_is(pred, at::kFloat) && opgen::pt::dtype_is(target, at::kFloat)) row = 0;
+  if (row < 0 && opgen::pt::dtype_is(pred, at::kDouble) && opgen::pt::dtype_is(target, at::kDouble)) row = 1;
+  node->row = row;
+  // one saved tensor per slot; an empty one: not read by the backward
+  node->save_input(pred, need_pred || need_target);
+  node->save_input(target, need_pred || need_target);
+  node->save_output(loss, false);
+  return result;
 }
 
 }  // namespace smooth_l1_loss

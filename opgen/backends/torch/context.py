@@ -67,27 +67,24 @@ _AG_PARAM = dict(_CPP_PARAM, **{"int": "c10::SymInt", "list[int]": "c10::SymIntA
 """The C++ autograd kernel's parameter type for each attr type: ints stay SymInts (it runs while
 torch.compile traces, where an int attr may be symbolic)."""
 
-_AG_SAVE = {
-    "int": "{n}", "float": "{n}", "bool": "{n}", "str": "std::string({n})", "list[int]": "{n}",
-    "list[float]": "std::vector<double>({n}.begin(), {n}.end())", "list[bool]": "{n}", "list[str]": "{n}",
-    "list[list[int]]": "{n}", "list[list[float]]": "std::vector<double>({n}.begin(), {n}.end())",
+_AG_MEMBER = {
+    "int": "c10::SymInt", "float": "double", "bool": "bool", "str": "std::string",
+    "list[int]": "std::vector<c10::SymInt>", "list[float]": "std::vector<double>", "list[bool]": "c10::List<bool>",
+    "list[str]": "c10::List<std::string>", "list[list[int]]": "std::vector<c10::SymInt>",
+    "list[list[float]]": "std::vector<double>",
 }
-"""The IValue the autograd kernel keeps in ``ctx->saved_data`` for an attr of each type."""
+"""The type of the autograd node's member ``attr_<name>`` keeping an attr of each type for the
+backward (it converts to the backward op's parameter, :data:`_AG_PARAM`)."""
 
-_AG_LOAD = {
-    "int": "const c10::SymInt {n} = ctx->saved_data.at(\"{n}\").toSymInt();",
-    "float": "const double {n} = ctx->saved_data.at(\"{n}\").toDouble();",
-    "bool": "const bool {n} = ctx->saved_data.at(\"{n}\").toBool();",
-    "str": "const std::string {n} = ctx->saved_data.at(\"{n}\").toStringRef();",
-    "list[int]": "const std::vector<c10::SymInt> {n} = ctx->saved_data.at(\"{n}\").toSymIntVector();",
-    "list[float]": "const std::vector<double> {n} = ctx->saved_data.at(\"{n}\").toDoubleVector();",
-    "list[bool]": "const c10::List<bool> {n} = ctx->saved_data.at(\"{n}\").toBoolList();",
-    "list[str]": "const c10::List<std::string> {n} = "
-                 "c10::impl::toTypedList<std::string>(ctx->saved_data.at(\"{n}\").toList());",
-    "list[list[int]]": "const std::vector<c10::SymInt> {n} = ctx->saved_data.at(\"{n}\").toSymIntVector();",
-    "list[list[float]]": "const std::vector<double> {n} = ctx->saved_data.at(\"{n}\").toDoubleVector();",
+_AG_SAVE = {
+    "int": "{n}", "float": "{n}", "bool": "{n}", "str": "std::string({n})", "list[int]": "{n}.vec()",
+    "list[float]": "{n}.vec()", "list[bool]": "{n}", "list[str]": "{n}", "list[list[int]]": "{n}.vec()",
+    "list[list[float]]": "{n}.vec()",
 }
-"""The backward's local of an attr of each type, read back from ``ctx->saved_data``."""
+"""The value the autograd kernel stores in the node's ``attr_<name>`` from its parameter ``<name>``
+(:data:`_AG_PARAM`)."""
+
+assert set(_AG_MEMBER) == set(_AG_SAVE) == set(_AG_PARAM)
 
 
 def _schema_default(a: Attr) -> str:
@@ -212,10 +209,12 @@ class TorchOp:
     """The autograd kernel's arguments of that call."""
     backward_signature: str
     """The backward op's C++ signature as the autograd kernel's backward calls it."""
+    attr_members: tuple[str, ...]
+    """The autograd node's member declarations, ``attr_<name>`` per attr."""
     attr_save: tuple[str, ...]
-    """C++ statements keeping each attr in ``ctx->saved_data``."""
+    """C++ statements (in the Autograd kernel) keeping each attr in its node member."""
     attr_load: tuple[str, ...]
-    """C++ statements reading them back into locals named as the attrs."""
+    """C++ statements (in the node's ``apply``) binding each member to a local named as the attr."""
     saved_cpp: tuple[tuple[str, str], ...]
     """(tensor name, C++ condition over ``need_<input>``) for each tensor the backward reads."""
     py_params: str
@@ -387,8 +386,9 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
         ag_signature=f"{ret}({', '.join(ag_types)})",
         ag_args=", ".join([f"{x.name}_arg" for x in inputs] + [a.name for a in op.attrs]),
         backward_signature=f"std::vector<at::Tensor>({', '.join(bw_types)})",
-        attr_save=tuple(f'ctx->saved_data["{a.name}"] = {_AG_SAVE[a.type].format(n=a.name)};' for a in op.attrs),
-        attr_load=tuple(_AG_LOAD[a.type].format(n=a.name) for a in op.attrs),
+        attr_members=tuple(f"{_AG_MEMBER[a.type]} attr_{a.name}{{}};" for a in op.attrs),
+        attr_save=tuple(f"node->attr_{a.name} = {_AG_SAVE[a.type].format(n=a.name)};" for a in op.attrs),
+        attr_load=tuple(f"const {_AG_MEMBER[a.type]} &{a.name} = attr_{a.name};" for a in op.attrs),
         saved_cpp=tuple((s.name, s.condition or "true") for s in ctx.saved),
         py_params=ctx.py_params,
         fake_params=_fake_params(op, attr_args),

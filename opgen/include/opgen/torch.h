@@ -117,7 +117,7 @@ inline at::Tensor empty(const Shape &shape, at::ScalarType dtype) {
 
 /// Whether `t` has dtype `want`; an absent optional input (undefined) matches any row.
 inline bool dtype_is(const at::Tensor &t, at::ScalarType want) { return !t.defined() || t.scalar_type() == want; }
-inline bool dtype_is(const std::vector<at::Tensor> &ts, at::ScalarType want) {
+inline bool dtype_is(at::TensorList ts, at::ScalarType want) {
   for (const auto &t : ts) {
     if (t.scalar_type() != want) return false;
   }

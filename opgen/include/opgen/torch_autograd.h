@@ -1,32 +1,39 @@
 // opgen/torch_autograd.h: what a generated PyTorch operator's C++ autograd kernel (the Autograd
-// dispatch key, templates/torch/op.cc.j2) shares: whether any input wants a gradient, the backward
-// op's slots (the shapes and ranks of the inputs, then of the outputs, as SymInts so that
-// torch.compile(dynamic=True) traces them symbolically), the saved tensors and output gradients
-// as the backward op's Tensor?[] arguments, and the gradients that are views of the output
-// gradient (kernel.grad_views: narrow for a split, expand for an unreduce).
+// dispatch key, templates/torch/op.cc.j2) shares: whether any input wants a gradient, the op's
+// autograd node (OpNode: a torch::autograd::Node holding the backward op's slots -- the shapes and
+// ranks of the inputs, then of the outputs, as SymInts so that torch.compile(dynamic=True) traces
+// them symbolically --, the dtype row and the saved tensors as SavedVariables, as torch's own
+// generated nodes do), the saved tensors and output gradients as the backward op's Tensor?[]
+// arguments, and the gradients that are views of the output gradient (kernel.grad_views: narrow
+// for a split, expand for an unreduce).
 //
-// Included only by the units of ops with a gradient: <torch/csrc/autograd/custom_function.h>
-// costs ~7 s of compile time per unit on its own (measured: 7.7 s for <torch/library.h> +
-// <ATen/core/Tensor.h>, 15.1 s with it).
+// Included only by the units of ops with a gradient. It includes <torch/csrc/autograd/function.h>
+// (Node, SavedVariable, collect_next_edges), not <torch/csrc/autograd/custom_function.h>
+// (torch::autograd::Function), which pulls in compiled autograd's headers.
 #pragma once
 
+#include <ATen/FuncTorchTLS.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/SymInt.h>
 #include <c10/util/ArrayRef.h>
 #include <c10/util/SmallVector.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/saved_variable.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace opgen {
 namespace pt {
 namespace ag {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 inline bool requires_grad(const at::Tensor &t) { return t.defined() && t.requires_grad(); }
@@ -44,13 +51,47 @@ bool wanted(const Ts &...tensors) {
   return at::GradMode::is_enabled() && (requires_grad(tensors) || ...);
 }
 
+/// Raise (NotImplementedError, naming the op) when an input carries a forward-mode tangent
+/// (torch.autograd.forward_ad, torch.func.jvp): the ops have no forward derivative, and going below
+/// autograd would drop the tangent without a word.
+inline bool has_tangent(const at::Tensor &t) { return t.defined() && t._fw_grad(/*level=*/0).defined(); }
+inline bool has_tangent(const std::optional<at::Tensor> &t) { return t.has_value() && has_tangent(*t); }
+inline bool has_tangent(at::TensorList ts) {
+  for (const at::Tensor &t : ts) {
+    if (has_tangent(t)) return true;
+  }
+  return false;
+}
+template <typename... Ts>
+void no_tangents(const char *op, const Ts &...tensors) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!(has_tangent(tensors) || ...), op,
+                              "(): forward-mode AD (torch.autograd.forward_ad, torch.func.jvp) is not supported: "
+                              "the op has no forward derivative");
+}
+
+/// Raise (RuntimeError, naming the op) under a torch.func transform that differentiates (grad,
+/// vjp, jacrev, ...), as torch::autograd::Function does: the backward op has no autograd of its
+/// own, so a nested transform (a gradient of the gradient) would see the first gradient as a
+/// constant and give zeros, silently. torch.autograd with create_graph=True gives a gradient
+/// that does not require grad, which its next use reports.
+inline void no_functorch(const char *op) {
+  const std::unique_ptr<at::functorch::FuncTorchTLSBase> &tls = at::functorch::functorchTLSAccessor();
+  if (!tls) return;
+  try {
+    tls->checkSupportsCppAutogradFunction();
+  } catch (const c10::Error &) {
+    TORCH_CHECK(false, op,
+                "(): gradients under torch.func transforms (grad, vjp, jacrev, ...) are not supported: its backward "
+                "is not differentiable; use torch.autograd.grad");
+  }
+}
+
 /// The backward op's slots (see opgen.backends.torch.context): ranks (-1: an absent optional
 /// input) and the dims, concatenated, as SymInts.
 struct Slots {
   c10::SmallVector<c10::SymInt, 16> shapes;  // inline: no allocation for up to 16 dims in all
   c10::SmallVector<int64_t, 6> ranks;
 
-  Slots() = default;
   /// Room for `n` slots of up to 4 dims each (no regrowth in the common case).
   explicit Slots(size_t n) {
     ranks.reserve(n);
@@ -71,27 +112,76 @@ struct Slots {
   }
 };
 
-/// Slot ``slot``'s dims (``shapes``/``ranks`` as Slots stores them).
-/// What a backward needs besides the saved tensors and the attrs: the slots and the dtype row,
-/// kept in `ctx->saved_data` as one IValue (a capsule: one allocation and one map entry per call,
-/// where three IValue lists cost ~1 us; bench/bench_torch.py --overhead-only).
-struct Facts : public torch::CustomClassHolder {
+/// The autograd node of one call of a generated op, what torch's own generated autograd builds
+/// (torch/csrc/autograd/generated/Functions.h): typed members instead of an AutogradContext and
+/// its saved_data map. One next edge per input slot (an absent optional input: an invalid edge,
+/// so ``task_should_compute_output(slot)`` is the gradient-wanted test of every input slot), one
+/// node input per op output. Each op subclasses it (templates/torch/op.cc.j2: its attrs as
+/// members and ``apply``, which calls ``<op>_backward``).
+struct OpNode : public torch::autograd::Node {
   Slots slots;
-  int64_t row = -1;
+  int64_t row = -1;  // the forward's dtype_format row
+  /// One per slot (inputs, then outputs); default-constructed (unpacks to an undefined tensor):
+  /// not read by the backward, or not for the gradients wanted.
+  c10::SmallVector<torch::autograd::SavedVariable, 4> saved;
 
-  explicit Facts(size_t n_slots) : slots(n_slots) {}
+  explicit OpNode(size_t n_slots) : slots(n_slots) {}
+
+  /// Save input slot ``t`` (in slot order), or nothing (``keep`` false).
+  void save_input(const at::Tensor &t, bool keep) {
+    saved.emplace_back(keep ? t : at::Tensor(), /*is_output=*/false);
+  }
+  /// Save output ``t`` (after set_outputs: an output is saved without its grad_fn, which is this
+  /// node, so no reference cycle), or nothing.
+  void save_output(const at::Tensor &t, bool keep) {
+    saved.emplace_back(keep ? t : at::Tensor(), /*is_output=*/true);
+  }
+
+  /// The saved tensors as the backward op's ``Tensor?[] saved``. Raises torch's "modified by an
+  /// inplace operation" error when a saved tensor changed since, and its "backward through the
+  /// graph a second time" error after release_variables.
+  c10::List<std::optional<at::Tensor>> unpack_saved() {
+    const size_t n_in = slots.ranks.size() - num_inputs();  // input slots (num_inputs(): op outputs)
+    c10::List<std::optional<at::Tensor>> out;
+    out.reserve(saved.size());
+    for (size_t s = 0; s < saved.size(); ++s) {
+      const at::Tensor t = s < n_in ? saved[s].unpack() : saved[s].unpack(getptr());
+      out.push_back(t.defined() ? std::optional<at::Tensor>(t) : std::nullopt);
+    }
+    return out;
+  }
+
+  /// The output gradients, an undefined one (an output the loss does not reach through a
+  /// differentiable path) as zeros of its output's shape, as torch::autograd::Function gives them
+  /// (materialize_grads); a non-differentiable output's stays undefined (the backward op reads it
+  /// as zeros).
+  void materialize(variable_list &douts) const {
+    for (size_t j = 0; j < douts.size(); ++j) {
+      if (!douts[j].defined() && !input_metadata(j).was_default_constructed()) douts[j] = input_metadata(j).zeros_like();
+    }
+  }
+
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (torch::autograd::SavedVariable &s : saved) s.reset_data();
+  }
 };
 
-/// Keep `facts` in `ctx` for the backward (see facts()).
-inline void keep(AutogradContext *ctx, c10::intrusive_ptr<Facts> facts) {
-  ctx->saved_data["opgen"] = at::IValue::make_capsule(std::move(facts));
+/// Attach the op's outputs to ``node`` in order (node input ``j`` is output ``j``): a
+/// differentiable one (the spec says so and its dtype can have a gradient) gets the node as its
+/// grad_fn, the others an unused node input and no history.
+template <typename NodeT>
+void set_output(const c10::intrusive_ptr<NodeT> &node, const at::Tensor &t, bool differentiable) {
+  node->slots.add(t);
+  if (differentiable && t.defined() && torch::autograd::isDifferentiableType(t.scalar_type())) {
+    const uint32_t nr = node->add_input_metadata(t);
+    torch::autograd::impl::set_gradient_edge(t, {node, nr});
+  } else {
+    node->add_input_metadata(torch::autograd::Node::undefined_input());
+  }
 }
 
-/// The Facts the forward kept (keep()).
-inline c10::intrusive_ptr<Facts> facts(AutogradContext *ctx) {
-  return c10::static_intrusive_pointer_cast<Facts>(ctx->saved_data.at("opgen").toCapsule());
-}
-
+/// Slot ``slot``'s dims (``shapes``/``ranks`` as Slots stores them).
 inline std::vector<c10::SymInt> slot_shape(c10::ArrayRef<c10::SymInt> shapes, c10::ArrayRef<int64_t> ranks,
                                            size_t slot) {
   size_t pos = 0;
