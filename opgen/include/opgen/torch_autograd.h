@@ -129,12 +129,20 @@ struct OpNode : public torch::autograd::Node {
 
   /// Save input slot ``t`` (in slot order), or nothing (``keep`` false).
   void save_input(const at::Tensor &t, bool keep) {
-    saved.emplace_back(keep ? t : at::Tensor(), /*is_output=*/false);
+    if (keep) {
+      saved.emplace_back(t, /*is_output=*/false);
+    } else {
+      saved.emplace_back();  // inline, no call into libtorch (most slots of most ops)
+    }
   }
   /// Save output ``t`` (after set_outputs: an output is saved without its grad_fn, which is this
   /// node, so no reference cycle), or nothing.
   void save_output(const at::Tensor &t, bool keep) {
-    saved.emplace_back(keep ? t : at::Tensor(), /*is_output=*/true);
+    if (keep) {
+      saved.emplace_back(t, /*is_output=*/true);
+    } else {
+      saved.emplace_back();
+    }
   }
 
   /// The saved tensors as the backward op's ``Tensor?[] saved``. Raises torch's "modified by an
