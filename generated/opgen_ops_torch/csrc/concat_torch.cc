@@ -88,7 +88,7 @@ struct Grad final : public opgen::pt::ag::OpNode {
     std::vector<bool> need(n_slots, false);
     for (size_t s = 0; s < n_slots; ++s) need[s] = task_should_compute_output(s);
     opgen::pt::ag::variable_list result(n_slots);
-    if (std::find(need.begin() + 0, need.begin() + 0 + n_dyn, true) != need.begin() + 0 + n_dyn) {
+    if (douts[0].defined() && std::find(need.begin() + 0, need.begin() + 0 + n_dyn, true) != need.begin() + 0 + n_dyn) {
       const at::Tensor &dout = douts[0];
       const opgen::pt::ag::variable_list views = opgen::pt::ag::split_view(dout, opgen::pt::ag::concrete(axis), shapes, ranks, 0, n_dyn);
       for (size_t k = 0; k < n_dyn; ++k) {

@@ -78,7 +78,7 @@ struct Grad final : public opgen::pt::ag::OpNode {
     std::vector<bool> need(n_slots, false);
     for (size_t s = 0; s < n_slots; ++s) need[s] = task_should_compute_output(s);
     opgen::pt::ag::variable_list result(n_slots);
-    if (need[0]) {
+    if (douts[0].defined() && need[0]) {
       const at::Tensor &dout = douts[0];
       result[0] = opgen::pt::ag::unreduce_view(dout, opgen::pt::ag::concrete(axis), shapes, ranks, 0);
     }

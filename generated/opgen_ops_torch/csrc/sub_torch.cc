@@ -114,9 +114,10 @@ struct Grad final : public opgen::pt::ag::OpNode {
     opgen::pt::ag::variable_list result(n_slots);
     // the gradient of x is dout itself where the input has dout's shape (no
     // broadcast), as torch's own add and sub return it: no backward kernel, no copy
-    const at::Tensor &dout = douts[0];
-    const c10::SymIntArrayRef dout_shape = dout.sym_sizes();
+    const at::Tensor &dout = douts[0];  // materialized: undefined only for an output that has no gradient
     const auto has_dout_shape = [&](size_t slot) {
+      if (!dout.defined()) return false;
+      const c10::SymIntArrayRef dout_shape = dout.sym_sizes();
       size_t off = 0;
       for (size_t s = 0; s < slot; ++s) off += static_cast<size_t>(std::max<int64_t>(ranks[s], 0));
       return ranks[slot] == static_cast<int64_t>(dout_shape.size()) &&
