@@ -238,3 +238,43 @@ def test_an_attr_would_recompile(ms, P: ModuleType) -> None:  # type: ignore[no-
         assert len(cell.opt.compile_cache) == 1  # new tensor values: one compile
     finally:
         ms.set_context(mode=ms.PYNATIVE_MODE)
+
+
+# ----------------------------------------------------------------------------- PyTorch
+
+
+def test_torch_steps_match_torch_optim_adamw() -> None:
+    """The PyTorch package's op (eager, and inside torch.compile(fullgraph=True)) against
+    torch.optim.AdamW over six steps with a new learning rate each: the same parameter and
+    moments, and one compiled graph for every step (step and lr are tensors)."""
+    import torch
+
+    T = importlib.import_module("generated.opgen_ops_torch")
+    p0 = np.random.default_rng(4).standard_normal((6, 3)).astype(np.float32)
+    compiles = 0
+
+    def counting_backend(gm: Any, example_inputs: Any) -> Any:
+        nonlocal compiles
+        compiles += 1
+        return gm.forward
+
+    compiled = torch.compile(T.adamw, fullgraph=True, backend=counting_backend)
+    for fn in (T.adamw, compiled):
+        ref = torch.nn.Parameter(torch.tensor(p0))
+        opt = torch.optim.AdamW([ref], lr=0.1, betas=(BETA1, BETA2), eps=EPS, weight_decay=WD)
+        p, m, v = torch.tensor(p0), torch.zeros(p0.shape), torch.zeros(p0.shape)
+        step = torch.tensor(0, dtype=torch.int64)
+        for g, lr in zip(_grads(p0.shape), _lrs()):
+            opt.param_groups[0]["lr"] = lr
+            ref.grad = torch.tensor(g)
+            opt.step()
+            step += 1
+            assert fn(p, m, v, torch.tensor(g), step, torch.tensor(lr, dtype=torch.float32),
+                      beta1=BETA1, beta2=BETA2, eps=EPS, weight_decay=WD) is None
+            state = opt.state[ref]
+            torch.testing.assert_close(p, ref.detach(), rtol=2e-5, atol=1e-6)
+            torch.testing.assert_close(m, state["exp_avg"], rtol=2e-5, atol=1e-6)
+            torch.testing.assert_close(v, state["exp_avg_sq"], rtol=2e-5, atol=1e-7)
+    assert compiles == 1
+    with pytest.raises(ValueError, match=r"adamw\(\): contract 'grad.shape == param.shape' does not hold"):
+        T.adamw(p, m, v, torch.zeros(2), step, torch.tensor(0.1))

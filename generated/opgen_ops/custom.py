@@ -194,6 +194,9 @@ def _adamw_custom(param, m, v, grad, step, lr, beta1: float = 0.9, beta2: float 
     """adamw() on the Custom path in PyNative (what adamw() runs there unless it takes the
     Function<T> path): calls are serialized, MindSpore's PyNative is not thread-safe."""
     _graph.refuse_grad(_ADAMW_REFUSAL)  # autograd would not see the write: no silent zero gradient
+    _graph.written_input("adamw", "param", param)  # not a view: its write would be lost
+    _graph.written_input("adamw", "m", m)  # not a view: its write would be lost
+    _graph.written_input("adamw", "v", v)  # not a view: its write would be lost
     with _ms.CALL_LOCK:  # one call at a time
         return _adamw_full(param, m, v, grad, step, lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay, bias_correction=bias_correction)
 
@@ -243,8 +246,9 @@ def adamw(param, m, v, grad, step, lr, beta1: float = 0.9, beta2: float = 0.999,
     Returns:
         None: the op writes param, m, v in place.
 
-    In-place: a call writes param, m, v; under ``ms.grad`` / ``value_and_grad``
-    it raises RuntimeError instead (no gradient).
+    In-place: a call writes param, m, v. It has no gradient: a call that would need
+    one (MindSpore: under ``ms.grad`` / ``value_and_grad``; PyTorch: grad mode on and an input that
+    requires grad) raises RuntimeError naming the op instead.
 
     Raises:
         TypeError: dtypes outside the supported rows ((param=float32, m=float32, v=float32, grad=float32, step=int64, lr=float32), (param=float64, m=float64, v=float64, grad=float64, step=int64, lr=float64)), or an attr of the wrong type.
