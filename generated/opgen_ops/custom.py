@@ -162,6 +162,9 @@ reads it whole and replaces it whole, so it never sees half of another call's.""
 def _adamw_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple[Any, ...], beta1: Any, beta2: Any, eps: Any, weight_decay: Any, bias_correction: Any) -> Any:
     # The primitive for this layout, these dtypes, shapes and attrs, checked once (dtypes, attrs,
     # contracts): later calls with the same key (attr values with their classes) pay one dict lookup.
+    # ms.grad of an ms.jit function that calls it (PyNative records a gradient while the graph
+    # compiles): refused here, where the graph resolves the primitive
+    _graph.refuse_grad(_ADAMW_REFUSAL)
     # A call like the last one (equal shapes, dtypes and layout, the very same attr objects) takes
     # its primitive without building and hashing a key (hashing a MindSpore dtype costs 0.2 us).
     opgen_last = _adamw_last[0]
