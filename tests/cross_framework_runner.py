@@ -225,7 +225,7 @@ def run_op(rec: Recorder, ms_pkg: T.Package, torch_pkg: T.Package, op: Op) -> No
             if row is None:
                 continue
             key = f"{op.name}|{c}|{row_name}"
-            meta["rows"][row_name] = row[len(op.inputs):]  # the outputs' dtypes
+            meta["rows"][row_name] = [row[col] for _, col in T.compared(op)]  # outputs', written inputs' dtypes
             arrays = [a.astype(row[i]) for i, a in zip(case.slots, base)]
             weights = [w.astype(row[len(op.inputs) + k]) for k, w in zip(diff_out, w64)]
             rec.run(op.name, key, "numpy", _reference, ms_pkg, op, attrs, case.layout, arrays, weights, slots)

@@ -168,7 +168,7 @@ def train_mode(request: pytest.FixtureRequest, ms, P: ModuleType) -> Any:  # typ
     ms.set_context(mode=ms.GRAPH_MODE if mode == "GRAPH" else ms.PYNATIVE_MODE)
     saved = P.adamw
     if path:
-        P.adamw = getattr(importlib.import_module(f"generated.opgen_ops.{path}"), "adamw")
+        P.adamw = importlib.import_module(f"generated.opgen_ops.{path}").adamw
     yield mode
     P.adamw = saved
     ms.set_context(mode=ms.PYNATIVE_MODE)

@@ -69,8 +69,9 @@ def _call(pkg: Any, op: Op, arrays: list[np.ndarray], layout: tuple[int, ...], a
         tensors = [transform(t) for t in tensors]
     args = testing.group(op, tensors, layout)
     out = getattr(pkg, op.name)(*args, **attrs)
-    outs = [out] if len(op.outputs) == 1 else list(out)
-    return [o.numpy() for o in outs]
+    outs = [] if not op.outputs else [out] if len(op.outputs) == 1 else list(out)
+    # then each input the op writes in place and does not return ('writes: true'), after the call
+    return [o.numpy() for o in outs] + [tensors[slot].numpy() for _, slot in testing.written_slots(op, layout)]
 
 
 def _non_contiguous(t: Any) -> Any:
@@ -85,7 +86,6 @@ def test_forward(pkg: Any, ref: Any, op: Op) -> None:
     rng = np.random.default_rng(0)
     settings = testing.read_settings(op)
     rows = [[r.dtype(i).name for i in range(len(r.columns))] for r in op.rows_for("CPU")]
-    n_in = len(op.inputs)
     compared = 0
     for attrs in settings.attr_sets:
         attrs = dict(attrs)
@@ -96,10 +96,12 @@ def test_forward(pkg: Any, ref: Any, op: Op) -> None:
                 for transform in (None, _non_contiguous):
                     got = _call(pkg, op, arrays, case.layout, attrs, transform)
                     where = f"{op.name} row {row} {case.describe()} attrs {attrs} transform {transform}"
-                    for k in range(len(op.outputs)):
-                        dtype = row[n_in + k]
-                        assert got[k].dtype == np.dtype(dtype), where
-                        assert got[k].shape == case.out_shapes[k], where
+                    written = testing.written_slots(op, case.layout)
+                    shapes = list(case.out_shapes) + [arrays[s].shape for _, s in written]
+                    for k, (name, col) in enumerate(testing.compared(op)):
+                        dtype = row[col]
+                        assert got[k].dtype == np.dtype(dtype), f"{where} {name}"
+                        assert got[k].shape == shapes[k], f"{where} {name}"
                         tol = testing.tolerance(dtype).forward
                         if tol:
                             np.testing.assert_allclose(got[k].astype(np.float64), want[k].astype(np.float64),
@@ -311,9 +313,10 @@ def _tensors(op: Op, case: testing.Case, row: list[str], seed: int) -> list[Any]
 def _loss_of(pkg: Any, op: Op, layout: tuple[int, ...], attrs: dict[str, Any]) -> Any:
     fn = getattr(pkg, op.name)
 
-    def loss(*flat: Any) -> Any:  # every float output, so that a graph holds each output's kernel
+    def loss(*flat: Any) -> Any:  # every float output (and written input), so that a graph holds each kernel
         out = fn(*testing.group(op, list(flat), layout), **attrs)
-        outs = (out,) if len(op.outputs) == 1 else tuple(out)
+        outs = (() if not op.outputs else (out,) if len(op.outputs) == 1 else tuple(out)) + \
+            tuple(flat[slot] for _, slot in testing.written_slots(op, layout))
         return sum((t.to(torch.float64) ** 2).sum() for t in outs if t.dtype.is_floating_point) + \
             sum(t.to(torch.float64).sum().detach() for t in outs if not t.dtype.is_floating_point)
 
@@ -365,9 +368,13 @@ def test_export_every_op(pkg: Any, op: Op) -> None:
             return fn(*testing.group(op, list(flat), layout), **attrs)
 
     args = tuple(t.detach() for t in _tensors(op, first, row, 0))
-    exported = torch.export.export(Net(), args)
-    got, want = exported.module()(*args), Net()(*args)
+    exported = torch.export.export(Net(), tuple(t.clone() for t in args))
+    args_x, args_e = tuple(t.clone() for t in args), tuple(t.clone() for t in args)
+    got, want = exported.module()(*args_x), Net()(*args_e)
     torch.testing.assert_close(got, want, rtol=0, atol=0, msg=lambda m: f"{op.name}: {m}")
+    for _, slot in testing.written_slots(op, layout):  # an input written in place: the same values
+        assert not torch.equal(args_x[slot], args[slot]), f"{op.name}: slot {slot} not written"
+        torch.testing.assert_close(args_x[slot], args_e[slot], rtol=0, atol=0, msg=lambda m: f"{op.name}: {m}")
 
 
 def test_a_second_library_of_one_package_is_an_import_error(pkg: Any) -> None:
