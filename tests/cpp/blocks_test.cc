@@ -251,6 +251,54 @@ int main() {
     }
   }
 
+  // parallel_rows_sum: a row result and column sums (x, and x times its row's mean square) in one pass, as
+  // layer_norm's backward; R = 300 rows make 8 blocks of float runs of up to 64 rows
+  {
+    std::vector<float> rows(static_cast<size_t>(R));
+    const float *xp = x.data();
+    const std::vector<double> cols = opgen::parallel_rows_sum<float>(R, D, 2 * D, [&](int64_t r0, int64_t r1, float *acc) {
+      const float *p = xp;  // a local pointer (docs/kernel-api.md, OPGEN_SIMD_SUM)
+      for (int64_t r = r0; r < r1; ++r) {
+        const float *xr = p + r * D;
+        float s = 0, s2 = 0;
+        OPGEN_SIMD_SUM(s, s2)
+        for (int64_t j = 0; j < D; ++j) {
+          s += xr[j];
+          s2 += xr[j] * xr[j];
+        }
+        rows[static_cast<size_t>(r)] = s + s2;
+        OPGEN_SIMD
+        for (int64_t j = 0; j < D; ++j) {
+          acc[j] += xr[j];
+          acc[D + j] += xr[j] * (s2 / float(D));
+        }
+      }
+    });
+    std::vector<double> wr(rows.size(), 0.0), wc(static_cast<size_t>(2 * D), 0.0);
+    std::vector<float> gotc(cols.begin(), cols.end());
+    for (int64_t r = 0; r < R; ++r) {
+      double s = 0, s2 = 0;
+      for (int64_t j = 0; j < D; ++j) {
+        s += x[r * D + j];
+        s2 += double(x[r * D + j]) * x[r * D + j];
+      }
+      wr[static_cast<size_t>(r)] = s + s2;
+      for (int64_t j = 0; j < D; ++j) {
+        wc[static_cast<size_t>(j)] += x[r * D + j];
+        wc[static_cast<size_t>(D + j)] += x[r * D + j] * (s2 / double(D));
+      }
+    }
+    check("parallel_rows_sum rows", rows, wr, 2e-5);
+    check("parallel_rows_sum columns", gotc, wc, 2e-4);
+    const std::vector<double> none = opgen::parallel_rows_sum<float>(0, D, D, [&](int64_t, int64_t, float *) {
+      ++failures;  // no rows: f is never called
+    });
+    if (none.size() != static_cast<size_t>(D) || none[0] != 0.0) {
+      std::printf("parallel_rows_sum: no rows gives %zu values\n", none.size());
+      ++failures;
+    }
+  }
+
   // gemm, every transpose combination, whole and split into row blocks over the pool
   for (int t = 0; t < 8; ++t) {
     const bool ta = t & 1, tb = t & 2;

@@ -56,13 +56,16 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weigh
   (void)y;
   const float &eps = attrs.eps;
 #line 49 "ops/rms_norm.yaml"
-  // dx = s * g - s**3 * x * sum(g * x) / D with g = dy * weight, rows in parallel;
-  // dweight = sum over rows of dy * x * s (summed in sum_t), columns in parallel
+  // One pass over the rows, as layer_norm's: per row s = 1 / sqrt(mean(x**2) + eps), then
+  // dx = s * g - s**3 * x * sum(g * x) / D with g = dy * weight; dweight = sum over rows of
+  // dy * x * s is a column sum over the same rows (opgen::parallel_rows_sum), in the loop of
+  // sum(g * x). (A second pass over the columns, rows strided by D, read x and dy again.)
   using C = opgen::compute_t<x_t>;
-  using A = opgen::sum_t<x_t>;
   const int64_t D = x.dim(-1), R = D ? x.numel / D : 0;
-  std::vector<C> rs(static_cast<size_t>(R));  // s of each row
-  opgen::parallel_rows(R, D, [&](int64_t r0, int64_t r1) {
+  const auto sums = opgen::parallel_rows_sum<C>(R, D, dweight ? D : 0, [&](int64_t r0, int64_t r1, C *acc) {
+    // weight through a local pointer: see OPGEN_SIMD_SUM in docs/kernel-api.md (GCC 12 left the
+    // sum(g * x) loop scalar with weight[j] read through the captured view)
+    const weight_t *w = weight.data;
     for (int64_t r = r0; r < r1; ++r) {
       const x_t *xr = x.data + r * D;
       const y_t *gr = dy.data + r * D;
@@ -70,33 +73,31 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weigh
       OPGEN_SIMD_SUM(ms)
       for (int64_t j = 0; j < D; ++j) ms += C(xr[j]) * C(xr[j]);
       const C s = C(1) / std::sqrt(ms / C(D) + C(eps));
-      rs[static_cast<size_t>(r)] = s;
-      if (!dx) continue;
+      if (!dx) {  // dweight alone
+        OPGEN_SIMD
+        for (int64_t j = 0; j < D; ++j) acc[j] += C(gr[j]) * C(xr[j]) * s;
+        continue;
+      }
       C gx = 0;
-      OPGEN_SIMD_SUM(gx)
-      for (int64_t j = 0; j < D; ++j) gx += C(gr[j]) * C(weight[j]) * C(xr[j]);
+      if (dweight) {
+        OPGEN_SIMD_SUM(gx)
+        for (int64_t j = 0; j < D; ++j) {
+          const C gxj = C(gr[j]) * C(xr[j]);
+          gx += gxj * C(w[j]);
+          acc[j] += gxj * s;
+        }
+      } else {
+        OPGEN_SIMD_SUM(gx)
+        for (int64_t j = 0; j < D; ++j) gx += C(gr[j]) * C(w[j]) * C(xr[j]);
+      }
       const C k = s * s * s * gx / C(D);
       x_t *q = dx.data + r * D;
       OPGEN_SIMD
-      for (int64_t j = 0; j < D; ++j) q[j] = x_t(s * C(gr[j]) * C(weight[j]) - k * C(xr[j]));
+      for (int64_t j = 0; j < D; ++j) q[j] = x_t(s * C(gr[j]) * C(w[j]) - k * C(xr[j]));
     }
   });
-  if (dweight) {
-    opgen::parallel_rows(D, std::min<int64_t>(R, opgen::kParallelGrain / 16), [&](int64_t j0, int64_t j1) {  // D columns of R
-      const int64_t w = j1 - j0;
-      std::vector<A> acc(static_cast<size_t>(w), A(0));
-      A *pa = acc.data();
-      for (int64_t r = 0; r < R; ++r) {
-        const x_t *xr = x.data + r * D + j0;
-        const y_t *gr = dy.data + r * D + j0;
-        const C s = rs[static_cast<size_t>(r)];
-        OPGEN_SIMD
-        for (int64_t j = 0; j < w; ++j) pa[j] += A(C(gr[j]) * C(xr[j]) * s);
-      }
-      for (int64_t j = 0; j < w; ++j) dweight[j0 + j] = weight_t(pa[j]);
-    });
-  }
-#line 100 "generated/opgen_ops/csrc/rms_norm_kernel.h"
+  for (int64_t j = 0; dweight && j < D; ++j) dweight[j] = weight_t(sums[static_cast<size_t>(j)]);
+#line 101 "generated/opgen_ops/csrc/rms_norm_kernel.h"
 }
 
 }  // namespace rms_norm

@@ -336,15 +336,16 @@ bool same_shape(const View<A> &a, const View<B> &b) {
 #if defined(OPGEN_OMP_SIMD) && (defined(__GNUC__) || defined(__clang__))
 /// Marks a loop whose iterations are independent: vectorise it (with -fopenmp-simd).
 #define OPGEN_SIMD _Pragma("omp simd")
-/// The same, for a loop that sums into `var` (reassociation allowed: lanes sum separately).
-#define OPGEN_SIMD_SUM(var) _Pragma(OPGEN_STR_(omp simd reduction(+ : var)))
-#define OPGEN_STR_(x) #x
+/// The same, for a loop that sums into `var` (reassociation allowed: lanes sum separately);
+/// several variables are one list: OPGEN_SIMD_SUM(a, b).
+#define OPGEN_SIMD_SUM(...) _Pragma(OPGEN_STR_(omp simd reduction(+ : __VA_ARGS__)))
+#define OPGEN_STR_(...) #__VA_ARGS__
 #elif defined(__GNUC__) && !defined(__clang__)
 #define OPGEN_SIMD _Pragma("GCC ivdep")
-#define OPGEN_SIMD_SUM(var)
+#define OPGEN_SIMD_SUM(...)
 #else
 #define OPGEN_SIMD
-#define OPGEN_SIMD_SUM(var)
+#define OPGEN_SIMD_SUM(...)
 #endif
 /// Independent iterations, without an OpenMP construct (an exception may leave the loop).
 #if defined(__GNUC__) && !defined(__clang__)

@@ -147,6 +147,63 @@ void parallel_rows(int64_t rows, int64_t n, F &&f) {
   detail::for_rows(rows, n, f);
 }
 
+namespace detail {
+/// Most row blocks of parallel_rows_sum: its result does not depend on the thread count up to
+/// this many threads.
+constexpr int64_t kRowSumBlocks = 8;
+/// Most rows a float accumulator of parallel_rows_sum sums before it is added to the block's
+/// sum_t (double) total.
+constexpr int64_t kRowSumRun = 64;
+}  // namespace detail
+
+/// Rows in parallel that also sum `width` values over every row (column sums: layer_norm's
+/// dgamma and dbeta beside dx, in the same pass over x and dy, as ATen's layer_norm backward).
+/// Calls f(r0, r1, acc) for runs of consecutive rows of `n` elements each, from the AVX-512 or
+/// AVX2+FMA copy of f (as parallel_rows), where `acc` points to `width` accumulators of type C
+/// (a compute_t), zero at the call, to which f adds each row's terms. Returns their total over
+/// every row in sum_t<C> (double for float: a float accumulator sums at most kRowSumRun rows, as
+/// sum_row sums a row by blocks; the loop over it stays one vector width).
+/// The rows are split into at most max(kRowSumBlocks, num_threads()) blocks of at least
+/// max(4, kParallelGrain / n) rows, by their count alone, and the blocks' totals are added in
+/// row order: the result is the same for any number of threads up to kRowSumBlocks.
+/// Memory: `width` values of sum_t<C> per block, and `width` of C per thread.
+template <typename C, typename F>
+std::vector<sum_t<C>> parallel_rows_sum(int64_t rows, int64_t n, int64_t width, F &&f) {
+  using A = sum_t<C>;
+  const int64_t min_rows = std::max<int64_t>(4, kParallelGrain / std::max<int64_t>(1, n));
+  const int64_t most = std::max<int64_t>(detail::kRowSumBlocks, num_threads());
+  const int64_t blocks = std::max<int64_t>(1, std::min(most, rows / min_rows));
+  const int64_t per = rows > 0 ? (rows + blocks - 1) / blocks : 0;
+  const size_t w = static_cast<size_t>(std::max<int64_t>(0, width));
+  std::vector<A> total(static_cast<size_t>(blocks) * w, A(0));
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<C> run(std::is_same_v<A, C> ? 0 : w);
+    detail::dispatch_isa([&] {
+      for (int64_t b = b0; b < b1; ++b) {
+        A *t = total.data() + static_cast<size_t>(b) * w;
+        const int64_t e = std::min(rows, b * per + per);
+        if constexpr (std::is_same_v<A, C>) {
+          if (b * per < e) f(b * per, e, t);
+        } else {
+          for (int64_t r0 = b * per; r0 < e; r0 += detail::kRowSumRun) {
+            std::fill(run.begin(), run.end(), C(0));
+            f(r0, std::min(e, r0 + detail::kRowSumRun), run.data());
+            const C *p = run.data();
+            OPGEN_SIMD
+            for (size_t j = 0; j < w; ++j) t[j] += A(p[j]);
+          }
+        }
+      }
+    });
+  });
+  for (int64_t b = 1; b < blocks; ++b) {
+    const A *p = total.data() + static_cast<size_t>(b) * w;
+    for (size_t j = 0; j < w; ++j) total[j] += p[j];
+  }
+  total.resize(w);
+  return total;
+}
+
 /// out (kept elements, in order) = sum of x over the reduced axes of `kept` (x's shape with 1
 /// on the reduced axes), times `scale` (1 / count for a mean).
 template <typename E, typename OutE>
