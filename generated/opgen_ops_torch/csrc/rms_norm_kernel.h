@@ -62,6 +62,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weigh
   // sum(g * x). (A second pass over the columns, rows strided by D, read x and dy again.)
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.dim(-1), R = D ? x.numel / D : 0;
+  if (!dx && !dweight) return;
   const auto sums = opgen::parallel_rows_sum<C>(R, D, dweight ? D : 0, [&](int64_t r0, int64_t r1, C *acc) {
     // weight through a local pointer: see OPGEN_SIMD_SUM in docs/kernel-api.md (GCC 12 left the
     // sum(g * x) loop scalar with weight[j] read through the captured view)
@@ -97,7 +98,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weigh
     }
   });
   for (int64_t j = 0; dweight && j < D; ++j) dweight[j] = weight_t(sums[static_cast<size_t>(j)]);
-#line 101 "generated/opgen_ops_torch/csrc/rms_norm_kernel.h"
+#line 102 "generated/opgen_ops_torch/csrc/rms_norm_kernel.h"
 }
 
 }  // namespace rms_norm
