@@ -558,8 +558,7 @@ def test_autograd_node_graph(pkg: Any) -> None:
 def test_autograd_node_errors(pkg: Any) -> None:
     """torch's own errors from the saved tensors (SavedVariable): a saved input or output modified
     in place, a second backward after the graph was freed; the op's error for forward-mode AD
-    and for torch.func's differentiating transforms; create_graph gives a gradient that does
-    not require grad (the backward op has no autograd), as before."""
+    and for torch.func's differentiating transforms (create_graph: the next test)."""
     x, y = _leaf(2, 3), _leaf(2, 3)
     a = x * 1
     out = pkg.mul(a, y)
@@ -584,5 +583,65 @@ def test_autograd_node_errors(pkg: Any) -> None:
     with pytest.raises(RuntimeError, match=r"^exp\(\): gradients under torch.func transforms"):
         torch.func.grad(lambda t: pkg.exp(t).sum())(_leaf(3, grad=False))
     torch.testing.assert_close(torch.func.vmap(pkg.exp)(x.detach()), x.detach().exp())  # no gradient: runs
-    (gx,) = torch.autograd.grad(pkg.mul(x, y).sum(), (x,), create_graph=True)
-    assert not gx.requires_grad
+
+
+def _not_differentiable(op: str) -> str:
+    return rf"^{op}\(\): the backward of opgen op '{op}' is not differentiable \(no double backward\)"
+
+
+def test_create_graph_gives_first_order_gradients_and_refuses_the_second(pkg: Any) -> None:
+    """create_graph=True (OpNode::apply with grad mode on): the first-order gradients are the same
+    numbers as without it and usable as values; differentiating them again -- a gradient penalty,
+    torch.autograd.grad of the gradient (alone or added to another term), hessian -- raises the
+    op's RuntimeError, never a silently constant gradient. Without create_graph nothing changes."""
+    x, y = _leaf(2, 3), _leaf(2, 3)
+    (gx,) = torch.autograd.grad(pkg.exp(x).sum(), (x,), create_graph=True)
+    torch.testing.assert_close(gx, x.detach().exp())
+    assert gx.requires_grad and gx.grad_fn.name() == "torch::autograd::Error"
+    with pytest.raises(RuntimeError, match=_not_differentiable("exp")):
+        (gx ** 2).sum().backward()  # a gradient penalty
+    with pytest.raises(RuntimeError, match=_not_differentiable("exp")):
+        torch.autograd.grad(gx.sum(), (x,))
+    with pytest.raises(RuntimeError, match=_not_differentiable("exp")):  # torch's DelayedError would miss this
+        torch.autograd.grad(gx.sum() + (x ** 3).sum(), (x,))
+    with pytest.raises(RuntimeError, match=_not_differentiable("exp")):
+        torch.autograd.functional.hessian(lambda t: pkg.exp(t).sum(), x.detach())
+    with pytest.raises(RuntimeError, match=_not_differentiable("exp")):
+        torch.autograd.gradgradcheck(pkg.exp, (x,))
+    assert x.grad is None
+    # an output gradient that itself requires grad (it depends on x): the same numbers, the same error
+    out = pkg.mul(x, y)
+    gx, gy = torch.autograd.grad((out * out).sum(), (x, y), create_graph=True)
+    torch.testing.assert_close((gx, gy), (2 * x.detach() * y.detach() ** 2, 2 * y.detach() * x.detach() ** 2))
+    with pytest.raises(RuntimeError, match=_not_differentiable("mul")):
+        torch.autograd.grad((gx * gy).sum(), (y,))
+    # backward(create_graph=True) fills .grad with the right numbers; a penalty on them raises
+    with pytest.warns(UserWarning, match="reference cycle"):  # torch's warning, for any op
+        pkg.mul(x, y).sum().backward(create_graph=True)
+    torch.testing.assert_close((x.grad, y.grad), (y.detach(), x.detach()))
+    with pytest.raises(RuntimeError, match=_not_differentiable("mul")):
+        (x.grad ** 2 + y.grad ** 2).sum().backward()
+    # each gradient path (backward op, dout itself, views of dout; optional, list and
+    # non-differentiable-output ops): the same numbers with create_graph, every one refused again
+    cases: list[tuple[str, Any, list[Any]]] = [
+        ("add", lambda a, b: pkg.add(a, b), [_leaf(2, 3), _leaf(2, 3)]),
+        ("concat", lambda a, b: pkg.concat([a, b], axis=1), [_leaf(2, 3), _leaf(2, 4)]),
+        ("reduce_sum", lambda a: pkg.reduce_sum(a, axis=[1]), [_leaf(3, 4)]),
+        ("topk", lambda a: pkg.topk(a, k=2)[0], [_leaf(3, 5)]),
+        ("layer_norm", lambda a, w: pkg.layer_norm(a, w, None)[0], [_leaf(3, 5), _leaf(5)]),
+        ("add_n", lambda a, *zs: pkg.add_n(a, list(zs)), [_leaf(2, 2), _leaf(2, 2), _leaf(2, 2)]),
+    ]
+    for name, op, leaves in cases:
+        dout = torch.randn_like(op(*leaves))
+        plain = torch.autograd.grad(op(*leaves), leaves, dout)
+        assert not any(g.requires_grad for g in plain), name
+        graphed = torch.autograd.grad(op(*leaves), leaves, dout, create_graph=True)
+        torch.testing.assert_close(graphed, plain, rtol=0, atol=0, msg=name)
+        assert all(g.requires_grad for g in graphed), name
+        with pytest.raises(RuntimeError, match=_not_differentiable(name)):
+            torch.autograd.grad(sum((g * g).sum() for g in graphed), leaves)
+    # without create_graph: plain gradients, no graph, as before
+    x = _leaf(4)
+    pkg.exp(x).sum().backward()
+    assert not x.grad.requires_grad and x.grad.grad_fn is None
+    torch.testing.assert_close(x.grad, x.detach().exp())

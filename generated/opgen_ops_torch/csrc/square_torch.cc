@@ -92,10 +92,10 @@ struct Grad final : public opgen::pt::ag::OpNode {
 
   using OpNode::OpNode;
   std::string name() const override { return "opgen_ops_torch::square::Grad"; }
+  const char *op_name() const override { return "square"; }
 
-  opgen::pt::ag::variable_list apply(opgen::pt::ag::variable_list &&douts) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    materialize(douts);
+  /// Called by OpNode::apply (under the node's lock, douts materialized, without a graph).
+  opgen::pt::ag::variable_list gradients(const opgen::pt::ag::variable_list &douts) override {
     const c10::ArrayRef<c10::SymInt> shapes = slots.shapes;
     const c10::ArrayRef<int64_t> ranks = slots.ranks;
     // one gradient per input slot (the next edges); an absent optional input's edge is invalid

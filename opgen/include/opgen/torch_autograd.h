@@ -4,8 +4,9 @@
 // ranks of the inputs, then of the outputs, as SymInts so that torch.compile(dynamic=True) traces
 // them symbolically --, the dtype row and the saved tensors as SavedVariables, as torch's own
 // generated nodes do), the saved tensors and output gradients as the backward op's Tensor?[]
-// arguments, and the gradients that are views of the output gradient (kernel.grad_views: narrow
-// for a split, expand for an unreduce).
+// arguments, the gradients that are views of the output gradient (kernel.grad_views: narrow
+// for a split, expand for an unreduce), and what create_graph=True gives: gradients whose use in
+// a second derivative raises the op's error (no double backward), never a silent constant.
 //
 // Included only by the units of ops with a gradient. It includes <torch/csrc/autograd/function.h>
 // (Node, SavedVariable, collect_next_edges), not <torch/csrc/autograd/custom_function.h>
@@ -19,6 +20,7 @@
 #include <c10/util/ArrayRef.h>
 #include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/autograd/variable.h>
 
@@ -72,8 +74,8 @@ void no_tangents(const char *op, const Ts &...tensors) {
 /// Raise (RuntimeError, naming the op) under a torch.func transform that differentiates (grad,
 /// vjp, jacrev, ...), as torch::autograd::Function does: the backward op has no autograd of its
 /// own, so a nested transform (a gradient of the gradient) would see the first gradient as a
-/// constant and give zeros, silently. torch.autograd with create_graph=True gives a gradient
-/// that does not require grad, which its next use reports.
+/// constant and give zeros, silently. torch.autograd with create_graph=True gives gradients whose
+/// differentiation raises (OpNode::apply).
 inline void no_functorch(const char *op) {
   const std::unique_ptr<at::functorch::FuncTorchTLSBase> &tls = at::functorch::functorchTLSAccessor();
   if (!tls) return;
@@ -126,6 +128,47 @@ struct OpNode : public torch::autograd::Node {
   c10::SmallVector<torch::autograd::SavedVariable, 4> saved;
 
   explicit OpNode(size_t n_slots) : slots(n_slots) {}
+
+  /// The op's name (for its errors).
+  virtual const char *op_name() const = 0;
+
+  /// The op's input gradients, one per input slot (undefined: not wanted, or an absent optional
+  /// input), for the output gradients ``douts`` (materialized): the op's backward, generated per op.
+  virtual variable_list gradients(const variable_list &douts) = 0;
+
+  /// The engine's call. With grad mode off (a backward without create_graph) the gradients as
+  /// ``gradients`` gives them. With grad mode on (create_graph=True) they are computed without a
+  /// graph and returned as aliases whose grad_fn is a torch::autograd::Error node naming the op --
+  /// what torch's @once_differentiable does with DelayedError, so a gradient taken with
+  /// create_graph=True is usable as a value and differentiating it again (a gradient penalty,
+  /// torch.autograd.functional.hessian) raises RuntimeError instead of treating the op's gradient
+  /// as a constant. Unlike DelayedError's node, whose edges lead to detached leaves only (so
+  /// ``torch.autograd.grad(g.sum() + other, x)`` would never reach it and return ``other``'s
+  /// gradient alone), the Error node's edges are the output gradients' and this node's next edges
+  /// (the op's inputs): every derivative of a gradient through the op passes through it.
+  variable_list apply(variable_list &&douts) final {
+    std::lock_guard<std::mutex> lock(mutex_);
+    materialize(douts);
+    if (!at::GradMode::is_enabled()) return gradients(douts);
+    variable_list grads;
+    {
+      const at::AutoGradMode no_graph(false);
+      grads = gradients(douts);
+    }
+    torch::autograd::edge_list edges = torch::autograd::collect_next_edges(douts);
+    edges.insert(edges.end(), next_edges().begin(), next_edges().end());
+    const std::string op = op_name();
+    const auto error = c10::make_intrusive<torch::autograd::Error>(
+        op + "(): the backward of opgen op '" + op +
+            "' is not differentiable (no double backward): a gradient through it taken with create_graph=True "
+            "can be used as a value but not differentiated again (gradient penalty, "
+            "torch.autograd.functional.hessian, ...)",
+        std::move(edges));
+    for (at::Tensor &g : grads) {  // a shallow copy (its own version counter) with the Error node as grad_fn
+      if (g.defined()) g = torch::autograd::make_variable(g, torch::autograd::Edge(error, error->add_input_metadata(g)));
+    }
+    return grads;
+  }
 
   /// Save input slot ``t`` (in slot order), or nothing (``keep`` false).
   void save_input(const at::Tensor &t, bool keep) {
