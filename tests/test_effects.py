@@ -6,7 +6,8 @@ The three missing MindSpore custom-op test cases: ``add_`` (in place, ``x += y``
 ``acc += scale * x``), and ``momentum_step`` (an optimizer step writing two inputs), each on
 the Custom path and the Function<T> path in PyNative, in a GRAPH_MODE Cell updating Parameters
 (kept, in order, across calls) and in ``ms.jit``, and on PyTorch eager and compiled; a gradient
-through them is refused with an error naming the op; and the spec checks of incoherent specs.
+through them, or on PyTorch a forward-mode tangent, is refused with an error naming the op; and
+the spec checks of incoherent specs.
 """
 
 from __future__ import annotations
@@ -465,6 +466,35 @@ def test_torch_refuses_a_call_that_needs_a_gradient(tpkg: ModuleType) -> None:
     f = torch.compile(lambda a, b: tpkg.add_(a, b) * 1, fullgraph=True)
     with pytest.raises(Exception, match=REFUSED.format("add_")):
         f(torch.ones(3), torch.ones(3, requires_grad=True))
+
+
+def test_torch_refuses_a_forward_mode_tangent(tpkg: ModuleType) -> None:
+    """A forward-mode tangent (torch.autograd.forward_ad) on any input of an op that writes its
+    inputs is NotImplementedError naming the op, raised before anything is written, also under
+    no_grad (the tangent would be dropped: the ops have no forward derivative); without a
+    tangent the call runs inside a dual level as outside."""
+    import torch
+    import torch.autograd.forward_ad as fwAD
+
+    def refused(name: str) -> Any:
+        return pytest.raises(NotImplementedError, match=rf"^{name}\(\): forward-mode AD")
+
+    x, y = torch.ones(3), torch.tensor([1.0, 2, 3])
+    with fwAD.dual_level():
+        with refused("add_"):
+            tpkg.add_(fwAD.make_dual(x, torch.ones(3)), y)  # the written input
+        with refused("add_"):
+            tpkg.add_(x, fwAD.make_dual(y, torch.ones(3)))  # the other
+        with refused("scale_into"):
+            tpkg.scale_into(fwAD.make_dual(y, torch.ones(3)), out=x)
+        p, v = torch.tensor([1.0, -2.0, 3.0]), torch.zeros(3)
+        with torch.no_grad(), refused("momentum_step"):
+            tpkg.momentum_step(p, v, fwAD.make_dual(p * 0.5, torch.ones(3)), torch.tensor(0.1))
+        with refused("accumulate"):
+            tpkg.accumulate(x, fwAD.make_dual(y, torch.ones(3)))
+        assert x.tolist() == [1, 1, 1] and p.tolist() == [1, -2, 3] and v.tolist() == [0, 0, 0]
+        assert tpkg.add_(x, y) is x  # no tangent: runs
+    assert x.tolist() == [2, 3, 4]
 
 
 def test_torch_opgen_test_compares_written_inputs(tpkg: ModuleType) -> None:

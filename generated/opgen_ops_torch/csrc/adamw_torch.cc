@@ -84,10 +84,12 @@ void forward_op(const at::Tensor &param_arg, const at::Tensor &m_arg, const at::
 }
 
 /// The Autograd kernel of 'adamw', which writes param, m, v in place and has no
-/// gradient: a call autograd would record (grad mode on, an input that requires grad) is refused,
-/// any other runs the operator below autograd and bumps the version of what it wrote.
+/// gradient: a call autograd would record (grad mode on, an input that requires grad) is refused, as
+/// is a forward-mode tangent on an input (it would be dropped), any other runs the operator below
+/// autograd and bumps the version of what it wrote.
 void autograd_op(const at::Tensor &param_arg, const at::Tensor &m_arg, const at::Tensor &v_arg, const at::Tensor &grad_arg, const at::Tensor &step_arg, const at::Tensor &lr_arg, double beta1, double beta2, double eps, double weight_decay, bool bias_correction) {
   static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::adamw", "").typed<void(const at::Tensor &, const at::Tensor &, const at::Tensor &, const at::Tensor &, const at::Tensor &, const at::Tensor &, double, double, double, double, bool)>();
+  opgen::pt::ag::no_tangents("adamw", param_arg, m_arg, v_arg, grad_arg, step_arg, lr_arg);
   TORCH_CHECK(!opgen::pt::ag::wanted(param_arg, m_arg, v_arg, grad_arg, step_arg, lr_arg), "adamw(): in-place op 'adamw' cannot be differentiated: it writes 'param', 'm', 'v' in place and has no gradient, but an input requires grad; call it under torch.no_grad(), or on tensors that do not require grad");
   {
     at::AutoDispatchBelowADInplaceOrView guard;
