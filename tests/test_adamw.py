@@ -278,3 +278,21 @@ def test_torch_steps_match_torch_optim_adamw() -> None:
     assert compiles == 1
     with pytest.raises(ValueError, match=r"adamw\(\): contract 'grad.shape == param.shape' does not hold"):
         T.adamw(p, m, v, torch.zeros(2), step, torch.tensor(0.1))
+
+
+def test_torch_refuses_a_forward_mode_tangent() -> None:
+    """A forward-mode tangent on the parameter or the gradient (torch.func.jvp of a step, say) is
+    NotImplementedError naming the op, before the step writes anything: the op has no forward
+    derivative and would drop it."""
+    import torch
+    import torch.autograd.forward_ad as fwAD
+
+    T = importlib.import_module("generated.opgen_ops_torch")
+    p, m, v, g = torch.ones(3), torch.zeros(3), torch.zeros(3), torch.full((3,), 0.5)
+    step, lr = torch.tensor(1, dtype=torch.int64), torch.tensor(0.1)
+    with fwAD.dual_level(), torch.no_grad():
+        with pytest.raises(NotImplementedError, match=r"^adamw\(\): forward-mode AD"):
+            T.adamw(fwAD.make_dual(p, torch.ones(3)), m, v, g, step, lr)
+        with pytest.raises(NotImplementedError, match=r"^adamw\(\): forward-mode AD"):
+            T.adamw(p, m, v, fwAD.make_dual(g, torch.ones(3)), step, lr)
+    assert p.tolist() == [1, 1, 1] and m.tolist() == [0, 0, 0] and v.tolist() == [0, 0, 0]
