@@ -251,6 +251,31 @@ def grad_is_dout(op: Op) -> frozenset[str]:
                      if expr.names == (dout,) and expr.text.strip() == dout)
 
 
+def shared_grad_sources(op: Op) -> dict[str, str]:
+    """Inputs of an ``elementwise:`` op whose gradient may be summed from an earlier input's:
+    each maps to the first earlier (in input order) required, differentiable input whose ``grad`` is the same
+    parsed expression (equal C++ text; bias_gelu's x and bias). The backward kernel then
+    evaluates the expression once, for the earlier input, and where that gradient has the
+    output's shape and the compute type, sums it down to the later input's shape (the
+    reduction a broadcast input's gradient gets anyway) instead of evaluating it again. An
+    expression that is one name (add's ``dout``) computes nothing and is left alone: summing
+    ``dx`` costs what summing ``dout`` does."""
+    if op.elementwise is None or len(op.outputs) != 1:
+        return {}
+    grads = {name: expr for name, expr, _ in op.elementwise.grads}
+    seen: dict[str, str] = {}
+    out: dict[str, str] = {}
+    for x in op.inputs:  # the backward fills the gradients in input order
+        expr = grads.get(x.name)
+        if expr is None or x.kind != "required" or not x.differentiable or expr.names == (expr.text.strip(),):
+            continue
+        if expr.cpp in seen:
+            out[x.name] = seen[expr.cpp]
+        else:
+            seen[expr.cpp] = x.name
+    return out
+
+
 def dout_grad_inputs(op: Op) -> frozenset[str]:
     """Inputs whose gradient may be ``dout`` itself where they have the output's shape: required,
     differentiable, with gradient exactly ``dout`` (:func:`grad_is_dout`: add's x and y, sub's
@@ -368,6 +393,7 @@ def op_context(op: Op, package: str, target: str) -> OpView:
         grads = {g[0]: g[1] for g in ew.grads}
         bw_head = (f"using C = {common};", f"const opgen::Shape iter_shape = {out.grad_name}.shape_vector();")
         bw_blocks.append(BackwardBlock("", bw_head, None, None))
+        sources = shared_grad_sources(op)
         for x in inputs:
             if x.name not in grads:
                 continue
@@ -376,11 +402,25 @@ def op_context(op: Op, package: str, target: str) -> OpView:
             used_by_grad[x.name] = set(tensors)
             p = ", ".join(f"C {n}" for n in tensors)
             a = "".join(f", {n}" for n in tensors)
-            bw_blocks.append(BackwardBlock("d" + x.name, (
-                f"// d{x.name} = {expr.text}",
-                f"opgen::map_reduce_to(d{x.name}, iter_shape, [&]({p}) {_noexcept(expr.cpp)}-> C "
-                f"{{ return {expr.cpp}; }}{a});",
-            ), None, None))
+            compute = (f"opgen::map_reduce_to(d{x.name}, iter_shape, [&]({p}) {_noexcept(expr.cpp)}-> C "
+                       f"{{ return {expr.cpp}; }}{a});")
+            src = sources.get(x.name)
+            if src is None:
+                lines: tuple[str, ...] = (f"// d{x.name} = {expr.text}", compute)
+            else:
+                # the same expression as d<src>, already computed over the output's shape: summed
+                # from it (bit for bit the same sums) instead of evaluated a second time
+                lines = (
+                    f"// d{x.name} = {expr.text}",
+                    f"// (d{src}'s expression: summed from d{src} where d{src} has the output's shape)",
+                    f"if (d{src} && std::is_same_v<{src}_t, C> && d{src}.shape_vector() == iter_shape) {{",
+                    f"  opgen::map_reduce_to(d{x.name}, iter_shape, [&](C g) noexcept -> C {{ return g; }}, "
+                    f"opgen::as_in(d{src}));",
+                    "} else {",
+                    f"  {compute}",
+                    "}",
+                )
+            bw_blocks.append(BackwardBlock("d" + x.name, lines, None, None))
     else:
         assert op.kernel is not None
         k = op.kernel
