@@ -27,15 +27,21 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 #line 24 "ops/swiglu.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.dim(-1), H = D / 2, R = D ? x.numel / D : 0;
-  opgen::parallel_for(R, std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, D)), [&](int64_t r0, int64_t r1) {
+  // rows in parallel, from the AVX-512 / AVX2+FMA copy of the loop (parallel_rows: under
+  // parallel_for it was compiled for the baseline ISA only, a 4-wide SSE expf); the row is read
+  // through local pointers, so the OPGEN_SIMD loop vectorises (docs/kernel-api.md)
+  opgen::parallel_rows(R, D, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
+      const x_t *ar = x.data + r * D, *br = ar + H;
+      out_t *orow = out.data + r * H;
+      OPGEN_SIMD
       for (int64_t j = 0; j < H; ++j) {
-        const C a = C(x[r * D + j]), b = C(x[r * D + H + j]);
-        out[r * H + j] = out_t(a / (C(1) + std::exp(-a)) * b);
+        const C a = C(ar[j]), b = C(br[j]);
+        orow[j] = out_t(a / (C(1) + std::exp(-a)) * b);
       }
     }
   });
-#line 39 "generated/opgen_ops/csrc/swiglu_kernel.h"
+#line 45 "generated/opgen_ops/csrc/swiglu_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -46,21 +52,25 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
-#line 35 "ops/swiglu.yaml"
+#line 41 "ops/swiglu.yaml"
   // d/da = b * s * (1 + a * (1 - s)), d/db = a * s, s = sigmoid(a)
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.dim(-1), H = D / 2, R = D ? x.numel / D : 0;
-  opgen::parallel_for(R, std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, D)), [&](int64_t r0, int64_t r1) {
+  opgen::parallel_rows(R, D, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
+      const x_t *ar = x.data + r * D, *br = ar + H;
+      const out_t *gr = dout.data + r * H;
+      x_t *dar = dx.data + r * D, *dbr = dar + H;
+      OPGEN_SIMD
       for (int64_t j = 0; j < H; ++j) {
-        const C a = C(x[r * D + j]), b = C(x[r * D + H + j]), g = C(dout[r * H + j]);
+        const C a = C(ar[j]), b = C(br[j]), g = C(gr[j]);
         const C s = C(1) / (C(1) + std::exp(-a));
-        dx[r * D + j] = x_t(g * b * s * (C(1) + a * (C(1) - s)));
-        dx[r * D + H + j] = x_t(g * a * s);
+        dar[j] = x_t(g * b * s * (C(1) + a * (C(1) - s)));
+        dbr[j] = x_t(g * a * s);
       }
     }
   });
-#line 64 "generated/opgen_ops/csrc/swiglu_kernel.h"
+#line 74 "generated/opgen_ops/csrc/swiglu_kernel.h"
 }
 
 }  // namespace swiglu
