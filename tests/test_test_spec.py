@@ -254,6 +254,17 @@ FORMS: dict[str, tuple[list[str], str]] = {
         ["x"], "{name: paddings, type: 'list[list[int]]', doc: d, default: [[1, 1], [2, 0]]}"),
     "len(paddings) == 2 and all(len(p) == 2 for p in paddings)": (
         ["x"], "{name: paddings, type: 'list[list[int]]', doc: d, default: [[1, 1], [2, 0]]}"),
+    # in-place, out-argument and output-less ops (docs/spec-reference.md) and adamw
+    "broadcast(x, y) == x.shape": (["x", "y"], ""),
+    "broadcast(acc, x) == acc.shape": (["acc", "x"], ""),
+    "out.shape == x.shape": (["x", "out"], ""),
+    "m.shape == param.shape": (["param", "m"], ""),
+    "v.shape == param.shape": (["param", "v"], ""),
+    "grad.shape == param.shape": (["param", "grad"], ""),
+    "step.rank == 0": (["step"], ""),
+    "lr.rank == 0": (["lr"], ""),
+    "beta1 < 1 and beta2 < 1": (["x"], "{name: beta1, type: float, doc: d, default: 0.9}, "
+                                       "{name: beta2, type: float, doc: d, default: 0.999}"),
 }
 
 
@@ -271,9 +282,9 @@ def _form_spec(contract: str, inputs: list[str], attrs: str) -> str:
                             for n in inputs)}]
         attrs: [{attrs}]
         requires: [{json.dumps(contract)}]
-        outputs: [{{name: out, doc: d, shape: [], dtype: {inputs[0]}, differentiable: false}}]
+        outputs: [{{name: result, doc: d, shape: [], dtype: {inputs[0]}, differentiable: false}}]
         dtype_format: {{CPU: [[{cols}]]}}
-        kernel: {{forward: "(void)out;"}}
+        kernel: {{forward: "(void)result;"}}
     """)
 
 
