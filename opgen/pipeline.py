@@ -143,10 +143,6 @@ def generate(
     chosen = backends.get(backend or backends.DEFAULT)
     ops, diags = load_ops(paths)
     pkg_dir = chosen.package_dir(out_dir, package)
-    for op in ops if not diags else ():
-        why = chosen.unsupported(op)
-        if why is not None:
-            diags.append(Diagnostic(op.location, f"the {chosen.name} backend cannot generate it: {why}", op.name))
     if diags or not ops:
         return GenerateResult(ops, diags, pkg_dir, None)
     files = chosen.render(ops, package, display_path(pkg_dir), flags)

@@ -91,11 +91,6 @@ class Backend(abc.ABC):
         better."""
         return self.runtime_modules
 
-    def unsupported(self, op: Op) -> str | None:
-        """Why this backend cannot generate ``op`` (a spec feature it does not implement yet), or
-        None; ``opgen generate`` reports it as an error at the op, naming the backend."""
-        return None
-
     def package_dir(self, output: Path, package: str) -> Path:
         """Where this backend writes the package ``package`` under ``output``."""
         return output / (package + self.package_suffix)
