@@ -17,6 +17,7 @@ from typing import Any
 from . import shapes as lang
 from .check import identifiers, indent_python
 from .literals import cpp_string
+from .exprs import Expr
 from .model import ATTR_CPP, Attr, Body, BuildFlags, Input, Op, Output
 from .views import AttrView, BackwardBlock, BodyView, InputView, OpView, OutputView, ReferenceView, RowView, SavedView
 
@@ -181,6 +182,12 @@ def _noexcept(cpp: str) -> str:
     """The noexcept specifier of a generated elementwise lambda: only an integer ``/`` can throw
     (opgen::math::div), and lambdas that cannot throw run in SIMD loops (kernel.h simd_loop)."""
     return "noexcept(!std::is_integral_v<C>) " if "opgen::math::div(" in cpp else "noexcept "
+
+
+def _isa_cap(expr: Expr) -> str:
+    """The template argument of ``opgen::map``/``map_reduce_to`` for ``expr``: the AVX2 cap of a
+    memory-bound loop (kernel.h ``kMemoryBoundIsa``), none for one that computes."""
+    return "<opgen::kMemoryBoundIsa>" if expr.memory_bound else ""
 
 
 def shape_cpp(o: Output) -> str:
@@ -387,7 +394,7 @@ def op_context(op: Op, package: str, target: str) -> OpView:
         fw_lines = [
             f"using C = {common};",
             f"// {out.name} = {ew.forward.text}",
-            f"opgen::map({out.name}, [&]({params}) {_noexcept(ew.forward.cpp)}-> C {{ return {ew.forward.cpp}; }}"
+            f"opgen::map{_isa_cap(ew.forward)}({out.name}, [&]({params}) {_noexcept(ew.forward.cpp)}-> C {{ return {ew.forward.cpp}; }}"
             f"{args});",
         ]
         grads = {g[0]: g[1] for g in ew.grads}
@@ -402,7 +409,7 @@ def op_context(op: Op, package: str, target: str) -> OpView:
             used_by_grad[x.name] = set(tensors)
             p = ", ".join(f"C {n}" for n in tensors)
             a = "".join(f", {n}" for n in tensors)
-            compute = (f"opgen::map_reduce_to(d{x.name}, iter_shape, [&]({p}) {_noexcept(expr.cpp)}-> C "
+            compute = (f"opgen::map_reduce_to{_isa_cap(expr)}(d{x.name}, iter_shape, [&]({p}) {_noexcept(expr.cpp)}-> C "
                        f"{{ return {expr.cpp}; }}{a});")
             src = sources.get(x.name)
             if src is None:
@@ -414,7 +421,7 @@ def op_context(op: Op, package: str, target: str) -> OpView:
                     f"// d{x.name} = {expr.text}",
                     f"// (d{src}'s expression: summed from d{src} where d{src} has the output's shape)",
                     f"if (d{src} && std::is_same_v<{src}_t, C> && d{src}.shape_vector() == iter_shape) {{",
-                    f"  opgen::map_reduce_to(d{x.name}, iter_shape, [&](C g) noexcept -> C {{ return g; }}, "
+                    f"  opgen::map_reduce_to<opgen::kMemoryBoundIsa>(d{x.name}, iter_shape, [&](C g) noexcept -> C {{ return g; }}, "
                     f"opgen::as_in(d{src}));",
                     "} else {",
                     f"  {compute}",

@@ -32,6 +32,10 @@ FUNCTIONS: dict[str, tuple[int, str, str]] = {
     "pow": (2, "opgen::math::pow({0}, {1})", "np.power({0}, {1})"),
 }
 
+MEMORY_BOUND_FUNCTIONS = frozenset({"abs", "sign", "maximum", "minimum"})
+"""Functions that cost about one vector instruction: an expression that calls no other function
+(and has no ``**``) is memory-bound (:attr:`Expr.memory_bound`)."""
+
 _BINOPS: dict[type, str] = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 _CMPOPS: dict[type, str] = {
     ast.Lt: "<",
@@ -60,12 +64,17 @@ class Expr:
         names: every name it uses, in first-use order.
         cpp: C++ expression over scalars; literals are cast to the compute type ``C``.
         numpy: numpy expression over arrays (``np`` in scope).
+        memory_bound: only arithmetic, comparisons, ``if``/``else`` and the functions of
+            :data:`MEMORY_BOUND_FUNCTIONS` (``x + y``, ``dout * (x > 0)``): a loop over it waits
+            on memory, and the generated C++ runs it in the AVX2 copy
+            (``opgen::kMemoryBoundIsa``, opgen/include/opgen/kernel.h, which gives the figures).
     """
 
     text: str
     names: tuple[str, ...]
     cpp: str
     numpy: str
+    memory_bound: bool = False
 
 
 MAX_EXPR_DEPTH = 100
@@ -111,6 +120,7 @@ def parse_expr(text: str, known: Callable[[str], bool], attrs: Collection[str] =
     """
     body = _parse(text)
     names: list[str] = []
+    computes: list[str] = []  # the functions (and ``**``) that make it more than memory-bound
 
     def go(node: ast.expr) -> tuple[str, str]:
         col = getattr(node, "col_offset", 0) + 1
@@ -141,6 +151,7 @@ def parse_expr(text: str, known: Callable[[str], bool], attrs: Collection[str] =
             lc, ln = go(node.left)
             rc, rn = go(node.right)
             if isinstance(node.op, ast.Pow):
+                computes.append("**")
                 return f"opgen::math::pow({lc}, {rc})", f"np.power({ln}, {rn})"
             sym = _BINOPS.get(type(node.op))
             if sym is None:
@@ -173,6 +184,8 @@ def parse_expr(text: str, known: Callable[[str], bool], attrs: Collection[str] =
                     f"unknown function '{node.func.id}'; supported: {', '.join(sorted(FUNCTIONS))}", col
                 )
             arity, ctpl, ntpl = fn
+            if node.func.id not in MEMORY_BOUND_FUNCTIONS:
+                computes.append(node.func.id)
             if len(node.args) != arity:
                 raise ExprError(f"{node.func.id}() takes {arity} argument(s), got {len(node.args)}", col)
             parts = [go(a) for a in node.args]
@@ -191,4 +204,4 @@ def parse_expr(text: str, known: Callable[[str], bool], attrs: Collection[str] =
         return f"({lc} {sym} {rc})", f"({ln} {sym} {rn})"
 
     cpp, npy = go(body)
-    return Expr(text.strip(), tuple(names), cpp, npy)
+    return Expr(text.strip(), tuple(names), cpp, npy, memory_bound=not computes)

@@ -44,3 +44,15 @@ def test_chained_comparison_is_an_error_at_its_column() -> None:
     with pytest.raises(ExprError) as info:
         parse_expr("dout * (0 < x < 1)", lambda n: True)
     assert "chained comparisons" in str(info.value) and info.value.col == 9
+
+
+@pytest.mark.parametrize(("text", "bound"), [
+    ("x + y", True), ("dout * (x > 0)", True), ("dout if x > 0 else alpha * dout", True),
+    ("maximum(x, y) - abs(x) / sign(y)", True), ("-x * 2.5", True),
+    ("exp(x)", False), ("x ** 2", False), ("dout * sigmoid(x)", False), ("maximum(x, erf(y))", False),
+])
+def test_memory_bound_is_arithmetic_without_computing_functions(text: str, bound: bool) -> None:
+    """Expr.memory_bound (the AVX2 cap of the generated loop, kernel.h kMemoryBoundIsa): only
+    arithmetic, comparisons, if/else and abs/sign/maximum/minimum; any other function or ``**``
+    computes."""
+    assert parse_expr(text, lambda n: True).memory_bound is bound

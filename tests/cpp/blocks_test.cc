@@ -152,6 +152,9 @@ int main() {
   for (int64_t r = 0; r < R; ++r)
     for (int64_t j = 0; j < D; ++j) want[r * D + j] = double(x[r * D + j]) + b[j];
   check("bias add", out, want, 1e-7);
+  // the same loop capped at the AVX2 copy (a memory-bound map, kMemoryBoundIsa): whole rows
+  opgen::map<opgen::kMemoryBoundIsa>(O, [](float u, float v) noexcept { return u + v; }, X, view(b.data(), srow));
+  check("bias add, kMemoryBoundIsa", out, want, 1e-7);
   opgen::map(O, [](float u, float v) { return u * v; }, X, view(c.data(), scol));
   for (int64_t r = 0; r < R; ++r)
     for (int64_t j = 0; j < D; ++j) want[r * D + j] = double(x[r * D + j]) * c[r];
@@ -173,7 +176,7 @@ int main() {
   {
     std::vector<float> gb(static_cast<size_t>(D)), gc(static_cast<size_t>(R));
     opgen::map_reduce_to(view(gb.data(), srow), sx, [](float g, float v) { return g * v; }, X, view(b.data(), srow));
-    opgen::map_reduce_to(view(gc.data(), scol), sx, [](float g) { return g; }, X);
+    opgen::map_reduce_to<opgen::kMemoryBoundIsa>(view(gc.data(), scol), sx, [](float g) noexcept { return g; }, X);
     std::vector<double> wb(gb.size(), 0.0), wc(gc.size(), 0.0);
     for (int64_t r = 0; r < R; ++r)
       for (int64_t j = 0; j < D; ++j) {

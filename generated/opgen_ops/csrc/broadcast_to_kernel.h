@@ -27,7 +27,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   const std::vector<int64_t> &shape = attrs.shape;
   using C = opgen::common_compute_t<out_t, x_t>;
   // out = x
-  opgen::map(out, [&](C x) noexcept -> C { return x; }, x);
+  opgen::map<opgen::kMemoryBoundIsa>(out, [&](C x) noexcept -> C { return x; }, x);
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -43,7 +43,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = dout
-    opgen::map_reduce_to(dx, iter_shape, [&](C dout) noexcept -> C { return dout; }, dout);
+    opgen::map_reduce_to<opgen::kMemoryBoundIsa>(dx, iter_shape, [&](C dout) noexcept -> C { return dout; }, dout);
   }
 }
 

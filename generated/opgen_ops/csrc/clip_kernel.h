@@ -28,7 +28,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   const float &max = attrs.max;
   using C = opgen::common_compute_t<out_t, x_t>;
   // out = minimum(maximum(x, min), max)
-  opgen::map(out, [&](C x) noexcept -> C { return opgen::math::minimum(opgen::math::maximum(x, C(min)), C(max)); }, x);
+  opgen::map<opgen::kMemoryBoundIsa>(out, [&](C x) noexcept -> C { return opgen::math::minimum(opgen::math::maximum(x, C(min)), C(max)); }, x);
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -45,7 +45,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = dout * (x >= min) * (x <= max)
-    opgen::map_reduce_to(dx, iter_shape, [&](C dout, C x) noexcept -> C { return ((dout * C(x >= C(min))) * C(x <= C(max))); }, dout, x);
+    opgen::map_reduce_to<opgen::kMemoryBoundIsa>(dx, iter_shape, [&](C dout, C x) noexcept -> C { return ((dout * C(x >= C(min))) * C(x <= C(max))); }, dout, x);
   }
 }
 

@@ -41,7 +41,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = dout * out * (1 - out)
-    opgen::map_reduce_to(dx, iter_shape, [&](C dout, C out) noexcept -> C { return ((dout * out) * (C(1.0) - out)); }, dout, out);
+    opgen::map_reduce_to<opgen::kMemoryBoundIsa>(dx, iter_shape, [&](C dout, C out) noexcept -> C { return ((dout * out) * (C(1.0) - out)); }, dout, out);
   }
 }
 

@@ -26,9 +26,10 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
 #line 20 "ops/square.yaml"
   // General C++ form. A plain loop (for i < out.numel: out[i] = x[i] * x[i]) is right but runs
-  // on one core; opgen::map runs the same lambda as a vector loop on the thread pool.
-  opgen::map(out, [](opgen::compute_t<x_t> v) noexcept { return v * v; }, x);
-#line 32 "generated/opgen_ops/csrc/square_kernel.h"
+  // on one core; opgen::map runs the same lambda as a vector loop on the thread pool, here
+  // capped at the AVX2 copy (one multiply per element loaded: memory-bound, kMemoryBoundIsa).
+  opgen::map<opgen::kMemoryBoundIsa>(out, [](opgen::compute_t<x_t> v) noexcept { return v * v; }, x);
+#line 33 "generated/opgen_ops/csrc/square_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -39,10 +40,10 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
-#line 24 "ops/square.yaml"
+#line 25 "ops/square.yaml"
   using C = opgen::compute_t<x_t>;
-  opgen::map(dx, [](C v, C g) noexcept { return C(2) * v * g; }, x, dout);
-#line 46 "generated/opgen_ops/csrc/square_kernel.h"
+  opgen::map<opgen::kMemoryBoundIsa>(dx, [](C v, C g) noexcept { return C(2) * v * g; }, x, dout);
+#line 47 "generated/opgen_ops/csrc/square_kernel.h"
 }
 
 }  // namespace square

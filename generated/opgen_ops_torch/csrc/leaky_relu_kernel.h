@@ -27,7 +27,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   const float &alpha = attrs.alpha;
   using C = opgen::common_compute_t<out_t, x_t>;
   // out = x if x > 0 else alpha * x
-  opgen::map(out, [&](C x) noexcept -> C { return opgen::select((x > C(0.0)), C(x), C((C(alpha) * x))); }, x);
+  opgen::map<opgen::kMemoryBoundIsa>(out, [&](C x) noexcept -> C { return opgen::select((x > C(0.0)), C(x), C((C(alpha) * x))); }, x);
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -43,7 +43,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = dout if x > 0 else alpha * dout
-    opgen::map_reduce_to(dx, iter_shape, [&](C x, C dout) noexcept -> C { return opgen::select((x > C(0.0)), C(dout), C((C(alpha) * dout))); }, x, dout);
+    opgen::map_reduce_to<opgen::kMemoryBoundIsa>(dx, iter_shape, [&](C x, C dout) noexcept -> C { return opgen::select((x > C(0.0)), C(dout), C((C(alpha) * dout))); }, x, dout);
   }
 }
 

@@ -26,7 +26,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   using C = opgen::common_compute_t<out_t, x_t>;
   // out = x if x > 0 else 0
-  opgen::map(out, [&](C x) noexcept -> C { return opgen::select((x > C(0.0)), C(x), C(C(0.0))); }, x);
+  opgen::map<opgen::kMemoryBoundIsa>(out, [&](C x) noexcept -> C { return opgen::select((x > C(0.0)), C(x), C(C(0.0))); }, x);
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -41,7 +41,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = dout * (x > 0)
-    opgen::map_reduce_to(dx, iter_shape, [&](C dout, C x) noexcept -> C { return (dout * C(x > C(0.0))); }, dout, x);
+    opgen::map_reduce_to<opgen::kMemoryBoundIsa>(dx, iter_shape, [&](C dout, C x) noexcept -> C { return (dout * C(x > C(0.0))); }, dout, x);
   }
 }
 

@@ -41,7 +41,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = 0.5 * dout / out
-    opgen::map_reduce_to(dx, iter_shape, [&](C dout, C out) noexcept(!std::is_integral_v<C>) -> C { return opgen::math::div((C(0.5) * dout), out); }, dout, out);
+    opgen::map_reduce_to<opgen::kMemoryBoundIsa>(dx, iter_shape, [&](C dout, C out) noexcept(!std::is_integral_v<C>) -> C { return opgen::math::div((C(0.5) * dout), out); }, dout, out);
   }
 }
 

@@ -26,7 +26,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &
   OPGEN_NAME_VIEWS(x, y, out);  // checked mode's errors name them
   using C = opgen::common_compute_t<out_t, x_t, y_t>;
   // out = x - y
-  opgen::map(out, [&](C x, C y) noexcept -> C { return (x - y); }, x, y);
+  opgen::map<opgen::kMemoryBoundIsa>(out, [&](C x, C y) noexcept -> C { return (x - y); }, x, y);
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -42,11 +42,11 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = dout
-    opgen::map_reduce_to(dx, iter_shape, [&](C dout) noexcept -> C { return dout; }, dout);
+    opgen::map_reduce_to<opgen::kMemoryBoundIsa>(dx, iter_shape, [&](C dout) noexcept -> C { return dout; }, dout);
   }
   if (dy) {
     // dy = -dout
-    opgen::map_reduce_to(dy, iter_shape, [&](C dout) noexcept -> C { return (-dout); }, dout);
+    opgen::map_reduce_to<opgen::kMemoryBoundIsa>(dy, iter_shape, [&](C dout) noexcept -> C { return (-dout); }, dout);
   }
 }
 

@@ -26,7 +26,7 @@ void forward(const Attrs &attrs, const opgen::In<cond_t> &cond, const opgen::In<
   OPGEN_NAME_VIEWS(cond, x, y, out);  // checked mode's errors name them
   using C = opgen::common_compute_t<out_t, cond_t, x_t, y_t>;
   // out = x if cond else y
-  opgen::map(out, [&](C cond, C x, C y) noexcept -> C { return opgen::select(cond, C(x), C(y)); }, cond, x, y);
+  opgen::map<opgen::kMemoryBoundIsa>(out, [&](C cond, C x, C y) noexcept -> C { return opgen::select(cond, C(x), C(y)); }, cond, x, y);
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -43,11 +43,11 @@ void backward(const Attrs &attrs, const opgen::In<cond_t> &cond, const opgen::In
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {
     // dx = dout if cond else 0
-    opgen::map_reduce_to(dx, iter_shape, [&](C cond, C dout) noexcept -> C { return opgen::select(cond, C(dout), C(C(0.0))); }, cond, dout);
+    opgen::map_reduce_to<opgen::kMemoryBoundIsa>(dx, iter_shape, [&](C cond, C dout) noexcept -> C { return opgen::select(cond, C(dout), C(C(0.0))); }, cond, dout);
   }
   if (dy) {
     // dy = 0 if cond else dout
-    opgen::map_reduce_to(dy, iter_shape, [&](C cond, C dout) noexcept -> C { return opgen::select(cond, C(C(0.0)), C(dout)); }, cond, dout);
+    opgen::map_reduce_to<opgen::kMemoryBoundIsa>(dy, iter_shape, [&](C cond, C dout) noexcept -> C { return opgen::select(cond, C(C(0.0)), C(dout)); }, cond, dout);
   }
 }
 

@@ -487,10 +487,11 @@ void simd_loop_base(OutE *o, const F &f, int64_t n, const P *...p) {
   simd_loop<OutE, C>(o, f, n, p...);
 }
 
-/// The contiguous loop for the CPU it runs on: o[i] = f(p[i]...), i in [0, n).
-template <typename OutE, typename C, typename F, typename Ptrs, size_t... K>
+/// The contiguous loop for the CPU it runs on, in the copy for the widest ISA up to MaxIsa (an
+/// isa_level value): o[i] = f(p[i]...), i in [0, n).
+template <typename OutE, typename C, int MaxIsa, typename F, typename Ptrs, size_t... K>
 inline void flat_loop(OutE *o, F &f, const Ptrs &p, int64_t n, std::index_sequence<K...>) {
-  switch (isa_level()) {
+  switch (std::min(isa_level(), MaxIsa)) {
     case 2: simd_loop_avx512<OutE, C>(o, f, n, std::get<K>(p)...); break;
     case 1: simd_loop_avx2<OutE, C>(o, f, n, std::get<K>(p)...); break;
     default: simd_loop_base<OutE, C>(o, f, n, std::get<K>(p)...); break;
@@ -533,7 +534,7 @@ inline RowPlan row_plan(const Shape &shape, const std::vector<Shape> &strides) {
   return plan;
 }
 
-template <typename OutE, typename F, typename Tuple, size_t... K>
+template <int MaxIsa, typename OutE, typename F, typename Tuple, size_t... K>
 void map_impl(Out<OutE> out, const Shape &iter_shape, F &f, const Tuple &ins, std::index_sequence<K...>) {
   // f sees every element in the common compute type (float inputs of a bool output stay float)
   using C = common_compute_t<OutE, std::remove_pointer_t<decltype(std::get<K>(ins).data)>...>;
@@ -546,7 +547,7 @@ void map_impl(Out<OutE> out, const Shape &iter_shape, F &f, const Tuple &ins, st
     const auto ptrs = std::make_tuple(std::get<K>(ins).data...);
     parallel_for(out.numel, [&](int64_t b, int64_t e) {
       const auto p = std::make_tuple(std::get<K>(ptrs) + b...);
-      flat_loop<OutE, C>(o + b, f, p, e - b, ks);
+      flat_loop<OutE, C, MaxIsa>(o + b, f, p, e - b, ks);
     });
     return;
   }
@@ -556,6 +557,11 @@ void map_impl(Out<OutE> out, const Shape &iter_shape, F &f, const Tuple &ins, st
     // Rows of `inner` elements: each input is contiguous along a row or repeats one value (a
     // bias added to every row, a per-row scale...). Blocks of a row run the vector loop.
     const int64_t inner = plan.inner;
+    // Every input contiguous along the row (a [1024] bias added to [4096, 1024]): no buffer to
+    // fill, so each row is one vector loop (blocks of kRowBlock cost a call and a loop prologue
+    // per 256 elements). A repeated value is copied into a block-sized buffer first.
+    const bool whole_rows = (plan.contiguous[K] && ... && true);
+    const int64_t step = whole_rows ? inner : kRowBlock;
     parallel_for(out.numel, [&](int64_t b, int64_t e) {
       BroadcastCursor<N> cur(iter_shape, strides);
       std::tuple<std::remove_cv_t<std::remove_pointer_t<decltype(std::get<K>(ins).data)>>...> held;
@@ -566,11 +572,11 @@ void map_impl(Out<OutE> out, const Shape &iter_shape, F &f, const Tuple &ins, st
         ((std::get<K>(held) = std::get<K>(ins).data[cur.offset[K]]), ...);
         const int64_t fill = std::min(kRowBlock, row_end - i);
         ((plan.contiguous[K] ? void() : void(std::fill_n(std::get<K>(bufs).data(), fill, std::get<K>(held)))), ...);
-        for (int64_t j = i; j < row_end; j += kRowBlock) {
-          const int64_t len = std::min(kRowBlock, row_end - j);
+        for (int64_t j = i; j < row_end; j += step) {
+          const int64_t len = std::min(step, row_end - j);
           const auto p = std::make_tuple((plan.contiguous[K] ? std::get<K>(ins).data + cur.offset[K] + (j - i)
                                                              : std::get<K>(bufs).data())...);
-          flat_loop<OutE, C>(out.data + j, f, p, len, ks);
+          flat_loop<OutE, C, MaxIsa>(out.data + j, f, p, len, ks);
         }
         i = row_end;
       }
@@ -587,7 +593,7 @@ void map_impl(Out<OutE> out, const Shape &iter_shape, F &f, const Tuple &ins, st
   });
 }
 
-template <typename OutE, typename F, typename Tuple, size_t... K>
+template <int MaxIsa, typename OutE, typename F, typename Tuple, size_t... K>
 void map_reduce_impl(Out<OutE> grad, const Shape &iter_shape, F &f, const Tuple &ins, std::index_sequence<K...>) {
   using C = common_compute_t<OutE, std::remove_pointer_t<decltype(std::get<K>(ins).data)>...>;
   constexpr size_t N = sizeof...(K);
@@ -596,7 +602,7 @@ void map_reduce_impl(Out<OutE> grad, const Shape &iter_shape, F &f, const Tuple 
   const bool same = static_cast<size_t>(grad.ndim) == iter_shape.size() &&
                     std::equal(grad.shape, grad.shape + grad.ndim, iter_shape.begin());
   if (same) {
-    map_impl(grad, iter_shape, f, ins, ks);
+    map_impl<MaxIsa>(grad, iter_shape, f, ins, ks);
     return;
   }
   // Reduce to the (broadcast) shape of the input: f's values computed a block of a row at a
@@ -629,7 +635,7 @@ void map_reduce_impl(Out<OutE> grad, const Shape &iter_shape, F &f, const Tuple 
       const int64_t len = std::min(kRowBlock, inner - j);
       const auto p = std::make_tuple((plan.contiguous[K] ? std::get<K>(ins).data + cur.offset[K] + j
                                                          : std::get<K>(bufs).data())...);
-      flat_loop<C, C>(vals.data(), f, p, len, ks);
+      flat_loop<C, C, MaxIsa>(vals.data(), f, p, len, ks);
       if (g_contiguous) {
         OPGEN_SIMD
         for (int64_t t = 0; t < len; ++t) g[j + t] += A(vals[static_cast<size_t>(t)]);
@@ -652,17 +658,28 @@ void parallel_copy(const E *src, int64_t n, E *dst) {
   parallel_for(n, [&](int64_t b, int64_t e) { std::copy(src + b, src + e, dst + b); });
 }
 
-/// out[i] = f(ins[broadcast(i)]...) over out's shape (NumPy broadcasting of the inputs).
-template <typename OutE, typename F, typename... InE>
+/// The widest ISA a memory-bound map runs in: AVX2+FMA. A loop that does a few arithmetic
+/// operations per element it loads (`x + y`, `x * y`, `dout * (x > 0)`) waits on memory in
+/// either copy, and its AVX-512 copy measured slower (AMD EPYC Zen 4, 4096 x 1024 float32, one
+/// thread: add 1.06-1.31 of torch's add with AVX-512, 0.96-1.09 with AVX2; mul 1.06-1.22 and
+/// 0.81-1.11; docs/performance.md), as detail::kRowSumIsa found for row sums. A loop that
+/// computes (erf, exp, tanh...) keeps AVX-512, where gelu measured 0.91-1.04 against 1.19-1.31.
+/// The generator passes it for an elementwise expression without such a function
+/// (opgen.exprs.Expr.memory_bound); a kernel body may too: `opgen::map<opgen::kMemoryBoundIsa>(...)`.
+constexpr int kMemoryBoundIsa = 1;
+
+/// out[i] = f(ins[broadcast(i)]...) over out's shape (NumPy broadcasting of the inputs). MaxIsa
+/// caps the vector ISA of the loop (kMemoryBoundIsa for a memory-bound f; default: the widest).
+template <int MaxIsa = 2, typename OutE, typename F, typename... InE>
 void map(Out<OutE> out, F &&f, In<InE>... ins) {
-  detail::map_impl(out, out.shape_vector(), f, std::make_tuple(ins...), std::index_sequence_for<InE...>{});
+  detail::map_impl<MaxIsa>(out, out.shape_vector(), f, std::make_tuple(ins...), std::index_sequence_for<InE...>{});
 }
 
 /// Evaluates f over `iter_shape` (the broadcast output shape) and sums the result into
 /// `grad`, whose shape broadcasts to `iter_shape`: the gradient of a broadcast input.
-template <typename OutE, typename F, typename... InE>
+template <int MaxIsa = 2, typename OutE, typename F, typename... InE>
 void map_reduce_to(Out<OutE> grad, const Shape &iter_shape, F &&f, In<InE>... ins) {
-  detail::map_reduce_impl(grad, iter_shape, f, std::make_tuple(ins...), std::index_sequence_for<InE...>{});
+  detail::map_reduce_impl<MaxIsa>(grad, iter_shape, f, std::make_tuple(ins...), std::index_sequence_for<InE...>{});
 }
 
 /// c ? a : b with both already evaluated: the `a if c else b` of elementwise expressions. A
