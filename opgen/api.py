@@ -16,8 +16,8 @@ from typing import Any
 
 from . import shapes as lang
 from .check import identifiers, indent_python
-from .literals import cpp_string
 from .exprs import Expr
+from .literals import cpp_string
 from .model import ATTR_CPP, Attr, Body, BuildFlags, Input, Op, Output
 from .views import AttrView, BackwardBlock, BodyView, InputView, OpView, OutputView, ReferenceView, RowView, SavedView
 
@@ -394,8 +394,8 @@ def op_context(op: Op, package: str, target: str) -> OpView:
         fw_lines = [
             f"using C = {common};",
             f"// {out.name} = {ew.forward.text}",
-            f"opgen::map{_isa_cap(ew.forward)}({out.name}, [&]({params}) {_noexcept(ew.forward.cpp)}-> C {{ return {ew.forward.cpp}; }}"
-            f"{args});",
+            f"opgen::map{_isa_cap(ew.forward)}({out.name}, [&]({params}) {_noexcept(ew.forward.cpp)}"
+            f"-> C {{ return {ew.forward.cpp}; }}{args});",
         ]
         grads = {g[0]: g[1] for g in ew.grads}
         bw_head = (f"using C = {common};", f"const opgen::Shape iter_shape = {out.grad_name}.shape_vector();")
@@ -409,8 +409,8 @@ def op_context(op: Op, package: str, target: str) -> OpView:
             used_by_grad[x.name] = set(tensors)
             p = ", ".join(f"C {n}" for n in tensors)
             a = "".join(f", {n}" for n in tensors)
-            compute = (f"opgen::map_reduce_to{_isa_cap(expr)}(d{x.name}, iter_shape, [&]({p}) {_noexcept(expr.cpp)}-> C "
-                       f"{{ return {expr.cpp}; }}{a});")
+            compute = (f"opgen::map_reduce_to{_isa_cap(expr)}(d{x.name}, iter_shape, [&]({p}) "
+                       f"{_noexcept(expr.cpp)}-> C {{ return {expr.cpp}; }}{a});")
             src = sources.get(x.name)
             if src is None:
                 lines: tuple[str, ...] = (f"// d{x.name} = {expr.text}", compute)
@@ -421,8 +421,8 @@ def op_context(op: Op, package: str, target: str) -> OpView:
                     f"// d{x.name} = {expr.text}",
                     f"// (d{src}'s expression: summed from d{src} where d{src} has the output's shape)",
                     f"if (d{src} && std::is_same_v<{src}_t, C> && d{src}.shape_vector() == iter_shape) {{",
-                    f"  opgen::map_reduce_to<opgen::kMemoryBoundIsa>(d{x.name}, iter_shape, [&](C g) noexcept -> C {{ return g; }}, "
-                    f"opgen::as_in(d{src}));",
+                    f"  opgen::map_reduce_to<opgen::kMemoryBoundIsa>(d{x.name}, iter_shape, "
+                    f"[&](C g) noexcept -> C {{ return g; }}, opgen::as_in(d{src}));",
                     "} else {",
                     f"  {compute}",
                     "}",
