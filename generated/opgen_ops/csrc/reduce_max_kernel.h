@@ -47,6 +47,48 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   using C = opgen::compute_t<x_t>;
   const opgen::Shape kept = opgen::reduce_shape(x.shape_vector(), axis, true);
   const opgen::Shape xs = x.shape_vector();
+  opgen::AxisSplit s;
+  if (opgen::split_reduction(xs, kept, s)) {
+    // The reduced axes are one run: x is outer x n x inner, group (o, j) is out[o * inner + j].
+    // Rows of n * inner elements in parallel, vector loops (was a broadcast cursor per
+    // element: fwd+bwd 1.24-1.29 of torch.amax's at 4096 x 1024, one thread).
+    const int64_t n = s.n, inner = s.inner;
+    opgen::parallel_rows(s.outer, n * inner, [&](int64_t o0, int64_t o1) {
+      std::vector<C> share(static_cast<size_t>(inner));
+      for (int64_t o = o0; o < o1; ++o) {
+        const x_t *xo = x.data + o * n * inner;
+        x_t *dxo = dx.data + o * n * inner;
+        const auto *mo = out.data + o * inner;
+        const auto *go = dout.data + o * inner;
+        C *sh = share.data();
+        if (inner == 1) {  // a row: ties counted by a vector sum
+          const C m = C(mo[0]);
+          C ties = 0;
+          OPGEN_SIMD_SUM(ties)
+          for (int64_t k = 0; k < n; ++k) ties += C(C(xo[k]) == m);
+          const x_t v = ties > C(0) ? x_t(C(go[0]) / ties) : x_t(0);
+          OPGEN_SIMD
+          for (int64_t k = 0; k < n; ++k) dxo[k] = C(xo[k]) == m ? v : x_t(0);
+          continue;
+        }
+        std::fill(sh, sh + inner, C(0));
+        for (int64_t k = 0; k < n; ++k) {
+          const x_t *xk = xo + k * inner;
+          OPGEN_SIMD
+          for (int64_t j = 0; j < inner; ++j) sh[j] += C(C(xk[j]) == C(mo[j]));
+        }
+        for (int64_t j = 0; j < inner; ++j) sh[j] = sh[j] > C(0) ? C(go[j]) / sh[j] : C(0);
+        for (int64_t k = 0; k < n; ++k) {
+          const x_t *xk = xo + k * inner;
+          x_t *dk = dxo + k * inner;
+          OPGEN_SIMD
+          for (int64_t j = 0; j < inner; ++j) dk[j] = C(xk[j]) == C(mo[j]) ? x_t(sh[j]) : x_t(0);
+        }
+      }
+    });
+    return;
+  }
+  // Reduced axes apart (axis [0, 2] of a 3-d x): a broadcast cursor walks every element.
   const opgen::Shape strides = opgen::broadcast_strides(xs, kept.data(), static_cast<int>(kept.size()));
   std::vector<int64_t> ties(static_cast<size_t>(out.numel), 0);
   opgen::BroadcastCursor<1> cur(xs, {strides});
@@ -58,7 +100,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
     const int64_t g = cur2.offset[0];
     dx[i] = C(x[i]) == C(out[g]) ? x_t(C(dout[g]) / C(ties[static_cast<size_t>(g)])) : x_t(0);
   }
-#line 62 "generated/opgen_ops/csrc/reduce_max_kernel.h"
+#line 104 "generated/opgen_ops/csrc/reduce_max_kernel.h"
 }
 
 }  // namespace reduce_max
