@@ -159,6 +159,29 @@ int main() {
   for (int64_t r = 0; r < R; ++r)
     for (int64_t j = 0; j < D; ++j) want[r * D + j] = double(x[r * D + j]) * c[r];
   check("row scale", out, want, 1e-7);
+  // rows under two outer dimensions: (R + 1, 5, 65) times a per-(., k) scale (1, 5, 1): a row of
+  // 65 repeats one value of the scale, rows walked by a cursor over (R + 1, 5); on the pool the
+  // chunks start inside rows (97825 elements)
+  {
+    const int64_t Q = R + 1;
+    const Shape sa{Q, 5, 65}, sk{1, 5, 1};
+    const auto a = data(Q * 325, 6), kk = data(5, 7);
+    std::vector<float> o(static_cast<size_t>(Q * 325));
+    opgen::map(view(o.data(), sa), [](float u, float v) noexcept { return u * v; }, view(a.data(), sa),
+               view(kk.data(), sk));
+    std::vector<double> w(o.size());
+    for (int64_t r = 0; r < Q; ++r)
+      for (int64_t k = 0; k < 5; ++k)
+        for (int64_t j = 0; j < 65; ++j) w[(r * 5 + k) * 65 + j] = double(a[(r * 5 + k) * 65 + j]) * kk[k];
+    check("rows under two outer dims", o, w, 1e-7);
+    // the same rows with a contiguous (5, 65) input: whole rows of 325, no buffer
+    const Shape sb{5, 65};
+    const auto bb = data(325, 8);
+    opgen::map(view(o.data(), sa), [](float u, float v) noexcept { return u - v; }, view(a.data(), sa),
+               view(bb.data(), sb));
+    for (int64_t i = 0; i < Q * 325; ++i) w[i] = double(a[i]) - bb[i % 325];
+    check("whole rows, chunks inside rows", o, w, 1e-7);
+  }
   // strided broadcast: (R, 1, 3) with (1, 5, 3) -> (R, 5, 3): short rows, cursor path
   {
     const Shape sa{R, 1, 3}, sb{1, 5, 3}, so{R, 5, 3};
