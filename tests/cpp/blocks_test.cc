@@ -210,6 +210,17 @@ int main() {
     check("grad of row scale", gc, wc, 1e-5);
   }
 
+  // lane_sum: exact integer-valued sums for lengths around its 32 float lanes (tail, none, one)
+  for (const int64_t n : {0, 1, 31, 32, 33, 100, 1100}) {
+    const double got = opgen::lane_sum<float>(n, [](int64_t j) { return float(j % 7); });
+    double want = 0;
+    for (int64_t j = 0; j < n; ++j) want += double(j % 7);
+    if (got != want) {
+      std::printf("lane_sum(%lld): %g != %g\n", static_cast<long long>(n), got, want);
+      ++failures;
+    }
+  }
+
   // reductions: last axis (rows), first axis (columns), everything, a middle axis, two axes
   // apart (serial fallback); max with a NaN
   {

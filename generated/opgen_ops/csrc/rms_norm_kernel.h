@@ -29,20 +29,19 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.dim(-1), R = D ? x.numel / D : 0;
   // rows in parallel, from the AVX-512 / AVX2+FMA copy of the loops (parallel_rows); the sum of
-  // squares is a vector reduction (OPGEN_SIMD_SUM: a plain loop summed one element at a time)
+  // squares in independent vector lanes (lane_sum: one OPGEN_SIMD_SUM accumulator waits on
+  // each add)
   opgen::parallel_rows(R, D, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const x_t *xr = x.data + r * D;
       y_t *yr = y.data + r * D;
-      C ms = 0;
-      OPGEN_SIMD_SUM(ms)
-      for (int64_t j = 0; j < D; ++j) ms += C(xr[j]) * C(xr[j]);
+      const C ms = opgen::lane_sum<C>(D, [xr](int64_t j) { return C(xr[j]) * C(xr[j]); });
       const C s = C(1) / std::sqrt(ms / C(D) + C(eps));
       OPGEN_SIMD
       for (int64_t j = 0; j < D; ++j) yr[j] = y_t(C(xr[j]) * s * C(weight[j]));
     }
   });
-#line 46 "generated/opgen_ops/csrc/rms_norm_kernel.h"
+#line 45 "generated/opgen_ops/csrc/rms_norm_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -55,7 +54,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weigh
   (void)weight;
   (void)y;
   const float &eps = attrs.eps;
-#line 49 "ops/rms_norm.yaml"
+#line 48 "ops/rms_norm.yaml"
   // One pass over the rows, as layer_norm's: per row s = 1 / sqrt(mean(x**2) + eps), then
   // dx = s * g - s**3 * x * sum(g * x) / D with g = dy * weight; dweight = sum over rows of
   // dy * x * s is a column sum over the same rows (opgen::parallel_rows_sum), in the loop of
@@ -98,7 +97,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weigh
     }
   });
   for (int64_t j = 0; dweight && j < D; ++j) dweight[j] = weight_t(sums[static_cast<size_t>(j)]);
-#line 102 "generated/opgen_ops/csrc/rms_norm_kernel.h"
+#line 101 "generated/opgen_ops/csrc/rms_norm_kernel.h"
 }
 
 }  // namespace rms_norm

@@ -74,32 +74,44 @@ inline bool split_reduction(const Shape &shape, const Shape &kept, AxisSplit &s)
 namespace detail {
 constexpr int64_t kSumBlock = 1024;
 
-/// Lanes of sum_row's accumulators: four 256-bit vectors (32 floats, 16 doubles).
+/// Lanes of lane_sum's accumulators: four 256-bit vectors (32 floats, 16 doubles).
 template <typename C>
 constexpr int64_t kSumLanes = 128 / static_cast<int64_t>(sizeof(C));
+}  // namespace detail
 
-/// Sum of p[0..n) in sum_t<E>: blocks of kSumBlock summed in kSumLanes lanes of compute_t (four
-/// independent vector adds per step), block sums in sum_t. One accumulator vector (an `omp simd
-/// reduction`) waits on each add's latency: 355 us against 237-256 us for four, 4096 rows of 1024
-/// floats, one thread, AVX2 (torch's sum 249 us; AMD EPYC Zen 4, docs/performance.md). The order
-/// of the additions depends on n alone, not on the thread count or the ISA copy.
+/// The sum over j in [0, n) of f(j) (a C, a compute_t), in detail::kSumLanes lanes: four
+/// independent vector adds per step, where one accumulator (an `OPGEN_SIMD_SUM` loop) waits on
+/// each add's latency (a row sum of 1024 floats: 355 against 237-256 us per 4096 rows, one
+/// thread, AVX2; torch's sum 249 us; AMD EPYC Zen 4, docs/performance.md). Inlined into the
+/// caller, so inside parallel_rows (or dispatch_isa) it runs in that ISA's copy. The order of the
+/// additions depends on n alone. Use it for a row's sum in a kernel body:
+/// `const C ss = opgen::lane_sum<C>(D, [&](int64_t j) { return C(xr[j]) * C(xr[j]); });`.
+template <typename C, typename F>
+inline C lane_sum(int64_t n, F &&f) {
+  constexpr int64_t L = detail::kSumLanes<C>;
+  const int64_t full = n / L * L;
+  C acc[L] = {};
+  for (int64_t i = 0; i < full; i += L) {
+    OPGEN_SIMD
+    for (int64_t k = 0; k < L; ++k) acc[k] += f(i + k);
+  }
+  C s = 0;
+  for (int64_t k = 0; k < L; ++k) s += acc[k];
+  for (int64_t i = full; i < n; ++i) s += f(i);
+  return s;
+}
+
+namespace detail {
+
+/// Sum of p[0..n) in sum_t<E>: blocks of kSumBlock summed by lane_sum in compute_t, block sums
+/// in sum_t. The order of the additions depends on n alone, not on the thread count or the ISA.
 template <typename E>
 sum_t<E> sum_row(const E *p, int64_t n) {
   using C = compute_t<E>;
-  constexpr int64_t L = kSumLanes<C>;
   sum_t<E> total = 0;
   for (int64_t b = 0; b < n; b += kSumBlock) {
-    const int64_t e = std::min(n, b + kSumBlock);
-    const int64_t full = b + (e - b) / L * L;
-    C acc[L] = {};
-    for (int64_t i = b; i < full; i += L) {
-      OPGEN_SIMD
-      for (int64_t k = 0; k < L; ++k) acc[k] += C(p[i + k]);
-    }
-    C s = 0;
-    for (int64_t k = 0; k < L; ++k) s += acc[k];
-    for (int64_t i = full; i < e; ++i) s += C(p[i]);
-    total += s;
+    const E *q = p + b;
+    total += lane_sum<C>(std::min(kSumBlock, n - b), [q](int64_t i) { return C(q[i]); });
   }
   return total;
 }
