@@ -127,6 +127,51 @@ def test_unsupported_dtypes(pkg: Any, op: Op) -> None:
             _call(pkg, op, arrays, case.layout, attrs)
 
 
+def test_arguments_the_dispatcher_refuses_are_the_ops_errors(pkg: Any) -> None:
+    """A numpy array, a list, None or a number where a tensor goes, a bad list input, a sparse
+    tensor: the op's TypeError (ValueError for an empty list) naming the op and the input, with
+    the MindSpore backend's message for the same mistake (torch's dispatcher said "Expected a value
+    of type 'Tensor'" as a RuntimeError, or "There were no tensor arguments" for None and [])."""
+    from opgen.backends.mindspore import graph
+
+    x = torch.randn(4, 4)
+    cases: list[tuple[Any, type[Exception], str]] = [
+        (lambda: pkg.exp(np.ones(3, np.float32)), TypeError, "exp(): input 'x' must be a Tensor, got ndarray"),
+        (lambda: pkg.exp([1.0, 2.0]), TypeError, "exp(): input 'x' must be a Tensor, got list"),
+        (lambda: pkg.exp(None), TypeError, "exp(): input 'x' must be a Tensor, got NoneType"),
+        (lambda: pkg.mul(x, 2.0), TypeError, "mul(): input 'y' must be a Tensor, got float"),
+        (lambda: pkg.leaky_relu(None, 0.1), TypeError, "leaky_relu(): input 'x' must be a Tensor, got NoneType"),
+        (lambda: pkg.concat([]), ValueError, "concat(): input 'xs' is an empty list; it takes at least one Tensor"),
+        (lambda: pkg.concat([x, 3]), TypeError, "concat(): item 1 of input 'xs' must be a Tensor, got int"),
+        (lambda: pkg.concat(x), TypeError, "concat(): input 'xs' must be a list of Tensors, got Tensor"),
+        (lambda: pkg.layer_norm(x, "a", None), TypeError,
+         "layer_norm(): input 'gamma' must be a Tensor or None, got str"),
+        (lambda: pkg.exp(torch.ones(3).to_sparse()), TypeError,
+         "exp(): input 'x' must be a dense (strided) tensor, got a torch.sparse_coo tensor"),
+    ]
+    for call, kind, message in cases:
+        with pytest.raises(kind) as info:
+            call()
+        assert str(info.value) == message
+    # the same words as MindSpore's generated ops
+    for value, message in ((np.ones(3), cases[0][2]), (None, cases[2][2])):
+        with pytest.raises(TypeError) as ms_info:
+            graph.tensor_input("exp", "x", value)
+        assert str(ms_info.value) == message
+    with pytest.raises(ValueError) as ms_info:
+        graph.tensor_list_input("concat", "xs", [])
+    assert str(ms_info.value) == cases[5][2]
+    # what torch refuses for a reason of its own stays torch's error: an in-place update of an
+    # inference tensor outside inference mode
+    with torch.inference_mode():
+        param = torch.randn(4)
+    with pytest.raises(RuntimeError, match="^Inplace update to inference tensor outside InferenceMode"):
+        pkg.adamw(param, torch.zeros(4), torch.zeros(4), torch.randn(4), torch.tensor(1), torch.tensor(0.1))
+    # valid calls run
+    torch.testing.assert_close(pkg.layer_norm(x, None, None)[0], torch.nn.functional.layer_norm(x, (4,)))
+    torch.testing.assert_close(pkg.exp(torch.ones(3, device="meta")).shape, torch.Size([3]))
+
+
 CONTRACT_OPS = [op for op in OPS if op.requires]
 
 

@@ -216,6 +216,46 @@ def traced(exc: ValueError | TypeError) -> Exception:
 # ----------------------------------------------------------------------------- autograd helpers
 
 
+def refused(op: str, inputs: Sequence[tuple[str, Any, str]]) -> None:
+    """Called when the operator refused a call (torch's dispatcher raised ``RuntimeError`` or
+    ``NotImplementedError``): raises the op's own error when an input is not what the spec takes,
+    with the MindSpore backend's messages (opgen.backends.mindspore.graph.tensor_input); returns
+    otherwise, and the caller re-raises torch's error.
+
+    ``inputs``: (name, value, kind) per input of the spec, kind ``required``, ``optional`` or
+    ``dynamic`` (a list of tensors).
+
+    Raises:
+        TypeError: ``<op>(): input 'x' must be a Tensor, got ndarray`` (a numpy array, a list, None
+            or a number where a tensor goes; the dispatcher's own message did not say which op
+            function refused it, and for None it said "There were no tensor arguments"), an item
+            of a list input that is not a Tensor, a sparse or quantized tensor, or one on another
+            device than the CPU (the generated kernels are CPU kernels).
+        ValueError: an empty list for a list input (``concat([])``).
+    """
+    for name, value, kind in inputs:
+        if kind == "dynamic":
+            if isinstance(value, torch.Tensor) or not isinstance(value, (list, tuple)):
+                got = type(value).__name__
+                raise TypeError(f"{op}(): input '{name}' must be a list of Tensors, got {got}") from None
+            if not value:
+                raise ValueError(f"{op}(): input '{name}' is an empty list; it takes at least one Tensor") from None
+            items = [(f"item {i} of input '{name}'", v) for i, v in enumerate(value)]
+        elif kind == "optional" and value is None:
+            continue
+        else:
+            items = [(f"input '{name}'", value)]
+        for label, v in items:
+            if not isinstance(v, torch.Tensor):
+                what = "a Tensor or None" if kind == "optional" else "a Tensor"
+                raise TypeError(f"{op}(): {label} must be {what}, got {type(v).__name__}") from None
+            if v.layout != torch.strided or v.is_quantized:
+                kind_of = "quantized" if v.is_quantized else str(v.layout)
+                raise TypeError(f"{op}(): {label} must be a dense (strided) tensor, got a {kind_of} tensor") from None
+            if v.device.type not in ("cpu", "meta"):
+                raise TypeError(f"{op}(): {label} is on {v.device}; opgen's torch kernels run on the CPU") from None
+
+
 def row_of(op: str, rows: Sequence[Sequence[torch.dtype]], names: Sequence[str], tensors: Sequence[Any],
            rows_text: str) -> int:
     """The dtype_format row the input dtypes select (an absent optional input matches any row;
