@@ -39,8 +39,8 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_
       const x_t *xr = x.data + r * D;
       y_t *yr = y.data + r * D;
       const C m = C(opgen::detail::sum_row(xr, D) / opgen::sum_t<x_t>(D));
-      // one vector accumulator: opgen::lane_sum measured slower here (forward 1.69 against 1.33
-      // ms at 4096 x 1024, one thread), where it is faster for rms_norm's sum of squares
+      // one vector accumulator: with opgen::lane_sum the op measured the same (1.30-1.69 ms either
+      // way at 4096 x 1024, one thread, builds alternated; the mean's sum_row dominates)
       C v = 0;
       OPGEN_SIMD_SUM(v)
       for (int64_t j = 0; j < D; ++j) v += (C(xr[j]) - m) * (C(xr[j]) - m);

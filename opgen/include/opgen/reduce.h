@@ -84,7 +84,7 @@ constexpr int64_t kSumLanes = 128 / static_cast<int64_t>(sizeof(C));
 /// each add's latency (a row sum of 1024 floats: 355 against 237-256 us per 4096 rows, one
 /// thread, AVX2; torch's sum 249 us; AMD EPYC Zen 4, docs/performance.md). Inlined into the
 /// caller, so inside parallel_rows (or dispatch_isa) it runs in that ISA's copy. The order of the
-/// additions depends on n alone (measure: layer_norm's variance was slower with it). A row's sum:
+/// additions depends on n alone. A row's sum:
 /// `const C ss = opgen::lane_sum<C>(D, [&](int64_t j) { return C(xr[j]) * C(xr[j]); });`.
 template <typename C, typename F>
 inline C lane_sum(int64_t n, F &&f) {
