@@ -85,7 +85,7 @@ def adamw(param, m, v, grad, step, lr, beta1: float = 0.9, beta2: float = 0.999,
         try:
             _adamw_op(param, m, v, grad, step, lr, beta1, beta2, eps, weight_decay, bias_correction)  # writes param, m, v in place
         except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-            _rt.refused("adamw", (("param", param, "required"), ("m", m, "required"), ("v", v, "required"), ("grad", grad, "required"), ("step", step, "required"), ("lr", lr, "required")))
+            _rt.refused("adamw", (("param", param, "required"), ("m", m, "required"), ("v", v, "required"), ("grad", grad, "required"), ("step", step, "required"), ("lr", lr, "required"),))
             raise
         return None
     try:
@@ -97,7 +97,7 @@ def adamw(param, m, v, grad, step, lr, beta1: float = 0.9, beta2: float = 0.999,
     try:
         _adamw_op(param, m, v, grad, step, lr, beta1, beta2, eps, weight_decay, bias_correction)  # writes param, m, v in place
     except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-        _rt.refused("adamw", (("param", param, "required"), ("m", m, "required"), ("v", v, "required"), ("grad", grad, "required"), ("step", step, "required"), ("lr", lr, "required")))
+        _rt.refused("adamw", (("param", param, "required"), ("m", m, "required"), ("v", v, "required"), ("grad", grad, "required"), ("step", step, "required"), ("lr", lr, "required"),))
         raise
     return None
 
@@ -163,7 +163,7 @@ def add(x, y) -> Any:
     try:
         return _add_op(x, y)
     except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-        _rt.refused("add", (("x", x, "required"), ("y", y, "required")))
+        _rt.refused("add", (("x", x, "required"), ("y", y, "required"),))
         raise
 
 
@@ -220,7 +220,7 @@ def add_n(x, zs) -> Any:
     try:
         return _add_n_op(x, zs)
     except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-        _rt.refused("add_n", (("x", x, "required"), ("zs", zs, "dynamic")))
+        _rt.refused("add_n", (("x", x, "required"), ("zs", zs, "dynamic"),))
         raise
 
 
@@ -669,7 +669,7 @@ def div(x, y) -> Any:
     try:
         return _div_op(x, y)
     except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-        _rt.refused("div", (("x", x, "required"), ("y", y, "required")))
+        _rt.refused("div", (("x", x, "required"), ("y", y, "required"),))
         raise
 
 
@@ -873,7 +873,7 @@ def gather(x, indices, axis: int = 0) -> Any:
         try:
             return _gather_op(x, indices, axis)
         except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-            _rt.refused("gather", (("x", x, "required"), ("indices", indices, "required")))
+            _rt.refused("gather", (("x", x, "required"), ("indices", indices, "required"),))
             raise
     try:
         seen = (axis.__class__, axis) in _GATHER_CHECKED
@@ -884,7 +884,7 @@ def gather(x, indices, axis: int = 0) -> Any:
     try:
         return _gather_op(x, indices, axis)
     except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-        _rt.refused("gather", (("x", x, "required"), ("indices", indices, "required")))
+        _rt.refused("gather", (("x", x, "required"), ("indices", indices, "required"),))
         raise
 
 
@@ -1025,7 +1025,7 @@ def layer_norm(x, gamma = None, beta = None, eps: float = 1e-05) -> Any:
         try:
             return _layer_norm_op(x, gamma, beta, eps)
         except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-            _rt.refused("layer_norm", (("x", x, "required"), ("gamma", gamma, "optional"), ("beta", beta, "optional")))
+            _rt.refused("layer_norm", (("x", x, "required"), ("gamma", gamma, "optional"), ("beta", beta, "optional"),))
             raise
     try:
         seen = (eps.__class__, eps) in _LAYER_NORM_CHECKED
@@ -1036,7 +1036,7 @@ def layer_norm(x, gamma = None, beta = None, eps: float = 1e-05) -> Any:
     try:
         return _layer_norm_op(x, gamma, beta, eps)
     except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-        _rt.refused("layer_norm", (("x", x, "required"), ("gamma", gamma, "optional"), ("beta", beta, "optional")))
+        _rt.refused("layer_norm", (("x", x, "required"), ("gamma", gamma, "optional"), ("beta", beta, "optional"),))
         raise
 
 
@@ -1308,7 +1308,7 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
         try:
             return _matmul_op(a, b, transpose_a, transpose_b)
         except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-            _rt.refused("matmul", (("a", a, "required"), ("b", b, "required")))
+            _rt.refused("matmul", (("a", a, "required"), ("b", b, "required"),))
             raise
     try:
         seen = (transpose_a.__class__, transpose_a, transpose_b.__class__, transpose_b) in _MATMUL_CHECKED
@@ -1319,7 +1319,7 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
     try:
         return _matmul_op(a, b, transpose_a, transpose_b)
     except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-        _rt.refused("matmul", (("a", a, "required"), ("b", b, "required")))
+        _rt.refused("matmul", (("a", a, "required"), ("b", b, "required"),))
         raise
 
 
@@ -1378,7 +1378,7 @@ def maximum(x, y) -> Any:
     try:
         return _maximum_op(x, y)
     except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-        _rt.refused("maximum", (("x", x, "required"), ("y", y, "required")))
+        _rt.refused("maximum", (("x", x, "required"), ("y", y, "required"),))
         raise
 
 
@@ -1435,7 +1435,7 @@ def mul(x, y) -> Any:
     try:
         return _mul_op(x, y)
     except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-        _rt.refused("mul", (("x", x, "required"), ("y", y, "required")))
+        _rt.refused("mul", (("x", x, "required"), ("y", y, "required"),))
         raise
 
 
@@ -1576,7 +1576,7 @@ def pow(x, y) -> Any:
     try:
         return _pow_op(x, y)
     except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-        _rt.refused("pow", (("x", x, "required"), ("y", y, "required")))
+        _rt.refused("pow", (("x", x, "required"), ("y", y, "required"),))
         raise
 
 
@@ -1922,7 +1922,7 @@ def rms_norm(x, weight, eps: float = 1e-06) -> Any:
         try:
             return _rms_norm_op(x, weight, eps)
         except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-            _rt.refused("rms_norm", (("x", x, "required"), ("weight", weight, "required")))
+            _rt.refused("rms_norm", (("x", x, "required"), ("weight", weight, "required"),))
             raise
     try:
         seen = (eps.__class__, eps) in _RMS_NORM_CHECKED
@@ -1933,7 +1933,7 @@ def rms_norm(x, weight, eps: float = 1e-06) -> Any:
     try:
         return _rms_norm_op(x, weight, eps)
     except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-        _rt.refused("rms_norm", (("x", x, "required"), ("weight", weight, "required")))
+        _rt.refused("rms_norm", (("x", x, "required"), ("weight", weight, "required"),))
         raise
 
 
@@ -2061,7 +2061,7 @@ def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> A
         try:
             return _scale_add_op(x, y, scale, paddings)
         except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-            _rt.refused("scale_add", (("x", x, "required"), ("y", y, "required")))
+            _rt.refused("scale_add", (("x", x, "required"), ("y", y, "required"),))
             raise
     try:
         seen = (scale.__class__, scale, _rt.list_key(paddings)) in _SCALE_ADD_CHECKED
@@ -2072,7 +2072,7 @@ def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> A
     try:
         return _scale_add_op(x, y, scale, paddings)
     except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-        _rt.refused("scale_add", (("x", x, "required"), ("y", y, "required")))
+        _rt.refused("scale_add", (("x", x, "required"), ("y", y, "required"),))
         raise
 
 
@@ -2195,7 +2195,7 @@ def smooth_l1_loss(pred, target, beta: float = 1.0, reduction: str = 'none') -> 
         try:
             return _smooth_l1_loss_op(pred, target, beta, reduction)
         except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-            _rt.refused("smooth_l1_loss", (("pred", pred, "required"), ("target", target, "required")))
+            _rt.refused("smooth_l1_loss", (("pred", pred, "required"), ("target", target, "required"),))
             raise
     try:
         seen = (beta.__class__, beta, reduction.__class__, reduction) in _SMOOTH_L1_LOSS_CHECKED
@@ -2206,7 +2206,7 @@ def smooth_l1_loss(pred, target, beta: float = 1.0, reduction: str = 'none') -> 
     try:
         return _smooth_l1_loss_op(pred, target, beta, reduction)
     except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-        _rt.refused("smooth_l1_loss", (("pred", pred, "required"), ("target", target, "required")))
+        _rt.refused("smooth_l1_loss", (("pred", pred, "required"), ("target", target, "required"),))
         raise
 
 
@@ -2511,7 +2511,7 @@ def sub(x, y) -> Any:
     try:
         return _sub_op(x, y)
     except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-        _rt.refused("sub", (("x", x, "required"), ("y", y, "required")))
+        _rt.refused("sub", (("x", x, "required"), ("y", y, "required"),))
         raise
 
 
@@ -2764,7 +2764,7 @@ def where(cond, x, y) -> Any:
     try:
         return _where_op(cond, x, y)
     except (RuntimeError, NotImplementedError):  # the dispatcher refused an argument: say which, as the op
-        _rt.refused("where", (("cond", cond, "required"), ("x", x, "required"), ("y", y, "required")))
+        _rt.refused("where", (("cond", cond, "required"), ("x", x, "required"), ("y", y, "required"),))
         raise
 
 

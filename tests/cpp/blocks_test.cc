@@ -174,6 +174,13 @@ int main() {
       for (int64_t k = 0; k < 5; ++k)
         for (int64_t j = 0; j < 65; ++j) w[(r * 5 + k) * 65 + j] = double(a[(r * 5 + k) * 65 + j]) * kk[k];
     check("rows under two outer dims", o, w, 1e-7);
+    // its gradient for the scale: rows of 65 summed into (1, 5, 1), the row cursor stepping
+    // over (R + 1, 5)
+    std::vector<float> gk(5);
+    opgen::map_reduce_to(view(gk.data(), sk), sa, [](float u) noexcept { return u; }, view(a.data(), sa));
+    std::vector<double> wk(5, 0.0);
+    for (int64_t i = 0; i < Q * 325; ++i) wk[static_cast<size_t>((i / 65) % 5)] += a[static_cast<size_t>(i)];
+    check("grad over rows under two outer dims", gk, wk, 1e-5);
     // the same rows with a contiguous (5, 65) input: whole rows of 325, no buffer
     const Shape sb{5, 65};
     const auto bb = data(325, 8);

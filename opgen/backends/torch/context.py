@@ -226,6 +226,9 @@ class TorchOp:
     attr_names: tuple[str, ...]
     call_args: str
     """The Python call of ``torch.ops.<ns>.<op>`` from the function's parameters."""
+    refused_args: str
+    """Python tuple of (name, value, kind) per input, for ``runtime.refused`` after the
+    dispatcher refuses a call."""
     rows_py: str
     """Python tuple of the rows' input dtypes (``torch.dtype`` source), for the fake kernel."""
     out_dtypes_py: tuple[str, ...]
@@ -394,6 +397,7 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
         fake_params=_fake_params(op, attr_args),
         attr_names=tuple(a.name for a in op.attrs),
         call_args=call_args,
+        refused_args="(" + "".join(f'("{x.name}", {x.name}, "{x.kind}"), ' for x in inputs).rstrip(" ") + ")",
         fake_attr_args=tuple(f"_rt.decode_rows({a.name})" if a.is_nested else a.name for a in op.attrs),
         rows_py=rows_py,
         out_dtypes_py=tuple(out_dtypes),
