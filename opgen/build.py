@@ -58,6 +58,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import env as _env
+from .devices import DIAGNOSTICS, DeviceUnavailable, Toolchain
+from .devices import cpu as _cpu
 from .names import NAME_MAX, PID_TEMP_SUFFIX
 from .resources import include_dir
 
@@ -124,57 +126,22 @@ def _lock_timeout() -> float:
     return LOCK_TIMEOUT_S if env is None else env
 
 
-def _compiler() -> str:
-    return os.environ.get("CXX", "g++").strip() or "g++"
-
-
-LAUNCHERS = frozenset({"ccache", "sccache", "distcc", "icecc", "buildcache"})
-"""Programs recognised as compiler launchers at the front of ``$CXX`` (``CXX="ccache g++"``)."""
-
-
-def _launcher_and_compiler() -> tuple[list[str], list[str]]:
-    """(launcher words, compiler words): ``$OPGEN_CXX_LAUNCHER`` plus any launcher leading ``$CXX``."""
-    try:
-        words = shlex.split(_compiler())
-    except ValueError:
-        words = [_compiler()]
-    given = _env.command("OPGEN_CXX_LAUNCHER") or ""
-    try:
-        launcher = shlex.split(given)
-    except ValueError:
-        launcher = [given]
-    while len(words) > 1 and os.path.basename(words[0]) in LAUNCHERS:
-        launcher.append(words.pop(0))
-    return launcher, words
-
-
 def _compiler_argv() -> list[str]:
-    """The command that compiles: the launcher's words (if any), then ``$CXX`` as words."""
-    launcher, words = _launcher_and_compiler()
-    return launcher + words
+    """The command that compiles host units: the launcher's words (if any), then ``$CXX`` as words
+    (the CPU device's toolchain, :mod:`opgen.devices.cpu`)."""
+    return _cpu.compiler_argv()
 
 
 def _compiler_identity() -> str:
-    """The compiler's path, size and mtime (of each word of ``$CXX`` that is a program).
+    """The host compiler's path, size and mtime (:func:`opgen.devices.cpu.compiler_identity`).
 
-    A launcher (ccache, sccache...) is not part of it: it does not change what is built.
+    Raises:
+        BuildError: the compiler or its launcher is not found.
     """
-    launcher, argv = _launcher_and_compiler()
-    for word in launcher[:1]:
-        if shutil.which(word) is None:
-            raise BuildError(f"compiler launcher '{word}' not found (OPGEN_CXX_LAUNCHER / CXX)")
-    parts = []
-    for i, word in enumerate(argv):
-        path = shutil.which(word)
-        if path is None:
-            if i == 0:
-                raise BuildError(f"C++ compiler '{word}' not found (set CXX or install g++)")
-            parts.append(word)
-            continue
-        real = os.path.realpath(path)
-        st = os.stat(real)
-        parts.append(f"{real}:{st.st_size}:{int(st.st_mtime)}")
-    return f"{' '.join(argv)} = {' '.join(parts)}"
+    try:
+        return _cpu.compiler_identity()
+    except DeviceUnavailable as exc:
+        raise BuildError(str(exc)) from None
 
 
 def _ninja() -> str:
@@ -256,8 +223,11 @@ class Unit:
 
     @property
     def wrapper(self) -> str | None:
-        """The generated unity source (relative to the build folder), or None for one source."""
-        return self.obj[: -len(".o")] + ".cc" if len(self.sources) > 1 else None
+        """The generated unity source (relative to the build folder), or None for one source
+        (``.cu`` when its sources are CUDA units)."""
+        if len(self.sources) <= 1:
+            return None
+        return self.obj[: -len(".o")] + (".cu" if self.sources[0].suffix == ".cu" else ".cc")
 
 
 @dataclass(frozen=True)
@@ -287,6 +257,9 @@ class Target:
     shares_stamp: str = ""
     """The kind of a target built with the same flags and toolchain whose toolchain stamp this
     one's objects depend on when both are in one build ("": its own stamp)."""
+    device: str = "cpu"
+    """The device whose toolchain compiles the units (:mod:`opgen.devices`: ``cpu`` is the host
+    compiler, ``cuda`` nvcc); every library is linked by the host compiler."""
 
 
 @dataclass(frozen=True)
@@ -437,9 +410,24 @@ def support_dir(root: str | os.PathLike[str] | None = None) -> Path:
     return _env.path("OPGEN_SUPPORT_DIR") or build_root(root) / "support"
 
 
+def device_toolchain(device: str) -> Toolchain:
+    """The toolchain of ``device`` (:meth:`opgen.devices.Device.toolchain`).
+
+    Raises:
+        BuildError: its compiler is missing (the message says how to get it).
+    """
+    from . import devices
+
+    try:
+        return devices.get(device).toolchain()
+    except DeviceUnavailable as exc:
+        raise BuildError(str(exc)) from None
+
+
 def _toolchain(target: Target) -> str:
     """What, besides sources and flags, decides the objects: compiler, Python, the backend's facts."""
-    return f"{BUILD_FORMAT}\n{_compiler_identity()}\npython {sys.version_info[:2]}\n{target.toolchain}\n"
+    device = "" if target.device == "cpu" else f"\n{device_toolchain(target.device).identity}"
+    return f"{BUILD_FORMAT}\n{_compiler_identity()}{device}\npython {sys.version_info[:2]}\n{target.toolchain}\n"
 
 
 def target_key(target: Target) -> str:
@@ -456,7 +444,8 @@ def target_key(target: Target) -> str:
         files += sorted(csrc.glob("*.h"))
         if (csrc.parent / USER_FLAGS_FILE).is_file():
             files.append(csrc.parent / USER_FLAGS_FILE)
-    files += sorted((include_dir() / "opgen").glob("*.h"))
+        files += sorted(csrc.glob("*.cuh"))
+    files += sorted(p for p in (include_dir() / "opgen").rglob("*") if p.suffix in (".h", ".cuh"))
     for f in files:
         h.update(str(f.name).encode() + b"\0")
         h.update(f.read_bytes())
@@ -689,6 +678,10 @@ def _ninja_file(targets: Sequence[Target]) -> str:
         "builddir = state",
         f"cxx = {' '.join(q(w) for w in _compiler_argv())}",
     ]
+    devices_used = sorted({t.device for t in targets if t.device != "cpu" and t.units})
+    chains = {d: device_toolchain(d) for d in devices_used}
+    for d, chain in chains.items():
+        lines.append(f"{d}_cc = {' '.join(q(w) for w in chain.argv)}")
     for t in targets:
         lines.append(f"{t.kind}_cflags = {' '.join(q(f) for f in t.cflags)}")
         if t.name:
@@ -701,6 +694,15 @@ def _ninja_file(targets: Sequence[Target]) -> str:
         "  deps = gcc",
         "  description = compiling $label",
         "",
+        *(line for d, chain in chains.items() for line in (
+            f"rule {chain.rule}",
+            f"  command = ${d}_cc {' '.join(chain.depfile)} $cflags {' '.join(chain.language)} -c $in -o {tmp}"
+            " && mv -f {tmp} $out".replace("{tmp}", tmp),
+            "  depfile = $out.d",
+            "  deps = gcc",
+            "  description = compiling $label",
+            "",
+        )),
         "rule pch",
         f"  command = $cxx -MMD -MT $out -MF $out.d $cflags -x c++-header $in -o {tmp} && mv -f {tmp} $out",
         "  depfile = $out.d",
@@ -726,7 +728,8 @@ def _ninja_file(targets: Sequence[Target]) -> str:
             pchflags = f"-include {header} -Winvalid-pch"
         for unit in t.units:
             src = unit.wrapper or str(unit.sources[0])
-            lines.append(f"build {unit.obj}: compile {_esc(src)} | {' '.join(implicit)}")
+            rule = chains[t.device].rule if t.device in chains else "compile"
+            lines.append(f"build {unit.obj}: {rule} {_esc(src)} | {' '.join(implicit)}")
             lines.append(f"  label = {unit.label}")
             extra = "".join(" " + q(f) for f in unit.cflags)
             lines.append(f"  cflags = ${k}_cflags{extra}")
@@ -919,9 +922,16 @@ def _run_ninja(bdir: Path, ninja_path: Path, jobs: int, quiet: bool, goals: Sequ
 
 # --------------------------------------------------------------------------- diagnostics
 
-_DIAG = re.compile(
-    r"^(?P<file>[^\s:][^:]*\.ya?ml):(?P<line>\d+):(?P<col>\d+): (?P<level>error|warning|note): (?P<msg>.*)$"
-)
+def _diagnostic(line: str) -> re.Match[str] | None:
+    """The line as a compiler diagnostic at a YAML location, in any device compiler's form (gcc's
+    ``file.yaml:7:12: error:``, nvcc's ``file.yaml(7): error:``: :data:`opgen.devices.DIAGNOSTICS`)."""
+    for pattern in DIAGNOSTICS:
+        m = pattern.match(line)
+        if m:
+            return m
+    return None
+
+
 _SNIPPET = re.compile(r"^ *(\d+ )?\|")
 _LINE_DIRECTIVE = re.compile(r'^#line (\d+) "((?:[^"\\]|\\.)*)"\s*$')
 
@@ -940,8 +950,8 @@ def _yaml_body_lines(csrc: Path) -> tuple[dict[tuple[str, int], _BodyLine], dict
     lines: dict[tuple[str, int], _BodyLine] = {}
     ops: dict[str, str] = {}
     root: Path | None = None
-    for header in sorted(csrc.glob("*_kernel.h")):
-        op = header.name[: -len("_kernel.h")]
+    for header in sorted([*csrc.glob("*_kernel.h"), *csrc.glob("*_kernel.cuh")]):
+        op = header.name[: header.name.rindex("_kernel.")]
         current: tuple[str, int] | None = None
         try:
             text = header.read_text(encoding="utf-8", errors="replace")
@@ -995,20 +1005,23 @@ def format_compiler_output(output: str, csrc: Path) -> tuple[str, bool]:
     repeats: dict[str, list[int]] = {}  # YAML location of an error in a body -> [where it ends in out, repeats]
     keep_snippet = False
     for raw in output.splitlines():
-        m = _DIAG.match(raw)
+        m = _diagnostic(raw)
         if m is None:
             if keep_snippet and _SNIPPET.match(raw):
                 out.append(raw)
             else:
                 keep_snippet = False
             continue
-        file, line, col = m.group("file"), int(m.group("line")), int(m.group("col"))
+        file, line = m.group("file"), int(m.group("line"))
         source = _read_line(root, file, line)
         spliced = body_lines.get((file, line))
+        # nvcc gives no column: the line's first character (in the generated text, mapped below)
+        col = int(m.group("col")) if m.groupdict().get("col") else _lead(spliced.text if spliced else source or "") + 1
         if source is not None and spliced is not None and source.strip() == spliced.text.strip() and source.strip():
             col = max(1, col - _lead(spliced.text) + _lead(source))
         op = spliced.op if spliced else ops.get(file)
-        level, msg = m.group("level"), m.group("msg").replace("\u2018", "'").replace("\u2019", "'")
+        level = m.group("level").replace("remark", "note")
+        msg = m.group("msg").replace("\u2018", "'").replace("\u2019", "'")
         prefix = f"op '{op}': " if op and level != "note" else ""
         where = f"{_display(root, file)}:{line}:{col}"
         shown = f"{where}: {level}: {prefix}{msg}"

@@ -50,6 +50,8 @@ VARIABLES = {v.name: v for v in (
              choices=("auto", "custom", "function")),
     Variable("OPGEN_NUM_THREADS", "count", "threads of the kernels' parallel loops (default: the available CPUs)",
              kernel=True),
+    Variable("OPGEN_CUDA_ARCH", "command", "the GPU compute capabilities CUDA units are built for: '80;90', "
+             "'sm_90', 'native' (default: the visible GPUs, else 80 and 90 with PTX)"),
     Variable("OPGEN_ISA", "choice", "caps the vector instruction set the kernels pick at run time",
              choices=("baseline", "avx2", "avx512"), kernel=True),
 )}
