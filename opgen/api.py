@@ -16,6 +16,8 @@ from typing import Any
 
 from . import shapes as lang
 from .check import identifiers, indent_python
+from .devices import Device
+from .devices import for_target as device_for_target
 from .exprs import Expr
 from .literals import cpp_string
 from .model import ATTR_CPP, Attr, Body, BuildFlags, Input, Op, Output
@@ -184,6 +186,13 @@ def _noexcept(cpp: str) -> str:
     return "noexcept(!std::is_integral_v<C>) " if "opgen::math::div(" in cpp else "noexcept "
 
 
+def _functor(device: Device, params: str, cpp: str) -> str:
+    """An elementwise expression as ``device``'s functor over compute-type scalars (the CPU's
+    ``[&](C x) noexcept -> C {...}``, CUDA's ``[=] __host__ __device__ (C x) -> C {...}``)."""
+    spec = _noexcept(cpp) if device.name == "cpu" else ""
+    return f"{device.lambda_head()}({params}) {spec}-> C {{ return {cpp}; }}"
+
+
 def _isa_cap(expr: Expr) -> str:
     """The template argument of ``opgen::map``/``map_reduce_to`` for ``expr``: the AVX2 cap of a
     memory-bound loop (kernel.h ``kMemoryBoundIsa``), none for one that computes."""
@@ -344,8 +353,15 @@ def op_context(op: Op, package: str, target: str) -> OpView:
     Args:
         op: a checked op.
         package: the generated package's name (its C++ namespace).
-        target: the dtype_format target whose rows the backend builds (MindSpore's ``CPU``).
+        target: the dtype_format target whose rows the view has (``CPU``; ``GPU`` for the CUDA
+            kernel layer): its device lowers the ``elementwise:`` expressions.
+
+    Raises:
+        ValueError: no device builds ``target`` (``opgen validate`` refuses such rows first).
     """
+    device = device_for_target(target)
+    if device is None:
+        raise ValueError(f"op '{op.name}': no device builds target {target!r}")
     del package  # the same view serves every package name (templates get ``package`` themselves)
     inputs = list(op.inputs)
     outputs = list(op.outputs)
@@ -394,8 +410,7 @@ def op_context(op: Op, package: str, target: str) -> OpView:
         fw_lines = [
             f"using C = {common};",
             f"// {out.name} = {ew.forward.text}",
-            f"opgen::map{_isa_cap(ew.forward)}({out.name}, [&]({params}) {_noexcept(ew.forward.cpp)}"
-            f"-> C {{ return {ew.forward.cpp}; }}{args});",
+            f"opgen::map{_isa_cap(ew.forward)}({out.name}, {_functor(device, params, ew.forward.cpp)}{args});",
         ]
         grads = {g[0]: g[1] for g in ew.grads}
         bw_head = (f"using C = {common};", f"const opgen::Shape iter_shape = {out.grad_name}.shape_vector();")
@@ -409,8 +424,8 @@ def op_context(op: Op, package: str, target: str) -> OpView:
             used_by_grad[x.name] = set(tensors)
             p = ", ".join(f"C {n}" for n in tensors)
             a = "".join(f", {n}" for n in tensors)
-            compute = (f"opgen::map_reduce_to{_isa_cap(expr)}(d{x.name}, iter_shape, [&]({p}) "
-                       f"{_noexcept(expr.cpp)}-> C {{ return {expr.cpp}; }}{a});")
+            compute = (f"opgen::map_reduce_to{_isa_cap(expr)}(d{x.name}, iter_shape, "
+                       f"{_functor(device, p, expr.cpp)}{a});")
             src = sources.get(x.name)
             if src is None:
                 lines: tuple[str, ...] = (f"// d{x.name} = {expr.text}", compute)
@@ -422,7 +437,7 @@ def op_context(op: Op, package: str, target: str) -> OpView:
                     f"// (d{src}'s expression: summed from d{src} where d{src} has the output's shape)",
                     f"if (d{src} && std::is_same_v<{src}_t, C> && d{src}.shape_vector() == iter_shape) {{",
                     f"  opgen::map_reduce_to<opgen::kMemoryBoundIsa>(d{x.name}, iter_shape, "
-                    f"[&](C g) noexcept -> C {{ return g; }}, opgen::as_in(d{src}));",
+                    f"{_functor(device, 'C g', 'g')}, opgen::as_in(d{src}));",
                     "} else {",
                     f"  {compute}",
                     "}",

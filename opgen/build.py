@@ -393,6 +393,43 @@ def kernel_target(pkg_dir: Path, abi: Sequence[str] = (), toolchain: str = "", s
                   shares_stamp=shares_stamp)
 
 
+def cuda_cflags(csrc: Path, abi: Sequence[str] = ()) -> tuple[str, ...]:
+    """nvcc's flags for the CUDA units of a package (kernels, MindSpore's GPU aot entry points):
+    :data:`opgen.devices.cuda.NVCC_FLAGS`, code for :func:`opgen.devices.cuda.archs`, the backend's
+    C++ ABI flags ``abi`` (passed to the host compiler too), checked mode's flags.
+
+    Raises:
+        opgen.env.EnvError: ``OPGEN_CUDA_ARCH`` does not parse.
+    """
+    from .devices import cuda
+
+    return ("-O3", *cuda.NVCC_FLAGS, *cuda.gencode_flags(cuda.archs()), *abi, f"-I{include_dir()}", f"-I{csrc}",
+            *checked_flags())
+
+
+def cuda_link_flags() -> tuple[str, ...]:
+    """Link flags of a library with CUDA units: the toolkit's runtime (``libcudart``), by rpath."""
+    from .devices import cuda
+
+    dirs = cuda.library_dirs()
+    return (*(f"-L{d}" for d in dirs), "-lcudart", *(f"-Wl,-rpath,{d}" for d in dirs))
+
+
+def cuda_kernel_target(pkg_dir: Path, abi: Sequence[str] = (), toolchain: str = "") -> Target:
+    """The CUDA kernel layer of every op with ``GPU`` rows (``csrc/<op>_kernel.cu``): one nvcc unit
+    per op, no link (:func:`cuda_cflags`), kind ``kernels_cuda``; each backend's CUDA library links
+    the objects."""
+    csrc = pkg_dir / "csrc"
+    sources = tuple(sorted(csrc.glob("*_kernel.cu")))
+    package, ops = user_flags(pkg_dir)
+    units = tuple(
+        Unit(u.obj, u.sources, u.label,
+             package.compile_flags(pkg_dir) + ops.get(_op_of(u.sources[0]), UserFlags()).compile_flags(pkg_dir))
+        for u in group_units("kernels_cuda", sources, 1, "CUDA kernel")
+    )
+    return Target("kernels_cuda", "", sources, cuda_cflags(csrc, abi), (), units, toolchain=toolchain, device="cuda")
+
+
 def user_link_flags(pkg_dir: Path) -> tuple[str, ...]:
     """The link flags of ``csrc/build.json``: the package's, then every op's (:func:`user_flags`)."""
     package, ops = user_flags(pkg_dir)

@@ -14,7 +14,7 @@ import keyword
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-from . import dtypes
+from . import devices, dtypes
 from . import shapes as lang
 from .diagnostics import Diagnostic, Location, Note, did_you_mean, shorten
 from .literals import number_text
@@ -211,6 +211,11 @@ def check_op(op: Op) -> list[Diagnostic]:
     for t in sorted(row_targets - set(op.targets)):
         loc = next(r.location for r in op.rows if r.target == t)
         err(loc, f"dtype_format has rows for target '{t}', which is not in targets {list(op.targets)}")
+    for t in sorted(row_targets | set(op.targets)):
+        if devices.for_target(t) is None:  # never a silently dropped row
+            loc = next((r.location for r in op.rows if r.target == t), op.targets_location)
+            err(loc, f"target '{t}': {devices.UNBUILT_TARGETS.get(t, 'no device builds it')}; "
+                f"opgen builds {', '.join(devices.targets())}")
     col_names = [x.name for x in op.inputs] + [o.name for o in op.outputs]
     seen_rows: dict[tuple[str, tuple[str, ...]], Location] = {}
     valid_rows = []

@@ -171,7 +171,10 @@ def _generate_one(args: argparse.Namespace, cfg: Config, backend: str) -> int:
     if args.build and not args.dry_run:
         from . import backends
 
-        return _build(res.package_dir, args, backends.get(backend).library_kinds)
+        kinds, notes = backends.get(backend).buildable_kinds(res.package_dir)
+        for note in notes:
+            print(f"opgen build: {note}", file=sys.stderr)
+        return _build(res.package_dir, args, kinds)
     return EXIT_OK
 
 
@@ -267,7 +270,11 @@ def _cmd_build(args: argparse.Namespace) -> int:
     pkg_dir = Path(args.package_dir or _backend_package_dir(cfg, args.backend))
     if _not_generated(pkg_dir, cfg):
         return EXIT_ERRORS
-    kinds = _package_backend(pkg_dir).library_kinds if args.only is None else (args.only,)
+    if args.only is not None:
+        return _build(pkg_dir, args, (args.only,))
+    kinds, notes = _package_backend(pkg_dir).buildable_kinds(pkg_dir)
+    for note in notes:
+        print(f"opgen build: {note}", file=sys.stderr)
     return _build(pkg_dir, args, kinds)
 
 

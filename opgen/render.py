@@ -16,7 +16,7 @@ from typing import Any
 
 import jinja2
 
-from . import api, literals
+from . import api, devices, literals
 from . import env as _env
 from .model import BuildFlags, Op
 from .resources import templates_dir
@@ -134,7 +134,7 @@ class Emitter:
         if rel in self.files:  # pragma: no cover - a backend's file list names a file twice
             raise ValueError(f"opgen: {rel} rendered twice")
         text = self._env.get_template(template).render(header=header, package=self.package, **fields)
-        if rel.endswith((".cc", ".h")):
+        if rel.endswith((".cc", ".h", ".cu", ".cuh")):
             text = _resolve_line_resets(text, f"{self.out_prefix}/{rel}")
         self.files[rel] = _finish(text)
 
@@ -153,13 +153,21 @@ def core_files(emitter: Emitter, ops: Sequence[Op], contexts: Sequence[OpView]) 
         ops: the checked ops, sorted by name; ``contexts`` their :func:`opgen.api.op_context` views.
     """
     package = emitter.package
-    for ctx in contexts:
+    for op, ctx in zip(sorted(ops, key=lambda o: o.name), contexts):
         header = GENERATED_BY.format(sources=ctx.file)
-        emitter.emit("kernel.h.j2", f"csrc/{ctx.name}_kernel.h", header, op=ctx,
-                     guard=f"{package}_{ctx.name}_KERNEL_H_".upper(), line_reset=api.LINE_RESET)
+        # the CPU's kernel layer (always: a call on a CPU tensor names the CPU rows it lacks), then
+        # one per other device with rows: the same bodies, that device's lowering and namespace
+        others = [(d, api.op_context(op, package, d.target)) for d in devices.of_rows([r.target for r in op.rows])
+                  if d.name != "cpu"]
+        for device, view in [(devices.get("cpu"), ctx), *others]:
+            stem = device.kernel_header.format(op=ctx.name)
+            emitter.emit("kernel.h.j2", f"csrc/{stem}", header, op=view, device=device,
+                         guard=f"{package}_{stem.replace('.', '_')}_".upper(), line_reset=api.LINE_RESET)
+            emitter.emit("kernel.cc.j2", f"csrc/{device.kernel_unit.format(op=ctx.name)}", header, op=view,
+                         device=device, kernel_header=stem)
         emitter.emit("kernel_decl.h.j2", f"csrc/{ctx.name}_kernel_decl.h", header, op=ctx,
-                     guard=f"{package}_{ctx.name}_KERNEL_DECL_H_".upper())
-        emitter.emit("kernel.cc.j2", f"csrc/{ctx.name}_kernel.cc", header, op=ctx)
+                     guard=f"{package}_{ctx.name}_KERNEL_DECL_H_".upper(),
+                     others=[{"device": d, "rows": v.rows} for d, v in others])
     emitter.emit("reference.py.j2", "reference.py", GENERATED_BY.format(sources=", ".join(sources_of(ops))),
                  ops=contexts)
 

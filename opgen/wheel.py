@@ -61,8 +61,10 @@ def build_wheel(pkg_dir: Path, out_dir: Path, *, version: str = "0.1.0", quiet: 
     if backend is None:
         raise FileNotFoundError(f"{pkg_dir} is not a generated package (not one of {', '.join(backends.names())})")
     facts = backend.wheel_facts(name)
-    libs = {kind: _build.build(pkg_dir, kind, quiet=quiet, build_dir=build_dir, jobs=jobs)
-            for kind in backend.library_kinds}
+    kinds, notes = backend.buildable_kinds(pkg_dir)
+    for note in notes:
+        print(f"opgen wheel: {note}", file=sys.stderr)
+    libs = {kind: _build.build(pkg_dir, kind, quiet=quiet, build_dir=build_dir, jobs=jobs) for kind in kinds}
     files: dict[str, bytes] = {}
     for path in sorted(pkg_dir.rglob("*")):
         rel = path.relative_to(pkg_dir).as_posix()

@@ -80,6 +80,10 @@ class Backend(abc.ABC):
     test_paths: ClassVar[Mapping[str, str]] = {}
     """The paths ``opgen test`` checks each op on, in table order, each with its short name in
     the results table (MindSpore: ``custom-graph: graph``...); see :meth:`test_package`."""
+    device_kinds: ClassVar[Mapping[str, str]] = {}
+    """Library kinds of :attr:`library_kinds` that one device builds, each with its device's name
+    (MindSpore's ``aot_gpu``: ``cuda``): ``opgen build`` builds one when the package has that
+    device's kernel units and the device's toolchain is here (:meth:`buildable_kinds`)."""
     test_libraries: ClassVar[Mapping[str, str]] = {}
     """Per test path, the library kind its runner loads: ``opgen test`` builds those of the
     selected paths before any check starts, so that a build never counts against its
@@ -90,6 +94,28 @@ class Backend(abc.ABC):
         build`` checks that they import first); :attr:`runtime_modules` unless a backend knows
         better."""
         return self.runtime_modules
+
+    def buildable_kinds(self, pkg_dir: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(the library kinds ``opgen build`` and ``opgen wheel`` build for ``pkg_dir``, a note for
+        each device kind left out because its device's toolchain is missing). A device kind is left
+        out without a note when the package has no kernel unit for its device."""
+        from .. import devices
+
+        kinds, notes = [], []
+        for kind in self.library_kinds:
+            device_name = self.device_kinds.get(kind)
+            if device_name is None:
+                kinds.append(kind)
+                continue
+            device = devices.get(device_name)
+            if not any((pkg_dir / "csrc").glob(device.kernel_unit.format(op="*"))):
+                continue
+            why = device.unavailable()
+            if why is None:
+                kinds.append(kind)
+            else:
+                notes.append(f"{kind} ({device.target} rows) not built: {why}")
+        return tuple(kinds), tuple(notes)
 
     def package_dir(self, output: Path, package: str) -> Path:
         """Where this backend writes the package ``package`` under ``output``."""

@@ -27,7 +27,8 @@ class MindSporeBackend(Backend):
 
     name: ClassVar[str] = "mindspore"
     package_suffix: ClassVar[str] = ""
-    library_kinds: ClassVar[tuple[str, ...]] = ("aot", "ext")
+    library_kinds: ClassVar[tuple[str, ...]] = ("aot", "ext", "aot_gpu")
+    device_kinds: ClassVar[Mapping[str, str]] = {"aot_gpu": "cuda"}
     runtime_modules: ClassVar[tuple[str, ...]] = ("mindspore",)
     install_hint: ClassVar[str] = "pip install 'opgen[run]'"
     target: ClassVar[str] = TARGET
@@ -41,7 +42,7 @@ class MindSporeBackend(Backend):
 
     def render(self, ops: Sequence[Op], package: str, out_prefix: str,
                package_flags: BuildFlags | None = None) -> dict[str, str]:
-        from ... import api, signatures
+        from ... import api, devices, signatures
         from ...render import GENERATED_BY, Emitter, core_files, sources_of
         from .views import ms_view
 
@@ -51,9 +52,13 @@ class MindSporeBackend(Backend):
         sources = sources_of(ordered)
         em = Emitter(package, out_prefix)
         core_files(em, ordered, contexts)
-        for m in ms_views:
+        cpu, gpu = devices.get("cpu"), devices.get("cuda")
+        for op, m in zip(ordered, ms_views):
             header = GENERATED_BY.format(sources=m.op.file)
-            em.emit("mindspore/aot.cc.j2", f"csrc/{m.op.name}_aot.cc", header, op=m.op, ms=m)
+            em.emit("mindspore/aot.cc.j2", f"csrc/{m.op.name}_aot.cc", header, op=m.op, ms=m, device=cpu)
+            if op.rows_for(gpu.target):  # the GPU aot library's entry points (nvcc; the seed's stream ABI)
+                g = ms_view(op, package, gpu.target)
+                em.emit("mindspore/aot.cc.j2", f"csrc/{m.op.name}_aot.cu", header, op=g.op, ms=g, device=gpu)
             em.emit("mindspore/function.cc.j2", f"csrc/{m.op.name}_function.cc", header, op=m.op, ms=m)
         all_header = GENERATED_BY.format(sources=", ".join(sources))
         em.emit("mindspore/bindings.cc.j2", "csrc/bindings.cc", all_header, ops=ms_views)
@@ -88,7 +93,8 @@ class MindSporeBackend(Backend):
 
         version = build.version()
         return WheelFacts(framework="mindspore", version=version, label="MindSpore",
-                          libraries={"aot": f"lib/lib{package}_aot.so", "ext": f"lib/{package}_ext.so"},
+                          libraries={"aot": f"lib/lib{package}_aot.so", "ext": f"lib/{package}_ext.so",
+                                     "aot_gpu": f"lib/lib{package}_aot_gpu.so"},
                           requires=(f"mindspore=={version}", "numpy"))
 
     def test_package(self, pkg_dir: Path) -> TestPackage:

@@ -39,6 +39,9 @@ from ...build import (
     build_lock,
     build_target,
     checked_flags,
+    cuda_cflags,
+    cuda_kernel_target,
+    cuda_link_flags,
     format_compiler_output,
     group_units,
     is_published,
@@ -54,9 +57,12 @@ from ...resources import include_dir
 from .. import BuildOptions
 from .runtime import TARGET
 
-KINDS = ("aot", "ext")
-"""The libraries of a MindSpore package: ``aot`` (loaded by ``ops.Custom``) and ``ext`` (the
-``Function<T>`` pybind11 extension)."""
+KINDS = ("aot", "ext", "aot_gpu")
+"""The libraries of a MindSpore package: ``aot`` (loaded by ``ops.Custom`` on CPU), ``ext`` (the
+``Function<T>`` pybind11 extension) and ``aot_gpu`` (loaded by ``ops.Custom`` on GPU: nvcc, for
+the ops with ``GPU`` rows)."""
+
+GPU_KIND = "aot_gpu"
 
 ABI_FLAGS = ("-D_GLIBCXX_USE_CXX11_ABI=0",)
 """MindSpore 2.10's wheels are built with the pre-C++11 ``std::string`` ABI: every unit linked
@@ -84,6 +90,9 @@ def build_library(pkg_dir: Path, kind: str, options: BuildOptions) -> BuildResul
                           allow_import=allow_import)
 
     target = _target(pkg_dir, kind, options)
+    if kind == GPU_KIND:
+        return build_target(pkg_dir, target, lambda: [_cuda_kernels(pkg_dir), target], options.quiet,
+                            build_dir=build_dir, jobs=options.jobs, started=started)
 
     def prepare() -> tuple[str, ...]:
         if kind == "ext" and target.objects and target.objects[-1].endswith(".o") and os.path.isabs(target.objects[-1]):
@@ -113,6 +122,8 @@ def _target(pkg_dir: Path, kind: str, options: BuildOptions) -> Target:
     use_pch = _env_flag("OPGEN_PCH") if options.pch is None else options.pch
     if kind == "aot":
         return aot_target(pkg_dir, pch=use_pch)
+    if kind == GPU_KIND:
+        return aot_gpu_target(pkg_dir)
     per_unit = options.ops_per_unit if options.ops_per_unit is not None else _env_ops_per_unit()
     return ext_target(pkg_dir, ops_per_unit=per_unit, pch=use_pch, build_dir=options.build_dir)
 
@@ -154,6 +165,24 @@ def aot_target(pkg_dir: Path, *, pch: bool = False) -> Target:
     return Target("aot", f"lib{pkg_dir.name}_aot", sources, plain_cflags(csrc, ABI_FLAGS), ldflags,
                   group_units("aot", sources, 1, "aot"), "opgen/aot.h" if pch else None,
                   tuple(u.obj for u in kernels.units), kernels.sources, toolchain="mindspore ")
+
+
+def _cuda_kernels(pkg_dir: Path) -> Target:
+    """The CUDA kernel units of the package (nvcc, MindSpore's ABI)."""
+    return cuda_kernel_target(pkg_dir, ABI_FLAGS, "mindspore ")
+
+
+def aot_gpu_target(pkg_dir: Path) -> Target:
+    """The GPU aot library of a generated package: each op with ``GPU`` rows, its entry points
+    (``csrc/<op>_aot.cu``: the seed's ABI, run on the stream MindSpore passes) and its CUDA kernel
+    unit, compiled by nvcc and linked with the CUDA runtime."""
+    csrc = pkg_dir / "csrc"
+    sources = tuple(sorted(csrc.glob("*_aot.cu")))
+    kernels = _cuda_kernels(pkg_dir)
+    ldflags = ("-shared", "-pthread") + user_link_flags(pkg_dir) + cuda_link_flags()
+    return Target(GPU_KIND, f"lib{pkg_dir.name}_aot_gpu", sources, cuda_cflags(csrc, ABI_FLAGS), ldflags,
+                  group_units(GPU_KIND, sources, 1, "GPU aot"), None, tuple(u.obj for u in kernels.units),
+                  kernels.sources, toolchain="mindspore ", device="cuda")
 
 
 SUPPORT_SOURCE = "opgen/ms_support.cc"

@@ -549,13 +549,14 @@ def _tuple(items: Sequence[str]) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
-def ms_view(op: Op, package: str) -> MsOpView:
-    """The MindSpore view of ``op`` (its neutral view, from its ``CPU`` rows, included)."""
-    view = op_context(op, package, TARGET)
+def ms_view(op: Op, package: str, target: str = TARGET) -> MsOpView:
+    """The MindSpore view of ``op`` (its neutral view, from its ``target`` rows, included): ``CPU``
+    for the aot library and the Function<T> extension, ``GPU`` for the GPU aot library."""
+    view = op_context(op, package, target)
     attrs = list(op.attrs)
     dout = view.outputs[0].grad_name if view.outputs else "dout"
     counts = _counts(view)
-    cpu_rows = op.rows_for(TARGET)
+    cpu_rows = op.rows_for(target)
     rows = tuple(_row(view, r, [r0.dtype(i).ms_enum for i in range(len(r0.columns))], dout, counts)
                  for r, r0 in zip(view.rows, cpu_rows))
     views_cpp = _grad_views_cpp(op)
