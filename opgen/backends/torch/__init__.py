@@ -17,13 +17,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, assert_never
 
+from ...devices import DeviceName
 from ...model import BuildFlags, Op
 from .. import Backend, BuildOptions, WheelFacts
 
 if TYPE_CHECKING:
     from ...testing import Package as TestPackage
+
+
+def dispatch_key(device: DeviceName) -> str:
+    """The dispatch key of ``device``'s kernels (:mod:`opgen.devices`), as torchgen's
+    ``BackendIndex`` keys kernels inside one framework."""
+    if device == "cpu":
+        return "CPU"
+    if device == "cuda":
+        return "CUDA"
+    assert_never(device)
 
 
 class TorchBackend(Backend):
@@ -39,7 +50,7 @@ class TorchBackend(Backend):
 
     def render(self, ops: Sequence[Op], package: str, out_prefix: str,
                package_flags: BuildFlags | None = None) -> dict[str, str]:
-        from ... import api, signatures
+        from ... import api, devices, signatures
         from ...render import GENERATED_BY, Emitter, core_files, sources_of
         from .context import torch_op
 
@@ -50,11 +61,18 @@ class TorchBackend(Backend):
         em = Emitter(namespace, out_prefix)
         core_files(em, ordered, contexts)
         items = []
+        cpu = devices.get("cpu")
         for op, ctx in zip(ordered, contexts):
-            t = torch_op(op, ctx, namespace)
+            others = [(d, api.op_context(op, namespace, d.target)) for d in devices.of_rows([r.target for r in op.rows])
+                      if d.name != "cpu"]
+            t = torch_op(op, ctx, namespace, [(d.name, v) for d, v in others])
             items.append({"op": ctx, "t": t})
-            em.emit("torch/op.cc.j2", f"csrc/{op.name}_torch.cc", GENERATED_BY.format(sources=ctx.file),
-                    op=ctx, t=t)
+            header = GENERATED_BY.format(sources=ctx.file)
+            em.emit("torch/op.cc.j2", f"csrc/{op.name}_torch.cc", header, op=ctx, t=t, device=cpu,
+                    dispatch_key=dispatch_key(cpu.name), device_arg="", rows_cpp=ctx.rows_cpp)
+            for device, view in others:  # one unit per other device: its dispatch key's kernels
+                em.emit("torch/op.cc.j2", f"csrc/{op.name}_{device.name}.cc", header, op=ctx, t=t, device=device,
+                        dispatch_key=dispatch_key(device.name), device_arg=", opgen_device", rows_cpp=view.rows_cpp)
         all_header = GENERATED_BY.format(sources=", ".join(sources))
         em.emit("torch/__init__.py.j2", "__init__.py", all_header, ops=items, sources=sources, namespace=namespace)
         stubs = [signatures.stub_context(op) for op in ordered]

@@ -12,6 +12,11 @@ publish step as the MindSpore libraries):
   ``<torch/library.h>`` + ``<ATen/core/Tensor.h>``; ``<torch/extension.h>`` costs ~40 s), with
   PyTorch's include paths, C++20, linked against ``torch``, ``torch_cpu`` and ``c10`` with an
   rpath to PyTorch's library directory.
+- ``kernels_cuda`` (when :func:`cuda_unavailable` says nothing against it: a torch built with CUDA,
+  nvcc here, and ops with ``GPU`` rows): each such op's CUDA kernel layer (``csrc/<op>_kernel.cu``,
+  nvcc, PyTorch's ABI), linked into the same library with the CUDA dispatch key's glue
+  (``csrc/<op>_cuda.cc``, host compiler, torch's ``c10/cuda`` headers and the toolkit's), against
+  ``torch_cuda``, ``c10_cuda`` and ``cudart``. nvcc never sees a torch header.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import sysconfig
 from pathlib import Path
 
 from ... import build as _b
+from ...devices import cuda as _cuda
 from ...resources import include_dir
 
 KIND = "torch"
@@ -43,6 +49,35 @@ def torch_location() -> tuple[tuple[str, ...], tuple[str, ...], str]:
 
     return (tuple(cpp_extension.include_paths()), tuple(cpp_extension.library_paths()),
             str(torch.__version__))
+
+
+@functools.lru_cache(maxsize=1)
+def torch_cuda_version() -> str | None:
+    """The CUDA version the installed PyTorch is built with (``"13.0"``), or None for a CPU build."""
+    import torch
+
+    return getattr(torch.version, "cuda", None) or None
+
+
+def cuda_unavailable(pkg_dir: Path) -> str | None:
+    """Why the library of ``pkg_dir`` is built without CUDA kernels, or None when it has them:
+    no op has ``GPU`` rows, PyTorch is a CPU build, or nvcc is missing."""
+    if not any((pkg_dir / "csrc").glob("*_cuda.cc")):
+        return "no op has GPU rows"
+    if torch_cuda_version() is None:
+        return "this PyTorch is a CPU build (torch.version.cuda is None)"
+    return _cuda.DEVICE.unavailable()
+
+
+def cuda_glue_cflags(pkg_dir: Path) -> tuple[str, ...]:
+    """The host compiler's flags for the CUDA dispatch key's units (``csrc/<op>_cuda.cc``): the
+    operator units' flags plus the toolkit's headers (``cuda_runtime_api.h`` for ``c10/cuda``)."""
+    return torch_cflags(pkg_dir) + tuple(f"-isystem{d}" for d in _cuda.include_dirs())
+
+
+def cuda_kernel_target(pkg_dir: Path) -> _b.Target:
+    """The CUDA kernel layer of every op with ``GPU`` rows, with PyTorch's C++ ABI (nvcc)."""
+    return _b.cuda_kernel_target(pkg_dir, ("-D_GLIBCXX_USE_CXX11_ABI=1",), "torch cxx11abi 1")
 
 
 def kernel_target(pkg_dir: Path) -> _b.Target:
@@ -67,24 +102,43 @@ def _units(sources: list[Path], ops_per_unit: int | None) -> tuple[_b.Unit, ...]
 
 def torch_target(pkg_dir: Path, *, ops_per_unit: int | None = None) -> _b.Target:
     """The operator library of the PyTorch package in ``pkg_dir``."""
-    includes, libdirs, version = torch_location()
+    _includes, libdirs, version = torch_location()
     csrc = pkg_dir / "csrc"
     sources = tuple(sorted(csrc.glob("*_torch.cc")))
     kernels = kernel_target(pkg_dir)
-    py_inc = sysconfig.get_path("include", scheme="posix_prefix")
-    cflags = ("-O3", "-std=c++20", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=1", "-Wall", "-Wno-unused-variable",
-              "-Wno-unused-function", *(f"-isystem{d}" for d in includes), f"-isystem{py_inc}",
-              f"-I{include_dir()}", f"-I{csrc}") + _b.kernel_flags()[0] + _b.sanitize_flags() + _b.checked_flags()
+    cflags = torch_cflags(pkg_dir)
+    objects = tuple(u.obj for u in kernels.units)
+    inputs = kernels.sources
+    cuda_libs: tuple[str, ...] = ()
+    toolchain = f"torch {version} cxx11abi 1"
+    if cuda_unavailable(pkg_dir) is None:  # the CUDA key's glue (host compiler) and kernels (nvcc)
+        sources += tuple(sorted(csrc.glob("*_cuda.cc")))
+        cflags = cuda_glue_cflags(pkg_dir)
+        cuda_kernels = cuda_kernel_target(pkg_dir)
+        objects += tuple(u.obj for u in cuda_kernels.units)
+        inputs += cuda_kernels.sources
+        cuda_libs = ("-ltorch_cuda", "-lc10_cuda", *_b.cuda_link_flags())
+        toolchain += f" cuda {torch_cuda_version()}"
     package, ops = _b.user_flags(pkg_dir)
     merged = package
     for f in ops.values():
         merged = merged | f
     ldflags = ("-shared", "-pthread", *merged.link_flags(pkg_dir), *(f"-L{d}" for d in libdirs),
-               "-ltorch", "-ltorch_cpu", "-lc10", *(f"-Wl,-rpath,{d}" for d in libdirs)) \
+               "-ltorch", "-ltorch_cpu", "-lc10", *cuda_libs, *(f"-Wl,-rpath,{d}" for d in libdirs)) \
         + _b.kernel_flags()[1] + _b.sanitize_flags()
     return _b.Target(KIND, f"lib{pkg_dir.name}", sources, cflags, ldflags, _units(list(sources), ops_per_unit),
-                     None, tuple(u.obj for u in kernels.units), kernels.sources,
-                     toolchain=f"torch {version} cxx11abi 1")
+                     None, objects, inputs, toolchain=toolchain)
+
+
+def torch_cflags(pkg_dir: Path) -> tuple[str, ...]:
+    """The host compiler's flags for the operator units of ``pkg_dir``: C++20, PyTorch's ABI and
+    include paths, Python's headers, opgen's kernel flags."""
+    includes, _libdirs, _version = torch_location()
+    csrc = pkg_dir / "csrc"
+    py_inc = sysconfig.get_path("include", scheme="posix_prefix")
+    return ("-O3", "-std=c++20", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=1", "-Wall", "-Wno-unused-variable",
+            "-Wno-unused-function", *(f"-isystem{d}" for d in includes), f"-isystem{py_inc}",
+            f"-I{include_dir()}", f"-I{csrc}") + _b.kernel_flags()[0] + _b.sanitize_flags() + _b.checked_flags()
 
 
 def build_library(pkg_dir: Path, quiet: bool = False, *, build_dir: str | None = None, jobs: int | None = None,
@@ -96,8 +150,12 @@ def build_library(pkg_dir: Path, quiet: bool = False, *, build_dir: str | None =
     """
     pkg_dir = pkg_dir.resolve()
     target = torch_target(pkg_dir, ops_per_unit=ops_per_unit)
-    return _b.build_target(pkg_dir, target, lambda: [kernel_target(pkg_dir), target], quiet,
-                           build_dir=build_dir, jobs=jobs)
+
+    def companions() -> list[_b.Target]:
+        cuda = [cuda_kernel_target(pkg_dir)] if cuda_unavailable(pkg_dir) is None else []
+        return [kernel_target(pkg_dir), *cuda, target]
+
+    return _b.build_target(pkg_dir, target, companions, quiet, build_dir=build_dir, jobs=jobs)
 
 
 def build(pkg_dir: Path, quiet: bool = False, *, build_dir: str | None = None, jobs: int | None = None,

@@ -19,6 +19,7 @@ dtype_format row. It returns the wanted gradients, in slot order.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, assert_never
 
@@ -137,7 +138,12 @@ def _attr_assign(a: Attr) -> str:
 
 @dataclass(frozen=True)
 class Row:
-    """One CPU dtype_format row: its index, C++ element types and the ``at::ScalarType`` tests."""
+    """One dtype row of the operator: its index, C++ element types and the ``at::ScalarType`` tests.
+
+    The operator's rows are the union of its devices' dtype_format rows (the ``CPU`` rows in order,
+    then each ``GPU`` row the CPU lacks), so that a row index means one dtype combination on every
+    device (the autograd node keeps it for the backward op, whichever device's kernel runs it).
+    """
 
     index: int
     cpp_types: tuple[str, ...]
@@ -147,6 +153,8 @@ class Row:
     """``at::ScalarType`` per column (inputs, then outputs)."""
     py_dtypes: tuple[str, ...]
     """``torch.dtype`` per column, as Python source."""
+    devices: tuple[str, ...] = ("cpu",)
+    """The devices (:mod:`opgen.devices` names) whose kernels have this row."""
     fw_args: str = ""
     """The kernel layer's ``forward`` arguments after ``attrs``: the views of the inputs (a
     ``writes: true`` input writable) and of the outputs (an aliased output a writable view of its
@@ -277,8 +285,10 @@ def schema_name(name: str) -> str:
     return f"{name}_" if name in SCHEMA_RESERVED else name
 
 
-def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
-    """The PyTorch fields of ``op`` (``ctx``: its :func:`opgen.api.op_context`)."""
+def torch_op(op: Op, ctx: OpView, namespace: str, device_views: Sequence[tuple[str, OpView]] = ()) -> TorchOp:
+    """The PyTorch fields of ``op`` (``ctx``: its :func:`opgen.api.op_context`, the CPU's rows;
+    ``device_views``: (device name, view) of each other device with rows, e.g. ``("cuda", <GPU
+    rows' view>)``: their rows join the operator's, see :class:`Row`)."""
     inputs = list(op.inputs)
     dynamic = next((x.name for x in inputs if x.kind == "dynamic"), "")
     # an input the op writes in place is annotated Tensor(a!) (its own alias set each); the
@@ -336,15 +346,24 @@ def torch_op(op: Op, ctx: OpView, namespace: str) -> TorchOp:
     n_in_fixed = len(inputs) - (1 if dynamic else 0)
     out_slots = tuple(f"{n_in_fixed + j} + n_dyn" if dynamic else str(n_in_fixed + j) for j in range(len(op.outputs)))
     rows = []
-    for r in ctx.rows:
+    union: dict[tuple[str, ...], list[str]] = {}
+    row_views = []
+    for device, view in [("cpu", ctx), *device_views]:
+        for r in view.rows:
+            if r.dtype_names not in union:
+                union[r.dtype_names] = []
+                row_views.append(r)
+            union[r.dtype_names].append(device)
+    for index, r in enumerate(row_views):
         names = r.dtype_names
         conds = [f"opgen::pt::dtype_is({x.name}, {AT_SCALAR[names[i]]})" for i, x in enumerate(inputs)]
         t = r.cpp_types
         fw = [f"opgen::pt::{'in_list' if x.kind == 'dynamic' else 'out' if x.writes else 'in'}<{t[i]}>({x.name})"
               for i, x in enumerate(inputs)]
         fw += [f"opgen::pt::out<{t[len(inputs) + k]}>({o.aliases or o.name})" for k, o in enumerate(op.outputs)]
-        rows.append(Row(r.index, tuple(r.cpp_types), " && ".join(conds) or "true",
-                        tuple(AT_SCALAR[n] for n in names), tuple(TORCH_DTYPE[n] for n in names), ", ".join(fw)))
+        rows.append(Row(index, tuple(r.cpp_types), " && ".join(conds) or "true",
+                        tuple(AT_SCALAR[n] for n in names), tuple(TORCH_DTYPE[n] for n in names),
+                        tuple(union[names]), ", ".join(fw)))
     prelude = tuple(_prelude(op))
     return_type = "at::Tensor" if len(made) == 1 else "void" if not made else \
         "std::tuple<" + ", ".join("at::Tensor" for _ in made) + ">"

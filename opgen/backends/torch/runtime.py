@@ -229,8 +229,8 @@ def refused(op: str, inputs: Sequence[tuple[str, Any, str]]) -> None:
         TypeError: ``<op>(): input 'x' must be a Tensor, got ndarray`` (a numpy array, a list, None
             or a number where a tensor goes; the dispatcher's own message did not say which op
             function refused it, and for None it said "There were no tensor arguments"), an item
-            of a list input that is not a Tensor, a sparse or quantized tensor, or one on another
-            device than the CPU (the generated kernels are CPU kernels).
+            of a list input that is not a Tensor, a sparse or quantized tensor, or one on a device
+            its library has no kernels for (CUDA without GPU rows or a CUDA build; any other).
         ValueError: an empty list for a list input (``concat([])``).
     """
     for name, value, kind in inputs:
@@ -253,7 +253,11 @@ def refused(op: str, inputs: Sequence[tuple[str, Any, str]]) -> None:
                 kind_of = "quantized" if v.is_quantized else str(v.layout)
                 raise TypeError(f"{op}(): {label} must be a dense (strided) tensor, got a {kind_of} tensor") from None
             if v.device.type not in ("cpu", "meta"):
-                raise TypeError(f"{op}(): {label} is on {v.device}; opgen's torch kernels run on the CPU") from None
+                # the dispatcher found no kernel for its device: none is generated or built for it
+                why = ("its library has no CUDA kernels (the op has no GPU dtype_format rows, or the library was "
+                       "built by a CPU build of torch or without nvcc: see 'opgen build')"
+                       if v.device.type == "cuda" else "opgen builds torch kernels for the CPU and CUDA only")
+                raise TypeError(f"{op}(): {label} is on {v.device}; {why}") from None
 
 
 def row_of(op: str, rows: Sequence[Sequence[torch.dtype]], names: Sequence[str], tensors: Sequence[Any],

@@ -182,7 +182,7 @@ class CudaDevice(Device):
         host = os.environ.get("CXX", "").strip()
         if host and shutil.which(host.split()[-1]):
             argv += ["-ccbin", host.split()[-1]]
-        return Toolchain("compile_cuda", tuple(argv), ("-MD", "-MF", "$out.d"), ("-x", "cu"),
+        return Toolchain("compile_cuda", tuple(argv), ("-MD", "-MT", "$out", "-MF", "$out.d"), ("-x", "cu"),
                          program_identity(argv[:1], "CUDA compiler") + f" archs {','.join(archs())}", NVCC_DIAGNOSTIC)
 
     def gpu_present(self) -> bool:

@@ -110,9 +110,12 @@ OutList<E> out_list(const std::vector<at::Tensor> &ts) {
   return l;
 }
 
-/// A fresh (uninitialised) CPU tensor for a kernel to fill.
+/// A fresh (uninitialised) tensor for a kernel to fill, on the CPU or on `device`.
 inline at::Tensor empty(const Shape &shape, at::ScalarType dtype) {
   return at::empty(at::IntArrayRef(shape), at::TensorOptions().dtype(dtype));
+}
+inline at::Tensor empty(const Shape &shape, at::ScalarType dtype, at::Device device) {
+  return at::empty(at::IntArrayRef(shape), at::TensorOptions().dtype(dtype).device(device));
 }
 
 /// Whether `t` has dtype `want`; an absent optional input (undefined) matches any row.
@@ -249,10 +252,10 @@ class Saved {
 /// The incoming gradient of output `j` (contiguous), or zeros of `shape` and `dtype` when
 /// autograd passed None (an output nobody differentiated).
 inline at::Tensor dout(const c10::List<std::optional<at::Tensor>> &douts, size_t j, const Shape &shape,
-                       at::ScalarType dtype) {
+                       at::ScalarType dtype, at::Device device = at::kCPU) {
   std::optional<at::Tensor> g = j < douts.size() ? douts.get(j) : std::nullopt;
   if (g.has_value() && g->defined()) return g->contiguous();
-  return at::zeros(at::IntArrayRef(shape), at::TensorOptions().dtype(dtype));
+  return at::zeros(at::IntArrayRef(shape), at::TensorOptions().dtype(dtype).device(device));
 }
 
 }  // namespace pt
