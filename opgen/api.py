@@ -318,8 +318,7 @@ def can_fail(op: Op) -> bool:
     path launches blocking in PyNative and the error reaches the call that caused it: a C++
     body that throws, or an elementwise ``/`` over an integer row."""
     if op.kernel is not None:
-        bodies = [op.kernel.forward, op.kernel.backward, *(b for _, b in op.kernel.backward_per_input)]
-        return any(b is not None and "throw" in b.text for b in bodies)
+        return any("throw" in b.text for b in op.kernel.all_bodies)
     if op.elementwise is None:  # pragma: no cover - a spec has one body
         return False
     exprs = [op.elementwise.forward, *(e for _, e, _ in op.elementwise.grads)]
@@ -445,17 +444,23 @@ def op_context(op: Op, package: str, target: str) -> OpView:
             bw_blocks.append(BackwardBlock("d" + x.name, lines, None, None))
     else:
         assert op.kernel is not None
-        k = op.kernel
+        k = op.kernel.for_target(target)  # this target's own bodies (kernel.GPU), else the default
 
         def block(guard: str, body: Body) -> BackwardBlock:
             return BackwardBlock(guard, (), indent_body(body.text, "    " if guard else "  "), line_directive(body))
 
         if k.backward is not None:
             bw_blocks.append(block("", k.backward))
-            single_body_uses = identifiers(k.backward.text)
         for name, body in k.backward_per_input:
             bw_blocks.append(block(f"!d{name}.empty()" if kind[name] == "dynamic" else f"d{name}", body))
-            used_by_grad[name] = identifiers(body.text)
+        # what the backward reads, over every target's bodies: the framework glue keeps the same
+        # tensors whichever device's kernel runs the backward
+        targets = [op.kernel, *(op.kernel.for_target(t.target) for t in op.kernel.targets)]
+        for kt in targets:
+            if kt.backward is not None:
+                single_body_uses |= identifiers(kt.backward.text)
+            for name, body in kt.backward_per_input:
+                used_by_grad[name] = used_by_grad.get(name, set()) | identifiers(body.text)
         if k.save is not None:
             single_body_uses, used_by_grad = set(k.save), {}
     views = {n for n, _ in op.kernel.grad_views} if op.kernel is not None else set()
@@ -582,8 +587,8 @@ def op_context(op: Op, package: str, target: str) -> OpView:
         rows_cpp=cpp_string(rows_text),
         attr_prelude=attr_prelude,
         fw_lines=tuple(fw_lines),
-        fw_body=None if op.elementwise is not None or op.kernel is None else BodyView(
-            indent_body(op.kernel.forward.text), line_directive(op.kernel.forward)),
+        fw_body=None if op.elementwise is not None or op.kernel is None
+        else _body_view(op.kernel.for_target(target).forward),
         bw_blocks=tuple(bw_blocks),
         has_backward=op.has_backward,
         all_grad_views=all_views,
@@ -609,6 +614,11 @@ def op_context(op: Op, package: str, target: str) -> OpView:
         written_names=tuple(written),
         no_outputs=not outputs,
     )
+
+
+def _body_view(body: Body) -> BodyView:
+    """A forward body as the kernel template splices it (indented, after its ``#line``)."""
+    return BodyView(indent_body(body.text), line_directive(body))
 
 
 def _reference(op: Op) -> ReferenceView | None:

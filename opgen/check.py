@@ -18,7 +18,7 @@ from . import devices, dtypes
 from . import shapes as lang
 from .diagnostics import Diagnostic, Location, Note, did_you_mean, shorten
 from .literals import number_text
-from .model import Body, Op, inside
+from .model import Body, Kernel, Op, inside
 from .names import op_name_too_long
 
 CPP_KEYWORDS = frozenset(
@@ -211,6 +211,8 @@ def check_op(op: Op) -> list[Diagnostic]:
     for t in sorted(row_targets - set(op.targets)):
         loc = next(r.location for r in op.rows if r.target == t)
         err(loc, f"dtype_format has rows for target '{t}', which is not in targets {list(op.targets)}")
+    if op.kernel is not None:
+        _check_target_bodies(op.kernel, row_targets, err)
     for t in sorted(row_targets | set(op.targets)):
         if devices.for_target(t) is None:  # never a silently dropped row
             loc = next((r.location for r in op.rows if r.target == t), op.targets_location)
@@ -472,6 +474,24 @@ def _check_effects(op: Op, err: Callable[..., None]) -> None:
                 err(body.location, f"kernel.backward: {why}", [Note("remove kernel.backward")])
         for _gname, gloc in k.grad_views:
             err(gloc, f"kernel.grad_views: {why}", [Note("remove kernel.grad_views")])
+
+
+def _check_target_bodies(k: Kernel, row_targets: set[str], err: Callable[..., None]) -> None:
+    """``kernel.<target>``: a target with rows, a backward of the default's form (and inputs)."""
+    default_form = "one body" if k.backward else "one body per input" if k.backward_per_input else ""
+    for own in k.targets:
+        if own.target not in row_targets:
+            err(own.location, f"kernel.{own.target} gives bodies for target '{own.target}', which has no "
+                "dtype_format rows", [Note(f"add rows under 'dtype_format.{own.target}' or remove it")])
+        own_form = "one body" if own.backward else "one body per input" if own.backward_per_input else ""
+        if own_form and own_form != default_form:
+            err(own.location, f"kernel.{own.target}.backward is {own_form}, kernel.backward "
+                f"{default_form or 'is not given'}: a target's backward takes the default's form")
+        elif own_form == "one body per input" and {n for n, _ in own.backward_per_input} != \
+                {n for n, _ in k.backward_per_input}:
+            err(own.location, f"kernel.{own.target}.backward gives bodies for "
+                f"{sorted(n for n, _ in own.backward_per_input)}, kernel.backward for "
+                f"{sorted(n for n, _ in k.backward_per_input)}: give the same inputs")
 
 
 def _unusable_test_shapes(op: Op) -> list[tuple[str, str]]:

@@ -8,6 +8,7 @@ at the ``file:line:col`` of the string that holds them.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import linecache
 import math
@@ -193,8 +194,20 @@ class Elementwise:
 
 
 @dataclass(frozen=True)
+class TargetBodies:
+    """``kernel.<target>``: the bodies of one target (``CPU``, ``GPU``) where it needs its own."""
+
+    target: str
+    location: Location
+    forward: Body
+    backward: Body | None
+    backward_per_input: tuple[tuple[str, Body], ...]
+
+
+@dataclass(frozen=True)
 class Kernel:
-    """General C++ bodies. ``backward`` is one body; ``backward_per_input`` one per input."""
+    """General C++ bodies. ``backward`` is one body; ``backward_per_input`` one per input.
+    ``targets``: a target's own bodies (``kernel.GPU``), which replace these for its rows."""
 
     forward: Body
     backward: Body | None
@@ -206,6 +219,26 @@ class Kernel:
     path always, the Custom path with static shapes; ``kernel.grad_views``: the inverse of the
     output's shape rule, e.g. slices of ``dout`` for ``concat(xs, axis)``), each with where it is
     written."""
+    targets: tuple[TargetBodies, ...] = ()
+
+    def for_target(self, target: str) -> Kernel:
+        """The bodies that build for ``target``: its own (``kernel.<target>``; its backward only when
+        given), else these."""
+        own = next((t for t in self.targets if t.target == target), None)
+        if own is None:
+            return self
+        if own.backward is None and not own.backward_per_input:
+            return dataclasses.replace(self, forward=own.forward, targets=())
+        return dataclasses.replace(self, forward=own.forward, backward=own.backward,
+                                   backward_per_input=own.backward_per_input, targets=())
+
+    @property
+    def all_bodies(self) -> tuple[Body, ...]:
+        """Every body, of every target (what the backward may read is read from all of them)."""
+        out = [self.forward, *([self.backward] if self.backward else []), *(b for _, b in self.backward_per_input)]
+        for t in self.targets:
+            out += [t.forward, *([t.backward] if t.backward else []), *(b for _, b in t.backward_per_input)]
+        return tuple(out)
 
 
 DEFAULT_DOMAIN: tuple[tuple[float, float], ...] = ((-2.0, 2.0),)
@@ -525,18 +558,24 @@ def build_op(tree: MarkedDict, file: str) -> Op:
         elementwise = Elementwise(fwd, ew.loc("forward"), tuple(grads))
     elif "kernel" in tree:
         k = tree["kernel"]
-        forward = Body(k["forward"], k.loc("forward"))
-        backward = None
-        per_input: list[tuple[str, Body]] = []
-        if isinstance(k.get("backward"), str):
-            backward = Body(k["backward"], k.loc("backward"))
-        elif isinstance(k.get("backward"), dict):
-            bw = k["backward"]
-            per_input = [(n, Body(t, bw.loc(n))) for n, t in bw.items()]
+
+        def bodies(node: Any) -> tuple[Body, Body | None, tuple[tuple[str, Body], ...]]:
+            forward = Body(node["forward"], node.loc("forward"))
+            backward = None
+            per_input: list[tuple[str, Body]] = []
+            if isinstance(node.get("backward"), str):
+                backward = Body(node["backward"], node.loc("backward"))
+            elif isinstance(node.get("backward"), dict):
+                bw = node["backward"]
+                per_input = [(n, Body(t, bw.loc(n))) for n, t in bw.items()]
+            return forward, backward, tuple(per_input)
+
+        forward, backward, per_input = bodies(k)
+        own = tuple(TargetBodies(t, k.key_loc(t), *bodies(k[t])) for t in ("CPU", "GPU") if isinstance(k.get(t), dict))
         save = tuple(k["save"]) if "save" in k else None
         raw_views: Any = k.get("grad_views") or MarkedList()
         views = tuple((str(n), raw_views.loc(j)) for j, n in enumerate(raw_views))
-        kernel = Kernel(forward, backward, tuple(per_input), save, k.loc("save") if "save" in k else None, views)
+        kernel = Kernel(forward, backward, per_input, save, k.loc("save") if "save" in k else None, views, own)
     reference = Body(tree["reference"], tree.loc("reference")) if "reference" in tree else None
     requires = []
     raw_requires: Any = tree.get("requires") or MarkedList()
