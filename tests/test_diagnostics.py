@@ -34,21 +34,24 @@ elementwise:
 """
 """BASE's body, for cases that replace it with a kernel."""
 
+ROW = "    - [F32_Default, F32_Default]\n"
+"""BASE's one dtype_format row."""
+KERNEL = "kernel:\n  forward: out[0] = x[0];\n  backward: dx[0] = dout[0];\n"
+"""A kernel body for BASE (the cases that give a target its own bodies)."""
+
 # (name, (old, new) replacements applied to BASE, expected diagnostics text)
 CASES: list[tuple[str, list[tuple[str, str]], str]] = [
-    ("ascend_rows_nothing_builds", [("    - [F32_Default, F32_Default]\n", "    - [F32_Default, F32_Default]\n  Ascend:\n"
-                                       "    - [F32_Default, F32_Default]\n")],
+    ("ascend_rows_nothing_builds", [(ROW, ROW + "  Ascend:\n" + ROW)],
      "s.yaml:13:7: error: op 'twice': target 'Ascend': no device builds target 'Ascend' yet: an Ascend kernel is an "
      "AscendC aot kernel (MindSpore ops.Custom func_type='aot' with target 'Ascend') or a Function<T> calling aclnn, "
      "and neither compiles nor runs without CANN and an Ascend NPU (docs/devices.md); opgen builds CPU, GPU"),
-    ("gpu_body_without_gpu_rows", [(EW, "kernel:\n  forward: out[0] = x[0];\n  backward: dx[0] = dout[0];\n"
-                                        "  GPU:\n    forward: opgen::map(out, [=] __device__ (float v) { return v; }, x);\n")],
+    ("gpu_body_without_gpu_rows", [(EW, KERNEL + "  GPU:\n    forward: opgen::map(out, [=] __device__ (float v) "
+                                        "{ return v; }, x);\n")],
      "s.yaml:15:3: error: op 'twice': kernel.GPU gives bodies for target 'GPU', which has no dtype_format rows\n"
      "s.yaml:15:3: note: add rows under 'dtype_format.GPU' or remove it"),
-    ("gpu_backward_of_another_form", [("    - [F32_Default, F32_Default]\n", "    - [F32_Default, F32_Default]\n  GPU:\n"
-                                       "    - [F32_Default, F32_Default]\n"),
-                                      (EW, "kernel:\n  forward: out[0] = x[0];\n  backward: dx[0] = dout[0];\n"
-                                       "  GPU:\n    forward: out[0] = x[0];\n    backward:\n      x: dx[0] = dout[0];\n")],
+    ("gpu_backward_of_another_form", [(ROW, ROW + "  GPU:\n" + ROW),
+                                      (EW, KERNEL + "  GPU:\n    forward: out[0] = x[0];\n    backward:\n"
+                                       "      x: dx[0] = dout[0];\n")],
      "s.yaml:17:3: error: op 'twice': kernel.GPU.backward is one body per input, kernel.backward one body: a "
      "target's backward takes the default's form"),
     ("name_not_snake", [("name: twice", "name: Twice")],
