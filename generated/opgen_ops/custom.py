@@ -40,8 +40,12 @@ from opgen.backends.mindspore import runtime as _ms
 
 from . import meta as _meta
 
-_LIB = _ms.aot_library(__file__)
-"""Absolute path of the compiled aot library (built on first import when missing or stale)."""
+_TARGET = _ms.device_target()
+"""MindSpore's device target when this package was imported (``CPU`` or ``GPU``): the aot library
+and the dtype_format rows its ``ops.Custom`` primitives use (set the device target first)."""
+_LIB = _ms.aot_library(__file__, _TARGET)
+"""Absolute path of the compiled aot library of that target (built on first import when missing or
+stale; for GPU by nvcc, with the ops that have GPU rows)."""
 _CHECKED = _rt.checked()
 """Whether that library is the checked build (OPGEN_CHECK=1): then every op launches blocking."""
 
@@ -87,6 +91,8 @@ def _adamw_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], beta1: Any, 
 
 
 def _make_adamw(layout: Tuple[int, ...], dynamic: bool, beta1: Any, beta2: Any, eps: Any, weight_decay: Any, bias_correction: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"adamw(): device target {_TARGET} has no dtype_format rows for this op (ops/adamw.yaml has CPU rows only)")
     kinds = _meta.ADAMW["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.ADAMW["inputs"], kinds, layout)]
     attrs = [
@@ -118,6 +124,7 @@ def _make_adamw(layout: Tuple[int, ...], dynamic: bool, beta1: Any, beta2: Any, 
             [("opgen_done", "required", 1), ],
             attrs,
             _ADAMW_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), _graph.refusing_bprop(_ADAMW_REFUSAL), "adamw"),
     )
@@ -176,7 +183,7 @@ def _adamw_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tup
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("adamw", dtypes, _meta.ADAMW["inputs"], _meta.ADAMW["kinds"], layout, _meta.ADAMW["rows"], _meta.ADAMW["outputs"])
+        _ms.check_dtypes("adamw", dtypes, _meta.ADAMW["inputs"], _meta.ADAMW["kinds"], layout, _meta.ADAMW["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.ADAMW["outputs"])
         opgen_values = _rt.check_attrs("adamw", {"beta1": beta1, "beta2": beta2, "eps": eps, "weight_decay": weight_decay, "bias_correction": bias_correction}, _meta.ADAMW["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -297,6 +304,8 @@ def _add_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
 
 
 def _make_add(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"add(): device target {_TARGET} has no dtype_format rows for this op (ops/add.yaml has CPU rows only)")
     kinds = _meta.ADD["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.ADD["inputs"], kinds, layout)]
     attrs = [
@@ -330,6 +339,7 @@ def _make_add(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.ADD["differentiable"]],
             attrs,
             _ADD_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -352,6 +362,7 @@ def _make_add(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _ADD_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "add"),
     )
@@ -405,7 +416,7 @@ def _add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("add", dtypes, _meta.ADD["inputs"], _meta.ADD["kinds"], layout, _meta.ADD["rows"], _meta.ADD["outputs"])
+        _ms.check_dtypes("add", dtypes, _meta.ADD["inputs"], _meta.ADD["kinds"], layout, _meta.ADD["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.ADD["outputs"])
         opgen_values = _rt.check_attrs("add", {}, _meta.ADD["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -506,6 +517,8 @@ def _add_n_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any
 
 
 def _make_add_n(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"add_n(): device target {_TARGET} has no dtype_format rows for this op (ops/add_n.yaml has CPU rows only)")
     kinds = _meta.ADD_N["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.ADD_N["inputs"], kinds, layout)]
     attrs = [
@@ -540,6 +553,7 @@ def _make_add_n(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.ADD_N["differentiable"]],
             attrs,
             _ADD_N_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -558,6 +572,7 @@ def _make_add_n(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _ADD_N_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "add_n"),
     )
@@ -611,7 +626,7 @@ def _add_n_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tup
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("add_n", dtypes, _meta.ADD_N["inputs"], _meta.ADD_N["kinds"], layout, _meta.ADD_N["rows"], _meta.ADD_N["outputs"])
+        _ms.check_dtypes("add_n", dtypes, _meta.ADD_N["inputs"], _meta.ADD_N["kinds"], layout, _meta.ADD_N["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.ADD_N["outputs"])
         opgen_values = _rt.check_attrs("add_n", {}, _meta.ADD_N["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -706,6 +721,8 @@ def _avg_pool2d_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], kernel:
 
 
 def _make_avg_pool2d(layout: Tuple[int, ...], dynamic: bool, kernel: Any, stride: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"avg_pool2d(): device target {_TARGET} has no dtype_format rows for this op (ops/avg_pool2d.yaml has CPU rows only)")
     kinds = _meta.AVG_POOL2D["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.AVG_POOL2D["inputs"], kinds, layout)]
     attrs = [
@@ -741,6 +758,7 @@ def _make_avg_pool2d(layout: Tuple[int, ...], dynamic: bool, kernel: Any, stride
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.AVG_POOL2D["differentiable"]],
             attrs,
             _AVG_POOL2D_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -759,6 +777,7 @@ def _make_avg_pool2d(layout: Tuple[int, ...], dynamic: bool, kernel: Any, stride
             [("out", "required", 1), ],
             attrs,
             _AVG_POOL2D_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "avg_pool2d"),
     )
@@ -802,7 +821,7 @@ def _avg_pool2d_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("avg_pool2d", dtypes, _meta.AVG_POOL2D["inputs"], _meta.AVG_POOL2D["kinds"], layout, _meta.AVG_POOL2D["rows"], _meta.AVG_POOL2D["outputs"])
+        _ms.check_dtypes("avg_pool2d", dtypes, _meta.AVG_POOL2D["inputs"], _meta.AVG_POOL2D["kinds"], layout, _meta.AVG_POOL2D["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.AVG_POOL2D["outputs"])
         opgen_values = _rt.check_attrs("avg_pool2d", {"kernel": kernel, "stride": stride}, _meta.AVG_POOL2D["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -895,6 +914,8 @@ def _broadcast_to_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], shape
 
 
 def _make_broadcast_to(layout: Tuple[int, ...], dynamic: bool, shape: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"broadcast_to(): device target {_TARGET} has no dtype_format rows for this op (ops/broadcast_to.yaml has CPU rows only)")
     kinds = _meta.BROADCAST_TO["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.BROADCAST_TO["inputs"], kinds, layout)]
     attrs = [
@@ -929,6 +950,7 @@ def _make_broadcast_to(layout: Tuple[int, ...], dynamic: bool, shape: Any) -> An
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.BROADCAST_TO["differentiable"]],
             attrs,
             _BROADCAST_TO_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -951,6 +973,7 @@ def _make_broadcast_to(layout: Tuple[int, ...], dynamic: bool, shape: Any) -> An
             [("out", "required", 1), ],
             attrs,
             _BROADCAST_TO_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "broadcast_to"),
     )
@@ -994,7 +1017,7 @@ def _broadcast_to_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shap
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("broadcast_to", dtypes, _meta.BROADCAST_TO["inputs"], _meta.BROADCAST_TO["kinds"], layout, _meta.BROADCAST_TO["rows"], _meta.BROADCAST_TO["outputs"])
+        _ms.check_dtypes("broadcast_to", dtypes, _meta.BROADCAST_TO["inputs"], _meta.BROADCAST_TO["kinds"], layout, _meta.BROADCAST_TO["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.BROADCAST_TO["outputs"])
         opgen_values = _rt.check_attrs("broadcast_to", {"shape": shape}, _meta.BROADCAST_TO["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -1080,6 +1103,8 @@ def _clip_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], min: Any, max
 
 
 def _make_clip(layout: Tuple[int, ...], dynamic: bool, min: Any, max: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"clip(): device target {_TARGET} has no dtype_format rows for this op (ops/clip.yaml has CPU rows only)")
     kinds = _meta.CLIP["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CLIP["inputs"], kinds, layout)]
     attrs = [
@@ -1115,6 +1140,7 @@ def _make_clip(layout: Tuple[int, ...], dynamic: bool, min: Any, max: Any) -> An
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.CLIP["differentiable"]],
             attrs,
             _CLIP_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -1133,6 +1159,7 @@ def _make_clip(layout: Tuple[int, ...], dynamic: bool, min: Any, max: Any) -> An
             [("out", "required", 1), ],
             attrs,
             _CLIP_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "clip"),
     )
@@ -1186,7 +1213,7 @@ def _clip_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("clip", dtypes, _meta.CLIP["inputs"], _meta.CLIP["kinds"], layout, _meta.CLIP["rows"], _meta.CLIP["outputs"])
+        _ms.check_dtypes("clip", dtypes, _meta.CLIP["inputs"], _meta.CLIP["kinds"], layout, _meta.CLIP["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.CLIP["outputs"])
         opgen_values = _rt.check_attrs("clip", {"min": min, "max": max}, _meta.CLIP["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -1287,6 +1314,8 @@ def _concat_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any) 
 
 
 def _make_concat(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"concat(): device target {_TARGET} has no dtype_format rows for this op (ops/concat.yaml has CPU rows only)")
     kinds = _meta.CONCAT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CONCAT["inputs"], kinds, layout)]
     attrs = [
@@ -1322,6 +1351,7 @@ def _make_concat(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.CONCAT["differentiable"]],
             attrs,
             _CONCAT_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -1347,6 +1377,7 @@ def _make_concat(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
             [("out", "required", 1), ],
             attrs,
             _CONCAT_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "concat"),
     )
@@ -1400,7 +1431,7 @@ def _concat_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("concat", dtypes, _meta.CONCAT["inputs"], _meta.CONCAT["kinds"], layout, _meta.CONCAT["rows"], _meta.CONCAT["outputs"])
+        _ms.check_dtypes("concat", dtypes, _meta.CONCAT["inputs"], _meta.CONCAT["kinds"], layout, _meta.CONCAT["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.CONCAT["outputs"])
         opgen_values = _rt.check_attrs("concat", {"axis": axis}, _meta.CONCAT["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -1485,6 +1516,8 @@ def _cumsum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any, 
 
 
 def _make_cumsum(layout: Tuple[int, ...], dynamic: bool, axis: Any, exclusive: Any, reverse: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"cumsum(): device target {_TARGET} has no dtype_format rows for this op (ops/cumsum.yaml has CPU rows only)")
     kinds = _meta.CUMSUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CUMSUM["inputs"], kinds, layout)]
     attrs = [
@@ -1521,6 +1554,7 @@ def _make_cumsum(layout: Tuple[int, ...], dynamic: bool, axis: Any, exclusive: A
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.CUMSUM["differentiable"]],
             attrs,
             _CUMSUM_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -1539,6 +1573,7 @@ def _make_cumsum(layout: Tuple[int, ...], dynamic: bool, axis: Any, exclusive: A
             [("out", "required", 1), ],
             attrs,
             _CUMSUM_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "cumsum"),
     )
@@ -1592,7 +1627,7 @@ def _cumsum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("cumsum", dtypes, _meta.CUMSUM["inputs"], _meta.CUMSUM["kinds"], layout, _meta.CUMSUM["rows"], _meta.CUMSUM["outputs"])
+        _ms.check_dtypes("cumsum", dtypes, _meta.CUMSUM["inputs"], _meta.CUMSUM["kinds"], layout, _meta.CUMSUM["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.CUMSUM["outputs"])
         opgen_values = _rt.check_attrs("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _meta.CUMSUM["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -1691,6 +1726,8 @@ def _div_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
 
 
 def _make_div(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"div(): device target {_TARGET} has no dtype_format rows for this op (ops/div.yaml has CPU rows only)")
     kinds = _meta.DIV["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.DIV["inputs"], kinds, layout)]
     attrs = [
@@ -1724,6 +1761,7 @@ def _make_div(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.DIV["differentiable"]],
             attrs,
             _DIV_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -1742,6 +1780,7 @@ def _make_div(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _DIV_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "div"),
     )
@@ -1795,7 +1834,7 @@ def _div_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("div", dtypes, _meta.DIV["inputs"], _meta.DIV["kinds"], layout, _meta.DIV["rows"], _meta.DIV["outputs"])
+        _ms.check_dtypes("div", dtypes, _meta.DIV["inputs"], _meta.DIV["kinds"], layout, _meta.DIV["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.DIV["outputs"])
         opgen_values = _rt.check_attrs("div", {}, _meta.DIV["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -1891,6 +1930,8 @@ def _dropout_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], keep_prob:
 
 
 def _make_dropout(layout: Tuple[int, ...], dynamic: bool, keep_prob: Any, seed: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"dropout(): device target {_TARGET} has no dtype_format rows for this op (ops/dropout.yaml has CPU rows only)")
     kinds = _meta.DROPOUT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.DROPOUT["inputs"], kinds, layout)]
     attrs = [
@@ -1926,6 +1967,7 @@ def _make_dropout(layout: Tuple[int, ...], dynamic: bool, keep_prob: Any, seed: 
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.DROPOUT["differentiable"]],
             attrs,
             _DROPOUT_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -1944,6 +1986,7 @@ def _make_dropout(layout: Tuple[int, ...], dynamic: bool, keep_prob: Any, seed: 
             [("y", "required", 1), ("mask", "required", 1), ],
             attrs,
             _DROPOUT_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "dropout"),
     )
@@ -1997,7 +2040,7 @@ def _dropout_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: T
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("dropout", dtypes, _meta.DROPOUT["inputs"], _meta.DROPOUT["kinds"], layout, _meta.DROPOUT["rows"], _meta.DROPOUT["outputs"])
+        _ms.check_dtypes("dropout", dtypes, _meta.DROPOUT["inputs"], _meta.DROPOUT["kinds"], layout, _meta.DROPOUT["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.DROPOUT["outputs"])
         opgen_values = _rt.check_attrs("dropout", {"keep_prob": keep_prob, "seed": seed}, _meta.DROPOUT["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -2098,6 +2141,8 @@ def _exp_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
 
 
 def _make_exp(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"exp(): device target {_TARGET} has no dtype_format rows for this op (ops/exp.yaml has CPU rows only)")
     kinds = _meta.EXP["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.EXP["inputs"], kinds, layout)]
     attrs = [
@@ -2131,6 +2176,7 @@ def _make_exp(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.EXP["differentiable"]],
             attrs,
             _EXP_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -2149,6 +2195,7 @@ def _make_exp(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _EXP_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "exp"),
     )
@@ -2202,7 +2249,7 @@ def _exp_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("exp", dtypes, _meta.EXP["inputs"], _meta.EXP["kinds"], layout, _meta.EXP["rows"], _meta.EXP["outputs"])
+        _ms.check_dtypes("exp", dtypes, _meta.EXP["inputs"], _meta.EXP["kinds"], layout, _meta.EXP["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.EXP["outputs"])
         opgen_values = _rt.check_attrs("exp", {}, _meta.EXP["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -2294,6 +2341,8 @@ def _gather_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any) 
 
 
 def _make_gather(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"gather(): device target {_TARGET} has no dtype_format rows for this op (ops/gather.yaml has CPU rows only)")
     kinds = _meta.GATHER["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.GATHER["inputs"], kinds, layout)]
     attrs = [
@@ -2328,6 +2377,7 @@ def _make_gather(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.GATHER["differentiable"]],
             attrs,
             _GATHER_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -2346,6 +2396,7 @@ def _make_gather(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
             [("out", "required", 1), ],
             attrs,
             _GATHER_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "gather"),
     )
@@ -2399,7 +2450,7 @@ def _gather_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("gather", dtypes, _meta.GATHER["inputs"], _meta.GATHER["kinds"], layout, _meta.GATHER["rows"], _meta.GATHER["outputs"])
+        _ms.check_dtypes("gather", dtypes, _meta.GATHER["inputs"], _meta.GATHER["kinds"], layout, _meta.GATHER["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.GATHER["outputs"])
         opgen_values = _rt.check_attrs("gather", {"axis": axis}, _meta.GATHER["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -2488,6 +2539,8 @@ def _gelu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], approximate: 
 
 
 def _make_gelu(layout: Tuple[int, ...], dynamic: bool, approximate: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"gelu(): device target {_TARGET} has no dtype_format rows for this op (ops/gelu.yaml has CPU rows only)")
     kinds = _meta.GELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.GELU["inputs"], kinds, layout)]
     attrs = [
@@ -2522,6 +2575,7 @@ def _make_gelu(layout: Tuple[int, ...], dynamic: bool, approximate: Any) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.GELU["differentiable"]],
             attrs,
             _GELU_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -2540,6 +2594,7 @@ def _make_gelu(layout: Tuple[int, ...], dynamic: bool, approximate: Any) -> Any:
             [("out", "required", 1), ],
             attrs,
             _GELU_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "gelu"),
     )
@@ -2593,7 +2648,7 @@ def _gelu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("gelu", dtypes, _meta.GELU["inputs"], _meta.GELU["kinds"], layout, _meta.GELU["rows"], _meta.GELU["outputs"])
+        _ms.check_dtypes("gelu", dtypes, _meta.GELU["inputs"], _meta.GELU["kinds"], layout, _meta.GELU["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.GELU["outputs"])
         opgen_values = _rt.check_attrs("gelu", {"approximate": approximate}, _meta.GELU["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -2688,6 +2743,8 @@ def _layer_norm_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], eps: An
 
 
 def _make_layer_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"layer_norm(): device target {_TARGET} has no dtype_format rows for this op (ops/layer_norm.yaml has CPU rows only)")
     kinds = _meta.LAYER_NORM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LAYER_NORM["inputs"], kinds, layout)]
     attrs = [
@@ -2723,6 +2780,7 @@ def _make_layer_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.LAYER_NORM["differentiable"]],
             attrs,
             _LAYER_NORM_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -2741,6 +2799,7 @@ def _make_layer_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
             [("y", "required", 1), ("mean", "required", 1), ("rstd", "required", 1), ],
             attrs,
             _LAYER_NORM_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "layer_norm"),
     )
@@ -2794,7 +2853,7 @@ def _layer_norm_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("layer_norm", dtypes, _meta.LAYER_NORM["inputs"], _meta.LAYER_NORM["kinds"], layout, _meta.LAYER_NORM["rows"], _meta.LAYER_NORM["outputs"])
+        _ms.check_dtypes("layer_norm", dtypes, _meta.LAYER_NORM["inputs"], _meta.LAYER_NORM["kinds"], layout, _meta.LAYER_NORM["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.LAYER_NORM["outputs"])
         opgen_values = _rt.check_attrs("layer_norm", {"eps": eps}, _meta.LAYER_NORM["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -2885,6 +2944,8 @@ def _leaky_relu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], alpha: 
 
 
 def _make_leaky_relu(layout: Tuple[int, ...], dynamic: bool, alpha: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"leaky_relu(): device target {_TARGET} has no dtype_format rows for this op (ops/leaky_relu.yaml has CPU rows only)")
     kinds = _meta.LEAKY_RELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LEAKY_RELU["inputs"], kinds, layout)]
     attrs = [
@@ -2919,6 +2980,7 @@ def _make_leaky_relu(layout: Tuple[int, ...], dynamic: bool, alpha: Any) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.LEAKY_RELU["differentiable"]],
             attrs,
             _LEAKY_RELU_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -2937,6 +2999,7 @@ def _make_leaky_relu(layout: Tuple[int, ...], dynamic: bool, alpha: Any) -> Any:
             [("out", "required", 1), ],
             attrs,
             _LEAKY_RELU_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "leaky_relu"),
     )
@@ -2990,7 +3053,7 @@ def _leaky_relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("leaky_relu", dtypes, _meta.LEAKY_RELU["inputs"], _meta.LEAKY_RELU["kinds"], layout, _meta.LEAKY_RELU["rows"], _meta.LEAKY_RELU["outputs"])
+        _ms.check_dtypes("leaky_relu", dtypes, _meta.LEAKY_RELU["inputs"], _meta.LEAKY_RELU["kinds"], layout, _meta.LEAKY_RELU["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.LEAKY_RELU["outputs"])
         opgen_values = _rt.check_attrs("leaky_relu", {"alpha": alpha}, _meta.LEAKY_RELU["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -3085,6 +3148,8 @@ def _log_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
 
 
 def _make_log(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"log(): device target {_TARGET} has no dtype_format rows for this op (ops/log.yaml has CPU rows only)")
     kinds = _meta.LOG["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LOG["inputs"], kinds, layout)]
     attrs = [
@@ -3118,6 +3183,7 @@ def _make_log(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.LOG["differentiable"]],
             attrs,
             _LOG_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -3136,6 +3202,7 @@ def _make_log(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _LOG_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "log"),
     )
@@ -3189,7 +3256,7 @@ def _log_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("log", dtypes, _meta.LOG["inputs"], _meta.LOG["kinds"], layout, _meta.LOG["rows"], _meta.LOG["outputs"])
+        _ms.check_dtypes("log", dtypes, _meta.LOG["inputs"], _meta.LOG["kinds"], layout, _meta.LOG["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.LOG["outputs"])
         opgen_values = _rt.check_attrs("log", {}, _meta.LOG["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -3282,6 +3349,8 @@ def _log_softmax_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: 
 
 
 def _make_log_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"log_softmax(): device target {_TARGET} has no dtype_format rows for this op (ops/log_softmax.yaml has CPU rows only)")
     kinds = _meta.LOG_SOFTMAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LOG_SOFTMAX["inputs"], kinds, layout)]
     attrs = [
@@ -3316,6 +3385,7 @@ def _make_log_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.LOG_SOFTMAX["differentiable"]],
             attrs,
             _LOG_SOFTMAX_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -3334,6 +3404,7 @@ def _make_log_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
             [("out", "required", 1), ],
             attrs,
             _LOG_SOFTMAX_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "log_softmax"),
     )
@@ -3387,7 +3458,7 @@ def _log_softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shape
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("log_softmax", dtypes, _meta.LOG_SOFTMAX["inputs"], _meta.LOG_SOFTMAX["kinds"], layout, _meta.LOG_SOFTMAX["rows"], _meta.LOG_SOFTMAX["outputs"])
+        _ms.check_dtypes("log_softmax", dtypes, _meta.LOG_SOFTMAX["inputs"], _meta.LOG_SOFTMAX["kinds"], layout, _meta.LOG_SOFTMAX["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.LOG_SOFTMAX["outputs"])
         opgen_values = _rt.check_attrs("log_softmax", {"axis": axis}, _meta.LOG_SOFTMAX["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -3482,6 +3553,8 @@ def _matmul_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], transpose_a
 
 
 def _make_matmul(layout: Tuple[int, ...], dynamic: bool, transpose_a: Any, transpose_b: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"matmul(): device target {_TARGET} has no dtype_format rows for this op (ops/matmul.yaml has CPU rows only)")
     kinds = _meta.MATMUL["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.MATMUL["inputs"], kinds, layout)]
     attrs = [
@@ -3517,6 +3590,7 @@ def _make_matmul(layout: Tuple[int, ...], dynamic: bool, transpose_a: Any, trans
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.MATMUL["differentiable"]],
             attrs,
             _MATMUL_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -3535,6 +3609,7 @@ def _make_matmul(layout: Tuple[int, ...], dynamic: bool, transpose_a: Any, trans
             [("out", "required", 1), ],
             attrs,
             _MATMUL_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "matmul"),
     )
@@ -3588,7 +3663,7 @@ def _matmul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("matmul", dtypes, _meta.MATMUL["inputs"], _meta.MATMUL["kinds"], layout, _meta.MATMUL["rows"], _meta.MATMUL["outputs"])
+        _ms.check_dtypes("matmul", dtypes, _meta.MATMUL["inputs"], _meta.MATMUL["kinds"], layout, _meta.MATMUL["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.MATMUL["outputs"])
         opgen_values = _rt.check_attrs("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _meta.MATMUL["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -3685,6 +3760,8 @@ def _maximum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[A
 
 
 def _make_maximum(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"maximum(): device target {_TARGET} has no dtype_format rows for this op (ops/maximum.yaml has CPU rows only)")
     kinds = _meta.MAXIMUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.MAXIMUM["inputs"], kinds, layout)]
     attrs = [
@@ -3718,6 +3795,7 @@ def _make_maximum(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.MAXIMUM["differentiable"]],
             attrs,
             _MAXIMUM_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -3736,6 +3814,7 @@ def _make_maximum(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _MAXIMUM_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "maximum"),
     )
@@ -3789,7 +3868,7 @@ def _maximum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: T
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("maximum", dtypes, _meta.MAXIMUM["inputs"], _meta.MAXIMUM["kinds"], layout, _meta.MAXIMUM["rows"], _meta.MAXIMUM["outputs"])
+        _ms.check_dtypes("maximum", dtypes, _meta.MAXIMUM["inputs"], _meta.MAXIMUM["kinds"], layout, _meta.MAXIMUM["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.MAXIMUM["outputs"])
         opgen_values = _rt.check_attrs("maximum", {}, _meta.MAXIMUM["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -3886,6 +3965,8 @@ def _mul_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
 
 
 def _make_mul(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"mul(): device target {_TARGET} has no dtype_format rows for this op (ops/mul.yaml has CPU rows only)")
     kinds = _meta.MUL["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.MUL["inputs"], kinds, layout)]
     attrs = [
@@ -3919,6 +4000,7 @@ def _make_mul(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.MUL["differentiable"]],
             attrs,
             _MUL_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -3937,6 +4019,7 @@ def _make_mul(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _MUL_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "mul"),
     )
@@ -3990,7 +4073,7 @@ def _mul_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("mul", dtypes, _meta.MUL["inputs"], _meta.MUL["kinds"], layout, _meta.MUL["rows"], _meta.MUL["outputs"])
+        _ms.check_dtypes("mul", dtypes, _meta.MUL["inputs"], _meta.MUL["kinds"], layout, _meta.MUL["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.MUL["outputs"])
         opgen_values = _rt.check_attrs("mul", {}, _meta.MUL["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -4091,6 +4174,8 @@ def _pad2d_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], paddings: An
 
 
 def _make_pad2d(layout: Tuple[int, ...], dynamic: bool, paddings: Any, value: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"pad2d(): device target {_TARGET} has no dtype_format rows for this op (ops/pad2d.yaml has CPU rows only)")
     kinds = _meta.PAD2D["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.PAD2D["inputs"], kinds, layout)]
     attrs = [
@@ -4126,6 +4211,7 @@ def _make_pad2d(layout: Tuple[int, ...], dynamic: bool, paddings: Any, value: An
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.PAD2D["differentiable"]],
             attrs,
             _PAD2D_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -4144,6 +4230,7 @@ def _make_pad2d(layout: Tuple[int, ...], dynamic: bool, paddings: Any, value: An
             [("out", "required", 1), ],
             attrs,
             _PAD2D_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "pad2d"),
     )
@@ -4187,7 +4274,7 @@ def _pad2d_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tup
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("pad2d", dtypes, _meta.PAD2D["inputs"], _meta.PAD2D["kinds"], layout, _meta.PAD2D["rows"], _meta.PAD2D["outputs"])
+        _ms.check_dtypes("pad2d", dtypes, _meta.PAD2D["inputs"], _meta.PAD2D["kinds"], layout, _meta.PAD2D["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.PAD2D["outputs"])
         opgen_values = _rt.check_attrs("pad2d", {"paddings": paddings, "value": value}, _meta.PAD2D["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -4274,6 +4361,8 @@ def _pow_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
 
 
 def _make_pow(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"pow(): device target {_TARGET} has no dtype_format rows for this op (ops/pow.yaml has CPU rows only)")
     kinds = _meta.POW["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.POW["inputs"], kinds, layout)]
     attrs = [
@@ -4307,6 +4396,7 @@ def _make_pow(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.POW["differentiable"]],
             attrs,
             _POW_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -4325,6 +4415,7 @@ def _make_pow(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _POW_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "pow"),
     )
@@ -4378,7 +4469,7 @@ def _pow_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("pow", dtypes, _meta.POW["inputs"], _meta.POW["kinds"], layout, _meta.POW["rows"], _meta.POW["outputs"])
+        _ms.check_dtypes("pow", dtypes, _meta.POW["inputs"], _meta.POW["kinds"], layout, _meta.POW["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.POW["outputs"])
         opgen_values = _rt.check_attrs("pow", {}, _meta.POW["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -4474,6 +4565,8 @@ def _reduce_max_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: A
 
 
 def _make_reduce_max(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dims: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"reduce_max(): device target {_TARGET} has no dtype_format rows for this op (ops/reduce_max.yaml has CPU rows only)")
     kinds = _meta.REDUCE_MAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_MAX["inputs"], kinds, layout)]
     attrs = [
@@ -4509,6 +4602,7 @@ def _make_reduce_max(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dim
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.REDUCE_MAX["differentiable"]],
             attrs,
             _REDUCE_MAX_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -4527,6 +4621,7 @@ def _make_reduce_max(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dim
             [("out", "required", 1), ],
             attrs,
             _REDUCE_MAX_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "reduce_max"),
     )
@@ -4570,7 +4665,7 @@ def _reduce_max_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("reduce_max", dtypes, _meta.REDUCE_MAX["inputs"], _meta.REDUCE_MAX["kinds"], layout, _meta.REDUCE_MAX["rows"], _meta.REDUCE_MAX["outputs"])
+        _ms.check_dtypes("reduce_max", dtypes, _meta.REDUCE_MAX["inputs"], _meta.REDUCE_MAX["kinds"], layout, _meta.REDUCE_MAX["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.REDUCE_MAX["outputs"])
         opgen_values = _rt.check_attrs("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MAX["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -4659,6 +4754,8 @@ def _reduce_mean_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: 
 
 
 def _make_reduce_mean(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dims: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"reduce_mean(): device target {_TARGET} has no dtype_format rows for this op (ops/reduce_mean.yaml has CPU rows only)")
     kinds = _meta.REDUCE_MEAN["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_MEAN["inputs"], kinds, layout)]
     attrs = [
@@ -4694,6 +4791,7 @@ def _make_reduce_mean(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_di
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.REDUCE_MEAN["differentiable"]],
             attrs,
             _REDUCE_MEAN_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -4712,6 +4810,7 @@ def _make_reduce_mean(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_di
             [("out", "required", 1), ],
             attrs,
             _REDUCE_MEAN_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "reduce_mean"),
     )
@@ -4755,7 +4854,7 @@ def _reduce_mean_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shape
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("reduce_mean", dtypes, _meta.REDUCE_MEAN["inputs"], _meta.REDUCE_MEAN["kinds"], layout, _meta.REDUCE_MEAN["rows"], _meta.REDUCE_MEAN["outputs"])
+        _ms.check_dtypes("reduce_mean", dtypes, _meta.REDUCE_MEAN["inputs"], _meta.REDUCE_MEAN["kinds"], layout, _meta.REDUCE_MEAN["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.REDUCE_MEAN["outputs"])
         opgen_values = _rt.check_attrs("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_MEAN["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -4841,6 +4940,8 @@ def _reduce_sum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: A
 
 
 def _make_reduce_sum(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dims: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"reduce_sum(): device target {_TARGET} has no dtype_format rows for this op (ops/reduce_sum.yaml has CPU rows only)")
     kinds = _meta.REDUCE_SUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_SUM["inputs"], kinds, layout)]
     attrs = [
@@ -4876,6 +4977,7 @@ def _make_reduce_sum(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dim
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.REDUCE_SUM["differentiable"]],
             attrs,
             _REDUCE_SUM_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -4901,6 +5003,7 @@ def _make_reduce_sum(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dim
             [("out", "required", 1), ],
             attrs,
             _REDUCE_SUM_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "reduce_sum"),
     )
@@ -4944,7 +5047,7 @@ def _reduce_sum_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("reduce_sum", dtypes, _meta.REDUCE_SUM["inputs"], _meta.REDUCE_SUM["kinds"], layout, _meta.REDUCE_SUM["rows"], _meta.REDUCE_SUM["outputs"])
+        _ms.check_dtypes("reduce_sum", dtypes, _meta.REDUCE_SUM["inputs"], _meta.REDUCE_SUM["kinds"], layout, _meta.REDUCE_SUM["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.REDUCE_SUM["outputs"])
         opgen_values = _rt.check_attrs("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _meta.REDUCE_SUM["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -5030,6 +5133,8 @@ def _relu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any,
 
 
 def _make_relu(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"relu(): device target {_TARGET} has no dtype_format rows for this op (ops/relu.yaml has CPU rows only)")
     kinds = _meta.RELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.RELU["inputs"], kinds, layout)]
     attrs = [
@@ -5063,6 +5168,7 @@ def _make_relu(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.RELU["differentiable"]],
             attrs,
             _RELU_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -5081,6 +5187,7 @@ def _make_relu(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _RELU_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "relu"),
     )
@@ -5134,7 +5241,7 @@ def _relu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("relu", dtypes, _meta.RELU["inputs"], _meta.RELU["kinds"], layout, _meta.RELU["rows"], _meta.RELU["outputs"])
+        _ms.check_dtypes("relu", dtypes, _meta.RELU["inputs"], _meta.RELU["kinds"], layout, _meta.RELU["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.RELU["outputs"])
         opgen_values = _rt.check_attrs("relu", {}, _meta.RELU["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -5231,6 +5338,8 @@ def _rms_norm_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], eps: Any)
 
 
 def _make_rms_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"rms_norm(): device target {_TARGET} has no dtype_format rows for this op (ops/rms_norm.yaml has CPU rows only)")
     kinds = _meta.RMS_NORM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.RMS_NORM["inputs"], kinds, layout)]
     attrs = [
@@ -5265,6 +5374,7 @@ def _make_rms_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.RMS_NORM["differentiable"]],
             attrs,
             _RMS_NORM_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -5283,6 +5393,7 @@ def _make_rms_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
             [("y", "required", 1), ],
             attrs,
             _RMS_NORM_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "rms_norm"),
     )
@@ -5336,7 +5447,7 @@ def _rms_norm_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: 
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("rms_norm", dtypes, _meta.RMS_NORM["inputs"], _meta.RMS_NORM["kinds"], layout, _meta.RMS_NORM["rows"], _meta.RMS_NORM["outputs"])
+        _ms.check_dtypes("rms_norm", dtypes, _meta.RMS_NORM["inputs"], _meta.RMS_NORM["kinds"], layout, _meta.RMS_NORM["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.RMS_NORM["outputs"])
         opgen_values = _rt.check_attrs("rms_norm", {"eps": eps}, _meta.RMS_NORM["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -5432,6 +5543,8 @@ def _rsqrt_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any
 
 
 def _make_rsqrt(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"rsqrt(): device target {_TARGET} has no dtype_format rows for this op (ops/rsqrt.yaml has CPU rows only)")
     kinds = _meta.RSQRT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.RSQRT["inputs"], kinds, layout)]
     attrs = [
@@ -5465,6 +5578,7 @@ def _make_rsqrt(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.RSQRT["differentiable"]],
             attrs,
             _RSQRT_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -5483,6 +5597,7 @@ def _make_rsqrt(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _RSQRT_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "rsqrt"),
     )
@@ -5536,7 +5651,7 @@ def _rsqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tup
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("rsqrt", dtypes, _meta.RSQRT["inputs"], _meta.RSQRT["kinds"], layout, _meta.RSQRT["rows"], _meta.RSQRT["outputs"])
+        _ms.check_dtypes("rsqrt", dtypes, _meta.RSQRT["inputs"], _meta.RSQRT["kinds"], layout, _meta.RSQRT["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.RSQRT["outputs"])
         opgen_values = _rt.check_attrs("rsqrt", {}, _meta.RSQRT["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -5629,6 +5744,8 @@ def _scale_add_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], scale: A
 
 
 def _make_scale_add(layout: Tuple[int, ...], dynamic: bool, scale: Any, paddings: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"scale_add(): device target {_TARGET} has no dtype_format rows for this op (ops/scale_add.yaml has CPU rows only)")
     kinds = _meta.SCALE_ADD["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SCALE_ADD["inputs"], kinds, layout)]
     attrs = [
@@ -5664,6 +5781,7 @@ def _make_scale_add(layout: Tuple[int, ...], dynamic: bool, scale: Any, paddings
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SCALE_ADD["differentiable"]],
             attrs,
             _SCALE_ADD_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -5682,6 +5800,7 @@ def _make_scale_add(layout: Tuple[int, ...], dynamic: bool, scale: Any, paddings
             [("out", "required", 1), ],
             attrs,
             _SCALE_ADD_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "scale_add"),
     )
@@ -5725,7 +5844,7 @@ def _scale_add_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes:
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("scale_add", dtypes, _meta.SCALE_ADD["inputs"], _meta.SCALE_ADD["kinds"], layout, _meta.SCALE_ADD["rows"], _meta.SCALE_ADD["outputs"])
+        _ms.check_dtypes("scale_add", dtypes, _meta.SCALE_ADD["inputs"], _meta.SCALE_ADD["kinds"], layout, _meta.SCALE_ADD["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.SCALE_ADD["outputs"])
         opgen_values = _rt.check_attrs("scale_add", {"scale": scale, "paddings": paddings}, _meta.SCALE_ADD["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -5815,6 +5934,8 @@ def _sigmoid_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[A
 
 
 def _make_sigmoid(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"sigmoid(): device target {_TARGET} has no dtype_format rows for this op (ops/sigmoid.yaml has CPU rows only)")
     kinds = _meta.SIGMOID["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SIGMOID["inputs"], kinds, layout)]
     attrs = [
@@ -5848,6 +5969,7 @@ def _make_sigmoid(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SIGMOID["differentiable"]],
             attrs,
             _SIGMOID_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -5866,6 +5988,7 @@ def _make_sigmoid(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _SIGMOID_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "sigmoid"),
     )
@@ -5919,7 +6042,7 @@ def _sigmoid_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: T
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("sigmoid", dtypes, _meta.SIGMOID["inputs"], _meta.SIGMOID["kinds"], layout, _meta.SIGMOID["rows"], _meta.SIGMOID["outputs"])
+        _ms.check_dtypes("sigmoid", dtypes, _meta.SIGMOID["inputs"], _meta.SIGMOID["kinds"], layout, _meta.SIGMOID["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.SIGMOID["outputs"])
         opgen_values = _rt.check_attrs("sigmoid", {}, _meta.SIGMOID["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -6016,6 +6139,8 @@ def _smooth_l1_loss_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], bet
 
 
 def _make_smooth_l1_loss(layout: Tuple[int, ...], dynamic: bool, beta: Any, reduction: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"smooth_l1_loss(): device target {_TARGET} has no dtype_format rows for this op (ops/smooth_l1_loss.yaml has CPU rows only)")
     kinds = _meta.SMOOTH_L1_LOSS["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SMOOTH_L1_LOSS["inputs"], kinds, layout)]
     attrs = [
@@ -6051,6 +6176,7 @@ def _make_smooth_l1_loss(layout: Tuple[int, ...], dynamic: bool, beta: Any, redu
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SMOOTH_L1_LOSS["differentiable"]],
             attrs,
             _SMOOTH_L1_LOSS_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -6069,6 +6195,7 @@ def _make_smooth_l1_loss(layout: Tuple[int, ...], dynamic: bool, beta: Any, redu
             [("loss", "required", 1), ],
             attrs,
             _SMOOTH_L1_LOSS_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "smooth_l1_loss"),
     )
@@ -6122,7 +6249,7 @@ def _smooth_l1_loss_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], sh
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("smooth_l1_loss", dtypes, _meta.SMOOTH_L1_LOSS["inputs"], _meta.SMOOTH_L1_LOSS["kinds"], layout, _meta.SMOOTH_L1_LOSS["rows"], _meta.SMOOTH_L1_LOSS["outputs"])
+        _ms.check_dtypes("smooth_l1_loss", dtypes, _meta.SMOOTH_L1_LOSS["inputs"], _meta.SMOOTH_L1_LOSS["kinds"], layout, _meta.SMOOTH_L1_LOSS["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.SMOOTH_L1_LOSS["outputs"])
         opgen_values = _rt.check_attrs("smooth_l1_loss", {"beta": beta, "reduction": reduction}, _meta.SMOOTH_L1_LOSS["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -6220,6 +6347,8 @@ def _softmax_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any)
 
 
 def _make_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"softmax(): device target {_TARGET} has no dtype_format rows for this op (ops/softmax.yaml has CPU rows only)")
     kinds = _meta.SOFTMAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SOFTMAX["inputs"], kinds, layout)]
     attrs = [
@@ -6254,6 +6383,7 @@ def _make_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SOFTMAX["differentiable"]],
             attrs,
             _SOFTMAX_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -6272,6 +6402,7 @@ def _make_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
             [("out", "required", 1), ],
             attrs,
             _SOFTMAX_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "softmax"),
     )
@@ -6325,7 +6456,7 @@ def _softmax_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: T
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("softmax", dtypes, _meta.SOFTMAX["inputs"], _meta.SOFTMAX["kinds"], layout, _meta.SOFTMAX["rows"], _meta.SOFTMAX["outputs"])
+        _ms.check_dtypes("softmax", dtypes, _meta.SOFTMAX["inputs"], _meta.SOFTMAX["kinds"], layout, _meta.SOFTMAX["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.SOFTMAX["outputs"])
         opgen_values = _rt.check_attrs("softmax", {"axis": axis}, _meta.SOFTMAX["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -6420,6 +6551,8 @@ def _softplus_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[
 
 
 def _make_softplus(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"softplus(): device target {_TARGET} has no dtype_format rows for this op (ops/softplus.yaml has CPU rows only)")
     kinds = _meta.SOFTPLUS["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SOFTPLUS["inputs"], kinds, layout)]
     attrs = [
@@ -6453,6 +6586,7 @@ def _make_softplus(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SOFTPLUS["differentiable"]],
             attrs,
             _SOFTPLUS_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -6471,6 +6605,7 @@ def _make_softplus(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _SOFTPLUS_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "softplus"),
     )
@@ -6524,7 +6659,7 @@ def _softplus_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: 
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("softplus", dtypes, _meta.SOFTPLUS["inputs"], _meta.SOFTPLUS["kinds"], layout, _meta.SOFTPLUS["rows"], _meta.SOFTPLUS["outputs"])
+        _ms.check_dtypes("softplus", dtypes, _meta.SOFTPLUS["inputs"], _meta.SOFTPLUS["kinds"], layout, _meta.SOFTPLUS["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.SOFTPLUS["outputs"])
         opgen_values = _rt.check_attrs("softplus", {}, _meta.SOFTPLUS["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -6618,6 +6753,8 @@ def _sqrt_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any,
 
 
 def _make_sqrt(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"sqrt(): device target {_TARGET} has no dtype_format rows for this op (ops/sqrt.yaml has CPU rows only)")
     kinds = _meta.SQRT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SQRT["inputs"], kinds, layout)]
     attrs = [
@@ -6651,6 +6788,7 @@ def _make_sqrt(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SQRT["differentiable"]],
             attrs,
             _SQRT_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -6669,6 +6807,7 @@ def _make_sqrt(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _SQRT_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "sqrt"),
     )
@@ -6722,7 +6861,7 @@ def _sqrt_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("sqrt", dtypes, _meta.SQRT["inputs"], _meta.SQRT["kinds"], layout, _meta.SQRT["rows"], _meta.SQRT["outputs"])
+        _ms.check_dtypes("sqrt", dtypes, _meta.SQRT["inputs"], _meta.SQRT["kinds"], layout, _meta.SQRT["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.SQRT["outputs"])
         opgen_values = _rt.check_attrs("sqrt", {}, _meta.SQRT["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -6815,6 +6954,8 @@ def _square_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[An
 
 
 def _make_square(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"square(): device target {_TARGET} has no dtype_format rows for this op (ops/square.yaml has CPU rows only)")
     kinds = _meta.SQUARE["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SQUARE["inputs"], kinds, layout)]
     attrs = [
@@ -6848,6 +6989,7 @@ def _make_square(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SQUARE["differentiable"]],
             attrs,
             _SQUARE_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -6866,6 +7008,7 @@ def _make_square(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _SQUARE_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "square"),
     )
@@ -6919,7 +7062,7 @@ def _square_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("square", dtypes, _meta.SQUARE["inputs"], _meta.SQUARE["kinds"], layout, _meta.SQUARE["rows"], _meta.SQUARE["outputs"])
+        _ms.check_dtypes("square", dtypes, _meta.SQUARE["inputs"], _meta.SQUARE["kinds"], layout, _meta.SQUARE["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.SQUARE["outputs"])
         opgen_values = _rt.check_attrs("square", {}, _meta.SQUARE["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -7012,6 +7155,8 @@ def _sub_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
 
 
 def _make_sub(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"sub(): device target {_TARGET} has no dtype_format rows for this op (ops/sub.yaml has CPU rows only)")
     kinds = _meta.SUB["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SUB["inputs"], kinds, layout)]
     attrs = [
@@ -7045,6 +7190,7 @@ def _make_sub(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SUB["differentiable"]],
             attrs,
             _SUB_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -7063,6 +7209,7 @@ def _make_sub(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _SUB_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "sub"),
     )
@@ -7116,7 +7263,7 @@ def _sub_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tuple
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("sub", dtypes, _meta.SUB["inputs"], _meta.SUB["kinds"], layout, _meta.SUB["rows"], _meta.SUB["outputs"])
+        _ms.check_dtypes("sub", dtypes, _meta.SUB["inputs"], _meta.SUB["kinds"], layout, _meta.SUB["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.SUB["outputs"])
         opgen_values = _rt.check_attrs("sub", {}, _meta.SUB["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -7215,6 +7362,8 @@ def _swiglu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[An
 
 
 def _make_swiglu(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"swiglu(): device target {_TARGET} has no dtype_format rows for this op (ops/swiglu.yaml has CPU rows only)")
     kinds = _meta.SWIGLU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SWIGLU["inputs"], kinds, layout)]
     attrs = [
@@ -7248,6 +7397,7 @@ def _make_swiglu(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.SWIGLU["differentiable"]],
             attrs,
             _SWIGLU_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -7266,6 +7416,7 @@ def _make_swiglu(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _SWIGLU_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "swiglu"),
     )
@@ -7319,7 +7470,7 @@ def _swiglu_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tu
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("swiglu", dtypes, _meta.SWIGLU["inputs"], _meta.SWIGLU["kinds"], layout, _meta.SWIGLU["rows"], _meta.SWIGLU["outputs"])
+        _ms.check_dtypes("swiglu", dtypes, _meta.SWIGLU["inputs"], _meta.SWIGLU["kinds"], layout, _meta.SWIGLU["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.SWIGLU["outputs"])
         opgen_values = _rt.check_attrs("swiglu", {}, _meta.SWIGLU["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -7412,6 +7563,8 @@ def _tanh_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any,
 
 
 def _make_tanh(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"tanh(): device target {_TARGET} has no dtype_format rows for this op (ops/tanh.yaml has CPU rows only)")
     kinds = _meta.TANH["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.TANH["inputs"], kinds, layout)]
     attrs = [
@@ -7445,6 +7598,7 @@ def _make_tanh(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.TANH["differentiable"]],
             attrs,
             _TANH_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -7463,6 +7617,7 @@ def _make_tanh(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _TANH_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "tanh"),
     )
@@ -7516,7 +7671,7 @@ def _tanh_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("tanh", dtypes, _meta.TANH["inputs"], _meta.TANH["kinds"], layout, _meta.TANH["rows"], _meta.TANH["outputs"])
+        _ms.check_dtypes("tanh", dtypes, _meta.TANH["inputs"], _meta.TANH["kinds"], layout, _meta.TANH["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.TANH["outputs"])
         opgen_values = _rt.check_attrs("tanh", {}, _meta.TANH["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -7613,6 +7768,8 @@ def _topk_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], k: Any) -> Tu
 
 
 def _make_topk(layout: Tuple[int, ...], dynamic: bool, k: Any) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"topk(): device target {_TARGET} has no dtype_format rows for this op (ops/topk.yaml has CPU rows only)")
     kinds = _meta.TOPK["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.TOPK["inputs"], kinds, layout)]
     attrs = [
@@ -7647,6 +7804,7 @@ def _make_topk(layout: Tuple[int, ...], dynamic: bool, k: Any) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.TOPK["differentiable"]],
             attrs,
             _TOPK_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -7665,6 +7823,7 @@ def _make_topk(layout: Tuple[int, ...], dynamic: bool, k: Any) -> Any:
             [("values", "required", 1), ("indices", "required", 1), ],
             attrs,
             _TOPK_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "topk"),
     )
@@ -7718,7 +7877,7 @@ def _topk_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tupl
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("topk", dtypes, _meta.TOPK["inputs"], _meta.TOPK["kinds"], layout, _meta.TOPK["rows"], _meta.TOPK["outputs"])
+        _ms.check_dtypes("topk", dtypes, _meta.TOPK["inputs"], _meta.TOPK["kinds"], layout, _meta.TOPK["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.TOPK["outputs"])
         opgen_values = _rt.check_attrs("topk", {"k": k}, _meta.TOPK["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:
@@ -7813,6 +7972,8 @@ def _where_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any
 
 
 def _make_where(layout: Tuple[int, ...], dynamic: bool) -> Any:
+    if _TARGET != "CPU":
+        raise TypeError(f"where(): device target {_TARGET} has no dtype_format rows for this op (ops/where.yaml has CPU rows only)")
     kinds = _meta.WHERE["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.WHERE["inputs"], kinds, layout)]
     attrs = [
@@ -7846,6 +8007,7 @@ def _make_where(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [(f"d{n}", k, c) for n, k, c in inputs if n in _meta.WHERE["differentiable"]],
             attrs,
             _WHERE_BACKWARD_ROWS,
+            _TARGET,
         ),
     )
 
@@ -7864,6 +8026,7 @@ def _make_where(layout: Tuple[int, ...], dynamic: bool) -> Any:
             [("out", "required", 1), ],
             attrs,
             _WHERE_ROWS,
+            _TARGET,
         ),
         bprop=_graph.bprop_for(sum(layout), impl, "where"),
     )
@@ -7917,7 +8080,7 @@ def _where_checked(layout: Tuple[int, ...], dtypes: Tuple[Any, ...], shapes: Tup
     except TypeError:  # an unhashable attr value: check it in full
         opgen_prim = opgen_key = None
     if opgen_prim is None:
-        _ms.check_dtypes("where", dtypes, _meta.WHERE["inputs"], _meta.WHERE["kinds"], layout, _meta.WHERE["rows"], _meta.WHERE["outputs"])
+        _ms.check_dtypes("where", dtypes, _meta.WHERE["inputs"], _meta.WHERE["kinds"], layout, _meta.WHERE["gpu_rows" if _TARGET == "GPU" else "rows"], _meta.WHERE["outputs"])
         opgen_values = _rt.check_attrs("where", {}, _meta.WHERE["attrs"])
         opgen_known = _rt.shapes_known(shapes)
         if opgen_known:

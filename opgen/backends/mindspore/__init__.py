@@ -53,19 +53,22 @@ class MindSporeBackend(Backend):
         em = Emitter(package, out_prefix)
         core_files(em, ordered, contexts)
         cpu, gpu = devices.get("cpu"), devices.get("cuda")
+        gpu_views = {}
         for op, m in zip(ordered, ms_views):
             header = GENERATED_BY.format(sources=m.op.file)
             em.emit("mindspore/aot.cc.j2", f"csrc/{m.op.name}_aot.cc", header, op=m.op, ms=m, device=cpu)
             if op.rows_for(gpu.target):  # the GPU aot library's entry points (nvcc; the seed's stream ABI)
-                g = ms_view(op, package, gpu.target)
+                g = gpu_views[op.name] = ms_view(op, package, gpu.target)
                 em.emit("mindspore/aot.cc.j2", f"csrc/{m.op.name}_aot.cu", header, op=g.op, ms=g, device=gpu)
             em.emit("mindspore/function.cc.j2", f"csrc/{m.op.name}_function.cc", header, op=m.op, ms=m)
         all_header = GENERATED_BY.format(sources=", ".join(sources))
         em.emit("mindspore/bindings.cc.j2", "csrc/bindings.cc", all_header, ops=ms_views)
         needs_builtins = any(ctx.shadows_builtins for ctx in contexts)
-        em.emit("mindspore/custom.py.j2", "custom.py", all_header, ops=ms_views, needs_builtins=needs_builtins)
+        em.emit("mindspore/custom.py.j2", "custom.py", all_header, ops=ms_views, needs_builtins=needs_builtins,
+                gpu=gpu_views)
         em.emit("mindspore/function.py.j2", "function.py", all_header, ops=ms_views, needs_builtins=needs_builtins)
-        em.emit("mindspore/meta.py.j2", "meta.py", all_header, ops=contexts)
+        em.emit("mindspore/meta.py.j2", "meta.py", all_header, ops=contexts,
+                gpu_rows={c.name: gpu_views[c.name].op.rows if c.name in gpu_views else () for c in contexts})
         em.emit("mindspore/__init__.py.j2", "__init__.py", all_header, ops=contexts, sources=sources)
         flags = api.build_flags(ordered, out_prefix, package_flags)
         files = em.files

@@ -61,16 +61,31 @@ def prebuilt_library(pkg_dir: Path, kind: str) -> str | None:
     return _rt.prebuilt_library(pkg_dir, kind, FRAMEWORK[0], version(), FRAMEWORK[1])
 
 
-def aot_library(module_file: str) -> str:
-    """Absolute path of the aot library of the package containing ``module_file``.
+def device_target() -> str:
+    """MindSpore's device target now (``ms.get_context("device_target")``): ``CPU`` or ``GPU``, the
+    spec target whose rows and aot library a package's ``ops.Custom`` primitives use (read when the
+    package is imported: set the device target first)."""
+    import mindspore as ms
+
+    return str(ms.get_context("device_target"))
+
+
+def aot_library(module_file: str, target: str = TARGET) -> str:
+    """Absolute path of the aot library of the package containing ``module_file`` for MindSpore's
+    device target ``target``: ``CPU`` (g++), ``GPU`` (nvcc: the ops with ``GPU`` rows).
 
     Builds it first when missing or stale (a few seconds; says so on stderr).
 
     Raises:
-        opgen.build.BuildError: when the kernels do not compile.
-        ImportError: for an ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded.
+        opgen.build.BuildError: when the kernels do not compile, or nvcc is missing for ``GPU``.
+        ImportError: for an ``OPGEN_SANITIZE=1`` build without the ASan runtime preloaded, or a
+            device target no library is built for (``Ascend``: docs/devices.md).
     """
-    return _rt.package_library(Path(module_file).parent, "aot", FRAMEWORK[0], version(), FRAMEWORK[1])
+    kinds = {"CPU": "aot", "GPU": "aot_gpu"}
+    if target not in kinds:
+        raise ImportError(f"opgen builds MindSpore aot libraries for device targets CPU and GPU, not {target!r} "
+                          "(docs/devices.md)")
+    return _rt.package_library(Path(module_file).parent, kinds[target], FRAMEWORK[0], version(), FRAMEWORK[1])
 
 
 def load_extension(module_file: str) -> ModuleType:
@@ -106,7 +121,7 @@ def pynative_function_module(package: str, module_file: str) -> ModuleType | Non
         opgen.build.BuildError, ImportError: with ``OPGEN_PYNATIVE_PATH=function`` only.
     """
     choice = _env.choice("OPGEN_PYNATIVE_PATH") or "auto"
-    if choice == "custom":
+    if choice == "custom" or device_target() != TARGET:  # the Function<T> path is CPU only (GPU: later)
         return None
     if choice == "function":
         return importlib.import_module(".function", package)
