@@ -47,11 +47,15 @@ def build_dir_of(pkg_dir: Path) -> str | None:
     return _build_dirs.get(pkg_dir)
 
 
-def prebuilt_library(pkg_dir: Path, kind: str, framework: str, version: str, label: str) -> str | None:
+def prebuilt_library(pkg_dir: Path, kind: str, framework: str, version: str, label: str,
+                     devices: Mapping[str, str | None] | None = None) -> str | None:
     """The library ``kind`` of a wheel-installed package (``opgen wheel``), or None for a generated one.
 
     ``framework`` is the key under which ``_prebuilt.json`` records the framework's version
     (``mindspore``), ``version`` the one this process runs, ``label`` its name in messages.
+    ``devices``: what this process runs per device the wheel may have kernels for (PyTorch's
+    ``{"cuda": torch.version.cuda}``, None for a CPU build): a library with CUDA kernels needs a
+    CUDA build of the framework of the same CUDA major version.
 
     The library is checked against the sha256 the wheel recorded (``_prebuilt.json``, else the
     wheel's ``RECORD``) before it is handed to the framework, once per process: a truncated, emptied or
@@ -92,6 +96,20 @@ def prebuilt_library(pkg_dir: Path, kind: str, framework: str, version: str, lab
                 f"{facts.get('platform')}), but this is {what} {have}: install a wheel built for it, or "
                 "run 'opgen wheel' again under this one"
             )
+    recorded = facts.get("devices") if isinstance(facts.get("devices"), dict) else {}
+    for device, running in (devices or {}).items():
+        built = recorded.get(device)
+        if not isinstance(built, dict):
+            continue
+        want = str(built.get("version"))
+        if running is None or running.split(".")[0] != want.split(".")[0]:
+            name = device.upper()
+            runs = f"{label} with {name} {running}" if running else f"a {label} build without {name}"
+            archs = ", ".join(map(str, built.get("archs", [])))
+            raise ImportError(
+                f"package '{facts.get('package', pkg_dir.name)}' was built by opgen wheel with {device.upper()} "
+                f"kernels for {device.upper()} {want} (GPU architectures {archs}), but this process runs {runs}: "
+                "install a wheel built for it, or run 'opgen wheel' again under this one")
     path = pkg_dir / libraries[kind]
     if str(path) not in _verified:
         digests = facts.get("sha256")

@@ -71,7 +71,7 @@ def build_wheel(pkg_dir: Path, out_dir: Path, *, version: str = "0.1.0", quiet: 
         if path.is_file() and not rel.startswith(("csrc/", "__pycache__/")) and "/__pycache__/" not in rel \
                 and rel != ".opgen-manifest" and rel != PREBUILT:
             files[f"{name}/{rel}"] = path.read_bytes()
-    names = dict(facts.libraries)
+    names = {kind: rel for kind, rel in facts.libraries.items() if kind in libs}  # aot_gpu: only when built
     for kind, lib in libs.items():
         files[f"{name}/{names[kind]}"] = lib.read_bytes()
     prebuilt = {
@@ -83,6 +83,7 @@ def build_wheel(pkg_dir: Path, out_dir: Path, *, version: str = "0.1.0", quiet: 
         "opgen": __version__,
         "libraries": names,
         "sha256": {kind: hashlib.sha256(files[f"{name}/{rel}"]).hexdigest() for kind, rel in names.items()},
+        "devices": dict(backend.device_facts(pkg_dir)),
     }
     files[f"{name}/{PREBUILT}"] = (json.dumps(prebuilt, indent=2, sort_keys=True) + "\n").encode()
     dist = f"{name}-{version}"

@@ -201,3 +201,11 @@ def test_torch_wheel_installs_and_runs_without_a_compiler(tmp_path: Path, monkey
     assert "ImportError: package 'whl_ops_torch' was built by opgen wheel for torch 2.0.1 (PyTorch 2.0.1" \
         in run.stderr, run.stderr[-2000:]
     assert f"but this is torch {torch.__version__}" in run.stderr
+    # a wheel whose library holds CUDA kernels needs a CUDA build of torch of the same major version
+    assert facts["devices"] == ({} if torch.version.cuda is None else facts["devices"])
+    record.write_text(json.dumps(dict(facts, devices={"cuda": {"version": "7.5", "archs": ["90"]}})))
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", "import whl_ops_torch"], env=env,
+                         cwd=tmp_path / "dist", capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "ImportError: package 'whl_ops_torch' was built by opgen wheel with CUDA kernels for CUDA 7.5 (GPU " \
+        "architectures 90), but this process runs" in run.stderr, run.stderr[-2000:]

@@ -168,6 +168,13 @@ class Backend(abc.ABC):
         """
         raise NotImplementedError(f"opgen wheel: backend '{self.name}' builds no wheels")
 
+    def device_facts(self, pkg_dir: Path) -> Mapping[str, Mapping[str, object]]:
+        """What ``opgen wheel`` records (``_prebuilt.json``'s ``devices``) of the device kernels the
+        package's libraries hold besides the CPU's: ``{"cuda": {"version": "13.0", "archs": ["80",
+        "90"]}}``; the runtime refuses such a wheel where the framework's CUDA major version differs
+        (:func:`opgen.runtime.prebuilt_library`). None by default."""
+        return {}
+
     def test_package(self, pkg_dir: Path) -> TestPackage:
         """The package in ``pkg_dir``, imported, for ``opgen test``: an :class:`opgen.testing.Package`
         whose ``runner(op, path, attrs)`` runs an op on each of :attr:`test_paths` (forward and

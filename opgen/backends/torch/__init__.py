@@ -102,6 +102,14 @@ class TorchBackend(Backend):
         return WheelFacts(framework="torch", version=version, label="PyTorch",
                           libraries={build.KIND: f"lib/lib{package}.so"}, requires=(f"torch=={version}", "numpy"))
 
+    def device_facts(self, pkg_dir: Path) -> Mapping[str, Mapping[str, object]]:
+        from ...devices import cuda
+        from . import build
+
+        if build.cuda_unavailable(pkg_dir) is not None:
+            return {}
+        return {"cuda": {"version": build.torch_cuda_version(), "archs": list(cuda.archs())}}
+
     def test_package(self, pkg_dir: Path) -> TestPackage:
         from . import testing
 

@@ -72,7 +72,8 @@ def load_library(module_file: str) -> str:
 
     _base._require_sanitizer_runtime()
     pkg_dir = Path(module_file).parent.resolve()
-    path = _base.prebuilt_library(pkg_dir, _torch_build.KIND, "torch", str(torch.__version__), "PyTorch")
+    path = _base.prebuilt_library(pkg_dir, _torch_build.KIND, "torch", str(torch.__version__), "PyTorch",
+                                  {"cuda": getattr(torch.version, "cuda", None) or None})
     if path is None:
         for _ in range(3):
             built = _torch_build.build(pkg_dir, _base._quiet(), build_dir=_base._build_dirs.get(pkg_dir))
