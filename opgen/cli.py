@@ -548,7 +548,16 @@ def _cmd_test(args: argparse.Namespace) -> int:
         os.environ.setdefault("GLOG_v", "4")
     from . import testing
 
-    every = testing.checks_for(tuple(backend.test_paths))
+    if args.device == "cpu":
+        paths_of_device = tuple(backend.test_paths)
+    elif args.device in backend.device_test_paths:
+        paths_of_device = tuple(backend.device_test_paths[args.device])
+    else:
+        print(f"opgen test: the {backend.name} backend has no {args.device} test paths"
+              + (" (MindSpore's GPU aot entry points are checked through their C ABI: scripts/gpu_check.sh)"
+                 if backend.name == "mindspore" else ""), file=sys.stderr)
+        return EXIT_USAGE
+    every = testing.checks_for(paths_of_device)
     checks = testing.select_checks(args.only or (), args.skip or (), checks=every)
     if not checks:
         print(f"opgen test: no check matches; {backend.name} checks are: {', '.join(every)}", file=sys.stderr)
@@ -772,6 +781,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="the framework to test on: mindspore (paths custom-graph, custom-pynative, function) or "
                    "torch (eager, compiled: torch.compile(fullgraph=True, dynamic=True)); default: the backend "
                    "of --package-dir, else the first of [tool.opgen] backends, else mindspore")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="the device whose kernels to test: cpu (the default), or cuda (torch: paths eager-cuda and "
+                   "compiled-cuda, the GPU rows on the current GPU; docs/devices.md)")
     p.add_argument("--seed", type=int, default=0, help="seed of every random shape and value (default 0)")
     p.add_argument("--unchecked", action="store_true",
                    help="test the plain build: by default opgen test builds and loads the checked mode "

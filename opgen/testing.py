@@ -933,6 +933,8 @@ class Package(abc.ABC):
 
     paths: tuple[str, ...]
     """The backend's paths, in table order (each check but ``reference`` runs on each)."""
+    device_paths: tuple[str, ...] = ()
+    """The paths of its other devices' kernels (``opgen test --device``: torch's ``eager-cuda``...)."""
     target: str
     """The dtype_format target whose rows the package's kernels have."""
 
@@ -945,6 +947,11 @@ class Package(abc.ABC):
     def checks(self) -> tuple[str, ...]:
         """Every check of this package, in table order (:func:`checks_for` its paths)."""
         return checks_for(self.paths)
+
+    def target_of(self, path: str) -> str:
+        """The dtype_format target whose rows ``path`` runs: :attr:`target`, unless the path runs
+        another device's kernels (torch's ``eager-cuda``: ``GPU``)."""
+        return self.target
 
     @abc.abstractmethod
     def runner(self, op: Op, path: str, attrs: Mapping[str, Any]) -> OpRunner:
@@ -1274,6 +1281,18 @@ def _row_dtypes(op: Op, target: str) -> list[list[str]]:
     return [[r.dtype(i).name for i in range(len(r.columns))] for r in op.rows_for(target)]
 
 
+def _path_rows(pkg: Package, op: Op, path: str) -> list[list[str]]:
+    """The element type names of each row ``path`` runs (:func:`_row_dtypes` of its target).
+
+    Raises:
+        NotApplicable: the op has no rows for that target (a CPU-only op on a CUDA path).
+    """
+    rows = _row_dtypes(op, pkg.target_of(path))
+    if not rows:
+        raise NotApplicable(f"no {pkg.target_of(path)} rows in dtype_format")
+    return rows
+
+
 def _ref_attrs(op: Op, attrs: Mapping[str, Any]) -> dict[str, Any]:
     """Attr values as the kernels see them: float attrs are float32 in C++ (AotExtra)."""
     out = dict(attrs)
@@ -1391,10 +1410,11 @@ def _check_reference(pkg: Package, op: Op, attrs: Mapping[str, Any], settings: O
 
 def _check_forward(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], settings: OpTestSettings,
                    rng: np.random.Generator, tally: _Tally) -> None:
+    rows = _path_rows(pkg, op, path)
     runner = pkg.runner(op, path, attrs)
     names = [x.name for x in op.inputs] + [o.name for o in op.outputs]
     checked = compared(op)
-    for row in _row_dtypes(op, pkg.target):
+    for row in rows:
         row_text = ", ".join(f"{n}={d}" for n, d in zip(names, row))
         for case in shape_cases(op, attrs, rng, settings):
             tally.context = f"({row_text}) {case.describe()}{_attrs_text(attrs)}"
@@ -1425,10 +1445,11 @@ def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], setti
     if op.has_effects:
         raise NotApplicable(f"writes {', '.join(x.name for x in op.written_inputs)} in place: no gradient (a "
                             "gradient through it is refused)")
-    main, others = _grad_rows(op, pkg.target)
+    _path_rows(pkg, op, path)
+    main, others = _grad_rows(op, pkg.target_of(path))
     runner = pkg.runner(op, path, attrs)
     if not runner.diff_in or not runner.diff_out:
-        _check_no_grad(op, runner, _row_dtypes(op, pkg.target), attrs, settings, rng, tally)
+        _check_no_grad(op, runner, _row_dtypes(op, pkg.target_of(path)), attrs, settings, rng, tally)
         return
     if main is None:
         raise NotApplicable("no differentiable input and output with a float row")
@@ -1543,11 +1564,12 @@ def bad_dtype_combinations(op: Op, target: str | None = None) -> list[tuple[str,
 
 def _check_dtypes(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], settings: OpTestSettings,
                   rng: np.random.Generator, tally: _Tally) -> None:
+    _path_rows(pkg, op, path)
     runner = pkg.runner(op, path, attrs)
     cases = [c for c in shape_cases(op, attrs, rng, settings) if c.style == "plain"]
     if not cases:
         raise NotApplicable("no plain shape case")
-    for combo in bad_dtype_combinations(op, pkg.target):
+    for combo in bad_dtype_combinations(op, pkg.target_of(path)):
         text = ", ".join(f"{x.name}={d}" for x, d in zip(op.inputs, combo))
         tally.context = f"({text}){_attrs_text(attrs)}"
         tally.comparisons += 1
@@ -1580,7 +1602,7 @@ def _check_contracts(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], 
     if not bad:
         return  # with these attrs; run_check says n/a when no attr set gives a case
     runner = pkg.runner(op, path, attrs)
-    row = _row_dtypes(op, pkg.target)[0]
+    row = _path_rows(pkg, op, path)[0]
     for text, case in bad:
         tally.context = f"requires '{text}': {case.describe()}{_attrs_text(attrs)}"
         tally.comparisons += 1
@@ -1624,8 +1646,9 @@ def run_check(pkg: Package, op: Op, check: str, *, seed: int = 0) -> Result:
     Raises:
         ValueError: ``check`` is not one of ``pkg.checks``.
     """
-    if check not in pkg.checks:
-        raise ValueError(f"unknown check '{check}'; expected one of: {', '.join(pkg.checks)}")
+    known = pkg.checks + checks_for(pkg.device_paths)[1:]
+    if check not in known:
+        raise ValueError(f"unknown check '{check}'; expected one of: {', '.join(known)}")
     started = time.perf_counter()
     tally = _Tally()
     kind, _, path = check.partition("/")
@@ -1678,7 +1701,8 @@ def format_table(results: Sequence[Result], checks: Sequence[str]) -> str:
     """The op x check table: ``ok <worst error>``, ``FAIL <worst error>`` or ``-`` (n/a)."""
     ops = list(dict.fromkeys(r.op for r in results))
     by = {(r.op, r.check): r for r in results}
-    short = {**_SHORT, **{p: s for name in backends.names() for p, s in backends.get(name).test_paths.items()}}
+    short = {**_SHORT, **{p: s for name in backends.names() for b in [backends.get(name)]
+                          for paths in (b.test_paths, *b.device_test_paths.values()) for p, s in paths.items()}}
     heads = [" ".join(short.get(p, p) for p in c.split("/")) for c in checks]
     width0 = max([2] + [len(o) for o in ops])
     widths = [max(len(h), 10) for h in heads]

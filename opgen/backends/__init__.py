@@ -84,6 +84,10 @@ class Backend(abc.ABC):
     """Library kinds of :attr:`library_kinds` that one device builds, each with its device's name
     (MindSpore's ``aot_gpu``: ``cuda``): ``opgen build`` builds one when the package has that
     device's kernel units and the device's toolchain is here (:meth:`buildable_kinds`)."""
+    device_test_paths: ClassVar[Mapping[str, Mapping[str, str]]] = {}
+    """Per device other than the CPU (:mod:`opgen.devices`), the paths ``opgen test --device <name>``
+    checks instead of :attr:`test_paths`, with their short names (torch: ``cuda``: ``eager-cuda``,
+    ``compiled-cuda``)."""
     test_libraries: ClassVar[Mapping[str, str]] = {}
     """Per test path, the library kind its runner loads: ``opgen test`` builds those of the
     selected paths before any check starts, so that a build never counts against its

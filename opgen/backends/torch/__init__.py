@@ -47,6 +47,8 @@ class TorchBackend(Backend):
     install_hint: ClassVar[str] = "pip install 'opgen[torch]'"
     target: ClassVar[str] = "CPU"
     test_paths: ClassVar[Mapping[str, str]] = {"eager": "eager", "compiled": "compiled"}
+    device_test_paths: ClassVar[Mapping[str, Mapping[str, str]]] = {
+        "cuda": {"eager-cuda": "eager-cuda", "compiled-cuda": "comp-cuda"}}
 
     def render(self, ops: Sequence[Op], package: str, out_prefix: str,
                package_flags: BuildFlags | None = None) -> dict[str, str]:

@@ -11,6 +11,9 @@ forward and ``torch.autograd.grad`` gradients:
   a ``TypeError`` for a dtype outside the rows) in its own exception; the runner raises the op's
   original error, which Dynamo keeps as the ``__cause__``, so the ``dtypes`` and ``contracts``
   checks see what eager raises.
+- ``eager-cuda``, ``compiled-cuda`` (``opgen test --device cuda``): the same on CUDA tensors
+  (the inputs copied to the current GPU, the outputs and gradients back), the ``GPU`` rows, the
+  CUDA dispatch key's kernels; ``n/a`` for an op without ``GPU`` rows.
 
 The checks themselves are the neutral ones of :mod:`opgen.testing`.
 """
@@ -32,6 +35,8 @@ from . import BACKEND
 
 PATHS: tuple[str, ...] = tuple(BACKEND.test_paths)
 """The paths an op is checked on: ``eager`` and ``compiled``."""
+CUDA_PATHS: tuple[str, ...] = tuple(BACKEND.device_test_paths["cuda"])
+"""The same paths on CUDA tensors (``opgen test --device cuda``): ``eager-cuda``, ``compiled-cuda``."""
 
 RECOMPILE_LIMIT = 256
 """Dynamo's recompile limit while testing one op: each dtype row, attr set and 0-d/0-size/1-size
@@ -44,6 +49,7 @@ class TorchPackage(Package):
     and its ``reference`` module."""
 
     paths = PATHS
+    device_paths = CUDA_PATHS
     target = BACKEND.target
 
     def __init__(self, module: str, directory: Path):
@@ -52,6 +58,9 @@ class TorchPackage(Package):
 
     def runner(self, op: Op, path: str, attrs: Mapping[str, Any]) -> OpRunner:
         return TorchRunner(self, op, path, attrs)
+
+    def target_of(self, path: str) -> str:
+        return "GPU" if path in CUDA_PATHS else self.target
 
 
 def load(pkg_dir: Path) -> TorchPackage:
@@ -108,6 +117,13 @@ class TorchRunner(OpRunner):
     def __init__(self, pkg: TorchPackage, op: Op, path: str, attrs: Mapping[str, Any]):
         super().__init__(op, path, attrs)
         self.pkg = pkg
+        self.device = torch.device("cpu")
+        if path in CUDA_PATHS:
+            if not torch.cuda.is_available():
+                raise CheckError(f"path '{path}' needs a CUDA device; torch {torch.__version__} sees none "
+                                 f"(torch.version.cuda: {torch.version.cuda})")
+            self.device = torch.device("cuda")
+            path = path[: -len("-cuda")]
         fn = getattr(pkg.ops, op.name)
         fixed = dict(attrs)
 
@@ -117,18 +133,19 @@ class TorchRunner(OpRunner):
         if path == "eager":
             self.call: Callable[..., Any] = call
         elif path == "compiled":
-            import torch._dynamo
-
-            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
-            torch._dynamo.config.accumulated_recompile_limit = max(
-                torch._dynamo.config.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT)
+            dynamo = importlib.import_module("torch._dynamo")
+            dynamo.config.recompile_limit = max(dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+            dynamo.config.accumulated_recompile_limit = max(
+                dynamo.config.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT)
             self.call = torch.compile(_per_op(call, op.name), fullgraph=True, dynamic=True)
         else:
-            raise CheckError(f"unknown path '{path}'; expected one of {', '.join(PATHS)}")
+            raise CheckError(f"unknown path '{path}'; expected one of {', '.join(PATHS + CUDA_PATHS)}")
 
     def finite_differences_runner(self) -> OpRunner:
         """The eager twin of the compiled path (the same kernels; no compile per perturbed input)."""
-        return TorchRunner(self.pkg, self.op, "eager", self.attrs) if self.path == "compiled" else self
+        if self.path in ("compiled", "compiled-cuda"):
+            return TorchRunner(self.pkg, self.op, self.path.replace("compiled", "eager"), self.attrs)
+        return self
 
     def _run(self, tensors: Sequence[torch.Tensor], layout: Sequence[int]) -> list[torch.Tensor]:
         try:
@@ -143,25 +160,28 @@ class TorchRunner(OpRunner):
     def forward(self, arrays: Sequence[Array], layout: Sequence[int]) -> list[Array]:
         """The op's outputs for the flat ``arrays``, then the inputs it writes in place and returns
         not (``writes: true``), after the call."""
-        tensors = [torch.from_numpy(np.array(a, copy=True)) for a in arrays]
+        tensors = [torch.from_numpy(np.array(a, copy=True)).to(self.device) for a in arrays]
         with torch.no_grad():
             outs = self._run(tensors, layout)
-            return ([t.detach().numpy() for t in (outs if self.op.outputs else [])]
-                    + [tensors[slot].numpy() for _, slot in written_slots(self.op, layout)])
+            return ([t.detach().cpu().numpy() for t in (outs if self.op.outputs else [])]
+                    + [tensors[slot].cpu().numpy() for _, slot in written_slots(self.op, layout)])
 
     def grads(self, arrays: Sequence[Array], weights: Sequence[Array], layout: Sequence[int],
               positions: Sequence[int]) -> list[Array]:
         """Gradients of ``sum_k sum(out_k * weights[k])`` for the flat slots ``positions``
         (``torch.autograd.grad``; an input the loss does not reach gets zeros)."""
-        tensors = [torch.from_numpy(np.array(a, copy=True)) for a in arrays]
+        tensors = [torch.from_numpy(np.array(a, copy=True)).to(self.device) for a in arrays]
         for p in positions:
             tensors[p].requires_grad_(True)
         outs = self._run(tensors, layout)
-        loss = sum(((outs[k] * torch.from_numpy(np.array(w, copy=True))).sum()
-                    for k, w in zip(self.diff_out, weights)), torch.zeros((), dtype=torch.float64))
+        loss = sum(((outs[k] * torch.from_numpy(np.array(w, copy=True)).to(self.device)).sum()
+                    for k, w in zip(self.diff_out, weights)),
+                   torch.zeros((), dtype=torch.float64, device=self.device))
         wanted = [tensors[p] for p in positions]
         if not loss.requires_grad:  # no gradient flows through the op: zeros, as the framework's grad gives
-            return [np.zeros(t.shape, dtype=t.detach().numpy().dtype) for t in wanted]
+            return [np.zeros(t.shape, dtype=t.detach().cpu().numpy().dtype) for t in wanted]
         got = torch.autograd.grad(loss, wanted, allow_unused=True)
-        return [np.zeros(t.shape, dtype=t.detach().numpy().dtype) if g is None else g.detach().numpy()
+        if self.device.type == "cuda" and any(g is not None and g.device != self.device for g in got):
+            raise CheckError("a gradient came back on another device than the forward's")
+        return [np.zeros(t.shape, dtype=t.detach().cpu().numpy().dtype) if g is None else g.detach().cpu().numpy()
                 for t, g in zip(wanted, got)]
