@@ -459,10 +459,10 @@ def _check_effects(op: Op, err: Callable[..., None]) -> None:
 
 
 def _unusable_test_shapes(op: Op) -> list[tuple[str, str]]:
-    """:func:`opgen.testing.unusable_test_shapes`, or nothing where numpy is not installed (a core
+    """:func:`opgen.sampling.unusable_test_shapes`, or nothing where numpy is not installed (a core
     install: the sampler needs it, and ``opgen test``, which needs it too, reports them)."""
     try:
-        from .testing import unusable_test_shapes
+        from .sampling import unusable_test_shapes
     except ImportError:
         return []
     return unusable_test_shapes(op)
