@@ -102,7 +102,7 @@ def prebuilt_library(pkg_dir: Path, kind: str, framework: str, version: str, lab
             raise ImportError(f"{path}: no sha256 recorded for it (in {record} or the wheel's RECORD), so it "
                               f"cannot be checked; {reinstall}")
         try:
-            size, actual = path.stat().st_size, _build._digest(path)
+            size, actual = path.stat().st_size, _build.digest(path)
         except OSError as exc:
             raise ImportError(f"cannot read the prebuilt library {path}: {exc.strerror}; {reinstall}") from None
         if actual != expected:
