@@ -2,7 +2,9 @@
 
 What a package's libraries are is its backend's (:meth:`opgen.backends.Backend.build_library`;
 MindSpore's aot library and ``Function<T>`` extension are in
-:mod:`opgen.backends.mindspore.build`). This module is the neutral machinery they use: every
+:mod:`opgen.backends.mindspore.build`), and so is the dispatch to the package's backend
+(:func:`opgen.backends.build`, :func:`opgen.backends.build_library`): this module imports no
+backend. It is the neutral machinery they use: every
 library links each op's kernel unit (``csrc/<op>_kernel.cc``: the bodies, no framework header,
 :func:`kernel_target`), compiled once for all of the package's libraries, and one ninja file,
 lock and publish step per package (:func:`build_target`).
@@ -55,14 +57,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TextIO
 
 from . import env as _env
 from .names import NAME_MAX, PID_TEMP_SUFFIX
 from .resources import include_dir
-
-if TYPE_CHECKING:
-    from .backends import Backend, BuildOptions
 
 LOCK_TIMEOUT_S = 900.0
 """Default wait for another build of the same package (``$OPGEN_LOCK_TIMEOUT`` overrides)."""
@@ -1094,61 +1093,6 @@ class BuildResult:
     cached: bool
 
 
-def build(pkg_dir: Path, kind: str, quiet: bool = False, *, build_dir: str | os.PathLike[str] | None = None,
-          jobs: int | None = None, ops_per_unit: int | None = None, pch: bool | None = None) -> Path:
-    """Build (or find cached) library ``kind`` (one of its backend's ``library_kinds``: MindSpore's
-    ``aot`` or ``ext``) of a generated package.
-
-    Args:
-        build_dir: root of the build folders (default ``$OPGEN_BUILD_DIR`` or ``~/.cache/opgen``).
-        jobs: parallel compile jobs (default ``$OPGEN_JOBS`` or the available CPUs).
-        ops_per_unit: ext sources per translation unit (default ``$OPGEN_OPS_PER_UNIT`` or automatic).
-        pch: precompile the support header once per build folder (``opgen/ms.h``, i.e. MindSpore's
-            headers, for ext; ``opgen/aot.h`` for aot); default ``$OPGEN_PCH``.
-
-    Returns:
-        Path of the library; unchanged inputs return at once without starting any process.
-
-    Raises:
-        BuildError: on a compile or link error (the previous library stays in place and keeps
-            working), or when the build lock cannot be had in time.
-    """
-    backend, options = _backend_of(pkg_dir, kind, quiet, build_dir, jobs, ops_per_unit, pch)
-    return backend.build(pkg_dir.resolve(), kind, options)
-
-
-def _backend_of(pkg_dir: Path, kind: str, quiet: bool, build_dir: str | os.PathLike[str] | None, jobs: int | None,
-                ops_per_unit: int | None, pch: bool | None) -> tuple[Backend, BuildOptions]:
-    """The backend of the package in ``pkg_dir`` (:func:`opgen.backends.of_package`; the default one
-    for a directory no backend owns yet) and the options of a build.
-
-    Raises:
-        ValueError: ``kind`` is not one of that backend's library kinds.
-    """
-    from . import backends
-
-    backend = backends.of_package(pkg_dir.resolve()) or backends.get(backends.DEFAULT)
-    if kind not in backend.library_kinds:
-        raise ValueError(f"unknown library kind {kind!r}; expected one of {backend.library_kinds}")
-    return backend, backends.BuildOptions(build_dir=None if build_dir is None else os.fspath(build_dir), jobs=jobs,
-                                          ops_per_unit=ops_per_unit, pch=pch, quiet=quiet)
-
-
-def build_library(pkg_dir: Path, kind: str, quiet: bool = False, *,
-                  build_dir: str | os.PathLike[str] | None = None, jobs: int | None = None,
-                  ops_per_unit: int | None = None, pch: bool | None = None) -> BuildResult:
-    """Like :func:`build`, but also says what was compiled (see :class:`BuildResult`).
-
-    The package's backend (:func:`opgen.backends.of_package`; the default one for a directory no
-    backend owns yet) says what to compile (:meth:`opgen.backends.Backend.build_library`).
-
-    Raises:
-        ValueError: ``kind`` is not one of the backend's library kinds.
-    """
-    backend, options = _backend_of(pkg_dir, kind, quiet, build_dir, jobs, ops_per_unit, pch)
-    return backend.build_library(pkg_dir.resolve(), kind, options)
-
-
 def build_target(pkg_dir: Path, target: Target, companions: Callable[[], Sequence[Target]], quiet: bool = False, *,
                  build_dir: str | os.PathLike[str] | None = None, jobs: int | None = None,
                  prepare: Callable[[], tuple[str, ...]] | None = None, started: float | None = None) -> BuildResult:
@@ -1212,20 +1156,3 @@ def build_target(pkg_dir: Path, target: Target, companions: Callable[[], Sequenc
             print(f"opgen: built {artifact.name} in {took:.1f}s "
                   f"({len(compiled)} unit{'s' if len(compiled) != 1 else ''} compiled)", file=sys.stderr)
     return BuildResult(artifact, compiled, took, False)
-
-
-_MOVED_TO_MINDSPORE = {"KINDS": "KINDS", "aot_target": "aot_target", "ext_target": "ext_target",
-                       "ensure_support": "ensure_support", "support_object": "support_object",
-                       "SUPPORT_SOURCE": "SUPPORT_SOURCE", "_ms_version": "version", "_ms_flags": "ms_flags",
-                       "_ms_location": "location"}
-"""Names that moved to :mod:`opgen.backends.mindspore.build` (their new names), still resolved
-here, lazily, for callers written before the move."""
-
-
-def __getattr__(name: str) -> Any:
-    """Compatibility: the MindSpore names of :data:`_MOVED_TO_MINDSPORE`."""
-    if name in _MOVED_TO_MINDSPORE:
-        from .backends.mindspore import build as ms_build
-
-        return getattr(ms_build, _MOVED_TO_MINDSPORE[name])
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

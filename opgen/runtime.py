@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from . import backends
 from . import build as _build
 from . import env as _env
 from .literals import number_text
@@ -170,7 +171,7 @@ def _built(pkg_dir: Path, kind: str) -> Path:
         ImportError: when it is removed each time it is built.
     """
     for _ in range(3):
-        path = _build.build(pkg_dir, kind, quiet=_quiet(), build_dir=_build_dirs.get(pkg_dir))
+        path = backends.build(pkg_dir, kind, quiet=_quiet(), build_dir=_build_dirs.get(pkg_dir))
         if _build.hold_library(path):
             return path
     raise ImportError(f"the {kind} library of {pkg_dir} was removed each time it was built ({path}); "
@@ -180,7 +181,7 @@ def _built(pkg_dir: Path, kind: str) -> Path:
 def package_library(pkg_dir: Path, kind: str, framework: str, version: str, label: str) -> str:
     """The library ``kind`` of the package in ``pkg_dir``: a wheel's prebuilt one
     (:func:`prebuilt_library`, its sha256 checked), else built first when missing or stale
-    (:func:`opgen.build.build`; says so on stderr) under the build root :func:`set_build_dir` gave
+    (:func:`opgen.backends.build`; says so on stderr) under the build root :func:`set_build_dir` gave
     the package, and held for the life of the process (:func:`_built`).
 
     Raises:

@@ -25,7 +25,6 @@ import zipfile
 from pathlib import Path
 
 from . import __version__, backends
-from . import build as _build
 
 PREBUILT = "_prebuilt.json"
 """File of a wheel-installed package naming its prebuilt libraries and what they were built for."""
@@ -61,7 +60,7 @@ def build_wheel(pkg_dir: Path, out_dir: Path, *, version: str = "0.1.0", quiet: 
     if backend is None:
         raise FileNotFoundError(f"{pkg_dir} is not a generated package (not one of {', '.join(backends.names())})")
     facts = backend.wheel_facts(name)
-    libs = {kind: _build.build(pkg_dir, kind, quiet=quiet, build_dir=build_dir, jobs=jobs)
+    libs = {kind: backends.build(pkg_dir, kind, quiet=quiet, build_dir=build_dir, jobs=jobs)
             for kind in backend.library_kinds}
     files: dict[str, bytes] = {}
     for path in sorted(pkg_dir.rglob("*")):

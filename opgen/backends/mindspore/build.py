@@ -65,7 +65,7 @@ into its libraries (the kernels too) must be."""
 
 def build_library(pkg_dir: Path, kind: str, options: BuildOptions) -> BuildResult:
     """Build (or find cached) library ``kind`` (one of :data:`KINDS`) of a generated MindSpore
-    package: what :func:`opgen.build.build_library` does for it.
+    package: what :func:`opgen.backends.build_library` does for it.
 
     Raises:
         ValueError: ``kind`` is not one of :data:`KINDS`.
