@@ -17,7 +17,7 @@ from types import FunctionType, ModuleType
 from typing import Any, assert_never
 
 from ... import env as _env
-from ... import runtime as _rt
+from ... import runtime_base as _rt
 
 CALL_LOCK = threading.RLock()
 """Serializes PyNative calls of every package's Custom-path ops in this process.
