@@ -52,7 +52,7 @@ from ...build import (
 )
 from ...resources import include_dir
 from .. import BuildOptions
-from .runtime import TARGET
+from .facts import TARGET
 
 KINDS = ("aot", "ext")
 """The libraries of a MindSpore package: ``aot`` (loaded by ``ops.Custom``) and ``ext`` (the

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ...model import BuildFlags, Op
 from .. import Backend, BuildOptions, WheelFacts
+from . import facts
+from .facts import TARGET, TEST_PATHS
 
 if TYPE_CHECKING:
     from ...testing import Package as TestPackage
@@ -34,8 +36,8 @@ class TorchBackend(Backend):
     library_kinds: ClassVar[tuple[str, ...]] = ("torch",)
     runtime_modules: ClassVar[tuple[str, ...]] = ("torch",)
     install_hint: ClassVar[str] = "pip install 'opgen[torch]'"
-    target: ClassVar[str] = "CPU"
-    test_paths: ClassVar[Mapping[str, str]] = {"eager": "eager", "compiled": "compiled"}
+    target: ClassVar[str] = TARGET
+    test_paths: ClassVar[Mapping[str, str]] = TEST_PATHS
 
     def render(self, ops: Sequence[Op], package: str, out_prefix: str,
                package_flags: BuildFlags | None = None) -> dict[str, str]:
@@ -66,8 +68,7 @@ class TorchBackend(Backend):
         return dict(sorted(files.items()))
 
     def owns(self, pkg_dir: Path) -> bool:
-        csrc = pkg_dir / "csrc"
-        return (pkg_dir / "__init__.py").is_file() and csrc.is_dir() and any(csrc.glob("*_torch.cc"))
+        return facts.owns(pkg_dir)
 
     def build(self, pkg_dir: Path, kind: str, options: BuildOptions) -> Path:
         from . import build

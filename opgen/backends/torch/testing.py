@@ -28,9 +28,9 @@ import torch
 
 from ...model import Op
 from ...testing import Array, CheckError, OpRunner, Package, group, import_package, written_slots
-from . import BACKEND
+from . import facts
 
-PATHS: tuple[str, ...] = tuple(BACKEND.test_paths)
+PATHS: tuple[str, ...] = tuple(facts.TEST_PATHS)
 """The paths an op is checked on: ``eager`` and ``compiled``."""
 
 RECOMPILE_LIMIT = 256
@@ -44,7 +44,7 @@ class TorchPackage(Package):
     and its ``reference`` module."""
 
     paths = PATHS
-    target = BACKEND.target
+    target = facts.TARGET
 
     def __init__(self, module: str, directory: Path):
         super().__init__(module, directory)
@@ -63,7 +63,7 @@ def load(pkg_dir: Path) -> TorchPackage:
         FileNotFoundError: ``pkg_dir`` holds no generated torch package.
     """
     pkg_dir = pkg_dir.resolve()
-    if not BACKEND.owns(pkg_dir):
+    if not facts.owns(pkg_dir):
         raise FileNotFoundError(f"{pkg_dir} is not a generated PyTorch package (no __init__.py, csrc/*_torch.cc)")
     return TorchPackage(import_package(pkg_dir), pkg_dir)
 
