@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from opgen import backends  # noqa: E402
 from opgen import build as opgen_build  # noqa: E402
 from opgen.backends.mindspore import build as ms_build  # noqa: E402
 from opgen.pipeline import generate  # noqa: E402
@@ -285,13 +286,13 @@ def bench_build(work: Path, args: argparse.Namespace, kinds: list[str]) -> Path 
                 counter.take()
                 ld = load()
                 cpu0 = children_cpu()
-                cold = opgen_build.build_library(pkg, kind, quiet=True)
+                cold = backends.build_library(pkg, kind, quiet=True)
                 cold_cpu = children_cpu() - cpu0
                 calls = counter.take()
                 bdir = opgen_build.package_build_dir(pkg)
                 times = unit_times(bdir, kind)
                 units = [t for name, t in times if name.endswith(".o")]
-                again = opgen_build.build_library(pkg, kind, quiet=True)
+                again = backends.build_library(pkg, kind, quiet=True)
                 rows.append([kind, ld, cold, cold_cpu, calls, units, again, len(counter.take())])
             edited = edit_one_body(specs)
             res = generate(["specs"], Path("generated"), "bench_ops")
@@ -300,7 +301,7 @@ def bench_build(work: Path, args: argparse.Namespace, kinds: list[str]) -> Path 
                 kind = row[0]
                 counter.take()
                 cpu0 = children_cpu()
-                after = opgen_build.build_library(pkg, kind, quiet=True)
+                after = backends.build_library(pkg, kind, quiet=True)
                 row.append((after, children_cpu() - cpu0, len(counter.take()), edited))
         finally:
             os.chdir(cwd)

@@ -67,9 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     os.environ["OPGEN_PYNATIVE_PATH"] = "auto"
 
-    from opgen import build
+    from opgen import backends
 
-    build.build(ROOT / "generated" / "opgen_ops", "ext")
+    backends.build(ROOT / "generated" / "opgen_ops", "ext")
     import mindspore as ms
 
     ms.set_device("CPU")

@@ -2,7 +2,9 @@
 
 What a package's libraries are is its backend's (:meth:`opgen.backends.Backend.build_library`;
 MindSpore's aot library and ``Function<T>`` extension are in
-:mod:`opgen.backends.mindspore.build`). This module is the neutral machinery they use: every
+:mod:`opgen.backends.mindspore.build`), and so is the dispatch to the package's backend
+(:func:`opgen.backends.build`, :func:`opgen.backends.build_library`): this module imports no
+backend. It is the neutral machinery they use: every
 library links each op's kernel unit (``csrc/<op>_kernel.cc``: the bodies, no framework header,
 :func:`kernel_target`), compiled once for all of the package's libraries, and one ninja file,
 lock and publish step per package (:func:`build_target`).
@@ -55,16 +57,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TextIO
 
 from . import env as _env
 from .devices import DIAGNOSTICS, DeviceUnavailable, Toolchain
 from .devices import cpu as _cpu
 from .names import NAME_MAX, PID_TEMP_SUFFIX
 from .resources import include_dir
-
-if TYPE_CHECKING:
-    from .backends import Backend, BuildOptions
 
 LOCK_TIMEOUT_S = 900.0
 """Default wait for another build of the same package (``$OPGEN_LOCK_TIMEOUT`` overrides)."""
@@ -113,11 +112,21 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _env_flag(name: str) -> bool:
+def env_flag(name: str) -> bool:
+    """The ``OPGEN_*`` switch ``name`` (:func:`opgen.env.flag`).
+
+    Raises:
+        opgen.env.EnvError: a value that is not a switch.
+    """
     return _env.flag(name)
 
 
-def _env_ops_per_unit() -> int | None:
+def env_ops_per_unit() -> int | None:
+    """``$OPGEN_OPS_PER_UNIT``: ops per unity unit, or None (unset: automatic, see :func:`group_units`).
+
+    Raises:
+        opgen.env.EnvError: a value that is not a positive whole number.
+    """
     return _env.count("OPGEN_OPS_PER_UNIT")
 
 
@@ -126,13 +135,13 @@ def _lock_timeout() -> float:
     return LOCK_TIMEOUT_S if env is None else env
 
 
-def _compiler_argv() -> list[str]:
+def compiler_argv() -> list[str]:
     """The command that compiles host units: the launcher's words (if any), then ``$CXX`` as words
     (the CPU device's toolchain, :mod:`opgen.devices.cpu`)."""
     return _cpu.compiler_argv()
 
 
-def _compiler_identity() -> str:
+def compiler_identity() -> str:
     """The host compiler's path, size and mtime (:func:`opgen.devices.cpu.compiler_identity`).
 
     Raises:
@@ -161,7 +170,7 @@ def _ninja() -> str:
 
 def sanitize_flags() -> tuple[str, ...]:
     """Extra flags for ``OPGEN_SANITIZE=1`` builds (address + undefined behaviour)."""
-    if _env_flag("OPGEN_SANITIZE"):
+    if env_flag("OPGEN_SANITIZE"):
         return ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g")
     return ()
 
@@ -170,7 +179,7 @@ def checked_flags() -> tuple[str, ...]:
     """Extra compile flags for ``OPGEN_CHECK=1`` builds (checked mode: bounds-checked views, see
     opgen/kernel.h; ``opgen build --checked``, ``opgen test``).  Part of the content hash, so a
     checked library and a plain one are cached side by side and never replace each other."""
-    return ("-DOPGEN_CHECKED=1",) if _env_flag("OPGEN_CHECK") else ()
+    return ("-DOPGEN_CHECKED=1",) if env_flag("OPGEN_CHECK") else ()
 
 
 # --------------------------------------------------------------------------- targets and units
@@ -464,7 +473,7 @@ def device_toolchain(device: str) -> Toolchain:
 def _toolchain(target: Target) -> str:
     """What, besides sources and flags, decides the objects: compiler, Python, the backend's facts."""
     device = "" if target.device == "cpu" else f"\n{device_toolchain(target.device).identity}"
-    return f"{BUILD_FORMAT}\n{_compiler_identity()}{device}\npython {sys.version_info[:2]}\n{target.toolchain}\n"
+    return f"{BUILD_FORMAT}\n{compiler_identity()}{device}\npython {sys.version_info[:2]}\n{target.toolchain}\n"
 
 
 def target_key(target: Target) -> str:
@@ -502,7 +511,8 @@ def _record_path(artifact: Path) -> Path:
     return artifact.with_name(artifact.name + ".sha256")
 
 
-def _digest(path: Path) -> str:
+def digest(path: Path) -> str:
+    """The sha256 of the file ``path`` (hex), read in 1 MiB blocks: what a published library's record holds."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -521,7 +531,7 @@ def _publish(built: Path, artifact: Path) -> None:
     shutil.copy2(built, tmp)
     record = _record_path(artifact)
     rtmp = record.with_name(f".{record.name}.{os.getpid()}.tmp")
-    rtmp.write_text(f"{tmp.stat().st_size} {_digest(tmp)}\n", encoding="ascii")
+    rtmp.write_text(f"{tmp.stat().st_size} {digest(tmp)}\n", encoding="ascii")
     os.replace(rtmp, record)
     os.replace(tmp, artifact)
 
@@ -531,10 +541,10 @@ def is_published(artifact: Path, *, verify: bool = True) -> bool:
     does, and its size and sha256 are the recorded ones (``verify=False``: its size only).
     Anything else is rebuilt.  Hashing a 2 MB library takes about 3 ms."""
     try:
-        size, digest = _record_path(artifact).read_text(encoding="ascii").split()
+        size, recorded = _record_path(artifact).read_text(encoding="ascii").split()
         if artifact.stat().st_size != int(size):
             return False
-        return not verify or _digest(artifact) == digest
+        return not verify or digest(artifact) == recorded
     except (OSError, ValueError):
         return False
 
@@ -713,7 +723,7 @@ def _ninja_file(targets: Sequence[Target]) -> str:
         "# @generated by opgen build -- do not edit",
         "ninja_required_version = 1.7",
         "builddir = state",
-        f"cxx = {' '.join(q(w) for w in _compiler_argv())}",
+        f"cxx = {' '.join(q(w) for w in compiler_argv())}",
     ]
     devices_used = sorted({t.device for t in targets if t.device != "cpu" and t.units})
     chains = {d: device_toolchain(d) for d in devices_used}
@@ -766,14 +776,14 @@ def _ninja_file(targets: Sequence[Target]) -> str:
         for unit in t.units:
             src = unit.wrapper or str(unit.sources[0])
             rule = chains[t.device].rule if t.device in chains else "compile"
-            lines.append(f"build {unit.obj}: {rule} {_esc(src)} | {' '.join(implicit)}")
+            lines.append(f"build {unit.obj}: {rule} {esc(src)} | {' '.join(implicit)}")
             lines.append(f"  label = {unit.label}")
             extra = "".join(" " + q(f) for f in unit.cflags)
             lines.append(f"  cflags = ${k}_cflags{extra}")
             if pchflags:
                 lines.append(f"  pchflags = {pchflags}")
         if t.name:
-            objs = [u.obj for u in t.units] + [_esc(o) for o in t.objects]
+            objs = [u.obj for u in t.units] + [esc(o) for o in t.objects]
             lines.append(f"build {k}/{t.name}.so: link {' '.join(objs)} | {stamp_of[k]}")
             lines.append(f"  label = {t.name}.so")
             lines.append(f"  ldflags = ${k}_ldflags")
@@ -781,11 +791,12 @@ def _ninja_file(targets: Sequence[Target]) -> str:
     return "\n".join(lines)
 
 
-def _esc(path: str) -> str:
+def esc(path: str) -> str:
+    """``path`` escaped for a ninja file (``$``, spaces and ``:``)."""
     return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
 
-def _write_if_changed(path: Path, text: str) -> None:
+def write_if_changed(path: Path, text: str) -> None:
     """Write ``text`` unless the file already holds it (keeps its mtime for ninja)."""
     try:
         if path.read_text(encoding="utf-8") == text:
@@ -816,13 +827,13 @@ def _write_inputs(bdir: Path, targets: Sequence[Target]) -> Path:
         for unit in target.units:
             if unit.wrapper:
                 body = "".join(f"#include {_c_string(str(s))}\n" for s in unit.sources)
-                _write_if_changed(bdir / unit.wrapper, f"// @generated by opgen build: unit {unit.label}\n{body}")
+                write_if_changed(bdir / unit.wrapper, f"// @generated by opgen build: unit {unit.label}\n{body}")
         if target.pch:
-            _write_if_changed(bdir / k / "pch" / "opgen_pch.h", f'#include "{target.pch}"\n')
+            write_if_changed(bdir / k / "pch" / "opgen_pch.h", f'#include "{target.pch}"\n')
         if _stamp_kind(target, {t.kind for t in targets}) == k:
-            _write_if_changed(bdir / k / "toolchain.stamp", _toolchain(target))
+            write_if_changed(bdir / k / "toolchain.stamp", _toolchain(target))
     ninja_path = bdir / "build.ninja"
-    _write_if_changed(ninja_path, _ninja_file(targets))
+    write_if_changed(ninja_path, _ninja_file(targets))
     return ninja_path
 
 
@@ -926,7 +937,12 @@ def _compiler_env() -> dict[str, str]:
     return env
 
 
-def _run_ninja(bdir: Path, ninja_path: Path, jobs: int, quiet: bool, goals: Sequence[str] = ()) -> NinjaRun:
+def run_ninja(bdir: Path, ninja_path: Path, jobs: int, quiet: bool, goals: Sequence[str] = ()) -> NinjaRun:
+    """Run ninja on ``ninja_path`` in ``bdir`` (``-k 0``: every failing unit reported) for ``goals``
+    (default: all), with a progress line on stderr unless ``quiet``; on Linux ninja stops when this
+    process dies; interrupted (``KeyboardInterrupt``), it stops ninja first. The compilers see
+    :func:`_compiler_env`.
+    """
     env = _compiler_env()
     cmd = [_ninja(), "-f", ninja_path.name, "-j", str(jobs), "-k", "0", *goals]
     if sys.platform.startswith("linux"):
@@ -1084,7 +1100,7 @@ def format_compiler_output(output: str, csrc: Path) -> tuple[str, bool]:
     if out:
         return "\n".join(out), True
     noise = ("FAILED: ", "ninja: ")
-    command = " ".join(shlex.quote(w) for w in _compiler_argv()) + " "
+    command = " ".join(shlex.quote(w) for w in compiler_argv()) + " "
     rest = [ln for ln in output.splitlines() if not ln.startswith(noise) and not ln.startswith(command)]
     return "\n".join(rest).strip(), False
 
@@ -1127,61 +1143,6 @@ class BuildResult:
     cached: bool
 
 
-def build(pkg_dir: Path, kind: str, quiet: bool = False, *, build_dir: str | os.PathLike[str] | None = None,
-          jobs: int | None = None, ops_per_unit: int | None = None, pch: bool | None = None) -> Path:
-    """Build (or find cached) library ``kind`` (one of its backend's ``library_kinds``: MindSpore's
-    ``aot`` or ``ext``) of a generated package.
-
-    Args:
-        build_dir: root of the build folders (default ``$OPGEN_BUILD_DIR`` or ``~/.cache/opgen``).
-        jobs: parallel compile jobs (default ``$OPGEN_JOBS`` or the available CPUs).
-        ops_per_unit: ext sources per translation unit (default ``$OPGEN_OPS_PER_UNIT`` or automatic).
-        pch: precompile the support header once per build folder (``opgen/ms.h``, i.e. MindSpore's
-            headers, for ext; ``opgen/aot.h`` for aot); default ``$OPGEN_PCH``.
-
-    Returns:
-        Path of the library; unchanged inputs return at once without starting any process.
-
-    Raises:
-        BuildError: on a compile or link error (the previous library stays in place and keeps
-            working), or when the build lock cannot be had in time.
-    """
-    backend, options = _backend_of(pkg_dir, kind, quiet, build_dir, jobs, ops_per_unit, pch)
-    return backend.build(pkg_dir.resolve(), kind, options)
-
-
-def _backend_of(pkg_dir: Path, kind: str, quiet: bool, build_dir: str | os.PathLike[str] | None, jobs: int | None,
-                ops_per_unit: int | None, pch: bool | None) -> tuple[Backend, BuildOptions]:
-    """The backend of the package in ``pkg_dir`` (:func:`opgen.backends.of_package`; the default one
-    for a directory no backend owns yet) and the options of a build.
-
-    Raises:
-        ValueError: ``kind`` is not one of that backend's library kinds.
-    """
-    from . import backends
-
-    backend = backends.of_package(pkg_dir.resolve()) or backends.get(backends.DEFAULT)
-    if kind not in backend.library_kinds:
-        raise ValueError(f"unknown library kind {kind!r}; expected one of {backend.library_kinds}")
-    return backend, backends.BuildOptions(build_dir=None if build_dir is None else os.fspath(build_dir), jobs=jobs,
-                                          ops_per_unit=ops_per_unit, pch=pch, quiet=quiet)
-
-
-def build_library(pkg_dir: Path, kind: str, quiet: bool = False, *,
-                  build_dir: str | os.PathLike[str] | None = None, jobs: int | None = None,
-                  ops_per_unit: int | None = None, pch: bool | None = None) -> BuildResult:
-    """Like :func:`build`, but also says what was compiled (see :class:`BuildResult`).
-
-    The package's backend (:func:`opgen.backends.of_package`; the default one for a directory no
-    backend owns yet) says what to compile (:meth:`opgen.backends.Backend.build_library`).
-
-    Raises:
-        ValueError: ``kind`` is not one of the backend's library kinds.
-    """
-    backend, options = _backend_of(pkg_dir, kind, quiet, build_dir, jobs, ops_per_unit, pch)
-    return backend.build_library(pkg_dir.resolve(), kind, options)
-
-
 def build_target(pkg_dir: Path, target: Target, companions: Callable[[], Sequence[Target]], quiet: bool = False, *,
                  build_dir: str | os.PathLike[str] | None = None, jobs: int | None = None,
                  prepare: Callable[[], tuple[str, ...]] | None = None, started: float | None = None) -> BuildResult:
@@ -1222,12 +1183,12 @@ def build_target(pkg_dir: Path, target: Target, companions: Callable[[], Sequenc
         for k in dict.fromkeys(["kernels", *(t.kind for t in targets)]):
             _remove_stale_temporaries(bdir, k)
         ninja_path = _write_inputs(bdir, targets)
-        run = _run_ninja(bdir, ninja_path, njobs, quiet, [f"{kind}/{target.name}.so"])
+        run = run_ninja(bdir, ninja_path, njobs, quiet, [f"{kind}/{target.name}.so"])
         csrc = pkg_dir / "csrc"
         if run.returncode != 0:
             text, _ = format_compiler_output(run.output, csrc)
             log = bdir / kind / "last-failure.log"
-            _write_if_changed(log, run.output)
+            write_if_changed(log, run.output)
             raise BuildError((text or f"ninja exited with status {run.returncode}") + f"\n(full log: {log})")
         warnings, from_yaml = format_compiler_output(run.output, csrc)
         if from_yaml and not quiet:
@@ -1245,20 +1206,3 @@ def build_target(pkg_dir: Path, target: Target, companions: Callable[[], Sequenc
             print(f"opgen: built {artifact.name} in {took:.1f}s "
                   f"({len(compiled)} unit{'s' if len(compiled) != 1 else ''} compiled)", file=sys.stderr)
     return BuildResult(artifact, compiled, took, False)
-
-
-_MOVED_TO_MINDSPORE = {"KINDS": "KINDS", "aot_target": "aot_target", "ext_target": "ext_target",
-                       "ensure_support": "ensure_support", "support_object": "support_object",
-                       "SUPPORT_SOURCE": "SUPPORT_SOURCE", "_ms_version": "version", "_ms_flags": "ms_flags",
-                       "_ms_location": "location"}
-"""Names that moved to :mod:`opgen.backends.mindspore.build` (their new names), still resolved
-here, lazily, for callers written before the move."""
-
-
-def __getattr__(name: str) -> Any:
-    """Compatibility: the MindSpore names of :data:`_MOVED_TO_MINDSPORE`."""
-    if name in _MOVED_TO_MINDSPORE:
-        from .backends.mindspore import build as ms_build
-
-        return getattr(ms_build, _MOVED_TO_MINDSPORE[name])
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,18 +19,7 @@ from . import shapes as lang
 from .diagnostics import Diagnostic, Location, Note, did_you_mean, shorten
 from .literals import number_text
 from .model import Body, Kernel, Op, inside
-from .names import op_name_too_long
-
-CPP_KEYWORDS = frozenset(
-    """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
-    char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
-    co_return co_yield decltype default delete do double dynamic_cast else enum explicit export
-    extern false float for friend goto if inline int long mutable namespace new noexcept not not_eq
-    nullptr operator or or_eq private protected public register reinterpret_cast requires return
-    short signed sizeof static static_assert static_cast struct switch template this thread_local
-    throw true try typedef typeid typename union unsigned using virtual void volatile wchar_t while
-    xor xor_eq""".split()
-)
+from .names import CPP_KEYWORDS, op_name_too_long
 
 RESERVED = frozenset(
     {
@@ -495,10 +484,10 @@ def _check_target_bodies(k: Kernel, row_targets: set[str], err: Callable[..., No
 
 
 def _unusable_test_shapes(op: Op) -> list[tuple[str, str]]:
-    """:func:`opgen.testing.unusable_test_shapes`, or nothing where numpy is not installed (a core
+    """:func:`opgen.sampling.unusable_test_shapes`, or nothing where numpy is not installed (a core
     install: the sampler needs it, and ``opgen test``, which needs it too, reports them)."""
     try:
-        from .testing import unusable_test_shapes
+        from .sampling import unusable_test_shapes
     except ImportError:
         return []
     return unusable_test_shapes(op)

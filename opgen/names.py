@@ -39,6 +39,19 @@ PACKAGE_NAME_MAX = NAME_MAX - len(LONGEST_PACKAGE_FILE.format("")) - BACKEND_SUF
 NOT_PACKAGE_NAMES = frozenset({"opgen", "mindspore", "numpy", "np", "ms", "std", "generated", "torch"})
 """Names a generated package may not take: modules it imports, or that opgen needs itself."""
 
+CPP_KEYWORDS = frozenset(
+    """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+    char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
+    co_return co_yield decltype default delete do double dynamic_cast else enum explicit export
+    extern false float for friend goto if inline int long mutable namespace new noexcept not not_eq
+    nullptr operator or or_eq private protected public register reinterpret_cast requires return
+    short signed sizeof static static_assert static_cast struct switch template this thread_local
+    throw true try typedef typeid typename union unsigned using virtual void volatile wchar_t while
+    xor xor_eq""".split()
+)
+"""The keywords of C++20 (alternative operator spellings too): no name that becomes a C++ identifier
+(op, input, attr, package) may be one."""
+
 _SNAKE = re.compile(r"[a-z][a-z0-9_]*")
 
 
@@ -61,8 +74,6 @@ def package_name_problem(text: str) -> str | None:
     The one rule of ``opgen generate -p``, ``[tool.opgen] package`` and ``opgen.load(package=)``
     (which also refuses a module already imported in its process; :mod:`opgen.loading`).
     """
-    from .check import CPP_KEYWORDS
-
     if not _SNAKE.fullmatch(text):
         return f"{text!r} is not a package name: use snake_case (lower-case letters, digits, '_'), e.g. my_ops"
     if keyword.iskeyword(text) or keyword.issoftkeyword(text) or text in CPP_KEYWORDS:

@@ -14,9 +14,8 @@ import os
 import re
 from pathlib import Path
 
-from .check import CPP_KEYWORDS
 from .diagnostics import display_path
-from .names import op_name_too_long
+from .names import CPP_KEYWORDS, op_name_too_long
 from .render import environment
 from .resources import schemas_dir
 from .schema import SCHEMA_FILE

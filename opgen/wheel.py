@@ -25,7 +25,6 @@ import zipfile
 from pathlib import Path
 
 from . import __version__, backends
-from . import build as _build
 
 PREBUILT = "_prebuilt.json"
 """File of a wheel-installed package naming its prebuilt libraries and what they were built for."""
@@ -64,7 +63,7 @@ def build_wheel(pkg_dir: Path, out_dir: Path, *, version: str = "0.1.0", quiet: 
     kinds, notes = backend.buildable_kinds(pkg_dir)
     for note in notes:
         print(f"opgen wheel: {note}", file=sys.stderr)
-    libs = {kind: _build.build(pkg_dir, kind, quiet=quiet, build_dir=build_dir, jobs=jobs) for kind in kinds}
+    libs = {kind: backends.build(pkg_dir, kind, quiet=quiet, build_dir=build_dir, jobs=jobs) for kind in kinds}
     files: dict[str, bytes] = {}
     for path in sorted(pkg_dir.rglob("*")):
         rel = path.relative_to(pkg_dir).as_posix()

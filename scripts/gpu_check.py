@@ -69,9 +69,9 @@ class _Tally:
 
 
 def _lib(gen: Path, kind: str) -> ctypes.CDLL:
-    from opgen import build
+    from opgen import backends
 
-    return ctypes.CDLL(str(build.build(gen / "opgen_ops", kind, quiet=True)))
+    return ctypes.CDLL(str(backends.build(gen / "opgen_ops", kind, quiet=True)))
 
 
 def _call(lib: ctypes.CDLL, symbol: str, tensors: list[Any], dtype: str, stream: int) -> int:

@@ -496,7 +496,7 @@ CASES = {c.name: c for c in _cases()}
 def prepare(home: Path, kinds: tuple[str, ...] = ("aot", "ext")) -> Path:
     """Generate the attr package under ``home`` and build it and the repository's package
     (cached by content hash: a no-op when nothing changed).  Returns the output directory."""
-    from opgen import build
+    from opgen import backends
     from opgen.cli import main as opgen_main
 
     (home / "specs").mkdir(parents=True, exist_ok=True)
@@ -506,7 +506,7 @@ def prepare(home: Path, kinds: tuple[str, ...] = ("aot", "ext")) -> Path:
     assert opgen_main(["generate", str(home / "specs"), "-o", str(home / "out"), "-p", "misuse_ops", "-q"]) == 0
     for pkg in (home / "out" / "misuse_ops", ROOT / "generated" / "opgen_ops"):
         for kind in kinds:
-            build.build(pkg, kind, quiet=True)
+            backends.build(pkg, kind, quiet=True)
     return home / "out"
 
 

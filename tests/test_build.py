@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from opgen import build
+from opgen import backends, build
 from opgen.backends.mindspore import build as ms_build
 from opgen.cli import main
 from opgen.pipeline import generate
@@ -150,7 +150,7 @@ def call_halve(lib_path: Path, values: list[float]) -> list[float]:
 
 
 def test_no_change_build_runs_no_compiler(package: Path, cxx: Compilers, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = build.build_library(package, "aot", quiet=True)
+    first = backends.build_library(package, "aot", quiet=True)
     assert not first.cached and first.path.is_file()
     assert first.path.parent == build.package_build_dir(package)
     assert len(cxx.calls()) == 5  # two kernel units, two aot units and the link
@@ -161,7 +161,7 @@ def test_no_change_build_runs_no_compiler(package: Path, cxx: Compilers, monkeyp
         raise AssertionError(f"a process was started on a no-change build: {args}")
 
     monkeypatch.setattr(subprocess, "Popen", forbidden)
-    again = build.build_library(package, "aot", quiet=True)
+    again = backends.build_library(package, "aot", quiet=True)
     assert again.cached and again.path == first.path
     assert len(cxx.calls()) == 5
     assert call_halve(again.path, [2.0, -3.0]) == [1.0, -1.5]
@@ -169,11 +169,11 @@ def test_no_change_build_runs_no_compiler(package: Path, cxx: Compilers, monkeyp
 
 def test_editing_one_op_recompiles_only_its_unit(package: Path, cxx: Compilers,
                                                   write_spec: Callable[[str, str], Path]) -> None:
-    first = build.build_library(package, "aot", quiet=True)
+    first = backends.build_library(package, "aot", quiet=True)
     cxx.reset()
     write_spec("halve.yaml", HALVE.replace("out[i] = x[i] / 2;", "out[i] = x[i] * 0.5f;"))
     regenerate()
-    second = build.build_library(package, "aot", quiet=True)
+    second = backends.build_library(package, "aot", quiet=True)
     assert second.path != first.path
     calls = cxx.calls()
     assert len(calls) == 2, calls  # halve's kernel unit (not its aot unit), then the link
@@ -184,11 +184,11 @@ def test_editing_one_op_recompiles_only_its_unit(package: Path, cxx: Compilers,
 
 def test_kernel_error_names_yaml_line_and_op_and_keeps_last_good_library(
         package: Path, write_spec: Callable[[str, str], Path]) -> None:
-    good = build.build(package, "aot", quiet=True)
+    good = backends.build(package, "aot", quiet=True)
     write_spec("halve.yaml", HALVE.replace("out[i] = x[i] / 2;", "out[i] = x[i] / undefined_name;"))
     regenerate()
     with pytest.raises(build.BuildError) as info:
-        build.build(package, "aot", quiet=True)
+        backends.build(package, "aot", quiet=True)
     msg = str(info.value)
     # line 13 of specs/halve.yaml, column 23 of that line is where `undefined_name` starts
     assert "specs/halve.yaml:13:23: error: op 'halve': 'undefined_name' was not declared in this scope" in msg
@@ -206,7 +206,7 @@ def test_an_error_that_differs_per_dtype_row_is_printed_once(
         "    - [F32_Default, F32_Default]\n", "    - [F32_Default, F32_Default]\n    - [F64_Default, F64_Default]\n"))
     regenerate()
     with pytest.raises(build.BuildError) as info:
-        build.build(package, "aot", quiet=True)
+        backends.build(package, "aot", quiet=True)
     msg = str(info.value)
     assert msg.count("error:") == 1, msg
     assert "specs/halve.yaml:14:21: error: op 'halve': request for member 'value'" in msg
@@ -232,8 +232,8 @@ def test_killed_build_does_not_block_or_poison_the_next(package: Path, cxx: Comp
     stall = tmp_path / "stalled.pid"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OPGEN_TEST_CXX_STALL=str(stall))
     child = subprocess.Popen(
-        [sys.executable, "-c", f"from pathlib import Path; from opgen import build; "
-                               f"build.build(Path({str(package)!r}), 'aot', quiet=True)"],
+        [sys.executable, "-c", f"from pathlib import Path; from opgen import backends; "
+                               f"backends.build(Path({str(package)!r}), 'aot', quiet=True)"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while not (stall.exists() and stall.read_text().strip()):
@@ -247,7 +247,7 @@ def test_killed_build_does_not_block_or_poison_the_next(package: Path, cxx: Comp
     assert list(bdir.glob("*/*.tmp")), "the stalled compiler should have left a partial object"
 
     started = time.monotonic()
-    result = build.build_library(package, "aot", quiet=True, build_dir=None)
+    result = backends.build_library(package, "aot", quiet=True, build_dir=None)
     # far under the 900 s a live lock would make it wait (LOCK_TIMEOUT_S): the dead PID's lock was
     # taken over at once (a bound for a busy machine, not a speed test)
     assert time.monotonic() - started < 450
@@ -278,7 +278,7 @@ def test_lock_timeout_names_the_holder(package: Path, monkeypatch: pytest.Monkey
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         monkeypatch.setenv("OPGEN_LOCK_TIMEOUT", "0.3")
         with pytest.raises(build.BuildError) as info:
-            build.build(package, "aot", quiet=True)
+            backends.build(package, "aot", quiet=True)
         assert f"held by PID {holder.pid} (running)" in str(info.value)
         assert "timed out after 0.3s" in str(info.value)
     finally:
@@ -293,7 +293,7 @@ def test_stale_lock_file_from_dead_pid_is_no_obstacle(package: Path, monkeypatch
     bdir.mkdir(parents=True)
     (bdir / "build.lock").write_text(f"{dead.pid}\n")
     monkeypatch.setenv("OPGEN_LOCK_TIMEOUT", "0")
-    assert build.build(package, "aot", quiet=True).is_file()
+    assert backends.build(package, "aot", quiet=True).is_file()
     fd = os.open(bdir / "build.lock", os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released after the build
@@ -303,7 +303,7 @@ def test_stale_lock_file_from_dead_pid_is_no_obstacle(package: Path, monkeypatch
 
 def test_precompiled_header_is_built_once_and_rebuilt_with_the_toolchain(
         package: Path, cxx: Compilers, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    first = build.build_library(package, "aot", pch=True)
+    first = backends.build_library(package, "aot", pch=True)
     calls = cxx.calls()
     pch = [c for c in calls if "c++-header" in c]
     units = [c for c in calls if " -c " in c and "_aot.cc" in c]
@@ -319,7 +319,7 @@ def test_precompiled_header_is_built_once_and_rebuilt_with_the_toolchain(
     cxx.reset()
     wrapper = Path(os.environ["CXX"])
     wrapper.write_text(wrapper.read_text() + "# changed\n")
-    again = build.build_library(package, "aot", quiet=True, pch=True)
+    again = backends.build_library(package, "aot", quiet=True, pch=True)
     assert again.path != first.path
     assert sum("c++-header" in c for c in cxx.calls()) == 1
     assert sum(" -c " in c for c in cxx.calls()) == 4  # every aot and kernel unit
@@ -425,7 +425,7 @@ def test_user_flags_reach_the_compiler_and_a_library_gets_linked(
                    check=True)
     write_spec("triple.yaml", TRIPLE.replace("{lib}", str(ulib)))
     regenerate()
-    lib = build.build_library(package, "aot", quiet=True)
+    lib = backends.build_library(package, "aot", quiet=True)
     calls = cxx.calls()
     kernel = [c for c in calls if "triple_kernel.cc" in c]
     assert len(kernel) == 1 and "-DUSER_SCALE=10" in kernel[0] and f"-I{ulib / 'include'}" in kernel[0]
@@ -447,7 +447,7 @@ def test_user_flags_reach_the_compiler_and_a_library_gets_linked(
     cxx.reset()
     write_spec("triple.yaml", TRIPLE.replace("{lib}", str(ulib)).replace("USER_SCALE=10", "USER_SCALE=20"))
     regenerate()
-    again = build.build_library(package, "aot", quiet=True)
+    again = backends.build_library(package, "aot", quiet=True)
     assert again.path != lib.path and again.compiled == ("triple (kernel)",)
 
 
@@ -464,10 +464,10 @@ def test_ccache_launcher_second_cold_build_in_a_fresh_build_dir_is_all_hits(
         return {k: int(v) for k, v in (ln.split("\t")[:2] for ln in out.splitlines() if "\t" in ln)
                 if v.isdigit()}
 
-    first = [build.build_library(package, kind, quiet=True, build_dir=tmp_path / "one") for kind in ms_build.KINDS]
+    first = [backends.build_library(package, kind, quiet=True, build_dir=tmp_path / "one") for kind in ms_build.KINDS]
     s1 = stats()
     assert s1["cache_miss"] >= 6 and s1["direct_cache_hit"] == 0  # 2 kernel, 2 aot, 2 extension units
-    again = [build.build_library(package, kind, quiet=True, build_dir=tmp_path / "two")  # a fresh build dir
+    again = [backends.build_library(package, kind, quiet=True, build_dir=tmp_path / "two")  # a fresh build dir
              for kind in ms_build.KINDS]
     s2 = stats()
     assert [len(r.compiled) for r in again] == [4, 2] and call_halve(again[0].path, [6.0]) == [3.0]
@@ -476,7 +476,8 @@ def test_ccache_launcher_second_cold_build_in_a_fresh_build_dir_is_all_hits(
     # the launcher is not part of the key: the same library names as without ccache
     monkeypatch.setenv("CXX", "g++")
     monkeypatch.setenv("OPGEN_CXX_LAUNCHER", ccache)
-    assert all(build.build_library(package, k, quiet=True, build_dir=tmp_path / "two").cached for k in ms_build.KINDS)
+    assert all(backends.build_library(package, k, quiet=True, build_dir=tmp_path / "two").cached
+               for k in ms_build.KINDS)
     assert [r.path.name for r in first] == [r.path.name for r in again]
 
 

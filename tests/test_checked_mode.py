@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from opgen import build
+from opgen import backends, build
 from opgen.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,7 +97,7 @@ def test_checked_mode_reports_out_of_bounds_reads(tmp_path: Path) -> None:
     # the checked library is a build of its own, beside the plain one (the default)
     pkg = tmp_path / "out" / "checked_pkg"
     assert not build.checked_flags()  # OPGEN_CHECK is unset in this process
-    plain = build.build(pkg, "aot", quiet=True, build_dir=tmp_path / "build")
+    plain = backends.build(pkg, "aot", quiet=True, build_dir=tmp_path / "build")
     libs = sorted(p.name for p in (tmp_path / "build").glob("*/libchecked_pkg_aot-*.so"))
     assert len(libs) == 2 and plain.name in libs, libs
 

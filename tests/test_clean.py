@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from opgen import build
+from opgen import backends, build
 from opgen.cli import main
 
 
@@ -106,7 +106,7 @@ def test_clean_and_publish_keep_libraries_a_live_process_loaded(tmp_path: Path,
     def rebuild(factor: int) -> Path:
         spec.write_text(TWICE.replace("x * 2", f"x * {factor}").replace("dout * 2", f"dout * {factor}"))
         assert not generate([spec.parent], tmp_path / "gen", "live_ops").diagnostics
-        return build.build(tmp_path / "gen" / "live_ops", "aot", quiet=True, build_dir=root)
+        return backends.build(tmp_path / "gen" / "live_ops", "aot", quiet=True, build_dir=root)
 
     first = rebuild(2)
     paths = [str(tmp_path / "gen"), str(Path(__file__).resolve().parents[1])]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from opgen import build
+from opgen import backends
 from opgen.cli import main as opgen_main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,7 +108,7 @@ def test_a_doc_edit_starts_no_compiler(tmp_path: Path, monkeypatch: pytest.Monke
     kernel_spec.write_text(KERNEL_SPEC, encoding="utf-8")
     _generate(tmp_path)
     pkg = tmp_path / "out" / "doc_ops"
-    first = {kind: build.build_library(pkg, kind, quiet=True).path for kind in ("aot", "ext")}
+    first = {kind: backends.build_library(pkg, kind, quiet=True).path for kind in ("aot", "ext")}
     before = _cpp(tmp_path)
     assert any("DOC-" in p.read_text(encoding="utf-8") for p in (pkg / "function.py", pkg / "custom.py"))
     assert not [name for name, text in before.items() if b"DOC-" in text or b"COMMENT-" in text]
@@ -124,7 +124,7 @@ def test_a_doc_edit_starts_no_compiler(tmp_path: Path, monkeypatch: pytest.Monke
     assert "DOC-ONE reworded" in (pkg / "function.py").read_text(encoding="utf-8")
     log.unlink(missing_ok=True)
     for kind in ("aot", "ext"):
-        again = build.build_library(pkg, kind, quiet=True)
+        again = backends.build_library(pkg, kind, quiet=True)
         assert again.cached and again.compiled == () and again.path == first[kind]
     # and the new docs import, building nothing
     path = os.pathsep.join([str(ROOT), str(tmp_path / "out")])
@@ -139,7 +139,7 @@ def test_a_doc_edit_starts_no_compiler(tmp_path: Path, monkeypatch: pytest.Monke
     # the counter counts: a body edit compiles the op's kernel unit
     spec.write_text(text.replace("forward: x * alpha + y", "forward: y + x * alpha"), encoding="utf-8")
     _generate(tmp_path)
-    build.build_library(pkg, "aot", quiet=True)
+    backends.build_library(pkg, "aot", quiet=True)
     compiled = [line for line in _processes(log) if " -c " in f" {line} "]
     assert any("scaled_add_kernel.cc" in line for line in compiled), _processes(log)
 
@@ -158,6 +158,6 @@ def test_a_doc_edit_starts_no_compiler(tmp_path: Path, monkeypatch: pytest.Monke
     assert changed == {"out/doc_ops/csrc/twice_k_kernel.h", "out/doc_ops_torch/csrc/twice_k_kernel.h"}
     log.unlink()
     for kind in ("aot", "ext"):
-        build.build_library(pkg, kind, quiet=True)
+        backends.build_library(pkg, kind, quiet=True)
     compiled = [line for line in _processes(log) if " -c " in f" {line} "]
     assert len(compiled) == 1 and "twice_k_kernel.cc" in compiled[0], compiled

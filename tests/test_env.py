@@ -37,7 +37,7 @@ def test_cli_names_every_bad_variable(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name, value, read", [
     ("OPGEN_JOBS", "abc", build.default_jobs),
     ("OPGEN_JOBS", "0", build.default_jobs),
-    ("OPGEN_OPS_PER_UNIT", "x", build._env_ops_per_unit),
+    ("OPGEN_OPS_PER_UNIT", "x", build.env_ops_per_unit),
     ("OPGEN_LOCK_TIMEOUT", "abc", build._lock_timeout),
     ("OPGEN_LOCK_TIMEOUT", "-1", build._lock_timeout),
     ("OPGEN_LOCK_TIMEOUT", "nan", build._lock_timeout),
@@ -74,7 +74,7 @@ def test_every_variable_is_read_through_env() -> None:
         if path.name != "env.py":
             assert not direct.findall(text), (path, direct.findall(text))  # writes (opgen test's) are fine
         used |= set(read_by_name.findall(text))
-        used |= {n for n in re.findall(r"_env_flag\(\"(OPGEN_\w+)", text)}
+        used |= {n for n in re.findall(r"env_flag\(\"(OPGEN_\w+)", text)}
     kernel = set()
     for path in (opgen_dir / "include").rglob("*.h"):
         kernel |= set(re.findall(r"getenv\(\"(OPGEN_\w+)\"\)", path.read_text(encoding="utf-8")))

@@ -29,7 +29,7 @@ from fuzzspecs import dump, mutated_specs, valid_specs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opgen import build, loader, render
+from opgen import backends, loader, render
 from opgen import shapes as lang
 from opgen.cli import main
 from opgen.diagnostics import SpecError
@@ -280,7 +280,7 @@ def _compile_and_call(sample: list[str], tmp_path: Path) -> None:
     os.environ["OPGEN_BUILD_DIR"] = str(tmp_path / "build")
     try:
         assert main(["generate", str(specs), "-o", str(tmp_path / "out"), "-p", "fuzz_pkg", "-q"]) == 0
-        lib = build.build(tmp_path / "out" / "fuzz_pkg", "aot", quiet=True)
+        lib = backends.build(tmp_path / "out" / "fuzz_pkg", "aot", quiet=True)
     finally:
         del os.environ["OPGEN_BUILD_DIR"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "out"), str(ROOT)]),

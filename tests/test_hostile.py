@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from opgen import build
+from opgen import backends
 from opgen.cli import main
 from opgen.literals import cpp_string
 from opgen.pipeline import load_ops
@@ -386,7 +386,7 @@ def hostile_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     env = dict(os.environ, OPGEN_BUILD_DIR=str(work / "build"))
     os.environ["OPGEN_BUILD_DIR"] = env["OPGEN_BUILD_DIR"]
     try:
-        build.build(work / "out" / "hostile_pkg", "aot", quiet=True)
+        backends.build(work / "out" / "hostile_pkg", "aot", quiet=True)
     finally:
         del os.environ["OPGEN_BUILD_DIR"]
     arg = json.dumps({"docs": HOSTILE_OPS["docs"], "checksum": _checksum(HOSTILE_STR), "hostile_str": HOSTILE_STR,

@@ -1,7 +1,7 @@
 """opgen/ms.h, the Function<T> path's bridge to MindSpore tensors, on real MindSpore (PyNative).
 
 ``tests/cpp/ms_bridge`` is a small hand-written package (a Function<T> op and a probe of
-``opgen::ms::empty``) built like a generated one by :func:`opgen.build.build`, so it is
+``opgen::ms::empty``) built like a generated one by :func:`opgen.backends.build`, so it is
 compiled once per change of its sources or of opgen's headers and cached afterwards.
 """
 
@@ -14,7 +14,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from opgen import build
+from opgen import backends
 
 PKG = Path(__file__).resolve().parent / "cpp" / "ms_bridge"
 
@@ -23,7 +23,7 @@ PKG = Path(__file__).resolve().parent / "cpp" / "ms_bridge"
 def bridge(ms) -> ModuleType:  # type: ignore[no-untyped-def]
     """The compiled test extension."""
     ms.set_context(mode=ms.PYNATIVE_MODE)
-    path = build.build(PKG, "ext", quiet=True)
+    path = backends.build(PKG, "ext", quiet=True)
     spec = importlib.util.spec_from_file_location("ms_bridge_ext", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

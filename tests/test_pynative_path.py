@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from opgen import build
+from opgen import backends
 from opgen.env import EnvError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,7 +152,7 @@ def _run(script: str, env: dict[str, str], cwd: Path, pythonpath: list[Path]) ->
 def test_auto_takes_the_function_path_in_pynative_and_custom_in_graphs(tmp_path: Path) -> None:
     pkg = ROOT / "generated" / "opgen_ops"
     for kind in ("aot", "ext"):
-        build.build(pkg, kind, quiet=True)
+        backends.build(pkg, kind, quiet=True)
     seen = _run(AUTO, {"OPGEN_PYNATIVE_PATH": "auto"}, tmp_path, [ROOT])
     assert seen["path"] == "function"
     assert seen["same_object"] and seen["name"] == "mul"
@@ -173,7 +173,7 @@ def test_auto_falls_back_to_the_custom_path_without_the_extension(tmp_path: Path
     (tmp_path / "specs" / "twice.yaml").write_text(TWICE, encoding="utf-8")
     assert opgen_main(["generate", str(tmp_path / "specs"), "-o", str(tmp_path / "out"), "-p", "fresh_ops", "-q"]) == 0
     root = tmp_path / "build"
-    build.build(tmp_path / "out" / "fresh_ops", "aot", quiet=True, build_dir=root)
+    backends.build(tmp_path / "out" / "fresh_ops", "aot", quiet=True, build_dir=root)
     seen = _run(FALLBACK, {"OPGEN_PYNATIVE_PATH": "auto", "OPGEN_BUILD_DIR": str(root)}, tmp_path,
                 [ROOT, tmp_path / "out"])
     assert seen == {"path": "custom", "out": [2.0, -4.0, 6.0], "grad": [2.0, 2.0, 2.0], "resolved": 1}
@@ -186,7 +186,7 @@ def test_the_switch_forces_a_path(monkeypatch: pytest.MonkeyPatch) -> None:
     custom_file = str(ROOT / "generated" / "opgen_ops" / "custom.py")
     monkeypatch.setenv("OPGEN_PYNATIVE_PATH", "custom")
     assert ms_runtime.pynative_function_module("generated.opgen_ops", custom_file) is None
-    build.build(ROOT / "generated" / "opgen_ops", "ext", quiet=True)
+    backends.build(ROOT / "generated" / "opgen_ops", "ext", quiet=True)
     monkeypatch.setenv("OPGEN_PYNATIVE_PATH", "function")
     module = ms_runtime.pynative_function_module("generated.opgen_ops", custom_file)
     assert module is not None and module.__name__ == "generated.opgen_ops.function"

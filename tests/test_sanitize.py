@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from opgen import build
+from opgen import backends
 from opgen.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +80,7 @@ def test_sanitizers_catch_planted_bugs_and_pass_a_correct_kernel(tmp_path: Path,
     assert main(["generate", str(specs), "-o", str(tmp_path / "out"), "-p", "san_pkg", "-q"]) == 0
     monkeypatch.setenv("OPGEN_BUILD_DIR", str(tmp_path / "build"))
     monkeypatch.delenv("LD_PRELOAD", raising=False)  # the compilers must not run under ASan
-    lib = build.build(tmp_path / "out" / "san_pkg", "aot", quiet=True)
+    lib = backends.build(tmp_path / "out" / "san_pkg", "aot", quiet=True)
     assert "-fsanitize=address,undefined" in (lib.parent / "build.ninja").read_text()
     found = {}
     for name in SPECS:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from opgen import build
+from opgen import backends, build
 from opgen.pipeline import generate, load_ops
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -203,17 +203,17 @@ def test_damaged_published_library_is_rebuilt(tmp_path: Path) -> None:
     res = generate([tmp_path / "ops"], tmp_path / "gen", "tinypkg")
     assert not res.diagnostics
     bdir = tmp_path / "builds"
-    first = build.build_library(res.package_dir, "aot", quiet=True, build_dir=bdir)
+    first = backends.build_library(res.package_dir, "aot", quiet=True, build_dir=bdir)
     data = first.path.read_bytes()
     assert build.is_published(first.path, verify=True)
     first.path.write_bytes(data[: len(data) // 2])  # truncated in place
     assert not build.is_published(first.path, verify=False)
-    again = build.build_library(res.package_dir, "aot", quiet=True, build_dir=bdir)
+    again = backends.build_library(res.package_dir, "aot", quiet=True, build_dir=bdir)
     assert again.path == first.path and not again.cached and again.path.read_bytes() == data
     flipped = bytearray(data)
     flipped[len(data) // 2] ^= 0xFF  # same size, other bytes: caught by the hash
     first.path.write_bytes(bytes(flipped))
     assert not build.is_published(first.path, verify=True)
     (first.path.with_name(first.path.name + ".sha256")).unlink()  # a library without its record
-    assert not build.build_library(res.package_dir, "aot", quiet=True, build_dir=bdir).cached
+    assert not backends.build_library(res.package_dir, "aot", quiet=True, build_dir=bdir).cached
     assert first.path.read_bytes() == data

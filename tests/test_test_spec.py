@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import yaml
 
-from opgen import runtime, testing
+from opgen import runtime, sampling, shapes, testing
 from opgen.model import Op
 from opgen.pipeline import load_ops
 
@@ -293,13 +293,13 @@ def test_each_contract_form_is_solved_at_the_first_draw(contract: str, tmp_path:
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     inputs, attrs = FORMS[contract]
     op = _op(tmp_path, _form_spec(contract, inputs, attrs))
-    monkeypatch.setattr(testing, "ATTEMPTS", 1)  # no second chance: the sampler must build the case
+    monkeypatch.setattr(sampling, "ATTEMPTS", 1)  # no second chance: the sampler must build the case
     for seed in range(25):
         cases = _cases(op, seed)
         assert cases[0].style == "plain" and len([c for c in cases if c.style == "plain"]) == 2
         for c in cases:
             env = {**op.test.attr_sets[0], **c.shapes}
-            assert all(testing.lang.evaluate(r.node, env) for r in op.requires), c.describe()
+            assert all(shapes.evaluate(r.node, env) for r in op.requires), c.describe()
             assert all(len(c.shapes[x.name]) >= 1 for x in op.inputs if x.kind == "dynamic")
         # the same seed gives the same cases
         assert [c.shapes for c in _cases(op, seed)] == [c.shapes for c in cases]
@@ -309,7 +309,7 @@ def test_issue_24_0d_loss_ties_its_inputs(tmp_path: Path, monkeypatch: pytest.Mo
     """``target.shape == pred.shape`` with a 0-d loss (no output rule reads either input) was a
     flaky "no plain shapes in 40 draws"."""
     op = _op(tmp_path, _form_spec("target.shape == pred.shape", ["pred", "target"], ""))
-    monkeypatch.setattr(testing, "ATTEMPTS", 1)
+    monkeypatch.setattr(sampling, "ATTEMPTS", 1)
     shapes = [c.shapes for seed in range(50) for c in _cases(op, seed)]
     assert all(s["pred"] == s["target"] for s in shapes)
     assert len({s["pred"] for s in shapes}) > 5  # still random shapes, not one fixed answer

@@ -36,7 +36,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from opgen import testing  # noqa: E402
+from opgen import sampling, testing  # noqa: E402
 from opgen.backends.torch.context import SCHEMA_RESERVED, schema_name  # noqa: E402
 from opgen.model import Op  # noqa: E402
 from opgen.pipeline import load_ops  # noqa: E402
@@ -342,7 +342,7 @@ def _two_sizes(pkg: Any, op: Op) -> tuple[testing.Case, testing.Case, dict[str, 
             tuple(k * d for d in v)
 
     def times(k: int) -> testing.Case:  # out_shapes are not read (the eager call is the oracle)
-        return testing._make_case(op, "plain", {n: scaled(v, k) for n, v in first.shapes.items()}, first.out_shapes)
+        return sampling._make_case(op, "plain", {n: scaled(v, k) for n, v in first.shapes.items()}, first.out_shapes)
 
     return times(2), times(3), attrs, row
 

@@ -115,7 +115,7 @@ def _tampered_libraries_are_clear_errors(pkg: Path, facts: dict) -> None:  # typ
     ImportError naming the file (in-process: the check needs no MindSpore)."""
     import pytest
 
-    from opgen import runtime
+    from opgen import runtime_base
     from opgen.backends.mindspore import runtime as ms_runtime
 
     record = pkg / "_prebuilt.json"
@@ -125,12 +125,12 @@ def _tampered_libraries_are_clear_errors(pkg: Path, facts: dict) -> None:  # typ
         middle = len(good) // 2
         for damage in (good[:middle], b"", good[:middle] + b"\x00" * 7 + good[middle + 7:]):
             lib.write_bytes(damage)
-            runtime._verified.clear()
+            runtime_base._verified.clear()
             with pytest.raises(ImportError, match=f"^the prebuilt library {lib} is damaged or was altered "
                                f"after it was installed \\({len(damage)} bytes, sha256 "):
                 ms_runtime.prebuilt_library(pkg, kind)
         record.write_text(json.dumps({k: v for k, v in facts.items() if k != "sha256"}))
-        runtime._verified.clear()
+        runtime_base._verified.clear()
         with pytest.raises(ImportError, match="is damaged or was altered"):  # the wheel's RECORD has it too
             ms_runtime.prebuilt_library(pkg, kind)
         lib.write_bytes(good)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import importlib
+import os
 import pkgutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -152,9 +153,9 @@ class Backend(abc.ABC):
 
     def build_library(self, pkg_dir: Path, kind: str, options: BuildOptions) -> BuildResult:
         """Like :meth:`build`, with what was compiled (:class:`opgen.build.BuildResult`): what
-        :func:`opgen.build.build_library` (and ``opgen.build.build``, which generated code and
-        ``opgen wheel`` call) runs for a package of this backend. A backend builds a target with
-        :func:`opgen.build.build_target` (the neutral ninja file, lock and publish step).
+        :func:`opgen.backends.build_library` (and :func:`opgen.backends.build`, which import-time
+        builds and ``opgen wheel`` call) runs for a package of this backend. A backend builds a
+        target with :func:`opgen.build.build_target` (the neutral ninja file, lock and publish step).
 
         Raises:
             NotImplementedError: this backend builds only through :meth:`build` (the base class's answer).
@@ -247,3 +248,63 @@ def parse_list(text: str | Sequence[str]) -> tuple[str, ...]:
     if not out:
         raise UnknownBackend(f"no backend named; expected one or more of: {', '.join(names())}")
     return tuple(out)
+
+
+# ----------------------------------------------------------------------------- building a package
+
+
+def build(pkg_dir: Path, kind: str, quiet: bool = False, *, build_dir: str | os.PathLike[str] | None = None,
+          jobs: int | None = None, ops_per_unit: int | None = None, pch: bool | None = None) -> Path:
+    """Build (or find cached) library ``kind`` (one of its backend's ``library_kinds``: MindSpore's
+    ``aot`` or ``ext``) of a generated package: the package's backend (:func:`of_package`)
+    builds it (:meth:`Backend.build`).  Import-time builds (:func:`opgen.runtime.package_library`)
+    and ``opgen wheel`` call it.
+
+    Args:
+        build_dir: root of the build folders (default ``$OPGEN_BUILD_DIR`` or ``~/.cache/opgen``).
+        jobs: parallel compile jobs (default ``$OPGEN_JOBS`` or the available CPUs).
+        ops_per_unit: ext sources per translation unit (default ``$OPGEN_OPS_PER_UNIT`` or automatic).
+        pch: precompile the support header once per build folder (``opgen/ms.h``, i.e. MindSpore's
+            headers, for ext; ``opgen/aot.h`` for aot); default ``$OPGEN_PCH``.
+
+    Returns:
+        Path of the library; unchanged inputs return at once without starting any process.
+
+    Raises:
+        opgen.build.BuildError: on a compile or link error (the previous library stays in place and
+            keeps working), or when the build lock cannot be had in time.
+        ValueError: ``kind`` is not one of the backend's library kinds.
+    """
+    backend, options = _backend_of(pkg_dir, kind, quiet, build_dir, jobs, ops_per_unit, pch)
+    return backend.build(pkg_dir.resolve(), kind, options)
+
+
+def _backend_of(pkg_dir: Path, kind: str, quiet: bool, build_dir: str | os.PathLike[str] | None, jobs: int | None,
+                ops_per_unit: int | None, pch: bool | None) -> tuple[Backend, BuildOptions]:
+    """The backend of the package in ``pkg_dir`` (:func:`of_package`; the default one
+    for a directory no backend owns yet) and the options of a build.
+
+    Raises:
+        ValueError: ``kind`` is not one of that backend's library kinds.
+    """
+    backend = of_package(pkg_dir.resolve()) or get(DEFAULT)
+    if kind not in backend.library_kinds:
+        raise ValueError(f"unknown library kind {kind!r}; expected one of {backend.library_kinds}")
+    return backend, BuildOptions(build_dir=None if build_dir is None else os.fspath(build_dir), jobs=jobs,
+                                 ops_per_unit=ops_per_unit, pch=pch, quiet=quiet)
+
+
+def build_library(pkg_dir: Path, kind: str, quiet: bool = False, *,
+                  build_dir: str | os.PathLike[str] | None = None, jobs: int | None = None,
+                  ops_per_unit: int | None = None, pch: bool | None = None) -> BuildResult:
+    """Like :func:`build`, but also says what was compiled (see :class:`opgen.build.BuildResult`).
+
+    The package's backend (:func:`of_package`; the default one for a directory no backend owns
+    yet) says what to compile (:meth:`Backend.build_library`).
+
+    Raises:
+        opgen.build.BuildError: a compile or link error, or the build lock not had in time.
+        ValueError: ``kind`` is not one of the backend's library kinds.
+    """
+    backend, options = _backend_of(pkg_dir, kind, quiet, build_dir, jobs, ops_per_unit, pch)
+    return backend.build_library(pkg_dir.resolve(), kind, options)

@@ -1,6 +1,6 @@
 """Every rendering of a shape-language tree: source text, Python, C++ and words.
 
-Each function dispatches over the node classes of :mod:`opgen.shapes.syntax` and ends in
+Each function dispatches over the node classes of :mod:`opgen.shapes.nodes` and ends in
 ``assert_never``, so that mypy proves every node handled by every consumer.
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import assert_never
 
 from ..literals import cpp_string
-from .syntax import (
+from .nodes import (
     Arith,
     AttrRef,
     Bound,

@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import shape_runtime
 from .emit import to_python
-from .syntax import Node
+from .nodes import Node
 
 _CODE: dict[Node, CodeType] = {}
 

@@ -19,16 +19,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
 
 from .. import shape_runtime
+from .emit import to_source
+from .nodes import AttrRef, Call, Const, ListOf, Node, ShapeError, ShapeOf, TensorRef, Type, tensors_used
 
 if TYPE_CHECKING:
-    from .syntax import Node, _Parser
+    from .syntax import _Parser
 
 GradViewKind = Literal["split", "unreduce"]
 """The geometries of a gradient view (:attr:`ShapeFunction.grad_view_kind`)."""
 
 
 class SampleContext(Protocol):
-    """What a sampler sees (``opgen.testing.ShapeContext``)."""
+    """What a sampler sees (``opgen.sampling.ShapeContext``)."""
 
     rng: Any
     style: str
@@ -75,9 +77,7 @@ class ShapeFunction:
         return f"{self.name}({', '.join(p.name for p in self.params)})"
 
     def parse(self, node: ast.Call, col: int, parser: _Parser) -> Node:
-        """Type-check a call and return its :class:`~opgen.shapes.syntax.Call` node."""
-        from .syntax import Call, Const, ShapeError, TensorRef, Type
-
+        """Type-check a call and return its :class:`~opgen.shapes.nodes.Call` node."""
         if self.variadic:
             if len(node.args) < 2:
                 raise ShapeError(f"{self.name}() needs at least two inputs: {self.signature}", col)
@@ -102,8 +102,6 @@ class ShapeFunction:
                 elif isinstance(value, int):
                     out.append(Const(value, Type.INT, col))
                 else:  # a list default: []
-                    from .syntax import ListOf
-
                     out.append(ListOf((), col))
                 continue
             arg = parser.go(node.args[i])
@@ -161,8 +159,6 @@ class ShapeFunction:
     def sample(self, args: tuple[Node, ...], ctx: SampleContext) -> None:
         """Give a shape to the inputs among ``args`` that have none yet (``ctx.shapes``), so that
         the call is valid for this style; raise :class:`NotApplicable` when it cannot be."""
-        from .syntax import tensors_used
-
         for a in args:
             for name in tensors_used(a):
                 if name not in ctx.shapes:
@@ -171,8 +167,6 @@ class ShapeFunction:
 
 def _tensor_name(node: Node) -> str | None:
     """The input a ``tensor`` argument names (``x`` or ``x.shape``), else None."""
-    from .syntax import ShapeOf, TensorRef
-
     if isinstance(node, ShapeOf):
         return node.tensor.name
     if isinstance(node, TensorRef):
@@ -181,37 +175,25 @@ def _tensor_name(node: Node) -> str | None:
 
 
 def _code(node: Node) -> str:
-    from .emit import to_source
-    from .syntax import ShapeOf
-
     return f"`{node.tensor.name}`" if isinstance(node, ShapeOf) else f"`{to_source(node)}`"
 
 
 def _shape_words(node: Node) -> str:
-    from .syntax import ShapeOf
-
     return f"the shape of `{node.tensor.name}`" if isinstance(node, ShapeOf) else _code(node)
 
 
 def _literal(node: Node) -> bool:
-    from .syntax import Const, ListOf
-
     return isinstance(node, Const) or (isinstance(node, ListOf) and all(isinstance(i, Const) for i in node.items))
 
 
 def _when(node: Node, what: str) -> str:
     """``what`` qualified by a bool argument: always, never (''), or when it holds."""
-    from .syntax import Const
-
     if isinstance(node, Const):
         return what if node.value else ""
     return f"{what} when {_code(node)} is true"
 
 
 def _axes_words(node: Node) -> str:
-    from .emit import to_source
-    from .syntax import AttrRef, Const, ListOf
-
     if isinstance(node, Const):
         return f"axis {node.value}"
     if isinstance(node, ListOf) and all(isinstance(i, Const) for i in node.items):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ...model import BuildFlags, Op
 from .. import Backend, BuildOptions, WheelFacts
-from .runtime import TARGET
+from .facts import TARGET, TEST_PATHS
 
 if TYPE_CHECKING:
     from ...build import BuildResult
@@ -32,7 +32,7 @@ class MindSporeBackend(Backend):
     runtime_modules: ClassVar[tuple[str, ...]] = ("mindspore",)
     install_hint: ClassVar[str] = "pip install 'opgen[run]'"
     target: ClassVar[str] = TARGET
-    test_paths: ClassVar[Mapping[str, str]] = {"custom-graph": "graph", "custom-pynative": "pynat", "function": "func"}
+    test_paths: ClassVar[Mapping[str, str]] = TEST_PATHS
     test_libraries: ClassVar[Mapping[str, str]] = {"custom-graph": "aot", "custom-pynative": "aot", "function": "ext"}
 
     def build_modules(self, kinds: Sequence[str]) -> tuple[str, ...]:

@@ -28,34 +28,34 @@ from ...build import (
     BuildError,
     BuildResult,
     Target,
-    _compiler_argv,
-    _compiler_identity,
-    _env_flag,
-    _env_ops_per_unit,
-    _esc,
-    _run_ninja,
-    _write_if_changed,
     artifact_path,
     build_lock,
     build_target,
     checked_flags,
+    compiler_argv,
+    compiler_identity,
     cuda_cflags,
     cuda_kernel_target,
     cuda_link_flags,
+    env_flag,
+    env_ops_per_unit,
+    esc,
     format_compiler_output,
     group_units,
     is_published,
     kernel_flags,
     kernel_target,
     plain_cflags,
+    run_ninja,
     sanitize_flags,
     support_dir,
     target_key,
     user_link_flags,
+    write_if_changed,
 )
 from ...resources import include_dir
 from .. import BuildOptions
-from .runtime import TARGET
+from .facts import TARGET
 
 KINDS = ("aot", "ext", "aot_gpu")
 """The libraries of a MindSpore package: ``aot`` (loaded by ``ops.Custom`` on CPU), ``ext`` (the
@@ -71,7 +71,7 @@ into its libraries (the kernels too) must be."""
 
 def build_library(pkg_dir: Path, kind: str, options: BuildOptions) -> BuildResult:
     """Build (or find cached) library ``kind`` (one of :data:`KINDS`) of a generated MindSpore
-    package: what :func:`opgen.build.build_library` does for it.
+    package: what :func:`opgen.backends.build_library` does for it.
 
     Raises:
         ValueError: ``kind`` is not one of :data:`KINDS`.
@@ -82,8 +82,8 @@ def build_library(pkg_dir: Path, kind: str, options: BuildOptions) -> BuildResul
     started = time.monotonic()
     pkg_dir = pkg_dir.resolve()
     build_dir = options.build_dir
-    use_pch = _env_flag("OPGEN_PCH") if options.pch is None else options.pch
-    per_unit = options.ops_per_unit if options.ops_per_unit is not None else _env_ops_per_unit()
+    use_pch = env_flag("OPGEN_PCH") if options.pch is None else options.pch
+    per_unit = options.ops_per_unit if options.ops_per_unit is not None else env_ops_per_unit()
 
     def ext(allow_import: bool = True) -> Target:
         return ext_target(pkg_dir, ops_per_unit=per_unit, pch=use_pch, build_dir=build_dir,
@@ -119,12 +119,12 @@ def build_library(pkg_dir: Path, kind: str, options: BuildOptions) -> BuildResul
 
 def _target(pkg_dir: Path, kind: str, options: BuildOptions) -> Target:
     """The target of library ``kind`` of ``pkg_dir`` (resolved) with these options."""
-    use_pch = _env_flag("OPGEN_PCH") if options.pch is None else options.pch
+    use_pch = env_flag("OPGEN_PCH") if options.pch is None else options.pch
     if kind == "aot":
         return aot_target(pkg_dir, pch=use_pch)
     if kind == GPU_KIND:
         return aot_gpu_target(pkg_dir)
-    per_unit = options.ops_per_unit if options.ops_per_unit is not None else _env_ops_per_unit()
+    per_unit = options.ops_per_unit if options.ops_per_unit is not None else env_ops_per_unit()
     return ext_target(pkg_dir, ops_per_unit=per_unit, pch=use_pch, build_dir=options.build_dir)
 
 
@@ -234,7 +234,7 @@ def ms_flags(allow_import: bool = True) -> tuple[tuple[str, ...], tuple[str, ...
         includes = tuple(builder.get_include_paths())
         ms_cflags = tuple(f for f in builder.get_cflags() if not f.startswith("-DMS_EXTENSION_NAME="))
         ms_ldflags = tuple(builder.get_ldflags())
-        _write_if_changed(cache, json.dumps({"include": includes, "cflags": ms_cflags, "ldflags": ms_ldflags}))
+        write_if_changed(cache, json.dumps({"include": includes, "cflags": ms_cflags, "ldflags": ms_ldflags}))
     py_inc = sysconfig.get_path("include", scheme="posix_prefix")
     cflags = tuple(f"-I{p}" for p in includes) + (f"-isystem{py_inc}", f"-I{include_dir()}") + ms_cflags
     return cflags + sanitize_flags() + checked_flags(), ms_ldflags + ("-pthread",) + sanitize_flags()
@@ -247,7 +247,7 @@ def support_object(root: str | os.PathLike[str] | None = None) -> tuple[Path, tu
     (``support/ms_support-<key16>.o``) serves every package; :func:`ensure_support` builds it.
     """
     cflags, _ = ms_flags()
-    h = hashlib.sha256(f"support\n{BUILD_FORMAT}\n{_compiler_identity()}\npython {sys.version_info[:2]}\n"
+    h = hashlib.sha256(f"support\n{BUILD_FORMAT}\n{compiler_identity()}\npython {sys.version_info[:2]}\n"
                        f"mindspore {version()}\n".encode())
     h.update("\0".join(cflags).encode())
     for f in [include_dir() / SUPPORT_SOURCE, *sorted((include_dir() / "opgen").glob("*.h"))]:
@@ -326,18 +326,18 @@ def ensure_support(build_dir: str | os.PathLike[str] | None = None, quiet: bool 
             "ninja_required_version = 1.7",
             "builddir = state",
             "rule compile",
-            f"  command = {' '.join(q(w) for w in _compiler_argv())} {' '.join(q(f) for f in cflags)} "
+            f"  command = {' '.join(q(w) for w in compiler_argv())} {' '.join(q(f) for f in cflags)} "
             "-c $in -o $out.$$$$.tmp && mv -f $out.$$$$.tmp $out",
             f"  description = compiling {label}",
-            f"build {_esc(obj.name)}: compile {_esc(str(include_dir() / SUPPORT_SOURCE))}",
+            f"build {esc(obj.name)}: compile {esc(str(include_dir() / SUPPORT_SOURCE))}",
             "",
         ])
         ninja_path = sdir / f"{obj.stem}.ninja"
-        _write_if_changed(ninja_path, text)
+        write_if_changed(ninja_path, text)
         if not quiet:
             print(f"opgen: building opgen's MindSpore support object once for this toolchain in {sdir}",
                   file=sys.stderr)
-        run = _run_ninja(sdir, ninja_path, 1, quiet)
+        run = run_ninja(sdir, ninja_path, 1, quiet)
         if run.returncode != 0:
             text, _ = format_compiler_output(run.output, sdir)
             raise BuildError((text or f"ninja exited with status {run.returncode}") +

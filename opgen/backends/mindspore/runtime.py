@@ -17,7 +17,8 @@ from types import FunctionType, ModuleType
 from typing import Any, assert_never
 
 from ... import env as _env
-from ... import runtime as _rt
+from ... import runtime_base as _rt
+from .facts import TARGET as TARGET
 
 CALL_LOCK = threading.RLock()
 """Serializes PyNative calls of every package's Custom-path ops in this process.
@@ -30,9 +31,6 @@ around each call, 0 of 2,400 (tests/test_threads.py). Graphs never take it: they
 deadlock. Uncontended, it costs about 0.1 us per call.
 """
 
-TARGET = "CPU"
-"""The one target of the MindSpore backend: ``CustomRegOp(...).target``, the spec's dtype_format
-rows it builds, ``CustomOpBuilder(backend=...)``."""
 MAX_CALL_TENSORS = 16
 """The most tensors one call of an op takes, on either path: on the Custom path every tensor
 input flattened (``graph`` has one bprop adapter per count, ``graph.MAX_CUSTOM_TENSORS``), on the

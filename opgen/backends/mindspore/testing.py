@@ -22,9 +22,9 @@ from mindspore import nn
 
 from ...model import Op
 from ...testing import Array, CheckError, OpRunner, Package, group, import_package, written_slots
-from . import BACKEND
+from .facts import TARGET, TEST_PATHS
 
-PATHS: tuple[str, ...] = tuple(BACKEND.test_paths)
+PATHS: tuple[str, ...] = tuple(TEST_PATHS)
 """The paths an op is checked on: ``custom-graph``, ``custom-pynative``, ``function`` (PyNative
 only, as MindSpore allows)."""
 
@@ -34,7 +34,7 @@ class MindSporePackage(Package):
     ``function`` module imported on first use (that builds the extension)."""
 
     paths = PATHS
-    target = BACKEND.target
+    target = TARGET
 
     def __init__(self, module: str, directory: Path):
         super().__init__(module, directory)

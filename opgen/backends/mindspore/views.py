@@ -19,7 +19,8 @@ from ... import shapes as lang
 from ...api import _sym, every_grad_is_dout, op_context, shape_cpp, shape_prelude_cpp
 from ...model import Attr, Op
 from ...views import InputView, OpView, RowView
-from .runtime import MAX_CALL_TENSORS, TARGET
+from .facts import TARGET
+from .runtime import MAX_CALL_TENSORS
 
 DONE_COLUMN = "F32_Default"
 """The dtype_format column of the placeholder output of an op that writes an input in place: an

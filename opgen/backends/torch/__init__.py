@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, ClassVar, assert_never
 from ...devices import DeviceName
 from ...model import BuildFlags, Op
 from .. import Backend, BuildOptions, WheelFacts
+from . import facts
+from .facts import DEVICE_TEST_PATHS, TARGET, TEST_PATHS
 
 if TYPE_CHECKING:
     from ...testing import Package as TestPackage
@@ -45,10 +47,9 @@ class TorchBackend(Backend):
     library_kinds: ClassVar[tuple[str, ...]] = ("torch",)
     runtime_modules: ClassVar[tuple[str, ...]] = ("torch",)
     install_hint: ClassVar[str] = "pip install 'opgen[torch]'"
-    target: ClassVar[str] = "CPU"
-    test_paths: ClassVar[Mapping[str, str]] = {"eager": "eager", "compiled": "compiled"}
-    device_test_paths: ClassVar[Mapping[str, Mapping[str, str]]] = {
-        "cuda": {"eager-cuda": "eager-cuda", "compiled-cuda": "comp-cuda"}}
+    target: ClassVar[str] = TARGET
+    test_paths: ClassVar[Mapping[str, str]] = TEST_PATHS
+    device_test_paths: ClassVar[Mapping[str, Mapping[str, str]]] = DEVICE_TEST_PATHS
 
     def render(self, ops: Sequence[Op], package: str, out_prefix: str,
                package_flags: BuildFlags | None = None) -> dict[str, str]:
@@ -86,8 +87,7 @@ class TorchBackend(Backend):
         return dict(sorted(files.items()))
 
     def owns(self, pkg_dir: Path) -> bool:
-        csrc = pkg_dir / "csrc"
-        return (pkg_dir / "__init__.py").is_file() and csrc.is_dir() and any(csrc.glob("*_torch.cc"))
+        return facts.owns(pkg_dir)
 
     def build(self, pkg_dir: Path, kind: str, options: BuildOptions) -> Path:
         from . import build

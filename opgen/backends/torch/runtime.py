@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from ... import runtime as _base
+from ... import runtime_base
 from ... import shape_runtime as _shapes
 from ...runtime import ShapeError, check_attrs, check_attrs_once, list_key
 
@@ -70,13 +71,13 @@ def load_library(module_file: str) -> str:
     from ... import build as _build
     from . import build as _torch_build
 
-    _base._require_sanitizer_runtime()
+    runtime_base.require_sanitizer_runtime()
     pkg_dir = Path(module_file).parent.resolve()
     path = _base.prebuilt_library(pkg_dir, _torch_build.KIND, "torch", str(torch.__version__), "PyTorch",
                                   {"cuda": getattr(torch.version, "cuda", None) or None})
     if path is None:
         for _ in range(3):
-            built = _torch_build.build(pkg_dir, _base._quiet(), build_dir=_base._build_dirs.get(pkg_dir))
+            built = _torch_build.build(pkg_dir, runtime_base.quiet(), build_dir=runtime_base.build_dir_of(pkg_dir))
             if _build.hold_library(built):
                 path = str(built)
                 break

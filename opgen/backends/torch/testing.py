@@ -31,11 +31,11 @@ import torch
 
 from ...model import Op
 from ...testing import Array, CheckError, OpRunner, Package, group, import_package, written_slots
-from . import BACKEND
+from . import facts
 
-PATHS: tuple[str, ...] = tuple(BACKEND.test_paths)
+PATHS: tuple[str, ...] = tuple(facts.TEST_PATHS)
 """The paths an op is checked on: ``eager`` and ``compiled``."""
-CUDA_PATHS: tuple[str, ...] = tuple(BACKEND.device_test_paths["cuda"])
+CUDA_PATHS: tuple[str, ...] = tuple(facts.DEVICE_TEST_PATHS["cuda"])
 """The same paths on CUDA tensors (``opgen test --device cuda``): ``eager-cuda``, ``compiled-cuda``."""
 
 RECOMPILE_LIMIT = 256
@@ -50,7 +50,7 @@ class TorchPackage(Package):
 
     paths = PATHS
     device_paths = CUDA_PATHS
-    target = BACKEND.target
+    target = facts.TARGET
 
     def __init__(self, module: str, directory: Path):
         super().__init__(module, directory)
@@ -72,7 +72,7 @@ def load(pkg_dir: Path) -> TorchPackage:
         FileNotFoundError: ``pkg_dir`` holds no generated torch package.
     """
     pkg_dir = pkg_dir.resolve()
-    if not BACKEND.owns(pkg_dir):
+    if not facts.owns(pkg_dir):
         raise FileNotFoundError(f"{pkg_dir} is not a generated PyTorch package (no __init__.py, csrc/*_torch.cc)")
     return TorchPackage(import_package(pkg_dir), pkg_dir)
 
