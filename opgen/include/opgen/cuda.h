@@ -1,0 +1,508 @@
+// opgen CUDA building blocks: the CUDA side of opgen/kernel.h's portable blocks, for kernel bodies
+// compiled as CUDA (a .cu unit that defines OPGEN_DEVICE_CUDA before including anything).
+//
+// A body is one host function for both devices. On CUDA its views' `data` point to device
+// memory and their `shape` to host memory; the blocks read the shapes on the host, copy them
+// by value into the kernel's arguments and launch on the current stream:
+//
+//   opgen::map<MaxIsa>(out, f, ins...)                   out = f(ins...), the inputs broadcast
+//   opgen::map_reduce_to<MaxIsa>(grad, iter_shape, f, ins...)   f over iter_shape, summed into grad
+//
+// with the CPU signatures (MaxIsa accepted and ignored) and `f` a `__host__ __device__` functor
+// (an nvcc --extended-lambda `[=] __host__ __device__ (C x) -> C { ... }` that captures its attrs
+// by value). f sees every element in common_compute_t of the element types: float for half and
+// bfloat16 (opgen/half.h converts with the hardware's cvt instructions), and sums accumulate in
+// float for float and the 16-bit types (as ATen's acc_type), in double for double.
+//
+// Streams: every launch goes to opgen::cuda::current_stream(), which the framework glue sets
+// for the call with `opgen::cuda::StreamScope scope(stream);` (thread-local; the default is
+// stream 0, the legacy default stream). The blocks never synchronise the host and never allocate
+// (no cudaMalloc, no host heap), so a call can be captured in a CUDA graph.
+//
+// Errors: a bad shape (inputs that do not broadcast, more than kMaxDims dimensions after merging)
+// throws opgen::Error on the host before the launch; a failed launch throws opgen::Error with
+// CUDA's error text (cudaGetLastError after each launch). An error found by device code (an
+// integer division by zero in opgen::math::div, an index out of range in a body's own functor)
+// is raised on the device error word (opgen/device.h) and becomes an opgen::Error when the host
+// calls opgen::cuda::check_errors(), which synchronises the stream (checked mode).
+//
+// The stream and error-text part (current_stream, StreamScope, check) is plain host C++ that g++
+// compiles too (it needs cuda_runtime_api.h on the include path): the framework glue, compiled
+// by g++ against the framework's headers, includes this header for StreamScope. The blocks
+// need nvcc and OPGEN_DEVICE_CUDA.
+//
+// Shipped with opgen (not generated).
+#ifndef OPGEN_CUDA_H_
+#define OPGEN_CUDA_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "opgen/kernel.h"
+
+namespace opgen {
+namespace cuda {
+
+// --------------------------------------------------------------------- streams (host)
+
+namespace detail {
+/// The calling thread's current stream (one slot per shared library and thread).
+OPGEN_HIDDEN inline cudaStream_t &stream_slot() {
+  static thread_local cudaStream_t stream = nullptr;
+  return stream;
+}
+}  // namespace detail
+
+/// The stream the CUDA blocks of the calling thread launch on: the innermost live StreamScope's,
+/// else stream 0 (the legacy default stream).
+inline cudaStream_t current_stream() { return detail::stream_slot(); }
+
+/// Sets the calling thread's current stream while it lives (restores the previous one after):
+/// the framework glue wraps a kernel call in `opgen::cuda::StreamScope scope(stream);` with the
+/// framework's stream (torch's getCurrentCUDAStream(), MindSpore's aot `stream` argument).
+class StreamScope {
+ public:
+  explicit StreamScope(cudaStream_t stream) : prev_(detail::stream_slot()) { detail::stream_slot() = stream; }
+  ~StreamScope() { detail::stream_slot() = prev_; }
+  StreamScope(const StreamScope &) = delete;
+  StreamScope &operator=(const StreamScope &) = delete;
+
+ private:
+  cudaStream_t prev_;
+};
+
+/// Throws opgen::Error("<what>: <CUDA error name>: <CUDA error text>") unless `err` is
+/// cudaSuccess. Host only.
+inline void check(cudaError_t err, const char *what) {
+  if (err != cudaSuccess) {
+    throw Error(std::string(what) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+  }
+}
+
+/// The message of a device error code (opgen::cuda::ErrorCode, opgen/device.h).
+inline std::string error_message(unsigned code) {
+  switch (code) {
+    case kNoError: return "no error";
+    case kIntegerDivisionByZero: return "integer division by zero";
+    case kIntegerDivisionOverflow: return "integer division overflows";
+    case kIndexOutOfRange: return "index out of range";
+    default: return "device error " + std::to_string(code);
+  }
+}
+
+}  // namespace cuda
+}  // namespace opgen
+
+#if defined(__CUDACC__) && defined(OPGEN_DEVICE_CUDA)
+
+namespace opgen {
+namespace cuda {
+
+/// Most dimensions an iteration shape may have after merging (dimensions of size 1 dropped,
+/// neighbours that every array walks contiguously merged into one). More throws opgen::Error.
+constexpr int kMaxDims = 16;
+/// Most dimensions a shape may have before merging.
+constexpr int kMaxRank = 64;
+/// Threads per block of the blocks' kernels.
+constexpr int kBlockThreads = 256;
+/// Most blocks of a grid; grid-stride loops cover larger tensors.
+constexpr int64_t kMaxBlocks = 65536;
+
+/// Reads this translation unit's device error word (opgen/device.h) on `stream`, SYNCHRONISES
+/// the stream, clears the word, and throws opgen::Error with the first code's message
+/// (error_message) when one was raised. For checked mode and tests: it costs a synchronisation,
+/// so the hot path never calls it. Only the unit that raised the code can read it (one word per
+/// .cu unit), so the op's .cu unit exports the call.
+static inline void check_errors(cudaStream_t stream = current_stream()) {
+  unsigned int word = 0;
+  check(cudaMemcpyFromSymbolAsync(&word, detail::error_word, sizeof word, 0, cudaMemcpyDeviceToHost, stream),
+        "opgen::cuda::check_errors: reading the device error word");
+  check(cudaStreamSynchronize(stream), "opgen::cuda::check_errors: synchronising the stream");
+  if (word != kNoError) {
+    const unsigned int zero = 0;
+    check(cudaMemcpyToSymbolAsync(detail::error_word, &zero, sizeof zero, 0, cudaMemcpyHostToDevice, stream),
+          "opgen::cuda::check_errors: clearing the device error word");
+    check(cudaStreamSynchronize(stream), "opgen::cuda::check_errors: synchronising the stream");
+    throw Error(error_message(word));
+  }
+}
+
+namespace detail {
+
+/// Throws opgen::Error naming `what` when the last launch failed (cudaGetLastError).
+inline void check_launch(const char *what) { check(cudaGetLastError(), what); }
+
+/// Unsigned division by a fixed divisor as a multiply-high and a shift (Granlund and Montgomery;
+/// ATen's IntDivider): exact for dividends and divisors below 2^31.
+struct FastDiv {
+  uint32_t divisor = 1, magic = 1, shift = 0;
+  FastDiv() = default;
+  explicit FastDiv(uint32_t d) : divisor(d) {
+    while (shift < 32 && (uint64_t{1} << shift) < d) ++shift;
+    magic = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
+  }
+  OPGEN_HD uint32_t div(uint32_t n) const {
+#if defined(__CUDA_ARCH__)
+    const uint32_t t = __umulhi(n, magic);
+#else
+    const uint32_t t = static_cast<uint32_t>((uint64_t{n} * magic) >> 32);
+#endif
+    return (t + n) >> shift;
+  }
+};
+
+/// The iteration space of a launch as the kernel sees it (by value, in its arguments): `ndim`
+/// merged dimensions, innermost first, and for each of N arrays its stride (elements) along
+/// each. Index is uint32_t (FastDiv) when every index fits in 31 bits, else int64_t.
+template <int N, typename Index>
+struct Offsets {
+  static constexpr int kArrays = N > 0 ? N : 1;
+  int ndim = 0;
+  Index sizes[kMaxDims] = {};
+  FastDiv divs[kMaxDims] = {};
+  Index strides[kMaxDims][kArrays] = {};
+
+  /// off[k] = the offset in array k of the element at flat index i (row-major over the dims).
+  OPGEN_HD void get(Index i, Index (&off)[kArrays]) const {
+#pragma unroll
+    for (int k = 0; k < kArrays; ++k) off[k] = 0;
+#pragma unroll
+    for (int d = 0; d < kMaxDims; ++d) {
+      if (d == ndim) break;
+      Index q;
+      if constexpr (std::is_same_v<Index, uint32_t>) {
+        q = divs[d].div(i);
+      } else {
+        q = i / sizes[d];
+      }
+      const Index r = i - q * sizes[d];
+#pragma unroll
+      for (int k = 0; k < kArrays; ++k) off[k] += r * strides[d][k];
+      i = q;
+    }
+  }
+};
+
+/// A merged iteration space on the host (innermost dimension first).
+template <int N>
+struct Plan {
+  static constexpr int kArrays = N > 0 ? N : 1;
+  int ndim = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[kMaxDims][kArrays] = {};
+};
+
+[[noreturn]] inline void too_many_dims(const char *who, int ndim, int limit) {
+  throw Error(std::string(who) + " on CUDA: " + std::to_string(ndim) + " dimensions, at most " +
+              std::to_string(limit));
+}
+
+/// The merged plan of `nd` iteration dims (`iter`, outermost first) for N arrays of shapes
+/// shapes[k] (ndims[k] dims) broadcast to it. Throws opgen::Error when an array does not
+/// broadcast to `iter` (broadcast_strides's message) or more than kMaxDims dims remain.
+template <int N>
+Plan<N> make_plan(const char *who, const int64_t *iter, int nd, const int64_t *const *shapes, const int *ndims) {
+  constexpr int A = Plan<N>::kArrays;
+  if (nd > kMaxRank) too_many_dims(who, nd, kMaxRank);
+  int64_t st[kMaxRank][A] = {};
+  for (int k = 0; k < N; ++k) {
+    const int64_t *s = shapes[k];
+    const int in_nd = ndims[k];
+    int64_t stride = 1;
+    for (int i = in_nd - 1; i >= 0; --i) {
+      const int back = in_nd - i;
+      if (back > nd || (s[i] != 1 && s[i] != iter[nd - back])) {
+        throw Error("an input of shape " + shape_str(Shape(s, s + in_nd)) + " does not broadcast to the output shape " +
+                    shape_str(Shape(iter, iter + nd)));
+      }
+      st[nd - back][k] = s[i] == 1 ? 0 : stride;
+      stride *= s[i];
+    }
+  }
+  Plan<N> p;
+  for (int d = nd - 1; d >= 0; --d) {  // innermost first
+    if (iter[d] == 1) continue;
+    if (p.ndim > 0) {
+      const int j = p.ndim - 1;
+      bool merge = true;
+      for (int k = 0; k < N && merge; ++k) merge = st[d][k] == p.strides[j][k] * p.sizes[j];
+      if (merge) {
+        p.sizes[j] *= iter[d];
+        continue;
+      }
+    }
+    if (p.ndim == kMaxDims) too_many_dims(who, nd, kMaxDims);
+    p.sizes[p.ndim] = iter[d];
+    for (int k = 0; k < N; ++k) p.strides[p.ndim][k] = st[d][k];
+    ++p.ndim;
+  }
+  return p;
+}
+
+/// Dims `dims[0..n)` of `p`, as the kernel's Offsets.
+template <typename Index, int N>
+Offsets<N, Index> offsets_of(const Plan<N> &p, const int *dims, int n) {
+  Offsets<N, Index> o;
+  o.ndim = n;
+  for (int t = 0; t < n; ++t) {
+    const int d = dims[t];
+    o.sizes[t] = static_cast<Index>(p.sizes[d]);
+    if constexpr (std::is_same_v<Index, uint32_t>) o.divs[t] = FastDiv(static_cast<uint32_t>(p.sizes[d]));
+    for (int k = 0; k < Plan<N>::kArrays; ++k) o.strides[t][k] = static_cast<Index>(p.strides[d][k]);
+  }
+  return o;
+}
+
+/// V elements of T loaded or stored as one access (16 bytes at most).
+template <int V, typename T>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+/// Elements per vector access of map's contiguous loop: 16 bytes of its widest element type.
+template <typename... T>
+constexpr int vec_width() {
+  constexpr size_t widest = std::max({sizeof(T)...});
+  return widest >= 16 ? 1 : static_cast<int>(16 / widest);
+}
+
+template <int V, typename T>
+inline bool aligned_for(const T *p) {
+  return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * V) == 0;
+}
+
+template <int V, typename OutE, typename C, typename F, typename... InE>
+__device__ __forceinline__ void apply_packs(OutE *o, const F &f, const Pack<V, InE>... p) {
+  Pack<V, OutE> r;
+#pragma unroll
+  for (int j = 0; j < V; ++j) r.v[j] = static_cast<OutE>(f(static_cast<C>(p.v[j])...));
+  *reinterpret_cast<Pack<V, OutE> *>(o) = r;
+}
+
+/// out[i] = f(ins[i]...) for i in [0, n), every array contiguous: a grid-stride loop of V-element
+/// vector accesses (every pointer aligned to V elements), then the n % V tail.
+template <int V, typename OutE, typename C, typename F, typename... InE>
+__global__ void __launch_bounds__(kBlockThreads) map_flat_kernel(int64_t n, F f, OutE *out, const InE *...ins) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t nv = n / V;
+  for (int64_t v = first; v < nv; v += step) {
+    apply_packs<V, OutE, C>(out + v * V, f, reinterpret_cast<const Pack<V, InE> *>(ins)[v]...);
+  }
+  for (int64_t i = nv * V + first; i < n; i += step) out[i] = static_cast<OutE>(f(static_cast<C>(ins[i])...));
+}
+
+template <typename C, typename F, typename Index, size_t... K, typename... InE>
+__device__ __forceinline__ auto call_at(const F &f, const Index *off, std::index_sequence<K...>, const InE *...ins) {
+  return f(static_cast<C>(ins[off[K]])...);
+}
+
+/// out[i] = f(ins[offsets(i)]...) for i in [0, n): out contiguous, the inputs broadcast.
+template <typename OutE, typename C, typename Index, int N, typename F, typename... InE>
+__global__ void __launch_bounds__(kBlockThreads)
+    map_offsets_kernel(Index n, Offsets<N, Index> oc, F f, OutE *out, const InE *...ins) {
+  const Index step = static_cast<Index>(gridDim.x) * blockDim.x;
+  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    Index off[Offsets<N, Index>::kArrays];
+    oc.get(i, off);
+    out[i] = static_cast<OutE>(call_at<C>(f, off, std::index_sequence_for<InE...>{}, ins...));
+  }
+}
+
+/// The accumulator of sums of C: float for float (and so for half and bfloat16), else C.
+template <typename C>
+using acc_t = C;
+
+/// grad[m] = sum over r in [0, R) of f(ins at (kept m, reduced r)): a block of kBlockThreads
+/// threads is `tm` outputs x (kBlockThreads / tm) lanes; each lane sums every lanes-th r in
+/// order, then the lanes are summed pairwise in shared memory (an order that depends on the
+/// shapes alone). `m_fast`: consecutive threads take consecutive outputs (the innermost dim is
+/// kept: coalesced loads along m); else consecutive lanes take consecutive r (a warp or a block
+/// per output along a reduced innermost dim). Grid-stride over tiles of `tm` outputs.
+template <typename OutE, typename C, typename Index, int N, typename F, typename... InE>
+__global__ void __launch_bounds__(kBlockThreads)
+    reduce_to_kernel(Index M, Index R, int tm, bool m_fast, Offsets<N, Index> kept, Offsets<N, Index> red, F f,
+                     OutE *grad, const InE *...ins) {
+  using A = acc_t<C>;
+  __shared__ A partial[kBlockThreads];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int tr = kBlockThreads / tm;
+  const int lane_m = m_fast ? tid % tm : tid / tr;
+  const int lane_r = m_fast ? tid / tm : tid % tr;
+  constexpr int NA = Offsets<N, Index>::kArrays;
+  for (Index m0 = static_cast<Index>(blockIdx.x) * tm; m0 < M; m0 += static_cast<Index>(gridDim.x) * tm) {
+    const Index m = m0 + lane_m;
+    A acc = A(0);
+    if (m < M) {
+      Index base[NA];
+      kept.get(m, base);
+      for (Index r = lane_r; r < R; r += tr) {
+        Index off[NA];
+        red.get(r, off);
+#pragma unroll
+        for (int k = 0; k < NA; ++k) off[k] += base[k];
+        acc += static_cast<A>(call_at<C>(f, off, std::index_sequence_for<InE...>{}, ins...));
+      }
+    }
+    partial[lane_r * tm + lane_m] = acc;
+    __syncthreads();
+    for (int s = tr / 2; s > 0; s /= 2) {
+      if (lane_r < s) partial[lane_r * tm + lane_m] += partial[(lane_r + s) * tm + lane_m];
+      __syncthreads();
+    }
+    if (lane_r == 0 && m < M) grad[m] = static_cast<OutE>(partial[lane_m]);
+    __syncthreads();
+  }
+}
+
+inline int grid_for(int64_t work_items, int per_block) {
+  const int64_t blocks = (work_items + per_block - 1) / per_block;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(blocks, kMaxBlocks)));
+}
+
+inline int64_t next_pow2(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+constexpr int64_t kIndex32Limit = int64_t{1} << 31;
+
+/// out (shape `shape`, `ndim` dims, `numel` elements, contiguous) = f(ins...) broadcast.
+template <typename OutE, typename C, typename F, typename... InE>
+void map_launch(const char *who, OutE *out, const int64_t *shape, int ndim, int64_t numel, const F &f,
+                const In<InE> &...ins) {
+  constexpr int N = static_cast<int>(sizeof...(InE));
+  const bool flat = ((ins.numel == numel && ins.ndim == ndim && std::equal(shape, shape + ndim, ins.shape)) && ... &&
+                     true);
+  const cudaStream_t stream = current_stream();
+  if (flat) {
+    if (numel == 0) return;
+    constexpr int V = vec_width<OutE, InE...>();
+    if (V > 1 && aligned_for<V>(out) && (aligned_for<V>(ins.data) && ... && true)) {
+      map_flat_kernel<V, OutE, C><<<grid_for(numel / V, kBlockThreads), kBlockThreads, 0, stream>>>(numel, f, out,
+                                                                                                  ins.data...);
+    } else {
+      map_flat_kernel<1, OutE, C><<<grid_for(numel, kBlockThreads), kBlockThreads, 0, stream>>>(numel, f, out,
+                                                                                              ins.data...);
+    }
+    check_launch(who);
+    return;
+  }
+  const int64_t *shapes[N > 0 ? N : 1] = {ins.shape...};
+  const int ndims[N > 0 ? N : 1] = {ins.ndim...};
+  const Plan<N> p = make_plan<N>(who, shape, ndim, shapes, ndims);
+  if (numel == 0) return;
+  int dims[kMaxDims];
+  for (int d = 0; d < p.ndim; ++d) dims[d] = d;
+  if (numel < kIndex32Limit) {
+    const auto oc = offsets_of<uint32_t>(p, dims, p.ndim);
+    map_offsets_kernel<OutE, C><<<grid_for(numel, kBlockThreads), kBlockThreads, 0, stream>>>(
+        static_cast<uint32_t>(numel), oc, f, out, ins.data...);
+  } else {
+    const auto oc = offsets_of<int64_t>(p, dims, p.ndim);
+    map_offsets_kernel<OutE, C><<<grid_for(numel, kBlockThreads), kBlockThreads, 0, stream>>>(numel, oc, f, out,
+                                                                                            ins.data...);
+  }
+  check_launch(who);
+}
+
+/// f() == 0: what a sum over nothing gives.
+struct Zero {
+  OPGEN_HD int operator()() const { return 0; }
+};
+
+template <typename OutE, typename C, typename F, typename... InE>
+void reduce_to_launch(const char *who, const View<OutE> &grad, const Shape &iter, const F &f, const In<InE> &...ins) {
+  constexpr int N = static_cast<int>(sizeof...(InE)) + 1;  // the inputs, then grad
+  const int nd = static_cast<int>(iter.size());
+  const int64_t *shapes[N] = {ins.shape..., grad.shape};
+  const int ndims[N] = {ins.ndim..., grad.ndim};
+  const Plan<N> p = make_plan<N>(who, iter.data(), nd, shapes, ndims);
+  if (grad.numel == 0) return;
+  int64_t total = 1;
+  for (int64_t s : iter) total *= s;
+  if (total == 0) {  // a sum over nothing
+    map_launch<OutE, OutE>(who, grad.data, grad.shape, grad.ndim, grad.numel, Zero{});
+    return;
+  }
+  int kept[kMaxDims], red[kMaxDims], nk = 0, nr = 0;
+  int64_t M = 1, R = 1;
+  for (int d = 0; d < p.ndim; ++d) {
+    if (p.strides[d][N - 1] != 0) {
+      kept[nk++] = d;
+      M *= p.sizes[d];
+    } else {
+      red[nr++] = d;
+      R *= p.sizes[d];
+    }
+  }
+  // innermost merged dim kept: threads along the outputs; else lanes along the reduced dim
+  const bool m_fast = nk > 0 && kept[0] == 0;
+  int tm;
+  if (m_fast) {
+    tm = static_cast<int>(std::min<int64_t>(32, next_pow2(M)));
+  } else {
+    const int64_t tr = std::min<int64_t>(M >= 1024 ? 32 : kBlockThreads, next_pow2(R));
+    tm = static_cast<int>(kBlockThreads / tr);
+  }
+  const int grid = grid_for(M, tm);
+  const cudaStream_t stream = current_stream();
+  if (total < kIndex32Limit) {
+    reduce_to_kernel<OutE, C><<<grid, kBlockThreads, 0, stream>>>(
+        static_cast<uint32_t>(M), static_cast<uint32_t>(R), tm, m_fast, offsets_of<uint32_t>(p, kept, nk),
+        offsets_of<uint32_t>(p, red, nr), f, grad.data, ins.data...);
+  } else {
+    reduce_to_kernel<OutE, C><<<grid, kBlockThreads, 0, stream>>>(M, R, tm, m_fast, offsets_of<int64_t>(p, kept, nk),
+                                                                  offsets_of<int64_t>(p, red, nr), f, grad.data,
+                                                                  ins.data...);
+  }
+  check_launch(who);
+}
+
+}  // namespace detail
+}  // namespace cuda
+
+/// out[i] = f(ins[broadcast(i)]...) over out's shape, on the current CUDA stream
+/// (opgen::cuda::current_stream()): out and ins are views of device memory (shapes on the host),
+/// of any element types; f is a `__host__ __device__` functor called with common_compute_t
+/// values (float for half and bfloat16), its result converted to out's type. Inputs of out's
+/// shape run a vectorised grid-stride loop (16-byte accesses when every pointer is aligned);
+/// broadcast inputs an offset calculator (shapes and strides in the kernel's arguments, at most
+/// cuda::kMaxDims dims after merging). MaxIsa is accepted and ignored (the CPU's vector ISA cap).
+/// Throws opgen::Error when an input does not broadcast to out, when the shape has too many
+/// dims, or when the launch fails. Asynchronous: no host synchronisation, no allocation.
+template <int MaxIsa = 2, typename OutE, typename F, typename... InE>
+void map(Out<OutE> out, F &&f, In<InE>... ins) {
+  using C = common_compute_t<OutE, InE...>;
+  cuda::detail::map_launch<OutE, C>("opgen::map", out.data, out.shape, out.ndim, out.numel, f, ins...);
+}
+
+/// Evaluates f over `iter_shape` (the broadcast output shape) and sums the results into `grad`,
+/// whose shape broadcasts to `iter_shape` (the gradient of a broadcast input), on the current
+/// CUDA stream: device views, a `__host__ __device__` f as for map. grad of iter_shape's own
+/// shape is a map; otherwise each output element sums its reduced indices on the device (a
+/// block's threads along the outputs when the innermost dim is kept, a warp or a block per
+/// output when it is reduced) in acc_t (float for float, half and bfloat16; double for double),
+/// in an order that depends on the shapes alone. Throws opgen::Error as map does.
+template <int MaxIsa = 2, typename OutE, typename F, typename... InE>
+void map_reduce_to(Out<OutE> grad, const Shape &iter_shape, F &&f, In<InE>... ins) {
+  using C = common_compute_t<OutE, InE...>;
+  const bool same = static_cast<size_t>(grad.ndim) == iter_shape.size() &&
+                    std::equal(grad.shape, grad.shape + grad.ndim, iter_shape.begin());
+  if (same) {
+    cuda::detail::map_launch<OutE, C>("opgen::map_reduce_to", grad.data, grad.shape, grad.ndim, grad.numel, f, ins...);
+    return;
+  }
+  cuda::detail::reduce_to_launch<OutE, C>("opgen::map_reduce_to", grad, iter_shape, f, ins...);
+}
+
+}  // namespace opgen
+
+#endif  // __CUDACC__ && OPGEN_DEVICE_CUDA
+
+#endif  // OPGEN_CUDA_H_
