@@ -145,14 +145,7 @@ struct FastDiv {
     while (shift < 32 && (uint64_t{1} << shift) < d) ++shift;
     magic = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
   }
-  OPGEN_HD uint32_t div(uint32_t n) const {
-#if defined(__CUDA_ARCH__)
-    const uint32_t t = __umulhi(n, magic);
-#else
-    const uint32_t t = static_cast<uint32_t>((uint64_t{n} * magic) >> 32);
-#endif
-    return (t + n) >> shift;
-  }
+  __device__ uint32_t div(uint32_t n) const { return (__umulhi(n, magic) + n) >> shift; }
 };
 
 /// The iteration space of a launch as the kernel sees it (by value, in its arguments): `ndim`
@@ -167,7 +160,7 @@ struct Offsets {
   Index strides[kMaxDims][kArrays] = {};
 
   /// off[k] = the offset in array k of the element at flat index i (row-major over the dims).
-  OPGEN_HD void get(Index i, Index (&off)[kArrays]) const {
+  __device__ void get(Index i, Index (&off)[kArrays]) const {
 #pragma unroll
     for (int k = 0; k < kArrays; ++k) off[k] = 0;
 #pragma unroll

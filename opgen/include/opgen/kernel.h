@@ -893,7 +893,8 @@ OPGEN_HD auto div(A a, B b) -> decltype(a / b) {
       return R(0);
     }
     if constexpr (std::is_signed_v<R>) {
-      if (R(b) == R(-1) && R(a) == std::numeric_limits<R>::min()) {
+      constexpr R kMin = static_cast<R>(std::make_unsigned_t<R>(1) << (sizeof(R) * 8 - 1));  // numeric_limits' min
+      if (R(b) == R(-1) && R(a) == kMin) {
         cuda::raise_on_device(cuda::kIntegerDivisionOverflow);
         return R(0);
       }
