@@ -1,4 +1,5 @@
-// Test program for opgen's kernel layer on CUDA (opgen/cuda.h, opgen/device.h, the OPGEN_HD
+// Test program for opgen's kernel layer on CUDA (opgen/cuda.h: map, map_reduce_to, reduce_sum,
+// reduce_max, softmax, softmax_backward; opgen/device.h, the OPGEN_HD
 // scalars of opgen/half.h and opgen/kernel.h), run by tests/test_cuda_kernel_layer.py on a
 // machine with an NVIDIA GPU (compiled, not run, elsewhere).
 //
@@ -327,6 +328,83 @@ void test_math() {
   compare("math on the device: half arguments", oh.host(), ref_map<half, float>(s, fh, xh), 1e-3, 1e-3);
 }
 
+// ---------------------------------------------------------------- reductions and softmax
+
+template <typename E>
+void test_reduce_sum_max(const char *name, double rtol) {
+  using C = opgen::compute_t<E>;
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {Shape{64, 300}, Shape{1, 300}}, {Shape{64, 300}, Shape{64, 1}}, {Shape{64, 300}, Shape{1, 1}},
+      {Shape{5, 6, 7}, Shape{5, 1, 7}}, {Shape{5, 6, 7}, Shape{1, 6, 1}}, {Shape{0, 3}, Shape{1, 3}},
+  };
+  for (const auto &c : cases) {
+    const Shape &xs = c.first, &kept = c.second;
+    std::vector<E> xv = values<E>(numel(xs), -2, 2, 21);
+    if (numel(xs) > 100) xv[100] = E(std::numeric_limits<float>::quiet_NaN());  // a NaN in one group
+    Dev<E> x(xs, xv), sum(kept), mx(kept);
+    opgen::reduce_sum(x.in(), kept, sum.out(), 0.5);
+    opgen::reduce_max(x.in(), kept, mx.out());
+    const auto want = ref_reduce<C>(xs, kept, [] __host__ __device__(C v) -> C { return v; }, x);
+    std::vector<E> want_sum(want.size()), want_max(want.size());
+    std::vector<double> m(want.size(), -std::numeric_limits<double>::infinity());
+    opgen::BroadcastCursor<1> cur(xs, {opgen::broadcast_strides(xs, kept.data(), static_cast<int>(kept.size()))});
+    cur.seek(0);
+    for (int64_t i = 0; i < numel(xs); ++i, cur.next()) {
+      double &r = m[static_cast<size_t>(cur.offset[0])];
+      const double v = as_double(xv[static_cast<size_t>(i)]);
+      if (v > r || v != v || r != r) r = r != r ? r : v;
+    }
+    for (size_t i = 0; i < want.size(); ++i) {
+      want_sum[i] = static_cast<E>(want[i] * 0.5);
+      want_max[i] = static_cast<E>(m[i]);
+    }
+    const std::string tag = std::string(" ") + name + " " + opgen::shape_str(xs) + " -> " + opgen::shape_str(kept);
+    compare("reduce_sum" + tag, sum.host(), want_sum, rtol, rtol);
+    compare("reduce_max" + tag, mx.host(), want_max, 0, 0);
+  }
+}
+
+template <typename E>
+void test_softmax(const char *name, double rtol) {
+  using C = opgen::compute_t<E>;
+  const std::vector<std::pair<Shape, int64_t>> cases = {
+      {Shape{37, 1000}, 1}, {Shape{3, 5000}, 1}, {Shape{4, 300, 7}, 1}, {Shape{6, 5}, 0}, {Shape{8}, 0}, {Shape{2, 9, 1}, 1}};
+  for (const auto &c : cases) {
+    const Shape &xs = c.first;
+    const int64_t axis = c.second;
+    const opgen::AxisSplit sp = opgen::split_axis(xs.data(), static_cast<int>(xs.size()), axis);
+    const std::vector<E> xv = values<E>(numel(xs), -5, 5, 22), gv = values<E>(numel(xs), -1, 1, 23);
+    for (bool log : {false, true}) {
+      Dev<E> x(xs, xv), y(xs), g(xs, gv), dx(xs);
+      opgen::softmax(x.in(), axis, y.out(), log);
+      opgen::softmax_backward(y.in(), g.in(), axis, dx.out(), log);
+      const std::vector<E> yv = y.host();
+      std::vector<E> want_y(xv.size()), want_dx(xv.size());
+      for (int64_t o = 0; o < sp.outer; ++o) {
+        for (int64_t j = 0; j < sp.inner; ++j) {
+          const auto at = [&](int64_t k) { return static_cast<size_t>((o * sp.n + k) * sp.inner + j); };
+          double m = -std::numeric_limits<double>::infinity(), sum = 0, dot = 0;
+          for (int64_t k = 0; k < sp.n; ++k) m = std::max(m, as_double(xv[at(k)]));
+          for (int64_t k = 0; k < sp.n; ++k) sum += std::exp(as_double(xv[at(k)]) - m);
+          for (int64_t k = 0; k < sp.n; ++k) {
+            const double v = as_double(xv[at(k)]) - m;
+            want_y[at(k)] = static_cast<E>(log ? v - std::log(sum) : std::exp(v) / sum);
+            dot += log ? as_double(gv[at(k)]) : as_double(gv[at(k)]) * as_double(yv[at(k)]);
+          }
+          for (int64_t k = 0; k < sp.n; ++k) {  // from the device's y, as the op's backward is
+            const double yk = as_double(yv[at(k)]), gk = as_double(gv[at(k)]);
+            want_dx[at(k)] = static_cast<E>(log ? gk - std::exp(yk) * dot : yk * (gk - dot));
+          }
+        }
+      }
+      const std::string tag = std::string(log ? "log_softmax " : "softmax ") + name + " " + opgen::shape_str(xs) +
+                              " axis " + std::to_string(axis);
+      compare(tag, yv, want_y, rtol, rtol);
+      compare(tag + " backward", dx.host(), want_dx, rtol, rtol);
+    }
+  }
+}
+
 // ------------------------------------------------------------------- 16-bit conversions
 
 __global__ void convert_kernel(int64_t n, const float *f, const double *d, uint16_t *h, uint16_t *b, uint16_t *hd,
@@ -471,6 +549,12 @@ int main() {
     test_reduce<double>("double", 1e-12, 1e-12);
     test_reduce<half>("half", 2e-3, 2e-3);
     test_reduce<bfloat16>("bfloat16", 1.6e-2, 1.6e-2);
+    test_reduce_sum_max<float>("float", 1e-5);
+    test_reduce_sum_max<double>("double", 1e-12);
+    test_reduce_sum_max<half>("half", 2e-3);
+    test_softmax<float>("float", 1e-5);
+    test_softmax<double>("double", 1e-12);
+    test_softmax<bfloat16>("bfloat16", 1.6e-2);
     test_math();
     test_conversions();
     test_streams_and_errors();

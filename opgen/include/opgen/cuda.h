@@ -7,6 +7,7 @@
 //
 //   opgen::map<MaxIsa>(out, f, ins...)                   out = f(ins...), the inputs broadcast
 //   opgen::map_reduce_to<MaxIsa>(grad, iter_shape, f, ins...)   f over iter_shape, summed into grad
+//   opgen::reduce_sum / reduce_max(x, kept, out), softmax / softmax_backward(..., axis, ..., log)
 //
 // with the CPU signatures (MaxIsa accepted and ignored) and `f` a `__host__ __device__` functor
 // (an nvcc --extended-lambda `[=] __host__ __device__ (C x) -> C { ... }` that captures its attrs
@@ -38,6 +39,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -310,17 +312,45 @@ __global__ void __launch_bounds__(kBlockThreads)
 template <typename C>
 using acc_t = C;
 
-/// grad[m] = sum over r in [0, R) of f(ins at (kept m, reduced r)): a block of kBlockThreads
-/// threads is `tm` outputs x (kBlockThreads / tm) lanes; each lane sums every lanes-th r in
-/// order, then the lanes are summed pairwise in shared memory (an order that depends on the
+/// The combining operation of a reduction: a + b, from `init` (0).
+template <typename A>
+struct SumOp {
+  A init;
+  __device__ A operator()(A a, A b) const { return a + b; }
+};
+
+/// The larger of a and b, NaN when either is (a NaN sticks), from `init` (-inf, or the lowest
+/// integer).
+template <typename A>
+struct MaxOp {
+  A init;
+  __device__ A operator()(A a, A b) const { return (b > a || b != b) ? b : a; }
+};
+
+/// What a reduction stores: its accumulator as it is, or times `scale` (a mean).
+struct NoScale {
+  template <typename A>
+  OPGEN_HD A operator()(A a) const {
+    return a;
+  }
+};
+template <typename A>
+struct Scale {
+  A scale;
+  OPGEN_HD A operator()(A a) const { return a * scale; }
+};
+
+/// out[m] = fin(op over r in [0, R) of f(ins at (kept m, reduced r))): a block of kBlockThreads
+/// threads is `tm` outputs x (kBlockThreads / tm) lanes; each lane combines every lanes-th r in
+/// order, then the lanes are combined pairwise in shared memory (an order that depends on the
 /// shapes alone). `m_fast`: consecutive threads take consecutive outputs (the innermost dim is
 /// kept: coalesced loads along m); else consecutive lanes take consecutive r (a warp or a block
 /// per output along a reduced innermost dim). Grid-stride over tiles of `tm` outputs.
-template <typename OutE, typename C, typename Index, int N, typename F, typename... InE>
+template <typename OutE, typename C, typename A, typename Index, int N, typename F, typename Op, typename Fin,
+          typename... InE>
 __global__ void __launch_bounds__(kBlockThreads)
-    reduce_to_kernel(Index M, Index R, int tm, bool m_fast, Offsets<N, Index> kept, Offsets<N, Index> red, F f,
-                     OutE *grad, const InE *...ins) {
-  using A = acc_t<C>;
+    reduce_kernel(Index M, Index R, int tm, bool m_fast, Offsets<N, Index> kept, Offsets<N, Index> red, F f, Op op,
+                  Fin fin, OutE *out, const InE *...ins) {
   __shared__ A partial[kBlockThreads];
   const int tid = static_cast<int>(threadIdx.x);
   const int tr = kBlockThreads / tm;
@@ -329,7 +359,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   constexpr int NA = Offsets<N, Index>::kArrays;
   for (Index m0 = static_cast<Index>(blockIdx.x) * tm; m0 < M; m0 += static_cast<Index>(gridDim.x) * tm) {
     const Index m = m0 + lane_m;
-    A acc = A(0);
+    A acc = op.init;
     if (m < M) {
       Index base[NA];
       kept.get(m, base);
@@ -338,16 +368,16 @@ __global__ void __launch_bounds__(kBlockThreads)
         red.get(r, off);
 #pragma unroll
         for (int k = 0; k < NA; ++k) off[k] += base[k];
-        acc += static_cast<A>(call_at<C>(f, off, std::index_sequence_for<InE...>{}, ins...));
+        acc = op(acc, static_cast<A>(call_at<C>(f, off, std::index_sequence_for<InE...>{}, ins...)));
       }
     }
     partial[lane_r * tm + lane_m] = acc;
     __syncthreads();
     for (int s = tr / 2; s > 0; s /= 2) {
-      if (lane_r < s) partial[lane_r * tm + lane_m] += partial[(lane_r + s) * tm + lane_m];
+      if (lane_r < s) partial[lane_r * tm + lane_m] = op(partial[lane_r * tm + lane_m], partial[(lane_r + s) * tm + lane_m]);
       __syncthreads();
     }
-    if (lane_r == 0 && m < M) grad[m] = static_cast<OutE>(partial[lane_m]);
+    if (lane_r == 0 && m < M) out[m] = static_cast<OutE>(fin(partial[lane_m]));
     __syncthreads();
   }
 }
@@ -404,23 +434,27 @@ void map_launch(const char *who, OutE *out, const int64_t *shape, int ndim, int6
   check_launch(who);
 }
 
-/// f() == 0: what a sum over nothing gives.
-struct Zero {
-  OPGEN_HD int operator()() const { return 0; }
+/// A value of every element: what a reduction over nothing gives (0 for a sum, -inf for a max).
+template <typename A>
+struct Fill {
+  A value;
+  OPGEN_HD A operator()() const { return value; }
 };
 
-template <typename OutE, typename C, typename F, typename... InE>
-void reduce_to_launch(const char *who, const View<OutE> &grad, const Shape &iter, const F &f, const In<InE> &...ins) {
-  constexpr int N = static_cast<int>(sizeof...(InE)) + 1;  // the inputs, then grad
-  const int nd = static_cast<int>(iter.size());
-  const int64_t *shapes[N] = {ins.shape..., grad.shape};
-  const int ndims[N] = {ins.ndim..., grad.ndim};
-  const Plan<N> p = make_plan<N>(who, iter.data(), nd, shapes, ndims);
-  if (grad.numel == 0) return;
+/// out (gnumel elements: the shape gshape, which broadcasts to iter, in order) = fin(op over the
+/// broadcast dims of f(ins...)), evaluated over iter.
+template <typename OutE, typename C, typename A, typename F, typename Op, typename Fin, typename... InE>
+void reduce_launch(const char *who, OutE *out, const int64_t *gshape, int gndim, int64_t gnumel, const int64_t *iter,
+                   int nd, const F &f, const Op &op, const Fin &fin, const In<InE> &...ins) {
+  constexpr int N = static_cast<int>(sizeof...(InE)) + 1;  // the inputs, then out
+  const int64_t *shapes[N] = {ins.shape..., gshape};
+  const int ndims[N] = {ins.ndim..., gndim};
+  const Plan<N> p = make_plan<N>(who, iter, nd, shapes, ndims);
+  if (gnumel == 0) return;
   int64_t total = 1;
-  for (int64_t s : iter) total *= s;
-  if (total == 0) {  // a sum over nothing
-    map_launch<OutE, OutE>(who, grad.data, grad.shape, grad.ndim, grad.numel, Zero{});
+  for (int d = 0; d < nd; ++d) total *= iter[d];
+  if (total == 0) {  // a reduction over nothing
+    map_launch<OutE, A>(who, out, gshape, gndim, gnumel, Fill<A>{fin(op.init)});
     return;
   }
   int kept[kMaxDims], red[kMaxDims], nk = 0, nr = 0;
@@ -434,11 +468,14 @@ void reduce_to_launch(const char *who, const View<OutE> &grad, const Shape &iter
       R *= p.sizes[d];
     }
   }
-  // innermost merged dim kept: threads along the outputs; else lanes along the reduced dim
+  // innermost merged dim kept: threads along the outputs (32 of them, fewer down to 8 when that
+  // leaves under 1024 blocks: 8 floats are one 32-byte sector); else lanes along the reduced dim
+  // (a warp per output when there are many, up to a block when there are few)
   const bool m_fast = nk > 0 && kept[0] == 0;
   int tm;
   if (m_fast) {
     tm = static_cast<int>(std::min<int64_t>(32, next_pow2(M)));
+    while (tm > 8 && (M + tm - 1) / tm < 1024) tm /= 2;
   } else {
     const int64_t tr = std::min<int64_t>(M >= 1024 ? 32 : kBlockThreads, next_pow2(R));
     tm = static_cast<int>(kBlockThreads / tr);
@@ -446,15 +483,167 @@ void reduce_to_launch(const char *who, const View<OutE> &grad, const Shape &iter
   const int grid = grid_for(M, tm);
   const cudaStream_t stream = current_stream();
   if (total < kIndex32Limit) {
-    reduce_to_kernel<OutE, C><<<grid, kBlockThreads, 0, stream>>>(
+    reduce_kernel<OutE, C, A><<<grid, kBlockThreads, 0, stream>>>(
         static_cast<uint32_t>(M), static_cast<uint32_t>(R), tm, m_fast, offsets_of<uint32_t>(p, kept, nk),
-        offsets_of<uint32_t>(p, red, nr), f, grad.data, ins.data...);
+        offsets_of<uint32_t>(p, red, nr), f, op, fin, out, ins.data...);
   } else {
-    reduce_to_kernel<OutE, C><<<grid, kBlockThreads, 0, stream>>>(M, R, tm, m_fast, offsets_of<int64_t>(p, kept, nk),
-                                                                  offsets_of<int64_t>(p, red, nr), f, grad.data,
+    reduce_kernel<OutE, C, A><<<grid, kBlockThreads, 0, stream>>>(M, R, tm, m_fast, offsets_of<int64_t>(p, kept, nk),
+                                                                  offsets_of<int64_t>(p, red, nr), f, op, fin, out,
                                                                   ins.data...);
   }
   check_launch(who);
+}
+
+/// f(v) == v.
+struct Identity {
+  template <typename C>
+  OPGEN_HD C operator()(C v) const {
+    return v;
+  }
+};
+
+/// The lowest value of A: -inf for a floating type, the minimum of an integer.
+template <typename A>
+A lowest() {
+  if constexpr (std::numeric_limits<A>::has_infinity) {
+    return -std::numeric_limits<A>::infinity();
+  } else {
+    return std::numeric_limits<A>::lowest();
+  }
+}
+
+template <typename E, typename OutE>
+void check_reduction(const char *who, const In<E> &x, const Shape &kept, const Out<OutE> &out) {
+  if (static_cast<int>(kept.size()) != x.ndim) {
+    throw Error(std::string(who) + ": kept shape " + shape_str(kept) + " does not have the rank of the input " +
+                shape_str(x.shape_vector()));
+  }
+  if (numel_of(kept.data(), static_cast<int>(kept.size())) != out.numel) {
+    throw Error(std::string(who) + ": the output has " + std::to_string(out.numel) + " elements, the kept shape " +
+                shape_str(kept) + " " + std::to_string(numel_of(kept.data(), static_cast<int>(kept.size()))));
+  }
+}
+
+/// op over the values of a block's kBlockThreads threads, in every thread: warp shuffles, then
+/// the warps' results through shared memory (`scratch`: 32 A of __shared__ memory). Not
+/// cub::BlockReduce: CUB's headers include cuda_fp16.h, whose global `half` typedef clashes with
+/// a body's `using opgen::half;`, and add seconds to every unit.
+template <typename A, typename Op>
+__device__ A block_all_reduce(A v, Op op, A *scratch) {
+  constexpr int kWarps = kBlockThreads / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+#pragma unroll
+  for (int d = 16; d > 0; d /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, d));
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = scratch[lane < kWarps ? lane : 0];
+#pragma unroll
+  for (int d = kWarps / 2; d > 0; d /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, d));  // lanes 0..kWarps-1
+  v = __shfl_sync(0xffffffffu, v, 0);
+  __syncthreads();  // scratch is reused by the next call
+  return v;
+}
+
+struct AddFn {
+  template <typename A>
+  __device__ A operator()(A a, A b) const {
+    return a + b;
+  }
+};
+struct MaxFn {
+  template <typename A>
+  __device__ A operator()(A a, A b) const {
+    return (b > a || b != b) ? b : a;
+  }
+};
+
+/// Softmax (log-softmax) of `rows` contiguous rows of n: a block per row (grid-stride), three
+/// passes: the max, the sum of exp(x - max) in A, the output.
+template <typename E, typename OutE, typename C, typename A>
+__global__ void __launch_bounds__(kBlockThreads)
+    softmax_rows_kernel(const E *x, OutE *out, int64_t rows, int64_t n, bool log, C minus_inf) {
+  __shared__ A scratch[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const E *p = x + r * n;
+    OutE *q = out + r * n;
+    C m = minus_inf;
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) m = MaxFn{}(m, C(p[k]));
+    m = C(block_all_reduce(A(m), MaxFn{}, scratch));
+    A sum = A(0);
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) sum += A(math::exp(C(p[k]) - m));
+    sum = block_all_reduce(sum, AddFn{}, scratch);
+    if (log) {
+      const C lse = m + C(math::log(sum));
+      for (int64_t k = threadIdx.x; k < n; k += blockDim.x) q[k] = OutE(C(p[k]) - lse);
+    } else {
+      const C inv = C(A(1) / sum);
+      for (int64_t k = threadIdx.x; k < n; k += blockDim.x) q[k] = OutE(math::exp(C(p[k]) - m) * inv);
+    }
+  }
+}
+
+/// Softmax along the middle axis of (outer, n, inner), inner > 1: a thread per (outer, inner)
+/// column (coalesced along inner), three passes over its n elements.
+template <typename E, typename OutE, typename C, typename A>
+__global__ void __launch_bounds__(kBlockThreads)
+    softmax_cols_kernel(const E *x, OutE *out, int64_t outer, int64_t n, int64_t inner, bool log, C minus_inf) {
+  const int64_t cols = outer * inner;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < cols;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = c / inner, j = c - o * inner;
+    const E *p = x + o * n * inner + j;
+    OutE *q = out + o * n * inner + j;
+    C m = minus_inf;
+    for (int64_t k = 0; k < n; ++k) m = MaxFn{}(m, C(p[k * inner]));
+    A sum = A(0);
+    for (int64_t k = 0; k < n; ++k) sum += A(math::exp(C(p[k * inner]) - m));
+    if (log) {
+      const C lse = m + C(math::log(sum));
+      for (int64_t k = 0; k < n; ++k) q[k * inner] = OutE(C(p[k * inner]) - lse);
+    } else {
+      const C inv = C(A(1) / sum);
+      for (int64_t k = 0; k < n; ++k) q[k * inner] = OutE(math::exp(C(p[k * inner]) - m) * inv);
+    }
+  }
+}
+
+/// Softmax's gradient over contiguous rows: a block per row, dot = sum(dy * y) (sum(dy) for log).
+template <typename E, typename OutE, typename C, typename A>
+__global__ void __launch_bounds__(kBlockThreads)
+    softmax_backward_rows_kernel(const E *y, const E *dy, OutE *dx, int64_t rows, int64_t n, bool log) {
+  __shared__ A scratch[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const E *yp = y + r * n, *gp = dy + r * n;
+    OutE *q = dx + r * n;
+    A dot = A(0);
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) dot += log ? A(C(gp[k])) : A(C(gp[k]) * C(yp[k]));
+    const C d = C(block_all_reduce(dot, AddFn{}, scratch));
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x)
+      q[k] = log ? OutE(C(gp[k]) - math::exp(C(yp[k])) * d) : OutE(C(yp[k]) * (C(gp[k]) - d));
+  }
+}
+
+/// Softmax's gradient along the middle axis, inner > 1: a thread per column.
+template <typename E, typename OutE, typename C, typename A>
+__global__ void __launch_bounds__(kBlockThreads) softmax_backward_cols_kernel(const E *y, const E *dy, OutE *dx,
+                                                                              int64_t outer, int64_t n, int64_t inner,
+                                                                              bool log) {
+  const int64_t cols = outer * inner;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < cols;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = c / inner, j = c - o * inner;
+    const int64_t base = o * n * inner + j;
+    A dot = A(0);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t i = base + k * inner;
+      dot += log ? A(C(dy[i])) : A(C(dy[i]) * C(y[i]));
+    }
+    const C d = C(dot);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t i = base + k * inner;
+      dx[i] = log ? OutE(C(dy[i]) - math::exp(C(y[i])) * d) : OutE(C(y[i]) * (C(dy[i]) - d));
+    }
+  }
 }
 
 }  // namespace detail
@@ -491,7 +680,84 @@ void map_reduce_to(Out<OutE> grad, const Shape &iter_shape, F &&f, In<InE>... in
     cuda::detail::map_launch<OutE, C>("opgen::map_reduce_to", grad.data, grad.shape, grad.ndim, grad.numel, f, ins...);
     return;
   }
-  cuda::detail::reduce_to_launch<OutE, C>("opgen::map_reduce_to", grad, iter_shape, f, ins...);
+  using A = cuda::detail::acc_t<C>;
+  cuda::detail::reduce_launch<OutE, C, A>("opgen::map_reduce_to", grad.data, grad.shape, grad.ndim, grad.numel,
+                                          iter_shape.data(), static_cast<int>(iter_shape.size()), f,
+                                          cuda::detail::SumOp<A>{A(0)}, cuda::detail::NoScale{}, ins...);
+}
+
+/// out (kept elements, in order) = the sum of x over the axes where `kept` (x's shape with 1 on
+/// the reduced axes: reduce_shape(..., true)) is 1, times `scale` (1 / count for a mean), on the
+/// current CUDA stream: device views, any axes (a warp or a block per output along reduced
+/// innermost axes, threads along the outputs otherwise), sums in detail::acc_t (float for float,
+/// half and bfloat16; the CPU sums floats in double). The CPU signature. Throws opgen::Error when
+/// `kept` does not fit x or out, or when the launch fails.
+template <typename E, typename OutE>
+void reduce_sum(const In<E> &x, const Shape &kept, const Out<OutE> &out, sum_t<E> scale = 1) {
+  using C = compute_t<E>;
+  using A = cuda::detail::acc_t<C>;
+  cuda::detail::check_reduction("opgen::reduce_sum", x, kept, out);
+  const int nd = static_cast<int>(kept.size());
+  cuda::detail::reduce_launch<OutE, C, A>("opgen::reduce_sum", out.data, kept.data(), nd, out.numel, x.shape, x.ndim,
+                                          cuda::detail::Identity{}, cuda::detail::SumOp<A>{A(0)},
+                                          cuda::detail::Scale<A>{A(scale)}, x);
+}
+
+/// out = the largest element of x over the reduced axes of `kept` (NaN when any is NaN, -inf for
+/// an empty group; the lowest value for integers), on the current CUDA stream; as reduce_sum.
+template <typename E, typename OutE>
+void reduce_max(const In<E> &x, const Shape &kept, const Out<OutE> &out) {
+  using C = compute_t<E>;
+  cuda::detail::check_reduction("opgen::reduce_max", x, kept, out);
+  const int nd = static_cast<int>(kept.size());
+  cuda::detail::reduce_launch<OutE, C, C>("opgen::reduce_max", out.data, kept.data(), nd, out.numel, x.shape, x.ndim,
+                                          cuda::detail::Identity{}, cuda::detail::MaxOp<C>{cuda::detail::lowest<C>()},
+                                          cuda::detail::NoScale{}, x);
+}
+
+/// Softmax (or log-softmax with `log`) of x along `axis` (normalised), on the current CUDA stream:
+/// a block per row (warp shuffles for the max and the sum) when `axis` is the last one of
+/// size > 1, a thread per column otherwise; exp sums in detail::acc_t. A NaN in a group makes it
+/// NaN. The CPU signature; throws opgen::Error when the launch fails.
+template <typename E, typename OutE>
+void softmax(const In<E> &x, int64_t axis, const Out<OutE> &out, bool log = false) {
+  using C = compute_t<E>;
+  using A = cuda::detail::acc_t<C>;
+  const AxisSplit s = x.ndim ? split_axis(x.shape, x.ndim, axis) : AxisSplit{};
+  if (x.numel == 0) return;
+  const cudaStream_t stream = cuda::current_stream();
+  const C minus_inf = cuda::detail::lowest<C>();
+  if (s.inner == 1) {
+    cuda::detail::softmax_rows_kernel<E, OutE, C, A><<<cuda::detail::grid_for(s.outer, 1), cuda::kBlockThreads, 0,
+                                                       stream>>>(x.data, out.data, s.outer, s.n, log, minus_inf);
+  } else {
+    cuda::detail::softmax_cols_kernel<E, OutE, C, A>
+        <<<cuda::detail::grid_for(s.outer * s.inner, cuda::kBlockThreads), cuda::kBlockThreads, 0, stream>>>(
+            x.data, out.data, s.outer, s.n, s.inner, log, minus_inf);
+  }
+  cuda::detail::check_launch("opgen::softmax");
+}
+
+/// Gradient of softmax (or log-softmax) along `axis` from its output y and the output gradient
+/// dy, on the current CUDA stream: dx = y * (dy - sum(dy * y)), or dy - exp(y) * sum(dy); the
+/// schedule of softmax. The CPU signature; throws opgen::Error when the launch fails.
+template <typename E, typename OutE>
+void softmax_backward(const In<E> &y, const In<E> &dy, int64_t axis, const Out<OutE> &dx, bool log = false) {
+  using C = compute_t<E>;
+  using A = cuda::detail::acc_t<C>;
+  const AxisSplit s = y.ndim ? split_axis(y.shape, y.ndim, axis) : AxisSplit{};
+  if (y.numel == 0) return;
+  const cudaStream_t stream = cuda::current_stream();
+  if (s.inner == 1) {
+    cuda::detail::softmax_backward_rows_kernel<E, OutE, C, A>
+        <<<cuda::detail::grid_for(s.outer, 1), cuda::kBlockThreads, 0, stream>>>(y.data, dy.data, dx.data, s.outer,
+                                                                                  s.n, log);
+  } else {
+    cuda::detail::softmax_backward_cols_kernel<E, OutE, C, A>
+        <<<cuda::detail::grid_for(s.outer * s.inner, cuda::kBlockThreads), cuda::kBlockThreads, 0, stream>>>(
+            y.data, dy.data, dx.data, s.outer, s.n, s.inner, log);
+  }
+  cuda::detail::check_launch("opgen::softmax_backward");
 }
 
 }  // namespace opgen

@@ -934,7 +934,9 @@ OPGEN_HD auto pow(A a, B b) -> std::common_type_t<A, B> {
 }  // namespace opgen
 
 #if defined(OPGEN_DEVICE_CUDA)
-// The CUDA building blocks (map, map_reduce_to, reductions) in place of the CPU ones.
+// The CUDA building blocks (map, map_reduce_to, reductions) in place of the CPU ones; reduce.h's
+// host helpers (AxisSplit, split_reduction, sum_t) as on the CPU.
+#include "opgen/reduce.h"
 #include "opgen/cuda.h"
 #else
 // The building blocks over whole rows and matrices, on top of the above.
