@@ -48,6 +48,21 @@ def cuda_include() -> Path | None:
     return next((r / "include" for r in roots if (r / "include" / "cuda_runtime_api.h").is_file()), None)
 
 
+def cublas_include() -> Path | None:
+    """Where cublas_v2.h is: ``OPGEN_CUBLAS_INCLUDE``, the toolkit's include directory, or an
+    nvidia-cublas wheel's (``nvidia/cu13/include``)."""
+    dirs = [Path(os.environ["OPGEN_CUBLAS_INCLUDE"])] if os.environ.get("OPGEN_CUBLAS_INCLUDE") else []
+    inc = cuda_include()
+    dirs += [inc] if inc else []
+    try:
+        import nvidia  # type: ignore[import-not-found, import-untyped, unused-ignore]
+
+        dirs += [Path(p) / sub / "include" for p in nvidia.__path__ for sub in ("cu13", "cu12", "cublas")]
+    except ImportError:
+        pass
+    return next((d for d in dirs if (d / "cublas_v2.h").is_file()), None)
+
+
 def have_gpu() -> bool:
     """Whether ``nvidia-smi -L`` lists a GPU."""
     smi = shutil.which("nvidia-smi")
@@ -217,3 +232,22 @@ def test_generated_elementwise_and_row_bodies_compile_for_cuda(tmp_path: Path) -
     # body binds and does not use (broadcast_to's `shape`): the generator's to silence
     nvcc("-I", str(tmp_path), "-c", str(tmp_path / "elementwise.cu"), "-o", str(tmp_path / "elementwise.o"),
          werror=False)
+
+
+@pytest.mark.skipif(cublas_include() is None, reason="cublas_v2.h not found (OPGEN_CUBLAS_INCLUDE, the toolkit, an "
+                                                     "nvidia-cublas wheel): opgen::gemm on CUDA not compile-checked")
+def test_gemm_on_cublas_and_the_matmul_body_compile(tmp_path: Path) -> None:
+    # opgen::gemm with -DOPGEN_CUBLAS (cublasGemmEx), called by cuda_blocks_test and by the generated
+    # matmul body, for float, double, half and bfloat16
+    inc = cublas_include()
+    shutil.copy(CSRC / "matmul_kernel.h", tmp_path)
+    shutil.copy(CSRC / "matmul_kernel_decl.h", tmp_path)
+    rows = (CSRC / "matmul_kernel.cc").read_text()
+    extra = [line.replace("float", low) for line in rows.splitlines()
+             if line.startswith("template void") and "<float" in line for low in ("opgen::half", "opgen::bfloat16")]
+    (tmp_path / "matmul_kernel.cc").write_text(rows.replace("}  // namespace matmul",
+                                                            "\n".join(extra) + "\n}  // namespace matmul"))
+    (tmp_path / "matmul.cu").write_text('#define OPGEN_DEVICE_CUDA 1\n#include "matmul_kernel.cc"\n')
+    nvcc("-DOPGEN_CUBLAS", f"-I{inc}", "-I", str(tmp_path), "-c", str(tmp_path / "matmul.cu"), "-o",
+         str(tmp_path / "matmul.o"), werror=False)
+    nvcc("-DOPGEN_CUBLAS", f"-I{inc}", "-c", str(CPP / "cuda_blocks_test.cu"), "-o", str(tmp_path / "blocks.o"))

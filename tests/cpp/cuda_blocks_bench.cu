@@ -42,6 +42,9 @@ int main() {
   const float bias = time_ms([&] { opgen::map(w(o, m), [=] __host__ __device__(float a, float b) -> float { return a + b; }, v(x, m), v(y, row)); });
   const float dbias = time_ms([&] { opgen::map_reduce_to(w(o, row), m, [=] __host__ __device__(float g) -> float { return g; }, v(x, m)); });
   const float drow = time_ms([&] { opgen::map_reduce_to(w(o, col), m, [=] __host__ __device__(float g) -> float { return g; }, v(x, m)); });
+  const opgen::Shape sm{8192, 4096}, kept{8192, 1};
+  const float smax = time_ms([&] { opgen::softmax(v(x, sm), 1, w(o, sm)); });
+  const float rsum = time_ms([&] { opgen::reduce_sum(v(x, sm), kept, w(o, kept)); });
   opgen::half *hx = reinterpret_cast<opgen::half *>(x), *ho = reinterpret_cast<opgen::half *>(o);
   const float hadd = time_ms([&] {
     opgen::map(opgen::make_view<opgen::half>(ho, s.data(), 1), [=] __host__ __device__(float a) -> float { return a * 2.f; },
@@ -55,6 +58,8 @@ int main() {
   std::printf("  map bias [8192]    %.3f ms  %.0f GB/s\n", bias, 2.0 * n * 4 / bias * gb);
   std::printf("  reduce_to leading  %.3f ms  %.0f GB/s  ([8192,8192] -> [8192])\n", dbias, 1.0 * n * 4 / dbias * gb);
   std::printf("  reduce_to rows     %.3f ms  %.0f GB/s  ([8192,8192] -> [8192,1])\n", drow, 1.0 * n * 4 / drow * gb);
+  std::printf("  softmax rows       %.3f ms  %.0f GB/s  ([8192,4096], last axis)\n", smax, 2.0 * 8192 * 4096 * 4 / smax * gb);
+  std::printf("  reduce_sum rows    %.3f ms  %.0f GB/s  ([8192,4096] -> [8192,1])\n", rsum, 1.0 * 8192 * 4096 * 4 / rsum * gb);
   std::printf("  map half x*2       %.3f ms  %.0f GB/s\n", hadd, 2.0 * n * 2 / hadd * gb);
   const cudaError_t e = cudaDeviceSynchronize();
   std::printf("status: %s\n", cudaGetErrorString(e));

@@ -10,6 +10,7 @@
 // check and a summary; exits non-zero when a check failed.
 //
 //   nvcc -std=c++17 --extended-lambda -arch=sm_80 -I opgen/include tests/cpp/cuda_blocks_test.cu
+//   (add -DOPGEN_CUBLAS -lcublas to test opgen::gemm on cuBLAS)
 #define OPGEN_DEVICE_CUDA 1
 #include <cmath>
 #include <cstdio>
@@ -22,11 +23,10 @@
 
 #include "opgen/kernel.h"
 
+namespace cbt {
 using opgen::bfloat16;
-using opgen::half;
+using opgen::half;  // hides CUDA's global `half` (cuda_fp16.h, which cublas_v2.h includes)
 using opgen::Shape;
-
-namespace {
 
 int g_checks = 0;
 int g_failed = 0;
@@ -405,6 +405,45 @@ void test_softmax(const char *name, double rtol) {
   }
 }
 
+#if defined(OPGEN_CUBLAS)
+// ------------------------------------------------------------------------ gemm (cuBLAS)
+
+template <typename T>
+void test_gemm(const char *name, double rtol) {
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      const int64_t M = 37, N = 65, K = 130;
+      const std::vector<T> av = values<T>(M * K, -1, 1, 31), bv = values<T>(K * N, -1, 1, 32);
+      Dev<T> a(Shape{M * K}, av), b(Shape{K * N}, bv), c(Shape{M * N});
+      opgen::gemm<T>(ta, tb, M, N, K, a.ptr, b.ptr, c.ptr);
+      std::vector<T> want(static_cast<size_t>(M * N));
+      for (int64_t m = 0; m < M; ++m) {
+        for (int64_t n = 0; n < N; ++n) {
+          double acc = 0;
+          for (int64_t k = 0; k < K; ++k)
+            acc += as_double(av[static_cast<size_t>(ta ? k * M + m : m * K + k)]) *
+                   as_double(bv[static_cast<size_t>(tb ? n * K + k : k * N + n)]);
+          want[static_cast<size_t>(m * N + n)] = static_cast<T>(acc);
+        }
+      }
+      compare(std::string("gemm ") + name + (ta ? " a^T" : " a") + (tb ? " b^T" : " b"), c.host(), want, rtol, rtol);
+    }
+  }
+  // the full form: alpha, beta and leading dimensions (c is the left 3 columns of a 4-wide buffer)
+  const std::vector<T> av = values<T>(6, -1, 1, 33), bv = values<T>(9, -1, 1, 34), cv = values<T>(8, -1, 1, 35);
+  Dev<T> a(Shape{6}, av), b(Shape{9}, bv), c(Shape{8}, cv);
+  opgen::gemm<T>(false, false, 2, 3, 3, opgen::compute_t<T>(2), a.ptr, 3, b.ptr, 3, opgen::compute_t<T>(0.5), c.ptr, 4);
+  std::vector<T> want = cv;
+  for (int m = 0; m < 2; ++m)
+    for (int n = 0; n < 3; ++n) {
+      double acc = 0;
+      for (int k = 0; k < 3; ++k) acc += as_double(av[m * 3 + k]) * as_double(bv[k * 3 + n]);
+      want[static_cast<size_t>(m * 4 + n)] = static_cast<T>(2 * acc + 0.5 * as_double(cv[static_cast<size_t>(m * 4 + n)]));
+    }
+  compare(std::string("gemm ") + name + " alpha, beta, ldc", c.host(), want, rtol, rtol);
+}
+#endif
+
 // ------------------------------------------------------------------- 16-bit conversions
 
 __global__ void convert_kernel(int64_t n, const float *f, const double *d, uint16_t *h, uint16_t *b, uint16_t *hd,
@@ -530,14 +569,8 @@ void test_streams_and_errors() {
   expect(msg.find("at most 16") != std::string::npos, "too many dimensions: " + msg);
 }
 
-}  // namespace
-
-int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("cuda_blocks_test: no CUDA device\n");
-    return 2;
-  }
+/// Every test; the number of failed checks.
+int run_all() {
   try {
     test_map_contiguous<float>("float", 1e-6);
     test_map_contiguous<double>("double", 1e-14);
@@ -555,6 +588,14 @@ int main() {
     test_softmax<float>("float", 1e-5);
     test_softmax<double>("double", 1e-12);
     test_softmax<bfloat16>("bfloat16", 1.6e-2);
+#if defined(OPGEN_CUBLAS)
+    test_gemm<float>("float", 1e-5);  // TF32 is off by default in cuBLAS
+    test_gemm<double>("double", 1e-12);
+    test_gemm<half>("half", 4e-3);
+    test_gemm<bfloat16>("bfloat16", 2e-2);
+#else
+    std::printf("cuda_blocks_test: gemm not tested (build with -DOPGEN_CUBLAS -lcublas)\n");
+#endif
     test_math();
     test_conversions();
     test_streams_and_errors();
@@ -563,5 +604,16 @@ int main() {
     ++g_failed;
   }
   std::printf("cuda_blocks_test: %d checks, %d failed\n", g_checks, g_failed);
-  return g_failed == 0 ? 0 : 1;
+  return g_failed;
+}
+
+}  // namespace cbt
+
+int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("cuda_blocks_test: no CUDA device\n");
+    return 2;
+  }
+  return cbt::run_all() == 0 ? 0 : 1;
 }

@@ -8,6 +8,8 @@
 //   opgen::map<MaxIsa>(out, f, ins...)                   out = f(ins...), the inputs broadcast
 //   opgen::map_reduce_to<MaxIsa>(grad, iter_shape, f, ins...)   f over iter_shape, summed into grad
 //   opgen::reduce_sum / reduce_max(x, kept, out), softmax / softmax_backward(..., axis, ..., log)
+//   opgen::gemm(trans_a, trans_b, M, N, K, [alpha,] a, [lda,] b, [ldb, beta,] c [, ldc])   cuBLAS,
+//                                                     with -DOPGEN_CUBLAS (and -lcublas)
 //
 // with the CPU signatures (MaxIsa accepted and ignored) and `f` a `__host__ __device__` functor
 // (an nvcc --extended-lambda `[=] __host__ __device__ (C x) -> C { ... }` that captures its attrs
@@ -37,6 +39,9 @@
 #define OPGEN_CUDA_H_
 
 #include <cuda_runtime_api.h>
+#if defined(OPGEN_CUBLAS) && defined(__CUDACC__) && defined(OPGEN_DEVICE_CUDA)
+#include <cublas_v2.h>
+#endif
 
 #include <cstdint>
 #include <limits>
@@ -759,6 +764,88 @@ void softmax_backward(const In<E> &y, const In<E> &dy, int64_t axis, const Out<O
   }
   cuda::detail::check_launch("opgen::softmax_backward");
 }
+
+// ------------------------------------------------------------------------- gemm (cuBLAS)
+
+#if defined(OPGEN_CUBLAS)
+namespace cuda {
+namespace detail {
+/// The calling thread's cuBLAS handle for the current device, created on first use (not inside a
+/// CUDA graph capture: call gemm once before capturing) and kept for the life of the process.
+OPGEN_HIDDEN inline cublasHandle_t cublas_handle() {
+  constexpr int kDevices = 64;
+  static thread_local cublasHandle_t handles[kDevices] = {};
+  int device = 0;
+  check(cudaGetDevice(&device), "opgen::gemm: cudaGetDevice");
+  if (device < 0 || device >= kDevices) throw Error("opgen::gemm on CUDA: device " + std::to_string(device));
+  if (handles[device] == nullptr) {
+    const cublasStatus_t st = cublasCreate(&handles[device]);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      handles[device] = nullptr;
+      throw Error(std::string("opgen::gemm: cublasCreate: ") + cublasGetStatusString(st));
+    }
+  }
+  return handles[device];
+}
+
+/// cuBLAS's data type for T (float, double, half, bfloat16) and the compute type.
+template <typename T>
+struct BlasType;
+template <>
+struct BlasType<float> {
+  static constexpr cudaDataType_t data = CUDA_R_32F;
+  static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+};
+template <>
+struct BlasType<double> {
+  static constexpr cudaDataType_t data = CUDA_R_64F;
+  static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_64F;
+};
+template <>
+struct BlasType<half> {
+  static constexpr cudaDataType_t data = CUDA_R_16F;
+  static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+};
+template <>
+struct BlasType<bfloat16> {
+  static constexpr cudaDataType_t data = CUDA_R_16BF;
+  static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+};
+}  // namespace detail
+}  // namespace cuda
+
+/// c (M x N, leading dimension ldc) = alpha * op(a) @ op(b) + beta * c, row-major, on the current
+/// CUDA stream through cuBLAS (cublasGemmEx; half and bfloat16 accumulate in float): device
+/// pointers, the CPU signature (blas.h). float, double, half and bfloat16 only. Needs
+/// -DOPGEN_CUBLAS and -lcublas; the thread's handle is created on its first call (then no
+/// allocation: capturable). Throws opgen::Error when a size exceeds int32 or cuBLAS fails.
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, compute_t<T> alpha, const T *a, int64_t lda,
+          const T *b, int64_t ldb, compute_t<T> beta, T *c, int64_t ldc) {
+  using B = cuda::detail::BlasType<std::remove_cv_t<T>>;
+  if (M <= 0 || N <= 0) return;
+  constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
+  if (M > kMaxInt || N > kMaxInt || K > kMaxInt || lda > kMaxInt || ldb > kMaxInt || ldc > kMaxInt) {
+    throw Error("opgen::gemm on CUDA: a size exceeds int32");
+  }
+  cublasHandle_t handle = cuda::detail::cublas_handle();
+  cublasStatus_t st = cublasSetStream(handle, cuda::current_stream());
+  // row-major c = op(a) op(b) is column-major c^T = op(b)^T op(a)^T: swap the operands
+  const auto i = [](int64_t v) { return static_cast<int>(v); };
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = cublasGemmEx(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, i(N), i(M),
+                      i(K), &alpha, b, B::data, i(ldb), a, B::data, i(lda), &beta, c, B::data, i(ldc), B::compute,
+                      CUBLAS_GEMM_DEFAULT);
+  }
+  if (st != CUBLAS_STATUS_SUCCESS) throw Error(std::string("opgen::gemm: cuBLAS: ") + cublasGetStatusString(st));
+}
+
+/// c (M x N) = op(a) @ op(b) for contiguous row-major a, b and c (device pointers).
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T *a, const T *b, T *c) {
+  gemm(trans_a, trans_b, M, N, K, compute_t<T>(1), a, trans_a ? M : K, b, trans_b ? K : N, compute_t<T>(0), c, N);
+}
+#endif  // OPGEN_CUBLAS
 
 }  // namespace opgen
 
