@@ -652,7 +652,11 @@ __global__ void __launch_bounds__(kBlockThreads) softmax_backward_cols_kernel(co
 }
 
 }  // namespace detail
-}  // namespace cuda
+
+// The public blocks are defined in opgen::cuda and named in opgen by using-declarations: a library
+// that holds an op's CPU unit and its CUDA unit then has two functions, opgen::reduce_sum<float,
+// float> (CPU) and opgen::cuda::reduce_sum<float, float>, where one name for both would be one
+// weak symbol that the linker keeps once, for both units.
 
 /// out[i] = f(ins[broadcast(i)]...) over out's shape, on the current CUDA stream
 /// (opgen::cuda::current_stream()): out and ins are views of device memory (shapes on the host),
@@ -768,7 +772,7 @@ void softmax_backward(const In<E> &y, const In<E> &dy, int64_t axis, const Out<O
 // ------------------------------------------------------------------------- gemm (cuBLAS)
 
 #if defined(OPGEN_CUBLAS)
-namespace cuda {
+
 namespace detail {
 /// The calling thread's cuBLAS handle for the current device, created on first use (not inside a
 /// CUDA graph capture: call gemm once before capturing) and kept for the life of the process.
@@ -812,7 +816,7 @@ struct BlasType<bfloat16> {
   static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
 };
 }  // namespace detail
-}  // namespace cuda
+
 
 /// c (M x N, leading dimension ldc) = alpha * op(a) @ op(b) + beta * c, row-major, on the current
 /// CUDA stream through cuBLAS (cublasGemmEx; half and bfloat16 accumulate in float): device
@@ -846,6 +850,18 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T *
   gemm(trans_a, trans_b, M, N, K, compute_t<T>(1), a, trans_a ? M : K, b, trans_b ? K : N, compute_t<T>(0), c, N);
 }
 #endif  // OPGEN_CUBLAS
+
+}  // namespace cuda
+
+using cuda::map;
+using cuda::map_reduce_to;
+using cuda::reduce_max;
+using cuda::reduce_sum;
+using cuda::softmax;
+using cuda::softmax_backward;
+#if defined(OPGEN_CUBLAS)
+using cuda::gemm;
+#endif
 
 }  // namespace opgen
 
