@@ -251,3 +251,18 @@ def test_gemm_on_cublas_and_the_matmul_body_compile(tmp_path: Path) -> None:
     nvcc("-DOPGEN_CUBLAS", f"-I{inc}", "-I", str(tmp_path), "-c", str(tmp_path / "matmul.cu"), "-o",
          str(tmp_path / "matmul.o"), werror=False)
     nvcc("-DOPGEN_CUBLAS", f"-I{inc}", "-c", str(CPP / "cuda_blocks_test.cu"), "-o", str(tmp_path / "blocks.o"))
+
+
+@pytest.mark.skipif(shutil.which("nm") is None, reason="nm not found")
+def test_cuda_blocks_do_not_share_symbols_with_the_cpu_blocks(tmp_path: Path) -> None:
+    # an op's CPU unit and CUDA unit are linked into one library: the CUDA unit must not define
+    # (weak) opgen::map / reduce_sum / softmax symbols that the CPU unit defines too
+    src = tmp_path / "both.cu"
+    src.write_text('#define OPGEN_DEVICE_CUDA 1\n#include "opgen/kernel.h"\n'
+                   "struct Twice {\n  __host__ __device__ float operator()(float v) const { return 2 * v; }\n};\n"
+                   "void run(const opgen::In<float> &x, const opgen::Out<float> &y, const opgen::Shape &kept) {\n"
+                   "  opgen::map(y, Twice{}, x);\n  opgen::reduce_sum(x, kept, y);\n  opgen::softmax(x, 0, y);\n}\n")
+    nvcc("-c", str(src), "-o", str(tmp_path / "both.o"))
+    names = subprocess.run(["nm", "-C", str(tmp_path / "both.o")], capture_output=True, text=True, check=True).stdout
+    assert "opgen::cuda::map<" in names and "opgen::cuda::reduce_sum<" in names
+    assert not re.search(r"\bopgen::(map|reduce_sum|softmax)<", names), names
