@@ -20,24 +20,40 @@
 #include <limits>
 #include <type_traits>
 
+#include "opgen/device.h"
+
 namespace opgen {
 
 namespace detail {
 
-inline uint32_t f32_bits(float f) {
+OPGEN_HD inline uint32_t f32_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
+#endif
 }
 
-inline float f32_from_bits(uint32_t u) {
+OPGEN_HD inline float f32_from_bits(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
+#endif
 }
 
-/// float -> binary16 bits, round to nearest even; inf/NaN kept (NaN made quiet).
-inline uint16_t f32_to_f16_bits(float f) {
+/// float -> binary16 bits, round to nearest even; inf/NaN kept (NaN made quiet; in device code
+/// the hardware conversion, whose NaN is the canonical 0x7FFF).
+OPGEN_HD inline uint16_t f32_to_f16_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   const uint32_t x = f32_bits(f);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t ax = x & 0x7FFFFFFFu;
@@ -62,10 +78,16 @@ inline uint16_t f32_to_f16_bits(float f) {
   const uint32_t rem = r & 0x1FFFu;
   if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // carries into the exponent correctly
   return static_cast<uint16_t>(sign | h);
+#endif
 }
 
 /// binary16 bits -> float (exact).
-inline float f16_bits_to_f32(uint16_t h) {
+OPGEN_HD inline float f16_bits_to_f32(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<unsigned short>(h)));
+  return f;
+#else
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t e = (h >> 10) & 0x1Fu;
   const uint32_t m = h & 0x3FFu;
@@ -75,32 +97,46 @@ inline float f16_bits_to_f32(uint16_t h) {
     return sign ? -v : v;
   }
   return f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
+#endif
 }
 
-/// float -> bfloat16 bits, round to nearest even; NaN kept (made quiet).
-inline uint16_t f32_to_bf16_bits(float f) {
+/// float -> bfloat16 bits, round to nearest even; NaN kept (made quiet; in device code for
+/// sm_80 and later the hardware conversion, whose NaN is the canonical 0x7FFF).
+OPGEN_HD inline uint16_t f32_to_bf16_bits(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return b;
+#else
   const uint32_t x = f32_bits(f);
   if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
   return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+#endif
 }
 
 /// bfloat16 bits -> float (exact).
-inline float bf16_bits_to_f32(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }
+OPGEN_HD inline float bf16_bits_to_f32(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }
 
 /// double -> float rounded to odd: the nearest float toward zero, with its last bit set when
 /// inexact. Rounding that float to a type with at most 22 significand bits (half, bfloat16)
 /// gives the correctly rounded result of the double (no double rounding).
-inline float f64_to_f32_round_odd(double d) {
+OPGEN_HD inline float f64_to_f32_round_odd(double d) {
+#if defined(__CUDA_ARCH__)
+  const float z = __double2float_rz(d);  // toward zero (+-FLT_MAX beyond it; inf and NaN kept)
+  if (d != d || static_cast<double>(z) == d) return z;
+  return f32_from_bits(f32_bits(z) | 1u);
+#else
   const float f = static_cast<float>(d);
   if (std::isnan(d) || static_cast<double>(f) == d) return f;
   uint32_t u = f32_bits(f);
   if (std::fabs(static_cast<double>(f)) > std::fabs(d)) --u;  // rounded away from zero: step back
   return f32_from_bits(u | 1u);
+#endif
 }
 
 /// The float a value goes through on its way to a 16-bit float.
 template <typename T>
-inline float to_f32_for_narrowing(T v) {
+OPGEN_HD inline float to_f32_for_narrowing(T v) {
   if constexpr (std::is_same<T, float>::value) {
     return v;
   } else if constexpr (std::is_integral<T>::value && sizeof(T) <= 2) {
@@ -121,13 +157,13 @@ struct half {
   half() = default;  // uninitialised, like float
   /// Rounds `v` (any arithmetic type) to the nearest half, ties to even.
   template <typename T, std::enable_if_t<std::is_arithmetic<T>::value, int> = 0>
-  half(T v) : bits(detail::f32_to_f16_bits(detail::to_f32_for_narrowing(v))) {}  // NOLINT: implicit
-  constexpr half(uint16_t b, detail::from_bits_t) : bits(b) {}
+  OPGEN_HD half(T v) : bits(detail::f32_to_f16_bits(detail::to_f32_for_narrowing(v))) {}  // NOLINT: implicit
+  OPGEN_HD constexpr half(uint16_t b, detail::from_bits_t) : bits(b) {}
 
   /// The half with bit pattern `b`.
-  static constexpr half from_bits(uint16_t b) { return half(b, detail::from_bits_t{}); }
+  OPGEN_HD static constexpr half from_bits(uint16_t b) { return half(b, detail::from_bits_t{}); }
   /// Exact value as float.
-  operator float() const { return detail::f16_bits_to_f32(bits); }  // NOLINT: implicit
+  OPGEN_HD operator float() const { return detail::f16_bits_to_f32(bits); }  // NOLINT: implicit
 };
 
 /// bfloat16: sign, 8 exponent bits, 7 significand bits (float32's top half). Computes in float.
@@ -137,15 +173,15 @@ struct bfloat16 {
   bfloat16() = default;  // uninitialised, like float
   /// Rounds `v` (any arithmetic type) to the nearest bfloat16, ties to even.
   template <typename T, std::enable_if_t<std::is_arithmetic<T>::value, int> = 0>
-  bfloat16(T v) : bits(detail::f32_to_bf16_bits(detail::to_f32_for_narrowing(v))) {}  // NOLINT: implicit
-  constexpr bfloat16(uint16_t b, detail::from_bits_t) : bits(b) {}
+  OPGEN_HD bfloat16(T v) : bits(detail::f32_to_bf16_bits(detail::to_f32_for_narrowing(v))) {}  // NOLINT: implicit
+  OPGEN_HD constexpr bfloat16(uint16_t b, detail::from_bits_t) : bits(b) {}
   /// half -> bfloat16 (through its exact float value).
-  explicit bfloat16(half h) : bfloat16(static_cast<float>(h)) {}
+  OPGEN_HD explicit bfloat16(half h) : bfloat16(static_cast<float>(h)) {}
 
   /// The bfloat16 with bit pattern `b`.
-  static constexpr bfloat16 from_bits(uint16_t b) { return bfloat16(b, detail::from_bits_t{}); }
+  OPGEN_HD static constexpr bfloat16 from_bits(uint16_t b) { return bfloat16(b, detail::from_bits_t{}); }
   /// Exact value as float.
-  operator float() const { return detail::bf16_bits_to_f32(bits); }  // NOLINT: implicit
+  OPGEN_HD operator float() const { return detail::bf16_bits_to_f32(bits); }  // NOLINT: implicit
 };
 
 static_assert(sizeof(half) == 2 && alignof(half) == 2, "half must be 2 bytes");
@@ -190,7 +226,7 @@ using enable_low_op_t = std::enable_if_t<
 // Binary arithmetic and comparisons: computed on the operands' compute types.
 #define OPGEN_LOW_FLOAT_BINARY_OP(op)                                                       \
   template <typename A, typename B, detail::enable_low_op_t<A, B> = 0>                      \
-  inline auto operator op(A a, B b) {                                                       \
+  OPGEN_HD inline auto operator op(A a, B b) {                                                       \
     return static_cast<detail::promote_low_t<A>>(a) op static_cast<detail::promote_low_t<B>>(b); \
   }
 OPGEN_LOW_FLOAT_BINARY_OP(+)
@@ -206,16 +242,16 @@ OPGEN_LOW_FLOAT_BINARY_OP(>=)
 #undef OPGEN_LOW_FLOAT_BINARY_OP
 
 /// Negation flips the sign bit (exact).
-inline half operator-(half h) { return half::from_bits(static_cast<uint16_t>(h.bits ^ 0x8000u)); }
-inline bfloat16 operator-(bfloat16 h) { return bfloat16::from_bits(static_cast<uint16_t>(h.bits ^ 0x8000u)); }
+OPGEN_HD inline half operator-(half h) { return half::from_bits(static_cast<uint16_t>(h.bits ^ 0x8000u)); }
+OPGEN_HD inline bfloat16 operator-(bfloat16 h) { return bfloat16::from_bits(static_cast<uint16_t>(h.bits ^ 0x8000u)); }
 /// Unary plus gives the compute value.
-inline float operator+(half h) { return static_cast<float>(h); }
-inline float operator+(bfloat16 h) { return static_cast<float>(h); }
+OPGEN_HD inline float operator+(half h) { return static_cast<float>(h); }
+OPGEN_HD inline float operator+(bfloat16 h) { return static_cast<float>(h); }
 
 // Compound assignment: computed in the compute type, rounded once into the left operand.
 #define OPGEN_LOW_FLOAT_COMPOUND_OP(T, op)                                          \
   template <typename B, std::enable_if_t<detail::is_operand_v<B>, int> = 0>         \
-  inline T &operator op##=(T &a, B b) {                                             \
+  OPGEN_HD inline T &operator op##=(T &a, B b) {                                             \
     a = T(static_cast<float>(a) op static_cast<detail::promote_low_t<B>>(b));      \
     return a;                                                                       \
   }
@@ -295,15 +331,15 @@ class numeric_limits<opgen::half> {
   static constexpr int max_exponent10 = 4;
   static constexpr bool traps = false;
   static constexpr bool tinyness_before = false;
-  static constexpr opgen::half min() noexcept { return opgen::half::from_bits(0x0400); }
-  static constexpr opgen::half lowest() noexcept { return opgen::half::from_bits(0xFBFF); }
-  static constexpr opgen::half max() noexcept { return opgen::half::from_bits(0x7BFF); }
-  static constexpr opgen::half epsilon() noexcept { return opgen::half::from_bits(0x1400); }
-  static constexpr opgen::half round_error() noexcept { return opgen::half::from_bits(0x3800); }
-  static constexpr opgen::half infinity() noexcept { return opgen::half::from_bits(0x7C00); }
-  static constexpr opgen::half quiet_NaN() noexcept { return opgen::half::from_bits(0x7E00); }
-  static constexpr opgen::half signaling_NaN() noexcept { return opgen::half::from_bits(0x7D00); }
-  static constexpr opgen::half denorm_min() noexcept { return opgen::half::from_bits(0x0001); }
+  OPGEN_HD static constexpr opgen::half min() noexcept { return opgen::half::from_bits(0x0400); }
+  OPGEN_HD static constexpr opgen::half lowest() noexcept { return opgen::half::from_bits(0xFBFF); }
+  OPGEN_HD static constexpr opgen::half max() noexcept { return opgen::half::from_bits(0x7BFF); }
+  OPGEN_HD static constexpr opgen::half epsilon() noexcept { return opgen::half::from_bits(0x1400); }
+  OPGEN_HD static constexpr opgen::half round_error() noexcept { return opgen::half::from_bits(0x3800); }
+  OPGEN_HD static constexpr opgen::half infinity() noexcept { return opgen::half::from_bits(0x7C00); }
+  OPGEN_HD static constexpr opgen::half quiet_NaN() noexcept { return opgen::half::from_bits(0x7E00); }
+  OPGEN_HD static constexpr opgen::half signaling_NaN() noexcept { return opgen::half::from_bits(0x7D00); }
+  OPGEN_HD static constexpr opgen::half denorm_min() noexcept { return opgen::half::from_bits(0x0001); }
 };
 
 template <>
@@ -332,15 +368,15 @@ class numeric_limits<opgen::bfloat16> {
   static constexpr int max_exponent10 = 38;
   static constexpr bool traps = false;
   static constexpr bool tinyness_before = false;
-  static constexpr opgen::bfloat16 min() noexcept { return opgen::bfloat16::from_bits(0x0080); }
-  static constexpr opgen::bfloat16 lowest() noexcept { return opgen::bfloat16::from_bits(0xFF7F); }
-  static constexpr opgen::bfloat16 max() noexcept { return opgen::bfloat16::from_bits(0x7F7F); }
-  static constexpr opgen::bfloat16 epsilon() noexcept { return opgen::bfloat16::from_bits(0x3C00); }
-  static constexpr opgen::bfloat16 round_error() noexcept { return opgen::bfloat16::from_bits(0x3F00); }
-  static constexpr opgen::bfloat16 infinity() noexcept { return opgen::bfloat16::from_bits(0x7F80); }
-  static constexpr opgen::bfloat16 quiet_NaN() noexcept { return opgen::bfloat16::from_bits(0x7FC0); }
-  static constexpr opgen::bfloat16 signaling_NaN() noexcept { return opgen::bfloat16::from_bits(0x7F81); }
-  static constexpr opgen::bfloat16 denorm_min() noexcept { return opgen::bfloat16::from_bits(0x0001); }
+  OPGEN_HD static constexpr opgen::bfloat16 min() noexcept { return opgen::bfloat16::from_bits(0x0080); }
+  OPGEN_HD static constexpr opgen::bfloat16 lowest() noexcept { return opgen::bfloat16::from_bits(0xFF7F); }
+  OPGEN_HD static constexpr opgen::bfloat16 max() noexcept { return opgen::bfloat16::from_bits(0x7F7F); }
+  OPGEN_HD static constexpr opgen::bfloat16 epsilon() noexcept { return opgen::bfloat16::from_bits(0x3C00); }
+  OPGEN_HD static constexpr opgen::bfloat16 round_error() noexcept { return opgen::bfloat16::from_bits(0x3F00); }
+  OPGEN_HD static constexpr opgen::bfloat16 infinity() noexcept { return opgen::bfloat16::from_bits(0x7F80); }
+  OPGEN_HD static constexpr opgen::bfloat16 quiet_NaN() noexcept { return opgen::bfloat16::from_bits(0x7FC0); }
+  OPGEN_HD static constexpr opgen::bfloat16 signaling_NaN() noexcept { return opgen::bfloat16::from_bits(0x7F81); }
+  OPGEN_HD static constexpr opgen::bfloat16 denorm_min() noexcept { return opgen::bfloat16::from_bits(0x0001); }
 };
 
 }  // namespace std

@@ -40,10 +40,13 @@
 #include <vector>
 
 #include "opgen/half.h"
+#if !defined(OPGEN_DEVICE_CUDA)
 #include "opgen/parallel.h"
+#endif
 
 // Vector math (see "vector loops" below): declared at global scope, where glibc declares them.
-#if defined(OPGEN_VECTOR_MATH) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__clang__)
+#if defined(OPGEN_VECTOR_MATH) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__clang__) && \
+    !defined(OPGEN_DEVICE_CUDA)
 #if __GLIBC_PREREQ(2, 35)
 #define OPGEN_LIBMVEC 1
 // The same declarations glibc's <bits/math-vector.h> makes under -ffast-math only: they tell
@@ -356,6 +359,7 @@ bool same_shape(const View<A> &a, const View<B> &b) {
 // Kept for kernel bodies written against the old name.
 #define OPGEN_VECTORIZE_LOOP OPGEN_SIMD
 
+#if !defined(OPGEN_DEVICE_CUDA)  // the CPU loops; opgen/cuda.h has the CUDA ones
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(OPGEN_NO_DISPATCH)
 #define OPGEN_AVX2_DISPATCH 1
 #define OPGEN_TARGET_AVX2 __attribute__((target("avx2,fma")))
@@ -678,15 +682,6 @@ void parallel_copy(const E *src, int64_t n, E *dst) {
   parallel_for(n, [&](int64_t b, int64_t e) { std::copy(src + b, src + e, dst + b); });
 }
 
-/// The widest ISA a memory-bound map runs in: AVX2+FMA. A loop that does a few arithmetic
-/// operations per element it loads (`x + y`, `x * y`, `dout * (x > 0)`) waits on memory in
-/// either copy, and its AVX-512 copy measured slower (AMD EPYC Zen 4, 4096 x 1024 float32, one
-/// thread: add 1.06-1.31 of torch's add with AVX-512, 0.96-1.09 with AVX2; mul 1.06-1.22 and
-/// 0.81-1.11; docs/performance.md), as detail::kRowSumIsa found for row sums. A loop that
-/// computes (erf, exp, tanh...) keeps AVX-512, where gelu measured 0.91-1.04 against 1.19-1.31.
-/// The generator passes it for an elementwise expression without such a function
-/// (opgen.exprs.Expr.memory_bound); a kernel body may too: `opgen::map<opgen::kMemoryBoundIsa>(...)`.
-constexpr int kMemoryBoundIsa = 1;
 
 /// out[i] = f(ins[broadcast(i)]...) over out's shape (NumPy broadcasting of the inputs). MaxIsa
 /// caps the vector ISA of the loop (kMemoryBoundIsa for a memory-bound f; default: the widest).
@@ -702,27 +697,80 @@ void map_reduce_to(Out<OutE> grad, const Shape &iter_shape, F &&f, In<InE>... in
   detail::map_reduce_impl<MaxIsa>(grad, iter_shape, f, std::make_tuple(ins...), std::index_sequence_for<InE...>{});
 }
 
+#endif  // !OPGEN_DEVICE_CUDA
+
+/// The widest ISA a memory-bound map runs in: AVX2+FMA. A loop that does a few arithmetic
+/// operations per element it loads (`x + y`, `x * y`, `dout * (x > 0)`) waits on memory in
+/// either copy, and its AVX-512 copy measured slower (AMD EPYC Zen 4, 4096 x 1024 float32, one
+/// thread: add 1.06-1.31 of torch's add with AVX-512, 0.96-1.09 with AVX2; mul 1.06-1.22 and
+/// 0.81-1.11; docs/performance.md), as detail::kRowSumIsa found for row sums. A loop that
+/// computes (erf, exp, tanh...) keeps AVX-512, where gelu measured 0.91-1.04 against 1.19-1.31.
+/// The generator passes it for an elementwise expression without such a function
+/// (opgen.exprs.Expr.memory_bound); a kernel body may too: `opgen::map<opgen::kMemoryBoundIsa>(...)`.
+/// The CUDA map (opgen/cuda.h) accepts it and ignores it.
+constexpr int kMemoryBoundIsa = 1;
+
 /// c ? a : b with both already evaluated: the `a if c else b` of elementwise expressions. A
-/// loop over it vectorises to a blend (no branch to mispredict on random data).
+/// loop over it vectorises to a blend (no branch to mispredict on random data). Host and device.
 template <typename C>
-inline C select(bool c, C a, C b) {
+OPGEN_HD inline C select(bool c, C a, C b) {
   return c ? a : b;
 }
 
 // ------------------------------------------------------------------------------- math
 // Each function computes in compute_t of its argument type (float for half and bfloat16) and
-// returns the argument type (the common type for two arguments).
+// returns the argument type (the common type for two arguments). Every one is OPGEN_HD: CPU code
+// calls std:: (libmvec in vector loops), CUDA device code CUDA's own functions (expf, exp...:
+// float for float, half and bfloat16, double otherwise: detail::device_exp...).
+#if defined(__CUDACC__)
+namespace detail {
+/// CUDA device math on a compute type K: CUDA's float function for float, its double function
+/// for anything else (as std:: promotes an integer argument to double).
+#define OPGEN_DEVICE_MATH1(name)                                                              \
+  template <typename K>                                                                       \
+  __device__ inline auto device_##name(K x) {                                                 \
+    if constexpr (std::is_same_v<K, float>) {                                                 \
+      return ::name##f(x);                                                                    \
+    } else {                                                                                  \
+      return ::name(static_cast<double>(x));                                                  \
+    }                                                                                         \
+  }
+OPGEN_DEVICE_MATH1(exp)
+OPGEN_DEVICE_MATH1(log)
+OPGEN_DEVICE_MATH1(sqrt)
+OPGEN_DEVICE_MATH1(tanh)
+OPGEN_DEVICE_MATH1(erf)
+OPGEN_DEVICE_MATH1(log1p)
+OPGEN_DEVICE_MATH1(expm1)
+#undef OPGEN_DEVICE_MATH1
+template <typename K>
+__device__ inline auto device_pow(K x, K y) {
+  if constexpr (std::is_same_v<K, float>) {
+    return ::powf(x, y);
+  } else {
+    return ::pow(static_cast<double>(x), static_cast<double>(y));
+  }
+}
+}  // namespace detail
+#endif
+// std::NAME in CPU code, detail::device_NAME in CUDA device code (CPU code is unchanged).
+#if defined(__CUDA_ARCH__)
+#define OPGEN_MATH_(name, ...) ::opgen::detail::device_##name(__VA_ARGS__)
+#else
+#define OPGEN_MATH_(name, ...) std::name(__VA_ARGS__)
+#endif
+
 namespace math {
 template <typename C>
-C exp(C x) { return static_cast<C>(std::exp(static_cast<compute_t<C>>(x))); }
+OPGEN_HD C exp(C x) { return static_cast<C>(OPGEN_MATH_(exp, static_cast<compute_t<C>>(x))); }
 template <typename C>
-C log(C x) { return static_cast<C>(std::log(static_cast<compute_t<C>>(x))); }
+OPGEN_HD C log(C x) { return static_cast<C>(OPGEN_MATH_(log, static_cast<compute_t<C>>(x))); }
 template <typename C>
-C sqrt(C x) { return static_cast<C>(std::sqrt(static_cast<compute_t<C>>(x))); }
+OPGEN_HD C sqrt(C x) { return static_cast<C>(OPGEN_MATH_(sqrt, static_cast<compute_t<C>>(x))); }
 template <typename C>
-C rsqrt(C x) {
+OPGEN_HD C rsqrt(C x) {
   using K = compute_t<C>;
-  return static_cast<C>(K(1) / std::sqrt(static_cast<K>(x)));
+  return static_cast<C>(K(1) / OPGEN_MATH_(sqrt, static_cast<K>(x)));
 }
 /// tanh in float: Eigen's `generic_fast_tanh_float` (Eigen 3.4,
 /// Eigen/src/Core/MathFunctionsImpl.h, MPL-2.0): a 13/6 rational function on x clamped to
@@ -734,7 +782,7 @@ C rsqrt(C x) {
 /// (nnacl) that is 1e-4 off near |x| = 5 (1688 ulp); this one is at most 4.95 ulp (2.95e-7
 /// absolute, at x = 7.17; an exhaustive check over every float with this vector loop, AVX-512
 /// and FMA), +-0.99999976 at +-inf, NaN for NaN, -0 for -0.
-inline float tanh_float(float x) noexcept {
+OPGEN_HD inline float tanh_float(float x) noexcept {
   constexpr float kClamp = 7.99881172180175781f;
   const float v = x > kClamp ? kClamp : (x < -kClamp ? -kClamp : x);  // NaN stays NaN
   const float x2 = v * v;
@@ -752,23 +800,27 @@ inline float tanh_float(float x) noexcept {
   return v * (p / q);
 }
 /// tanh(x) in compute_t of x: tanh_float for float, half and bfloat16; std::tanh (libmvec in
-/// vector loops) for double.
+/// vector loops) for double. In CUDA device code CUDA's tanhf / tanh (at most 2 ulp).
 template <typename C>
-C tanh(C x) {
+OPGEN_HD C tanh(C x) {
   using K = compute_t<C>;
+#if defined(__CUDA_ARCH__)
+  return static_cast<C>(detail::device_tanh(static_cast<K>(x)));
+#else
   if constexpr (std::is_same_v<K, float>) {
     return static_cast<C>(tanh_float(static_cast<float>(x)));
   } else {
     return static_cast<C>(std::tanh(static_cast<K>(x)));
   }
+#endif
 }
 template <typename C>
-C sigmoid(C x) {
+OPGEN_HD C sigmoid(C x) {
   using K = compute_t<C>;
-  return static_cast<C>(K(1) / (K(1) + std::exp(-static_cast<K>(x))));
+  return static_cast<C>(K(1) / (K(1) + OPGEN_MATH_(exp, -static_cast<K>(x))));
 }
 template <typename C>
-C abs(C x) {
+OPGEN_HD C abs(C x) {
   using K = compute_t<C>;
   const K v = static_cast<K>(x);
   return static_cast<C>(v < K(0) ? -v : v);
@@ -782,7 +834,7 @@ C abs(C x) {
 /// x = 3.92, where erf is within 1.3e-8 of 1) and 5.7 ulp below |x| = 3 against double erf
 /// (every third float of [2^-126, 5] with this vector loop, AVX2 and FMA); tests/cpp/blocks_test.cc
 /// checks it within 5e-7. +-1 at +-inf, NaN for NaN, -0 for -0.
-inline float erf_float(float x) noexcept {
+OPGEN_HD inline float erf_float(float x) noexcept {
   const float v = x > 4.f ? 4.f : (x < -4.f ? -4.f : x);  // NaN stays NaN
   const float x2 = v * v;
   float p = -2.72614225801306e-10f;
@@ -801,66 +853,95 @@ inline float erf_float(float x) noexcept {
   return r > 1.f ? 1.f : (r < -1.f ? -1.f : r);  // near |x| = 4 the rational exceeds 1 by 4e-7
 }
 /// erf(x) in compute_t of x: erf_float for float, half and bfloat16; std::erf (libmvec in
-/// vector loops, 4 ulp) for double, where a rational function of this size is not accurate.
+/// vector loops, 4 ulp) for double, where a rational function of this size is not accurate. In
+/// CUDA device code CUDA's erff / erf (at most 2 ulp).
 template <typename C>
-C erf(C x) {
+OPGEN_HD C erf(C x) {
   using K = compute_t<C>;
+#if defined(__CUDA_ARCH__)
+  return static_cast<C>(detail::device_erf(static_cast<K>(x)));
+#else
   if constexpr (std::is_same_v<K, float>) {
     return static_cast<C>(erf_float(static_cast<float>(x)));
   } else {
     return static_cast<C>(std::erf(static_cast<K>(x)));
   }
+#endif
 }
 template <typename C>
-C log1p(C x) { return static_cast<C>(std::log1p(static_cast<compute_t<C>>(x))); }
+OPGEN_HD C log1p(C x) { return static_cast<C>(OPGEN_MATH_(log1p, static_cast<compute_t<C>>(x))); }
 template <typename C>
-C expm1(C x) { return static_cast<C>(std::expm1(static_cast<compute_t<C>>(x))); }
+OPGEN_HD C expm1(C x) { return static_cast<C>(OPGEN_MATH_(expm1, static_cast<compute_t<C>>(x))); }
 template <typename C>
-C sign(C x) {
+OPGEN_HD C sign(C x) {
   using K = compute_t<C>;
   const K v = static_cast<K>(x);
   return static_cast<C>((K(0) < v) - (v < K(0)));
 }
 /// a / b, the `/` of elementwise expressions. For integers it throws opgen::Error (which the op
 /// reports as an exception naming it) where the hardware would raise SIGFPE and kill the
-/// process: division by zero, and the minimum value divided by -1.
+/// process: division by zero, and the minimum value divided by -1. In CUDA device code it raises
+/// opgen::cuda::kIntegerDivisionByZero / kIntegerDivisionOverflow on the device error word
+/// (opgen/device.h) and gives 0.
 template <typename A, typename B>
-auto div(A a, B b) -> decltype(a / b) {
+OPGEN_HD auto div(A a, B b) -> decltype(a / b) {
   using R = decltype(a / b);
   if constexpr (std::is_integral_v<R>) {
+#if defined(__CUDA_ARCH__)
+    if (b == B(0)) {
+      cuda::raise_on_device(cuda::kIntegerDivisionByZero);
+      return R(0);
+    }
+    if constexpr (std::is_signed_v<R>) {
+      constexpr R kMin = static_cast<R>(std::make_unsigned_t<R>(1) << (sizeof(R) * 8 - 1));  // numeric_limits' min
+      if (R(b) == R(-1) && R(a) == kMin) {
+        cuda::raise_on_device(cuda::kIntegerDivisionOverflow);
+        return R(0);
+      }
+    }
+#else
     if (b == B(0)) throw Error("integer division by zero");
     if constexpr (std::is_signed_v<R>) {
       if (R(b) == R(-1) && R(a) == std::numeric_limits<R>::min()) throw Error("integer division overflows");
     }
+#endif
   }
   return a / b;
 }
 template <typename A, typename B>
-auto maximum(A a, B b) -> std::common_type_t<A, B> {
+OPGEN_HD auto maximum(A a, B b) -> std::common_type_t<A, B> {
   using R = std::common_type_t<A, B>;
   using K = compute_t<R>;
   const K x = static_cast<K>(static_cast<R>(a)), y = static_cast<K>(static_cast<R>(b));
   return static_cast<R>(x > y ? x : y);
 }
 template <typename A, typename B>
-auto minimum(A a, B b) -> std::common_type_t<A, B> {
+OPGEN_HD auto minimum(A a, B b) -> std::common_type_t<A, B> {
   using R = std::common_type_t<A, B>;
   using K = compute_t<R>;
   const K x = static_cast<K>(static_cast<R>(a)), y = static_cast<K>(static_cast<R>(b));
   return static_cast<R>(x < y ? x : y);
 }
 template <typename A, typename B>
-auto pow(A a, B b) -> std::common_type_t<A, B> {
+OPGEN_HD auto pow(A a, B b) -> std::common_type_t<A, B> {
   using R = std::common_type_t<A, B>;
   using K = compute_t<R>;
-  return static_cast<R>(std::pow(static_cast<K>(static_cast<R>(a)), static_cast<K>(static_cast<R>(b))));
+  return static_cast<R>(OPGEN_MATH_(pow, static_cast<K>(static_cast<R>(a)), static_cast<K>(static_cast<R>(b))));
 }
 }  // namespace math
+#undef OPGEN_MATH_
 
 }  // namespace opgen
 
+#if defined(OPGEN_DEVICE_CUDA)
+// The CUDA building blocks (map, map_reduce_to, reductions) in place of the CPU ones; reduce.h's
+// host helpers (AxisSplit, split_reduction, sum_t) as on the CPU.
+#include "opgen/reduce.h"
+#include "opgen/cuda.h"
+#else
 // The building blocks over whole rows and matrices, on top of the above.
 #include "opgen/blas.h"    // opgen::gemm
 #include "opgen/reduce.h"  // opgen::reduce_axes, softmax_rows...
+#endif
 
 #endif  // OPGEN_KERNEL_H_

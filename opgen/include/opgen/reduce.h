@@ -14,6 +14,9 @@
 // kSumBlock, the block sums in double): a sum over millions of floats keeps its digits.
 // Axes that do not form one run (axes 0 and 2 of a 3-d input) fall back to a serial loop.
 //
+// Under OPGEN_DEVICE_CUDA only the host helpers (sum_t, AxisSplit, split_axis, split_reduction)
+// remain; opgen/cuda.h gives reduce_sum, reduce_max, softmax and softmax_backward on CUDA.
+//
 // Shipped with opgen (not generated). Framework-free: used by the aot and Function<T> paths.
 #ifndef OPGEN_REDUCE_H_
 #define OPGEN_REDUCE_H_
@@ -71,6 +74,7 @@ inline bool split_reduction(const Shape &shape, const Shape &kept, AxisSplit &s)
   return true;
 }
 
+#if !defined(OPGEN_DEVICE_CUDA)  // the CPU loops; opgen/cuda.h has the CUDA reduce_sum, softmax...
 namespace detail {
 constexpr int64_t kSumBlock = 1024;
 
@@ -442,6 +446,8 @@ void softmax_backward(const In<E> &y, const In<E> &dy, int64_t axis, const Out<O
     }
   });
 }
+
+#endif  // !OPGEN_DEVICE_CUDA
 
 }  // namespace opgen
 
