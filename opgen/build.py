@@ -412,16 +412,17 @@ def cuda_cflags(csrc: Path, abi: Sequence[str] = ()) -> tuple[str, ...]:
     """
     from .devices import cuda
 
-    return ("-O3", *cuda.NVCC_FLAGS, *cuda.gencode_flags(cuda.archs()), *abi, f"-I{include_dir()}", f"-I{csrc}",
-            *checked_flags())
+    return ("-O3", *cuda.NVCC_FLAGS, *cuda.cublas_flags()[0], *cuda.gencode_flags(cuda.archs()), *abi,
+            f"-I{include_dir()}", f"-I{csrc}", *checked_flags())
 
 
 def cuda_link_flags() -> tuple[str, ...]:
-    """Link flags of a library with CUDA units: the toolkit's runtime (``libcudart``), by rpath."""
+    """Link flags of a library with CUDA units: the toolkit's runtime (``libcudart``) and, where the
+    toolkit has it, cuBLAS (``libcublas``: opgen::gemm), by rpath."""
     from .devices import cuda
 
     dirs = cuda.library_dirs()
-    return (*(f"-L{d}" for d in dirs), "-lcudart", *(f"-Wl,-rpath,{d}" for d in dirs))
+    return (*(f"-L{d}" for d in dirs), *cuda.cublas_flags()[1], "-lcudart", *(f"-Wl,-rpath,{d}" for d in dirs))
 
 
 def cuda_kernel_target(pkg_dir: Path, abi: Sequence[str] = (), toolchain: str = "") -> Target:

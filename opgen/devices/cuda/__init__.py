@@ -146,7 +146,20 @@ NVCC_FLAGS = ("-std=c++17", "--extended-lambda", "--expt-relaxed-constexpr", "-X
               "-DOPGEN_DEVICE_CUDA=1", "-Xcudafe", "--display_error_number")
 """What every CUDA unit is compiled with: device lambdas (``__host__ __device__`` functors),
 constexpr host functions in device code (std::numeric_limits), position-independent code, the
-CUDA half of the kernel layer (``OPGEN_DEVICE_CUDA``), and EDG's error numbers in diagnostics."""
+CUDA half of the kernel layer (``OPGEN_DEVICE_CUDA``), and EDG's error numbers in diagnostics.
+Where the toolkit has cuBLAS, :func:`cublas_flags` adds ``opgen::gemm`` through it."""
+
+
+def has_cublas() -> bool:
+    """Whether the toolkit has cuBLAS (``cublas_v2.h``): a minimal nvcc install has not."""
+    return any((d / "cublas_v2.h").is_file() for d in include_dirs())
+
+
+def cublas_flags() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(compile, link) flags of ``opgen::gemm`` on CUDA (``-DOPGEN_CUBLAS``, ``-lcublas``) where the
+    toolkit has cuBLAS; none otherwise (a body calling ``opgen::gemm`` then fails to compile for the
+    GPU, at its YAML line)."""
+    return (("-DOPGEN_CUBLAS=1",), ("-lcublas",)) if has_cublas() else ((), ())
 
 
 class CudaDevice(Device):

@@ -25,6 +25,13 @@
 #define OPGEN_HD
 #endif
 
+/// The head of a functor a kernel body passes to opgen's building blocks (opgen::map,
+/// map_reduce_to...), written once for both devices: `OPGEN_LAMBDA(C v) noexcept -> C { return k * v; }`
+/// is `[=](C v) ...` for the CPU and the extended lambda `[=] __host__ __device__ (C v) ...` for
+/// CUDA (nvcc --extended-lambda), capturing by value (the attrs and sizes it reads: device code
+/// cannot read the host's stack). A `[&]` or `[]` lambda is CPU only.
+#define OPGEN_LAMBDA [=] OPGEN_HD
+
 #ifndef OPGEN_HIDDEN
 #if defined(__GNUC__) || defined(__clang__)
 #define OPGEN_HIDDEN __attribute__((visibility("hidden")))

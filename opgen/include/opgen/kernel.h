@@ -158,14 +158,25 @@ struct View {
     if (i < -ndim || i >= ndim) detail::out_of_bounds(name, item, "dim", i, ndim, "dimensions");
     return shape[i < 0 ? i + ndim : i];
   }
+#if !defined(OPGEN_DEVICE_CUDA)
   T &operator[](int64_t i) const {
     if (i < 0 || i >= numel) detail::out_of_bounds(name, item, "index", i, numel, "elements");
     return data[i];
   }
+#endif
 #else
   /// Size of dimension `i`; negative `i` counts from the end.
   int64_t dim(int i) const { return shape[i < 0 ? i + ndim : i]; }
+#if !defined(OPGEN_DEVICE_CUDA)
   T &operator[](int64_t i) const { return data[i]; }
+#endif
+#endif
+#if defined(OPGEN_DEVICE_CUDA)
+  // On CUDA a view's data is device memory: an element is read or written in device code only
+  // (a __device__ functor or a kernel of the body's own), so host code that indexes a view (a raw
+  // CPU loop, x[i]) is a compile error at the body's YAML line ("calling a __device__ function
+  // from a __host__ function"), not a crash at run time. dim() and the shape stay host-side.
+  __device__ T &operator[](int64_t i) const { return data[i]; }
 #endif
   explicit operator bool() const { return data != nullptr; }
   Shape shape_vector() const { return Shape(shape, shape + ndim); }

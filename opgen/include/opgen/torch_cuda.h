@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "opgen/cuda.h"
 #include "opgen/kernel.h"
 #include "opgen/torch.h"
 
