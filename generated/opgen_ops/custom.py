@@ -281,12 +281,26 @@ _ADD_ROWS = (  # CPU dtype_format: x, y, out
     ("I32_Default", "I32_Default", "I32_Default", ),
     ("I64_Default", "I64_Default", "I64_Default", ),
 )
+if _TARGET == "GPU":
+    _ADD_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", ),
+        ("I32_Default", "I32_Default", "I32_Default", ),
+        ("I64_Default", "I64_Default", "I64_Default", ),
+    )
 _ADD_BACKWARD_ROWS = (  # x, y, out, dout, dx, dy
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
     ("I32_Default", "I32_Default", "I32_Default", "I32_Default", "I32_Default", "I32_Default", ),
     ("I64_Default", "I64_Default", "I64_Default", "I64_Default", "I64_Default", "I64_Default", ),
 )
+if _TARGET == "GPU":
+    _ADD_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+        ("I32_Default", "I32_Default", "I32_Default", "I32_Default", "I32_Default", "I32_Default", ),
+        ("I64_Default", "I64_Default", "I64_Default", "I64_Default", "I64_Default", "I64_Default", ),
+    )
 
 
 def _add_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -304,8 +318,6 @@ def _add_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
 
 
 def _make_add(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"add(): device target {_TARGET} has no dtype_format rows for this op (ops/add.yaml has CPU rows only)")
     kinds = _meta.ADD["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.ADD["inputs"], kinds, layout)]
     attrs = [
@@ -889,12 +901,26 @@ _BROADCAST_TO_ROWS = (  # CPU dtype_format: x, out
     ("I32_Default", "I32_Default", ),
     ("I64_Default", "I64_Default", ),
 )
+if _TARGET == "GPU":
+    _BROADCAST_TO_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+        ("I32_Default", "I32_Default", ),
+        ("I64_Default", "I64_Default", ),
+    )
 _BROADCAST_TO_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
     ("I32_Default", "I32_Default", "I32_Default", "I32_Default", ),
     ("I64_Default", "I64_Default", "I64_Default", "I64_Default", ),
 )
+if _TARGET == "GPU":
+    _BROADCAST_TO_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+        ("I32_Default", "I32_Default", "I32_Default", "I32_Default", ),
+        ("I64_Default", "I64_Default", "I64_Default", "I64_Default", ),
+    )
 
 
 def _broadcast_to_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], shape: Any) -> Tuple[Any, ...]:
@@ -914,8 +940,6 @@ def _broadcast_to_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], shape
 
 
 def _make_broadcast_to(layout: Tuple[int, ...], dynamic: bool, shape: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"broadcast_to(): device target {_TARGET} has no dtype_format rows for this op (ops/broadcast_to.yaml has CPU rows only)")
     kinds = _meta.BROADCAST_TO["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.BROADCAST_TO["inputs"], kinds, layout)]
     attrs = [
@@ -1082,10 +1106,20 @@ _CLIP_ROWS = (  # CPU dtype_format: x, out
     ("F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _CLIP_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+    )
 _CLIP_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _CLIP_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _clip_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], min: Any, max: Any) -> Tuple[Any, ...]:
@@ -1103,8 +1137,6 @@ def _clip_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], min: Any, max
 
 
 def _make_clip(layout: Tuple[int, ...], dynamic: bool, min: Any, max: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"clip(): device target {_TARGET} has no dtype_format rows for this op (ops/clip.yaml has CPU rows only)")
     kinds = _meta.CLIP["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CLIP["inputs"], kinds, layout)]
     attrs = [
@@ -1705,10 +1737,20 @@ _DIV_ROWS = (  # CPU dtype_format: x, y, out
     ("F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _DIV_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", ),
+    )
 _DIV_BACKWARD_ROWS = (  # x, y, out, dout, dx, dy
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _DIV_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _div_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -1726,8 +1768,6 @@ def _div_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
 
 
 def _make_div(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"div(): device target {_TARGET} has no dtype_format rows for this op (ops/div.yaml has CPU rows only)")
     kinds = _meta.DIV["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.DIV["inputs"], kinds, layout)]
     attrs = [
@@ -2120,10 +2160,20 @@ _EXP_ROWS = (  # CPU dtype_format: x, out
     ("F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _EXP_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+    )
 _EXP_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _EXP_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _exp_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -2141,8 +2191,6 @@ def _exp_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
 
 
 def _make_exp(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"exp(): device target {_TARGET} has no dtype_format rows for this op (ops/exp.yaml has CPU rows only)")
     kinds = _meta.EXP["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.EXP["inputs"], kinds, layout)]
     attrs = [
@@ -2518,10 +2566,20 @@ _GELU_ROWS = (  # CPU dtype_format: x, out
     ("F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _GELU_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+    )
 _GELU_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _GELU_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _gelu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], approximate: Any) -> Tuple[Any, ...]:
@@ -2539,8 +2597,6 @@ def _gelu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], approximate: 
 
 
 def _make_gelu(layout: Tuple[int, ...], dynamic: bool, approximate: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"gelu(): device target {_TARGET} has no dtype_format rows for this op (ops/gelu.yaml has CPU rows only)")
     kinds = _meta.GELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.GELU["inputs"], kinds, layout)]
     attrs = [
@@ -2923,10 +2979,20 @@ _LEAKY_RELU_ROWS = (  # CPU dtype_format: x, out
     ("F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _LEAKY_RELU_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+    )
 _LEAKY_RELU_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _LEAKY_RELU_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _leaky_relu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], alpha: Any) -> Tuple[Any, ...]:
@@ -2944,8 +3010,6 @@ def _leaky_relu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], alpha: 
 
 
 def _make_leaky_relu(layout: Tuple[int, ...], dynamic: bool, alpha: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"leaky_relu(): device target {_TARGET} has no dtype_format rows for this op (ops/leaky_relu.yaml has CPU rows only)")
     kinds = _meta.LEAKY_RELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LEAKY_RELU["inputs"], kinds, layout)]
     attrs = [
@@ -3127,10 +3191,20 @@ _LOG_ROWS = (  # CPU dtype_format: x, out
     ("F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _LOG_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+    )
 _LOG_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _LOG_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _log_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -3148,8 +3222,6 @@ def _log_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
 
 
 def _make_log(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"log(): device target {_TARGET} has no dtype_format rows for this op (ops/log.yaml has CPU rows only)")
     kinds = _meta.LOG["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LOG["inputs"], kinds, layout)]
     attrs = [
@@ -3328,10 +3400,20 @@ _LOG_SOFTMAX_ROWS = (  # CPU dtype_format: x, out
     ("F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _LOG_SOFTMAX_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+    )
 _LOG_SOFTMAX_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _LOG_SOFTMAX_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _log_softmax_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any) -> Tuple[Any, ...]:
@@ -3349,8 +3431,6 @@ def _log_softmax_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: 
 
 
 def _make_log_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"log_softmax(): device target {_TARGET} has no dtype_format rows for this op (ops/log_softmax.yaml has CPU rows only)")
     kinds = _meta.LOG_SOFTMAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LOG_SOFTMAX["inputs"], kinds, layout)]
     attrs = [
@@ -3739,10 +3819,20 @@ _MAXIMUM_ROWS = (  # CPU dtype_format: x, y, out
     ("F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _MAXIMUM_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", ),
+    )
 _MAXIMUM_BACKWARD_ROWS = (  # x, y, out, dout, dx, dy
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _MAXIMUM_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _maximum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -3760,8 +3850,6 @@ def _maximum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[A
 
 
 def _make_maximum(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"maximum(): device target {_TARGET} has no dtype_format rows for this op (ops/maximum.yaml has CPU rows only)")
     kinds = _meta.MAXIMUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.MAXIMUM["inputs"], kinds, layout)]
     attrs = [
@@ -3944,10 +4032,20 @@ _MUL_ROWS = (  # CPU dtype_format: x, y, out
     ("F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _MUL_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", ),
+    )
 _MUL_BACKWARD_ROWS = (  # x, y, out, dout, dx, dy
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _MUL_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _mul_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -3965,8 +4063,6 @@ def _mul_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
 
 
 def _make_mul(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"mul(): device target {_TARGET} has no dtype_format rows for this op (ops/mul.yaml has CPU rows only)")
     kinds = _meta.MUL["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.MUL["inputs"], kinds, layout)]
     attrs = [
@@ -4340,10 +4436,20 @@ _POW_ROWS = (  # CPU dtype_format: x, y, out
     ("F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _POW_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", ),
+    )
 _POW_BACKWARD_ROWS = (  # x, y, out, dout, dx, dy
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _POW_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _pow_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -4361,8 +4467,6 @@ def _pow_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
 
 
 def _make_pow(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"pow(): device target {_TARGET} has no dtype_format rows for this op (ops/pow.yaml has CPU rows only)")
     kinds = _meta.POW["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.POW["inputs"], kinds, layout)]
     attrs = [
@@ -4733,10 +4837,20 @@ _REDUCE_MEAN_ROWS = (  # CPU dtype_format: x, out
     ("F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _REDUCE_MEAN_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+    )
 _REDUCE_MEAN_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _REDUCE_MEAN_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _reduce_mean_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Tuple[Any, ...]:
@@ -4754,8 +4868,6 @@ def _reduce_mean_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: 
 
 
 def _make_reduce_mean(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dims: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"reduce_mean(): device target {_TARGET} has no dtype_format rows for this op (ops/reduce_mean.yaml has CPU rows only)")
     kinds = _meta.REDUCE_MEAN["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_MEAN["inputs"], kinds, layout)]
     attrs = [
@@ -4919,10 +5031,20 @@ _REDUCE_SUM_ROWS = (  # CPU dtype_format: x, out
     ("F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _REDUCE_SUM_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+    )
 _REDUCE_SUM_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _REDUCE_SUM_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _reduce_sum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Tuple[Any, ...]:
@@ -4940,8 +5062,6 @@ def _reduce_sum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: A
 
 
 def _make_reduce_sum(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dims: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"reduce_sum(): device target {_TARGET} has no dtype_format rows for this op (ops/reduce_sum.yaml has CPU rows only)")
     kinds = _meta.REDUCE_SUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_SUM["inputs"], kinds, layout)]
     attrs = [
@@ -5112,10 +5232,20 @@ _RELU_ROWS = (  # CPU dtype_format: x, out
     ("F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _RELU_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+    )
 _RELU_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _RELU_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _relu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -5133,8 +5263,6 @@ def _relu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any,
 
 
 def _make_relu(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"relu(): device target {_TARGET} has no dtype_format rows for this op (ops/relu.yaml has CPU rows only)")
     kinds = _meta.RELU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.RELU["inputs"], kinds, layout)]
     attrs = [
@@ -5522,10 +5650,20 @@ _RSQRT_ROWS = (  # CPU dtype_format: x, out
     ("F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _RSQRT_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+    )
 _RSQRT_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _RSQRT_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _rsqrt_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -5543,8 +5681,6 @@ def _rsqrt_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any
 
 
 def _make_rsqrt(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"rsqrt(): device target {_TARGET} has no dtype_format rows for this op (ops/rsqrt.yaml has CPU rows only)")
     kinds = _meta.RSQRT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.RSQRT["inputs"], kinds, layout)]
     attrs = [
@@ -5723,10 +5859,20 @@ _SCALE_ADD_ROWS = (  # CPU dtype_format: x, y, out
     ("F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _SCALE_ADD_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", ),
+    )
 _SCALE_ADD_BACKWARD_ROWS = (  # x, y, out, dout, dx, dy
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _SCALE_ADD_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _scale_add_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], scale: Any, paddings: Any) -> Tuple[Any, ...]:
@@ -5744,8 +5890,6 @@ def _scale_add_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], scale: A
 
 
 def _make_scale_add(layout: Tuple[int, ...], dynamic: bool, scale: Any, paddings: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"scale_add(): device target {_TARGET} has no dtype_format rows for this op (ops/scale_add.yaml has CPU rows only)")
     kinds = _meta.SCALE_ADD["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SCALE_ADD["inputs"], kinds, layout)]
     attrs = [
@@ -5913,10 +6057,20 @@ _SIGMOID_ROWS = (  # CPU dtype_format: x, out
     ("F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _SIGMOID_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+    )
 _SIGMOID_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _SIGMOID_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _sigmoid_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -5934,8 +6088,6 @@ def _sigmoid_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[A
 
 
 def _make_sigmoid(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"sigmoid(): device target {_TARGET} has no dtype_format rows for this op (ops/sigmoid.yaml has CPU rows only)")
     kinds = _meta.SIGMOID["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SIGMOID["inputs"], kinds, layout)]
     attrs = [
@@ -6326,10 +6478,20 @@ _SOFTMAX_ROWS = (  # CPU dtype_format: x, out
     ("F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _SOFTMAX_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+    )
 _SOFTMAX_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _SOFTMAX_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _softmax_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any) -> Tuple[Any, ...]:
@@ -6347,8 +6509,6 @@ def _softmax_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any)
 
 
 def _make_softmax(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"softmax(): device target {_TARGET} has no dtype_format rows for this op (ops/softmax.yaml has CPU rows only)")
     kinds = _meta.SOFTMAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SOFTMAX["inputs"], kinds, layout)]
     attrs = [
@@ -6530,10 +6690,20 @@ _SOFTPLUS_ROWS = (  # CPU dtype_format: x, out
     ("F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _SOFTPLUS_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+    )
 _SOFTPLUS_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _SOFTPLUS_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _softplus_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -6551,8 +6721,6 @@ def _softplus_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[
 
 
 def _make_softplus(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"softplus(): device target {_TARGET} has no dtype_format rows for this op (ops/softplus.yaml has CPU rows only)")
     kinds = _meta.SOFTPLUS["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SOFTPLUS["inputs"], kinds, layout)]
     attrs = [
@@ -6732,10 +6900,20 @@ _SQRT_ROWS = (  # CPU dtype_format: x, out
     ("F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _SQRT_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+    )
 _SQRT_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _SQRT_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _sqrt_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -6753,8 +6931,6 @@ def _sqrt_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any,
 
 
 def _make_sqrt(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"sqrt(): device target {_TARGET} has no dtype_format rows for this op (ops/sqrt.yaml has CPU rows only)")
     kinds = _meta.SQRT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SQRT["inputs"], kinds, layout)]
     attrs = [
@@ -6933,10 +7109,20 @@ _SQUARE_ROWS = (  # CPU dtype_format: x, out
     ("F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _SQUARE_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+    )
 _SQUARE_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _SQUARE_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _square_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -6954,8 +7140,6 @@ def _square_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[An
 
 
 def _make_square(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"square(): device target {_TARGET} has no dtype_format rows for this op (ops/square.yaml has CPU rows only)")
     kinds = _meta.SQUARE["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SQUARE["inputs"], kinds, layout)]
     attrs = [
@@ -7134,10 +7318,20 @@ _SUB_ROWS = (  # CPU dtype_format: x, y, out
     ("F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _SUB_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", ),
+    )
 _SUB_BACKWARD_ROWS = (  # x, y, out, dout, dx, dy
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _SUB_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _sub_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -7155,8 +7349,6 @@ def _sub_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, 
 
 
 def _make_sub(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"sub(): device target {_TARGET} has no dtype_format rows for this op (ops/sub.yaml has CPU rows only)")
     kinds = _meta.SUB["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SUB["inputs"], kinds, layout)]
     attrs = [
@@ -7542,10 +7734,20 @@ _TANH_ROWS = (  # CPU dtype_format: x, out
     ("F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _TANH_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+    )
 _TANH_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _TANH_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _tanh_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -7563,8 +7765,6 @@ def _tanh_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any,
 
 
 def _make_tanh(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"tanh(): device target {_TARGET} has no dtype_format rows for this op (ops/tanh.yaml has CPU rows only)")
     kinds = _meta.TANH["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.TANH["inputs"], kinds, layout)]
     attrs = [
@@ -7951,10 +8151,20 @@ _WHERE_ROWS = (  # CPU dtype_format: cond, x, y, out
     ("BOOL_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("BOOL_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _WHERE_ROWS = (  # GPU dtype_format
+        ("BOOL_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("BOOL_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 _WHERE_BACKWARD_ROWS = (  # cond, x, y, out, dout, dx, dy
     ("BOOL_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("BOOL_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
 )
+if _TARGET == "GPU":
+    _WHERE_BACKWARD_ROWS = (
+        ("BOOL_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("BOOL_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+    )
 
 
 def _where_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -7972,8 +8182,6 @@ def _where_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any
 
 
 def _make_where(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"where(): device target {_TARGET} has no dtype_format rows for this op (ops/where.yaml has CPU rows only)")
     kinds = _meta.WHERE["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.WHERE["inputs"], kinds, layout)]
     attrs = [

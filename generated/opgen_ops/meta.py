@@ -43,6 +43,10 @@ ADD: Dict[str, Any] = {
         ("int64", "int64", "int64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", "float32", ),
+        ("float64", "float64", "float64", ),
+        ("int32", "int32", "int32", ),
+        ("int64", "int64", "int64", ),
     ),
     "source": 'ops/add.yaml',
 }
@@ -98,6 +102,10 @@ BROADCAST_TO: Dict[str, Any] = {
         ("int64", "int64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
+        ("int32", "int32", ),
+        ("int64", "int64", ),
     ),
     "source": 'ops/broadcast_to.yaml',
 }
@@ -116,6 +124,8 @@ CLIP: Dict[str, Any] = {
         ("float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
     ),
     "source": 'ops/clip.yaml',
 }
@@ -170,6 +180,8 @@ DIV: Dict[str, Any] = {
         ("float64", "float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", "float32", ),
+        ("float64", "float64", "float64", ),
     ),
     "source": 'ops/div.yaml',
 }
@@ -204,6 +216,8 @@ EXP: Dict[str, Any] = {
         ("float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
     ),
     "source": 'ops/exp.yaml',
 }
@@ -238,6 +252,8 @@ GELU: Dict[str, Any] = {
         ("float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
     ),
     "source": 'ops/gelu.yaml',
 }
@@ -272,6 +288,8 @@ LEAKY_RELU: Dict[str, Any] = {
         ("float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
     ),
     "source": 'ops/leaky_relu.yaml',
 }
@@ -288,6 +306,8 @@ LOG: Dict[str, Any] = {
         ("float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
     ),
     "source": 'ops/log.yaml',
 }
@@ -305,6 +325,8 @@ LOG_SOFTMAX: Dict[str, Any] = {
         ("float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
     ),
     "source": 'ops/log_softmax.yaml',
 }
@@ -339,6 +361,8 @@ MAXIMUM: Dict[str, Any] = {
         ("float64", "float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", "float32", ),
+        ("float64", "float64", "float64", ),
     ),
     "source": 'ops/maximum.yaml',
 }
@@ -355,6 +379,8 @@ MUL: Dict[str, Any] = {
         ("float64", "float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", "float32", ),
+        ("float64", "float64", "float64", ),
     ),
     "source": 'ops/mul.yaml',
 }
@@ -389,6 +415,8 @@ POW: Dict[str, Any] = {
         ("float64", "float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", "float32", ),
+        ("float64", "float64", "float64", ),
     ),
     "source": 'ops/pow.yaml',
 }
@@ -425,6 +453,8 @@ REDUCE_MEAN: Dict[str, Any] = {
         ("float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
     ),
     "source": 'ops/reduce_mean.yaml',
 }
@@ -443,6 +473,8 @@ REDUCE_SUM: Dict[str, Any] = {
         ("float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
     ),
     "source": 'ops/reduce_sum.yaml',
 }
@@ -459,6 +491,8 @@ RELU: Dict[str, Any] = {
         ("float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
     ),
     "source": 'ops/relu.yaml',
 }
@@ -492,6 +526,8 @@ RSQRT: Dict[str, Any] = {
         ("float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
     ),
     "source": 'ops/rsqrt.yaml',
 }
@@ -510,6 +546,8 @@ SCALE_ADD: Dict[str, Any] = {
         ("float64", "float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", "float32", ),
+        ("float64", "float64", "float64", ),
     ),
     "source": 'ops/scale_add.yaml',
 }
@@ -526,6 +564,8 @@ SIGMOID: Dict[str, Any] = {
         ("float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
     ),
     "source": 'ops/sigmoid.yaml',
 }
@@ -561,6 +601,8 @@ SOFTMAX: Dict[str, Any] = {
         ("float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
     ),
     "source": 'ops/softmax.yaml',
 }
@@ -577,6 +619,8 @@ SOFTPLUS: Dict[str, Any] = {
         ("float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
     ),
     "source": 'ops/softplus.yaml',
 }
@@ -593,6 +637,8 @@ SQRT: Dict[str, Any] = {
         ("float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
     ),
     "source": 'ops/sqrt.yaml',
 }
@@ -609,6 +655,8 @@ SQUARE: Dict[str, Any] = {
         ("float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
     ),
     "source": 'ops/square.yaml',
 }
@@ -625,6 +673,8 @@ SUB: Dict[str, Any] = {
         ("float64", "float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", "float32", ),
+        ("float64", "float64", "float64", ),
     ),
     "source": 'ops/sub.yaml',
 }
@@ -657,6 +707,8 @@ TANH: Dict[str, Any] = {
         ("float64", "float64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
     ),
     "source": 'ops/tanh.yaml',
 }
@@ -690,6 +742,8 @@ WHERE: Dict[str, Any] = {
         ("bool", "float64", "float64", "float64", ),
     ),
     "gpu_rows": (
+        ("bool", "float32", "float32", "float32", ),
+        ("bool", "float64", "float64", "float64", ),
     ),
     "source": 'ops/where.yaml',
 }

@@ -29,7 +29,7 @@ void forward(const Attrs &attrs, const opgen::Out<param_t> &param, const opgen::
   const float &eps = attrs.eps;
   const float &weight_decay = attrs.weight_decay;
   const bool &bias_correction = attrs.bias_correction;
-#line 69 "ops/adamw.yaml"
+#line 70 "ops/adamw.yaml"
   using C = opgen::compute_t<param_t>;
   const int64_t t = step[0];
   if (bias_correction && t < 1) throw opgen::Error("step must be >= 1 with bias_correction, got " + std::to_string(t));

@@ -24,7 +24,7 @@ template <typename x_t, typename zs_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::InList<zs_t> &zs, const opgen::Out<out_t> &out) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, zs, out);  // checked mode's errors name them
-#line 26 "ops/add_n.yaml"
+#line 27 "ops/add_n.yaml"
   // the contract guarantees every z has x's numel: z.data[i] stays in bounds
   opgen::parallel_for(out.numel, opgen::kParallelGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -45,7 +45,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::InList<z
   (void)x;
   (void)zs;
   (void)out;
-#line 35 "ops/add_n.yaml"
+#line 36 "ops/add_n.yaml"
   if (dx.data != nullptr) opgen::parallel_copy(dout.data, dout.numel, dx.data);
   for (const auto &d : dzs) {
     if (d.data != nullptr) opgen::parallel_copy(dout.data, dout.numel, d.data);

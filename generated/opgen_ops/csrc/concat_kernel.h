@@ -25,7 +25,7 @@ void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out
   (void)attrs;
   OPGEN_NAME_VIEWS(xs, out);  // checked mode's errors name them
   const int64_t &axis = attrs.axis;
-#line 26 "ops/concat.yaml"
+#line 27 "ops/concat.yaml"
   // View the tensors as (outer, size_i * inner) blocks and copy block rows in turn (each copy
   // split over the thread pool when large).
   const int64_t ax = opgen::normalize_axes(axis, out.ndim)[0];
@@ -53,7 +53,7 @@ void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In
   (void)xs;
   (void)out;
   const int64_t &axis = attrs.axis;
-#line 45 "ops/concat.yaml"
+#line 46 "ops/concat.yaml"
   const int64_t ax = opgen::normalize_axes(axis, out.ndim)[0];
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < ax; ++i) outer *= out.dim(i);

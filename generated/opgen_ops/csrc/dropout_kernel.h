@@ -26,7 +26,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<y_t> 
   OPGEN_NAME_VIEWS(x, y, mask);  // checked mode's errors name them
   const float &keep_prob = attrs.keep_prob;
   const int64_t &seed = attrs.seed;
-#line 42 "ops/dropout.yaml"
+#line 43 "ops/dropout.yaml"
   using C = opgen::compute_t<x_t>;
   // keep_prob is in (0, 1]: the attr's range is checked before any kernel runs, on both paths.
   // (No error raised here: a body that can raise one makes the Custom path wait for the kernel on every
@@ -57,7 +57,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
   (void)mask;
   const float &keep_prob = attrs.keep_prob;
   const int64_t &seed = attrs.seed;
-#line 59 "ops/dropout.yaml"
+#line 60 "ops/dropout.yaml"
   using C = opgen::compute_t<x_t>;
   for (int64_t i = 0; i < dx.numel; ++i) dx[i] = mask[i] ? x_t(C(dy[i]) / C(keep_prob)) : x_t(0);
 #line 64 "generated/opgen_ops/csrc/dropout_kernel.h"

@@ -26,7 +26,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const std::vector<int64_t> &axis = attrs.axis;
   const bool &keep_dims = attrs.keep_dims;
-#line 30 "ops/reduce_mean.yaml"
+#line 31 "ops/reduce_mean.yaml"
   // Sums (opgen/reduce.h) divided by the count.
   using A = opgen::sum_t<x_t>;
   const A count = A(out.numel ? x.numel / out.numel : 0);
@@ -44,12 +44,12 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   (void)out;
   const std::vector<int64_t> &axis = attrs.axis;
   const bool &keep_dims = attrs.keep_dims;
-#line 35 "ops/reduce_mean.yaml"
+#line 36 "ops/reduce_mean.yaml"
   // dx = dout / count, broadcast back over the reduced axes.
   using C = opgen::compute_t<x_t>;
   const opgen::Shape kept = opgen::reduce_shape(x.shape_vector(), axis, true);
   const C count = C(dout.numel ? x.numel / dout.numel : 1);
-  opgen::map(dx, [&](C g) { return g / count; }, opgen::make_view(dout.data, kept.data(), static_cast<int>(kept.size())));
+  opgen::map(dx, OPGEN_LAMBDA(C g) { return g / count; }, opgen::make_view(dout.data, kept.data(), static_cast<int>(kept.size())));
 #line 54 "generated/opgen_ops/csrc/reduce_mean_kernel.h"
 }
 

@@ -26,7 +26,7 @@ void forward(const Attrs &attrs, const opgen::In<pred_t> &pred, const opgen::In<
   OPGEN_NAME_VIEWS(pred, target, loss);  // checked mode's errors name them
   const float &beta = attrs.beta;
   const std::string &reduction = attrs.reduction;
-#line 37 "ops/smooth_l1_loss.yaml"
+#line 38 "ops/smooth_l1_loss.yaml"
   using C = opgen::compute_t<pred_t>;
   const C b = C(beta);
   auto l = [b](C p, C t) noexcept -> C {
@@ -54,7 +54,7 @@ void backward(const Attrs &attrs, const opgen::In<pred_t> &pred, const opgen::In
   (void)loss;
   const float &beta = attrs.beta;
   const std::string &reduction = attrs.reduction;
-#line 51 "ops/smooth_l1_loss.yaml"
+#line 52 "ops/smooth_l1_loss.yaml"
   // dpred = clamp(d / beta, -1, 1) * dloss (per element for 'none', the reduced dloss scaled
   // otherwise), dtarget = -dpred; the reduction is compared once, not per element.
   using C = opgen::compute_t<pred_t>;

@@ -26,7 +26,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const std::vector<int64_t> &kernel = attrs.kernel;
   const std::vector<int64_t> &stride = attrs.stride;
-#line 36 "ops/avg_pool2d.yaml"
+#line 37 "ops/avg_pool2d.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t P = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3), OH = out.dim(2), OW = out.dim(3);
   const int64_t kh = kernel[0], kw = kernel[1], sh = stride[0], sw = stride[1];
@@ -59,7 +59,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   (void)out;
   const std::vector<int64_t> &kernel = attrs.kernel;
   const std::vector<int64_t> &stride = attrs.stride;
-#line 56 "ops/avg_pool2d.yaml"
+#line 57 "ops/avg_pool2d.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t P = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3), OH = dout.dim(2), OW = dout.dim(3);
   const int64_t kh = kernel[0], kw = kernel[1], sh = stride[0], sw = stride[1];

@@ -27,7 +27,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   const int64_t &axis = attrs.axis;
   const bool &exclusive = attrs.exclusive;
   const bool &reverse = attrs.reverse;
-#line 37 "ops/cumsum.yaml"
+#line 38 "ops/cumsum.yaml"
   // View x as (outer, n, inner); each (outer, inner) pair is one run of n strided elements.
   using C = opgen::compute_t<x_t>;
   const std::vector<int64_t> axes = opgen::normalize_axes(axis, x.ndim);
@@ -61,7 +61,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const int64_t &axis = attrs.axis;
   const bool &exclusive = attrs.exclusive;
   const bool &reverse = attrs.reverse;
-#line 57 "ops/cumsum.yaml"
+#line 58 "ops/cumsum.yaml"
   // dx[j] = sum of dout[k] over the k whose sum includes x[j]: a cumsum the other way round.
   using C = opgen::compute_t<x_t>;
   const std::vector<int64_t> axes = opgen::normalize_axes(axis, x.ndim);

@@ -35,6 +35,19 @@ extern template void backward<float, float>(const Attrs &, const opgen::In<float
 extern template void forward<double, double>(const Attrs &, const opgen::In<double> &, const opgen::Out<double> &);
 extern template void backward<double, double>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &);
 
+/// The CUDA device's forward and backward (exp_kernel.cu, target GPU):
+/// the same bodies over views of device memory, launched on opgen::cuda::current_stream().
+namespace cuda {
+template <typename x_t, typename out_t>
+void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out);
+template <typename x_t, typename out_t>
+void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx);
+extern template void forward<float, float>(const Attrs &, const opgen::In<float> &, const opgen::Out<float> &);
+extern template void backward<float, float>(const Attrs &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &);
+extern template void forward<double, double>(const Attrs &, const opgen::In<double> &, const opgen::Out<double> &);
+extern template void backward<double, double>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &);
+}  // namespace cuda
+
 }  // namespace exp
 }  // namespace opgen_ops_torch
 

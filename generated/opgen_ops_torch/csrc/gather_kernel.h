@@ -25,7 +25,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indice
   (void)attrs;
   OPGEN_NAME_VIEWS(x, indices, out);  // checked mode's errors name them
   const int64_t &axis = attrs.axis;
-#line 32 "ops/gather.yaml"
+#line 33 "ops/gather.yaml"
   // View x as (outer, n, inner) and out as (outer, K, inner), K = indices.numel.
   const int64_t ax = opgen::normalize_axes(axis, x.ndim)[0];
   int64_t outer = 1, inner = 1;
@@ -57,7 +57,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indic
   (void)indices;
   (void)out;
   const int64_t &axis = attrs.axis;
-#line 51 "ops/gather.yaml"
+#line 52 "ops/gather.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t ax = opgen::normalize_axes(axis, x.ndim)[0];
   int64_t outer = 1, inner = 1;

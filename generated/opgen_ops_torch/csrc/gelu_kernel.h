@@ -25,13 +25,13 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   (void)attrs;
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const std::string &approximate = attrs.approximate;
-#line 28 "ops/gelu.yaml"
+#line 29 "ops/gelu.yaml"
   using C = opgen::compute_t<x_t>;
   const C k = C(0.7978845608028654), c = C(0.044715);  // sqrt(2 / pi)
   if (approximate == "tanh") {
-    opgen::map(out, [&](C v) -> C { return C(0.5) * v * (C(1) + opgen::math::tanh(k * (v + c * v * v * v))); }, x);
+    opgen::map(out, OPGEN_LAMBDA(C v) -> C { return C(0.5) * v * (C(1) + opgen::math::tanh(k * (v + c * v * v * v))); }, x);
   } else {
-    opgen::map(out, [&](C v) -> C { return C(0.5) * v * (C(1) + opgen::math::erf(v * C(0.7071067811865476))); }, x);
+    opgen::map(out, OPGEN_LAMBDA(C v) -> C { return C(0.5) * v * (C(1) + opgen::math::erf(v * C(0.7071067811865476))); }, x);
   }
 #line 37 "generated/opgen_ops_torch/csrc/gelu_kernel.h"
 }
@@ -45,18 +45,18 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   (void)x;
   (void)out;
   const std::string &approximate = attrs.approximate;
-#line 36 "ops/gelu.yaml"
+#line 37 "ops/gelu.yaml"
   using C = opgen::compute_t<x_t>;
   const C k = C(0.7978845608028654), c = C(0.044715);
   if (approximate == "tanh") {
-    opgen::map(dx, [&](C v, C g) -> C {
+    opgen::map(dx, OPGEN_LAMBDA(C v, C g) -> C {
       const C t = opgen::math::tanh(k * (v + c * v * v * v));
       return g * (C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * k * (C(1) + C(3) * c * v * v));
     }, x, dout);
   } else {
-    opgen::map(dx, [&](C v, C g) -> C {
+    opgen::map(dx, OPGEN_LAMBDA(C v, C g) -> C {
       return g * (C(0.5) * (C(1) + opgen::math::erf(v * C(0.7071067811865476))) +
-                  v * std::exp(C(-0.5) * v * v) * C(0.3989422804014327));  // 1 / sqrt(2 pi)
+                  v * opgen::math::exp(C(-0.5) * v * v) * C(0.3989422804014327));  // 1 / sqrt(2 pi)
     }, x, dout);
   }
 #line 63 "generated/opgen_ops_torch/csrc/gelu_kernel.h"

@@ -25,7 +25,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_
   (void)attrs;
   OPGEN_NAME_VIEWS(x, gamma, beta, y, mean, rstd);  // checked mode's errors name them
   const float &eps = attrs.eps;
-#line 44 "ops/layer_norm.yaml"
+#line 45 "ops/layer_norm.yaml"
   // Rows in parallel; mean, variance and the output are vector loops over a row.
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.ndim ? x.dim(-1) : 1;
@@ -78,7 +78,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma
   (void)mean;
   (void)rstd;
   const float &eps = attrs.eps;
-#line 81 "ops/layer_norm.yaml"
+#line 82 "ops/layer_norm.yaml"
   // One pass over the rows, as ATen's layer_norm backward reads x and dy once: per row, with
   // xhat = (x - mean) * rstd and g = dy * gamma, the two row sums of
   // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), then dx; dgamma = sum dy * xhat and

@@ -26,12 +26,12 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &
   OPGEN_NAME_VIEWS(x, y, out);  // checked mode's errors name them
   const float &scale = attrs.scale;
   const std::vector<float> &paddings = attrs.paddings;
-#line 34 "ops/scale_add.yaml"
+#line 35 "ops/scale_add.yaml"
   using C = opgen::compute_t<out_t>;
   C pad = 0;
   for (float p : paddings) pad += C(p);
   const C k = C(scale) * C(paddings.size());  // scale * y once per padding
-  opgen::map(out, [&](C a, C b) -> C { return a + k * b + pad; }, x, y);
+  opgen::map(out, OPGEN_LAMBDA(C a, C b) -> C { return a + k * b + pad; }, x, y);
 #line 36 "generated/opgen_ops_torch/csrc/scale_add_kernel.h"
 }
 
@@ -47,16 +47,16 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
   const float &scale = attrs.scale;
   const std::vector<float> &paddings = attrs.paddings;
   if (dx) {
-#line 41 "ops/scale_add.yaml"
+#line 42 "ops/scale_add.yaml"
     using C = opgen::compute_t<x_t>;
-    opgen::map_reduce_to(dx, dout.shape_vector(), [](C g) -> C { return g; }, dout);
+    opgen::map_reduce_to(dx, dout.shape_vector(), OPGEN_LAMBDA(C g) -> C { return g; }, dout);
 #line 54 "generated/opgen_ops_torch/csrc/scale_add_kernel.h"
   }
   if (dy) {
-#line 44 "ops/scale_add.yaml"
+#line 45 "ops/scale_add.yaml"
     using C = opgen::compute_t<y_t>;
     const C k = C(scale) * C(paddings.size());
-    opgen::map_reduce_to(dy, dout.shape_vector(), [&](C g) -> C { return k * g; }, dout);
+    opgen::map_reduce_to(dy, dout.shape_vector(), OPGEN_LAMBDA(C g) -> C { return k * g; }, dout);
 #line 61 "generated/opgen_ops_torch/csrc/scale_add_kernel.h"
   }
 }

@@ -24,11 +24,11 @@ template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
-#line 20 "ops/square.yaml"
+#line 21 "ops/square.yaml"
   // General C++ form. A plain loop (for i < out.numel: out[i] = x[i] * x[i]) is right but runs
   // on one core; opgen::map runs the same lambda as a vector loop on the thread pool, here
   // capped at the AVX2 copy (one multiply per element loaded: memory-bound, kMemoryBoundIsa).
-  opgen::map<opgen::kMemoryBoundIsa>(out, [](opgen::compute_t<x_t> v) noexcept { return v * v; }, x);
+  opgen::map<opgen::kMemoryBoundIsa>(out, OPGEN_LAMBDA(opgen::compute_t<x_t> v) noexcept { return v * v; }, x);
 #line 33 "generated/opgen_ops_torch/csrc/square_kernel.h"
 }
 
@@ -40,9 +40,9 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
-#line 25 "ops/square.yaml"
+#line 26 "ops/square.yaml"
   using C = opgen::compute_t<x_t>;
-  opgen::map<opgen::kMemoryBoundIsa>(dx, [](C v, C g) noexcept { return C(2) * v * g; }, x, dout);
+  opgen::map<opgen::kMemoryBoundIsa>(dx, OPGEN_LAMBDA(C v, C g) noexcept { return C(2) * v * g; }, x, dout);
 #line 47 "generated/opgen_ops_torch/csrc/square_kernel.h"
 }
 

@@ -35,6 +35,19 @@ extern template void backward<float, float, float>(const Attrs &, const opgen::I
 extern template void forward<double, double, double>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &);
 extern template void backward<double, double, double>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &, const opgen::Out<double> &);
 
+/// The CUDA device's forward and backward (sub_kernel.cu, target GPU):
+/// the same bodies over views of device memory, launched on opgen::cuda::current_stream().
+namespace cuda {
+template <typename x_t, typename y_t, typename out_t>
+void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &y, const opgen::Out<out_t> &out);
+template <typename x_t, typename y_t, typename out_t>
+void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &y, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx, const opgen::Out<y_t> &dy);
+extern template void forward<float, float, float>(const Attrs &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &);
+extern template void backward<float, float, float>(const Attrs &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &, const opgen::Out<float> &);
+extern template void forward<double, double, double>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &);
+extern template void backward<double, double, double>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &, const opgen::Out<double> &);
+}  // namespace cuda
+
 }  // namespace sub
 }  // namespace opgen_ops_torch
 

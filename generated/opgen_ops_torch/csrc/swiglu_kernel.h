@@ -24,7 +24,7 @@ template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
-#line 24 "ops/swiglu.yaml"
+#line 25 "ops/swiglu.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.dim(-1), H = D / 2, R = D ? x.numel / D : 0;
   // rows in parallel, from the AVX-512 / AVX2+FMA copy of the loop (parallel_rows: under
@@ -52,7 +52,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
-#line 41 "ops/swiglu.yaml"
+#line 42 "ops/swiglu.yaml"
   // d/da = b * s * (1 + a * (1 - s)), d/db = a * s, s = sigmoid(a)
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.dim(-1), H = D / 2, R = D ? x.numel / D : 0;

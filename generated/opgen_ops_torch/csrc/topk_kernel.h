@@ -25,7 +25,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<value
   (void)attrs;
   OPGEN_NAME_VIEWS(x, values, indices);  // checked mode's errors name them
   const int64_t &k = attrs.k;
-#line 36 "ops/topk.yaml"
+#line 37 "ops/topk.yaml"
   const int64_t n = x.dim(-1), R = n ? x.numel / n : values.numel / (k ? k : 1);
   // rows in parallel, a chunk worth kParallelGrain elements (the default grain counts elements)
   opgen::parallel_for(n ? R : 0, std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, n)), [&](int64_t r0, int64_t r1) {
@@ -55,7 +55,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<value
   (void)values;
   (void)indices;
   const int64_t &k = attrs.k;
-#line 53 "ops/topk.yaml"
+#line 54 "ops/topk.yaml"
   const int64_t n = x.dim(-1), R = n ? x.numel / n : 0;
   std::fill(dx.data, dx.data + dx.numel, x_t(0));
   for (int64_t r = 0; r < R; ++r) {

@@ -174,8 +174,9 @@ def _cuda_kernels(pkg_dir: Path) -> Target:
 
 def aot_gpu_target(pkg_dir: Path) -> Target:
     """The GPU aot library of a generated package: each op with ``GPU`` rows, its entry points
-    (``csrc/<op>_aot.cu``: the seed's ABI, run on the stream MindSpore passes) and its CUDA kernel
-    unit, compiled by nvcc and linked with the CUDA runtime."""
+    (``csrc/<op>_aot.cu``: the seed's ABI, run on the stream MindSpore passes; one unit per op, as
+    the CPU aot library's) and its CUDA kernel unit, compiled by nvcc and linked with the CUDA
+    runtime."""
     csrc = pkg_dir / "csrc"
     sources = tuple(sorted(csrc.glob("*_aot.cu")))
     kernels = _cuda_kernels(pkg_dir)
