@@ -202,7 +202,7 @@ at::Tensor autograd_op(const at::Tensor &x_arg, at::TensorList zs_arg) {
   }
   if (!opgen::pt::ag::wanted(x_arg, zs_arg)) return result;
   opgen::pt::ag::no_functorch("add_n");
-  const auto node = c10::make_intrusive<Grad>(2 + zs_arg.size());
+  const auto node = opgen::pt::ag::make_node<Grad>(2 + zs_arg.size());
   node->set_next_edges(torch::autograd::collect_next_edges(x_arg, zs_arg));
   node->slots.add(x_arg);
   node->slots.add(zs_arg);

@@ -111,7 +111,7 @@ at::Tensor autograd_op(at::TensorList xs_arg, c10::SymInt axis) {
   }
   if (!opgen::pt::ag::wanted(xs_arg)) return result;
   opgen::pt::ag::no_functorch("concat");
-  const auto node = c10::make_intrusive<Grad>(1 + xs_arg.size());
+  const auto node = opgen::pt::ag::make_node<Grad>(1 + xs_arg.size());
   node->set_next_edges(torch::autograd::collect_next_edges(xs_arg));
   node->slots.add(xs_arg);
   node->attr_axis = axis;

@@ -143,7 +143,7 @@ at::Tensor autograd_op(const at::Tensor &x_arg, c10::SymInt axis, bool exclusive
   }
   if (!opgen::pt::ag::wanted(x_arg)) return result;
   opgen::pt::ag::no_functorch("cumsum");
-  const auto node = c10::make_intrusive<Grad>(2);
+  const auto node = opgen::pt::ag::make_node<Grad>(2);
   node->set_next_edges(torch::autograd::collect_next_edges(x_arg));
   node->slots.add(x_arg);
   node->attr_axis = axis;

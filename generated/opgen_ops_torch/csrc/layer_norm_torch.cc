@@ -163,7 +163,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> autograd_op(const at::Tensor &x_a
   }
   if (!opgen::pt::ag::wanted(x_arg, gamma_arg, beta_arg)) return result;
   opgen::pt::ag::no_functorch("layer_norm");
-  const auto node = c10::make_intrusive<Grad>(6);
+  const auto node = opgen::pt::ag::make_node<Grad>(6);
   node->set_next_edges(torch::autograd::collect_next_edges(x_arg, gamma_arg, beta_arg));
   node->slots.add(x_arg);
   node->slots.add(gamma_arg);

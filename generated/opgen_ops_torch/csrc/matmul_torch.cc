@@ -149,7 +149,7 @@ at::Tensor autograd_op(const at::Tensor &a_arg, const at::Tensor &b_arg, bool tr
   }
   if (!opgen::pt::ag::wanted(a_arg, b_arg)) return result;
   opgen::pt::ag::no_functorch("matmul");
-  const auto node = c10::make_intrusive<Grad>(3);
+  const auto node = opgen::pt::ag::make_node<Grad>(3);
   node->set_next_edges(torch::autograd::collect_next_edges(a_arg, b_arg));
   node->slots.add(a_arg);
   node->slots.add(b_arg);

@@ -147,7 +147,7 @@ at::Tensor autograd_op(const at::Tensor &x_arg, const at::Tensor &weight_arg, do
   }
   if (!opgen::pt::ag::wanted(x_arg, weight_arg)) return result;
   opgen::pt::ag::no_functorch("rms_norm");
-  const auto node = c10::make_intrusive<Grad>(3);
+  const auto node = opgen::pt::ag::make_node<Grad>(3);
   node->set_next_edges(torch::autograd::collect_next_edges(x_arg, weight_arg));
   node->slots.add(x_arg);
   node->slots.add(weight_arg);

@@ -149,7 +149,7 @@ at::Tensor autograd_op(const at::Tensor &x_arg, const at::Tensor &y_arg, double 
   }
   if (!opgen::pt::ag::wanted(x_arg, y_arg)) return result;
   opgen::pt::ag::no_functorch("scale_add");
-  const auto node = c10::make_intrusive<Grad>(3);
+  const auto node = opgen::pt::ag::make_node<Grad>(3);
   node->set_next_edges(torch::autograd::collect_next_edges(x_arg, y_arg));
   node->slots.add(x_arg);
   node->slots.add(y_arg);

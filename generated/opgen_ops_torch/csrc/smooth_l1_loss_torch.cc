@@ -151,7 +151,7 @@ at::Tensor autograd_op(const at::Tensor &pred_arg, const at::Tensor &target_arg,
   }
   if (!opgen::pt::ag::wanted(pred_arg, target_arg)) return result;
   opgen::pt::ag::no_functorch("smooth_l1_loss");
-  const auto node = c10::make_intrusive<Grad>(3);
+  const auto node = opgen::pt::ag::make_node<Grad>(3);
   node->set_next_edges(torch::autograd::collect_next_edges(pred_arg, target_arg));
   node->slots.add(pred_arg);
   node->slots.add(target_arg);

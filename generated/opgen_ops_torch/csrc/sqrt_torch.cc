@@ -131,7 +131,7 @@ at::Tensor autograd_op(const at::Tensor &x_arg) {
   }
   if (!opgen::pt::ag::wanted(x_arg)) return result;
   opgen::pt::ag::no_functorch("sqrt");
-  const auto node = c10::make_intrusive<Grad>(2);
+  const auto node = opgen::pt::ag::make_node<Grad>(2);
   node->set_next_edges(torch::autograd::collect_next_edges(x_arg));
   node->slots.add(x_arg);
   const at::Tensor &out = result;

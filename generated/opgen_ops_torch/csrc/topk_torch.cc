@@ -142,7 +142,7 @@ std::tuple<at::Tensor, at::Tensor> autograd_op(const at::Tensor &x_arg, c10::Sym
   }
   if (!opgen::pt::ag::wanted(x_arg)) return result;
   opgen::pt::ag::no_functorch("topk");
-  const auto node = c10::make_intrusive<Grad>(3);
+  const auto node = opgen::pt::ag::make_node<Grad>(3);
   node->set_next_edges(torch::autograd::collect_next_edges(x_arg));
   node->slots.add(x_arg);
   node->attr_k = k;

@@ -145,7 +145,7 @@ at::Tensor autograd_op(const at::Tensor &cond_arg, const at::Tensor &x_arg, cons
   }
   if (!opgen::pt::ag::wanted(cond_arg, x_arg, y_arg)) return result;
   opgen::pt::ag::no_functorch("where");
-  const auto node = c10::make_intrusive<Grad>(4);
+  const auto node = opgen::pt::ag::make_node<Grad>(4);
   node->set_next_edges(torch::autograd::collect_next_edges(cond_arg, x_arg, y_arg));
   node->slots.add(cond_arg);
   node->slots.add(x_arg);

@@ -30,6 +30,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace opgen {
@@ -37,6 +39,25 @@ namespace pt {
 namespace ag {
 
 using torch::autograd::variable_list;
+
+/// Whether this torch's autograd nodes are intrusive_ptr targets (torch 2.13) or shared_ptr owned
+/// (torch 2.12 and older, e.g. the 2.11+cu130 of GPU machines we know): the generated autograd
+/// kernels make and hold their nodes through make_node / NodePtr, which follow it.
+inline constexpr bool kIntrusiveNodes = std::is_base_of_v<c10::intrusive_ptr_target, torch::autograd::Node>;
+
+/// The owning pointer of an autograd node of type T on this torch.
+template <typename T>
+using NodePtr = std::conditional_t<kIntrusiveNodes, c10::intrusive_ptr<T>, std::shared_ptr<T>>;
+
+/// A new autograd node of type T (c10::make_intrusive or std::make_shared, as this torch owns nodes).
+template <typename T, typename... A>
+NodePtr<T> make_node(A &&...args) {
+  if constexpr (kIntrusiveNodes) {
+    return c10::make_intrusive<T>(std::forward<A>(args)...);
+  } else {
+    return std::make_shared<T>(std::forward<A>(args)...);
+  }
+}
 
 inline bool requires_grad(const at::Tensor &t) { return t.defined() && t.requires_grad(); }
 inline bool requires_grad(const std::optional<at::Tensor> &t) { return t.has_value() && requires_grad(*t); }
@@ -158,7 +179,7 @@ struct OpNode : public torch::autograd::Node {
     torch::autograd::edge_list edges = torch::autograd::collect_next_edges(douts);
     edges.insert(edges.end(), next_edges().begin(), next_edges().end());
     const std::string op = op_name();
-    const auto error = c10::make_intrusive<torch::autograd::Error>(
+    const auto error = make_node<torch::autograd::Error>(
         op + "(): the backward of opgen op '" + op +
             "' is not differentiable (no double backward): a gradient through it taken with create_graph=True "
             "can be used as a value but not differentiated again (gradient penalty, "
@@ -221,8 +242,8 @@ struct OpNode : public torch::autograd::Node {
 /// Attach the op's outputs to ``node`` in order (node input ``j`` is output ``j``): a
 /// differentiable one (the spec says so and its dtype can have a gradient) gets the node as its
 /// grad_fn, the others an unused node input and no history.
-template <typename NodeT>
-void set_output(const c10::intrusive_ptr<NodeT> &node, const at::Tensor &t, bool differentiable) {
+template <typename Ptr>  // NodePtr<the op's node>
+void set_output(const Ptr &node, const at::Tensor &t, bool differentiable) {
   node->slots.add(t);
   if (differentiable && t.defined() && torch::autograd::isDifferentiableType(t.scalar_type())) {
     const uint32_t nr = node->add_input_metadata(t);
