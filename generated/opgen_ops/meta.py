@@ -23,6 +23,8 @@ ADAMW: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", "float32", "int64", "float32", ),
         ("float64", "float64", "float64", "float64", "int64", "float64", ),
+        ("float16", "float16", "float16", "float16", "int64", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", "bfloat16", "int64", "bfloat16", ),
     ),
     "source": 'ops/adamw.yaml',
 }
@@ -37,6 +39,8 @@ ADD: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
         ("int32", "int32", "int32", ),
         ("int64", "int64", "int64", ),
     ),
@@ -53,6 +57,8 @@ ADD_N: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
         ("int32", "int32", "int32", ),
         ("int64", "int64", "int64", ),
     ),
@@ -71,6 +77,8 @@ AVG_POOL2D: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/avg_pool2d.yaml',
 }
@@ -86,6 +94,8 @@ BROADCAST_TO: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
         ("int32", "int32", ),
         ("int64", "int64", ),
     ),
@@ -104,6 +114,8 @@ CLIP: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/clip.yaml',
 }
@@ -119,6 +131,8 @@ CONCAT: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
         ("int32", "int32", ),
         ("int64", "int64", ),
     ),
@@ -138,6 +152,8 @@ CUMSUM: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/cumsum.yaml',
 }
@@ -152,6 +168,8 @@ DIV: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/div.yaml',
 }
@@ -168,6 +186,8 @@ DROPOUT: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "bool", ),
         ("float64", "float64", "bool", ),
+        ("float16", "float16", "bool", ),
+        ("bfloat16", "bfloat16", "bool", ),
     ),
     "source": 'ops/dropout.yaml',
 }
@@ -182,6 +202,8 @@ EXP: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/exp.yaml',
 }
@@ -197,6 +219,8 @@ GATHER: Dict[str, Any] = {
     "rows": (
         ("float32", "int64", "float32", ),
         ("float64", "int64", "float64", ),
+        ("float16", "int64", "float16", ),
+        ("bfloat16", "int64", "bfloat16", ),
     ),
     "source": 'ops/gather.yaml',
 }
@@ -212,6 +236,8 @@ GELU: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/gelu.yaml',
 }
@@ -227,6 +253,8 @@ LAYER_NORM: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", "float32", "float32", "float32", ),
         ("float64", "float64", "float64", "float64", "float64", "float64", ),
+        ("float16", "float16", "float16", "float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/layer_norm.yaml',
 }
@@ -242,6 +270,8 @@ LEAKY_RELU: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/leaky_relu.yaml',
 }
@@ -256,6 +286,8 @@ LOG: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/log.yaml',
 }
@@ -271,6 +303,8 @@ LOG_SOFTMAX: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/log_softmax.yaml',
 }
@@ -287,6 +321,8 @@ MATMUL: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/matmul.yaml',
 }
@@ -301,6 +337,8 @@ MAXIMUM: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/maximum.yaml',
 }
@@ -315,6 +353,8 @@ MUL: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/mul.yaml',
 }
@@ -331,6 +371,8 @@ PAD2D: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/pad2d.yaml',
 }
@@ -345,6 +387,8 @@ POW: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/pow.yaml',
 }
@@ -361,6 +405,8 @@ REDUCE_MAX: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/reduce_max.yaml',
 }
@@ -377,6 +423,8 @@ REDUCE_MEAN: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/reduce_mean.yaml',
 }
@@ -393,6 +441,8 @@ REDUCE_SUM: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/reduce_sum.yaml',
 }
@@ -407,6 +457,8 @@ RELU: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/relu.yaml',
 }
@@ -422,6 +474,8 @@ RMS_NORM: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/rms_norm.yaml',
 }
@@ -436,6 +490,8 @@ RSQRT: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/rsqrt.yaml',
 }
@@ -452,6 +508,8 @@ SCALE_ADD: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/scale_add.yaml',
 }
@@ -466,6 +524,8 @@ SIGMOID: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/sigmoid.yaml',
 }
@@ -482,6 +542,8 @@ SMOOTH_L1_LOSS: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/smooth_l1_loss.yaml',
 }
@@ -497,6 +559,8 @@ SOFTMAX: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/softmax.yaml',
 }
@@ -511,6 +575,8 @@ SOFTPLUS: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/softplus.yaml',
 }
@@ -525,6 +591,8 @@ SQRT: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/sqrt.yaml',
 }
@@ -539,6 +607,8 @@ SQUARE: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/square.yaml',
 }
@@ -553,6 +623,8 @@ SUB: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/sub.yaml',
 }
@@ -567,6 +639,8 @@ SWIGLU: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/swiglu.yaml',
 }
@@ -581,6 +655,8 @@ TANH: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/tanh.yaml',
 }
@@ -596,6 +672,8 @@ TOPK: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "int64", ),
         ("float64", "float64", "int64", ),
+        ("float16", "float16", "int64", ),
+        ("bfloat16", "bfloat16", "int64", ),
     ),
     "source": 'ops/topk.yaml',
 }
@@ -610,6 +688,8 @@ WHERE: Dict[str, Any] = {
     "rows": (
         ("bool", "float32", "float32", "float32", ),
         ("bool", "float64", "float64", "float64", ),
+        ("bool", "float16", "float16", "float16", ),
+        ("bool", "bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/where.yaml',
 }
