@@ -139,7 +139,9 @@ class _Loss(_Call):
             outs = (outs,)
         loss = 0.0
         for i, j in self.pairs:
-            loss = loss + (outs[i] * args[j]).sum()
+            # summed in float64: MindSpore's CPU ReduceSum has no bfloat16 kernel ("Reduce does not
+            # support this kernel data type"); the gradient reaching out_k is w_k either way
+            loss = loss + (outs[i] * args[j]).astype(ms.float64).sum()
         return loss
 
 
