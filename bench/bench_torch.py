@@ -3,7 +3,8 @@
 Run from the repository root::
 
     PYTHONPATH=$PWD .venv/bin/python bench/bench_torch.py [--only gelu,matmul] [--rounds 7]
-        [--no-grad] [--alone S] [--overhead-only] [--threads N] [--stat min]
+        [--no-grad] [--alone S] [--overhead-only | --no-overhead] [--threads N] [--stat min]
+        [--dtypes float32,float16,bfloat16]
 
 Large cases (bench_kernels.py's sizes: 4096 x 1024 float32, 16 MB per tensor; matmul 512^3;
 avg_pool2d 16x64x64x64; topk k=8), one row per op, medians per call of
@@ -26,11 +27,17 @@ with a ``torch::autograd::Node`` per op (torch's own generated autograd, what th
 does); for an op without attrs (mul) and one with a float attr (leaky_relu), inputs without and
 with ``requires_grad``. The four calls take turns in one process, in a shuffled order per turn.
 This script prints numbers; it asserts nothing about speed.
+
+``--dtypes float16,bfloat16`` (any of float32, float16, bfloat16) runs the 16-bit rows too: the
+cases of :data:`SIXTEEN_BIT` (add, gelu, softmax, rms_norm against ``F.rms_norm``, layer_norm, and
+what ``--only`` keeps of them) with their inputs cast to the dtype, against torch's own 16-bit CPU
+kernels (opgen's compute in float32 and round once, see docs/performance.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import os
 import random
@@ -131,13 +138,35 @@ def cases(rng: np.random.Generator) -> list[Case]:
     return out
 
 
-def _tensors(case: Case, grad: bool) -> dict[str, torch.Tensor]:
-    return {k: torch.from_numpy(v.copy()).requires_grad_(grad and k in case.grad_of) for k, v in case.inputs.items()}
+SIXTEEN_BIT = ("add", "gelu", "softmax", "rms_norm (vs F.rms_norm)", "layer_norm")
+"""The cases ``--dtypes float16,bfloat16`` runs in 16 bits (against torch's own 16-bit kernels)."""
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+TOLERANCE_16 = {"float16": 1e-2, "bfloat16": 5e-2}
+"""How far a 16-bit result may be from torch's (each rounds its float32 result once; torch's
+layer_norm and rms_norm of 16-bit inputs also round once, so this is a few ulp)."""
 
 
-def run_case(case: Case, mods: dict[str, Any], rounds: int, grad: bool, alone: float) -> None:
+def _tensors(case: Case, grad: bool, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+    out = {}
+    for k, v in case.inputs.items():
+        t = torch.from_numpy(v.copy())
+        out[k] = (t.to(dtype) if t.dtype == torch.float32 else t).requires_grad_(grad and k in case.grad_of)
+    return out
+
+
+def in_dtype(case: Case, dtype: str) -> Case:
+    """A copy of ``case`` (fresh timings) whose float inputs are ``dtype``; 16-bit ones are named so."""
+    if dtype == "float32":
+        return dataclasses.replace(case, timings={})
+    tag = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    return dataclasses.replace(case, op=f"{case.op} {tag}", timings={}, tol=max(case.tol, TOLERANCE_16[dtype]))
+
+
+def run_case(case: Case, mods: dict[str, Any], rounds: int, grad: bool, alone: float,
+             dtype: torch.dtype = torch.float32) -> None:
     """Check opgen against the builtin, then time forward (and forward+backward) of each."""
-    fwd_t = _tensors(case, False)
+    fwd_t = _tensors(case, False, dtype)
     impls: dict[str, Fn] = {"builtin": functools.partial(case.builtin, fwd_t)}  # type: ignore[arg-type]
     impls["opgen"] = functools.partial(case.opgen, mods["fused" if case.op == "bias_gelu" else "ops"], fwd_t)
     if case.fused:
@@ -146,13 +175,14 @@ def run_case(case: Case, mods: dict[str, Any], rounds: int, grad: bool, alone: f
         want = impls["builtin"]()
         for label, f in impls.items():
             got = f()
-            if not torch.allclose(got, want, rtol=case.tol, atol=case.tol):
+            if got.dtype != want.dtype or not torch.allclose(got.float(), want.float(), rtol=case.tol, atol=case.tol):
                 raise SystemExit(f"{case.op}: {label} differs from torch's builtin "
                                  f"(max error {(got - want).abs().max().item():.3g})")
     if grad:
-        bwd_t = _tensors(case, True)
+        bwd_t = _tensors(case, True, dtype)
         inputs = [bwd_t[k] for k in case.grad_of]
         dout = torch.from_numpy(np.random.default_rng(1).standard_normal(tuple(want.shape)).astype(np.float32))
+        dout = dout.to(want.dtype)
 
         def fwd_bwd(f: Fn) -> Fn:
             return lambda: torch.autograd.grad(f(bwd_t), inputs, dout)
@@ -252,9 +282,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--alone", type=float, default=0.0, metavar="S",
                    help="time each implementation on its own for S seconds (bench_kernels.py --alone)")
     p.add_argument("--overhead-only", action="store_true", help="only the per-call table (16 elements)")
+    p.add_argument("--no-overhead", action="store_true", help="no per-call table (it builds the hand-written ops)")
     p.add_argument("--stat", choices=("median", "min"), default="median",
                    help="per-call figure: the median (bench_kernels.py's) or the minimum, the figure to read on a "
                         "loaded machine, where the median measures the preemptions (docs/performance.md)")
+    p.add_argument("--dtypes", default="float32",
+                   help="comma-separated: float32, float16, bfloat16 (16-bit: the cases of SIXTEEN_BIT only)")
     p.add_argument("--threads", type=int, default=0,
                    help="torch.set_num_threads(N) first (opgen's pool follows torch's count); default: torch's")
     args = p.parse_args(argv)
@@ -270,16 +303,20 @@ def main(argv: list[str] | None = None) -> int:
     from generated import opgen_ops_torch
 
     only = {s.strip() for s in args.only.split(",") if s.strip()}
-    selected = [c for c in cases(np.random.default_rng(0)) if not only or c.op.split(" ")[0] in only]
+    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    if not dtypes or any(d not in DTYPES for d in dtypes):
+        p.error(f"--dtypes: expected some of {', '.join(DTYPES)}")
+    base = [c for c in cases(np.random.default_rng(0)) if not only or c.op.split(" ")[0] in only]
+    selected = [(in_dtype(c, d), DTYPES[d]) for d in dtypes for c in base if d == "float32" or c.op in SIXTEEN_BIT]
     mods = {"ops": opgen_ops_torch}
-    if any(c.op == "bias_gelu" for c in selected):
+    if any(c.op == "bias_gelu" for c, _ in selected):
         mods["fused"] = fused_package()
     print()
     print("| op | size | builtin | opgen | opgen/builtin | compiled | opgen/compiled | "
           "fwd+bwd builtin | opgen | opgen/builtin | compiled | opgen/compiled |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for case in selected:
-        run_case(case, mods, args.rounds, not args.no_grad, args.alone)
+    for case, dtype in selected:
+        run_case(case, mods, args.rounds, not args.no_grad, args.alone, dtype)
         med = {k: stat(v) for k, v in case.timings.items()}
         cell = functools.partial(_cell, med)
         ratio = functools.partial(_ratio, med)
@@ -288,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{cell('compiled')} | {ratio('opgen', 'compiled')} | {cell('builtin fwd+bwd')} | "
               f"{cell('opgen fwd+bwd')} | {ratio('opgen fwd+bwd', 'builtin fwd+bwd')} | {cell('compiled fwd+bwd')} | "
               f"{ratio('opgen fwd+bwd', 'compiled fwd+bwd')} |", flush=True)
-    overhead(args.rounds, stat)
+    if not args.no_overhead:
+        overhead(args.rounds, stat)
     return 0
 
 

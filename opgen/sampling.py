@@ -42,6 +42,61 @@ def attrs_text(attrs: Mapping[str, Any]) -> str:
     return (" " + ", ".join(f"{k}={v!r}" for k, v in attrs.items())) if attrs else ""
 
 
+# ----------------------------------------------------------------------------- dtypes
+#
+# numpy has no bfloat16. A bfloat16 array of the checks is a float32 array whose values are all
+# bfloat16 values (float32 rounded to nearest even at bit 16) and whose dtype carries the tag
+# BFLOAT16 (numpy dtype metadata): a runner hands it to its framework as a bfloat16 tensor, which
+# holds exactly those values, and reads a bfloat16 output back as such an array (a bfloat16 value
+# is exact in float32). Nothing here needs a bfloat16 type from numpy or any other package.
+
+BFLOAT16: np.dtype[Any] = np.dtype(np.float32, metadata={"opgen_dtype": "bfloat16"})
+"""How the checks' numpy arrays hold bfloat16: float32 storage, tagged (see :func:`dtype_name`)."""
+
+_SIGNIFICAND_BITS = {"bfloat16": 8, "float16": 11, "float32": 24, "float64": 53}
+
+
+def precision(dtype: str) -> int:
+    """Significand bits of a float dtype name (0 for any other): orders dtypes by precision,
+    which their item sizes do not (float16 and bfloat16 are both 2 bytes)."""
+    return _SIGNIFICAND_BITS.get(dtype, 0)
+
+
+def is_float(dtype: str) -> bool:
+    """Whether a dtype name is a float one (float16, bfloat16, float32, float64)."""
+    return dtype in _SIGNIFICAND_BITS
+
+
+def dtype_name(a: Array) -> str:
+    """The dtype name of an array of the checks: ``bfloat16`` for a :data:`BFLOAT16` array."""
+    meta = a.dtype.metadata
+    return str(meta["opgen_dtype"]) if meta and "opgen_dtype" in meta else str(a.dtype.name)
+
+
+def round_bfloat16(a: Array) -> Array:
+    """Float values rounded to bfloat16 (to nearest, ties to even; NaN and infinities kept), as a
+    :data:`BFLOAT16` array. float64 values are rounded once (not through float32 first)."""
+    shape = np.shape(a)
+    x = np.asarray(a, dtype=np.float64).reshape(-1)  # 1-d: numpy scalars would not shift or view
+    f = x.astype(np.float32)
+    top = f.view(np.uint32) >> np.uint32(16)
+    lower = (top << np.uint32(16)).view(np.float32)  # truncated towards zero
+    upper = ((top + np.uint32(1)) << np.uint32(16)).view(np.float32)  # the next one away from zero
+    with np.errstate(all="ignore"):
+        dl, du = np.abs(x - lower), np.abs(upper - x)
+        even = (top & np.uint32(1)) == 0
+        out = np.where((dl < du) | ((dl == du) & even), lower, upper)
+    out = np.where(np.isfinite(f), out, f)  # inf stays inf, NaN stays NaN
+    return out.astype(BFLOAT16).reshape(shape)
+
+
+def as_dtype(a: Array, dtype: str) -> Array:
+    """``a`` cast to the dtype name ``dtype`` (``bfloat16``: rounded, see :func:`round_bfloat16`)."""
+    if dtype == "bfloat16":
+        return round_bfloat16(a) if dtype_name(np.asarray(a)) != "bfloat16" else np.array(a, copy=True)
+    return np.asarray(a).astype(dtype)
+
+
 # ----------------------------------------------------------------------------- shapes
 
 STYLES: tuple[str, ...] = ("plain", "broadcast", "scalar", "scalar-broadcast", "empty")
@@ -744,7 +799,7 @@ def draw_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str,
     """
     if dtype == "bool":
         return rng.integers(0, 2, shape).astype(np.bool_)
-    if np.dtype(dtype).kind in "iu":
+    if not is_float(dtype):
         ints = sorted({v for lo, hi in domain for v in range(math.ceil(lo), math.floor(hi) + 1)})
         info = np.iinfo(dtype)
         ints = [v for v in ints if info.min <= v <= info.max]
@@ -755,4 +810,4 @@ def draw_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str,
     pick = rng.choice(len(domain), size=shape, p=lengths / lengths.sum())
     lo = np.array([d[0] for d in domain])[pick]
     hi = np.array([d[1] for d in domain])[pick]
-    return np.asarray(lo + (hi - lo) * rng.random(shape)).astype(dtype)
+    return as_dtype(lo + (hi - lo) * rng.random(shape), dtype)

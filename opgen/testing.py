@@ -62,12 +62,18 @@ import numpy as np
 from . import backends, runtime
 from .diagnostics import Diagnostic, SpecError
 from .model import DEFAULT_DOMAIN, Op, TestSettings
+from .sampling import BFLOAT16 as BFLOAT16
 from .sampling import Array as Array
 from .sampling import Case as Case
 from .sampling import CheckError as CheckError
 from .sampling import NotApplicable as NotApplicable
+from .sampling import as_dtype as as_dtype
 from .sampling import attrs_text, seed_sequence
 from .sampling import draw_values as draw_values
+from .sampling import dtype_name as dtype_name
+from .sampling import is_float as is_float
+from .sampling import precision as precision
+from .sampling import round_bfloat16 as round_bfloat16
 from .sampling import shape_cases as shape_cases
 from .sampling import violating_cases as violating_cases
 
@@ -119,6 +125,8 @@ TOLERANCES: dict[str, Tolerance] = {
     "float64": Tolerance(forward=1e-10, grad=1e-10, fd_step=1e-6, fd=1e-6),
     "float32": Tolerance(forward=1e-5, grad=1e-4, fd_step=1e-3, fd=1e-2),
     "float16": Tolerance(forward=2e-3, grad=1e-2, fd_step=1e-2, fd=1e-1),
+    # bfloat16's eps is 2^-8 = 3.9e-3, four times float16's (2^-10): the same multiples of it
+    "bfloat16": Tolerance(forward=8e-3, grad=4e-2, fd_step=4e-2, fd=4e-1),
 }
 """Per float dtype; integer and bool outputs must match exactly."""
 
@@ -136,7 +144,7 @@ def _loosest(row: Sequence[str], columns: Sequence[int]) -> Tolerance:
     floats = [row[c] for c in columns if row[c] in TOLERANCES]
     if not floats:
         return _EXACT
-    return tolerance(min(floats, key=lambda d: np.dtype(d).itemsize))
+    return tolerance(min(floats, key=precision))
 
 
 # ----------------------------------------------------------------------------- test settings
@@ -415,6 +423,8 @@ def _central_differences(forward: Callable[[Sequence[Array]], list[Array]], arra
             plus, minus = base.copy(), base.copy()
             plus.flat[j] = base.flat[j] + step
             minus.flat[j] = base.flat[j] - step
+            if dtype_name(base) == "bfloat16":  # float32 storage: round the step as the dtype does
+                plus, minus = round_bfloat16(plus), round_bfloat16(minus)
             h = float(plus.flat[j]) - float(minus.flat[j])  # the step the dtype really took
             arrs = list(arrays)
             arrs[p] = plus
@@ -645,16 +655,16 @@ def _grad_rows(op: Op, target: str) -> tuple[list[str] | None, list[list[str]]]:
     """The row gradients are checked by finite differences in (float64, else the widest float
     row) and the other rows whose differentiable inputs are all float."""
     diff = [i for i, x in enumerate(op.inputs) if x.differentiable]
-    rows = [r for r in _row_dtypes(op, target) if diff and all(np.dtype(r[i]).kind == "f" for i in diff)]
+    rows = [r for r in _row_dtypes(op, target) if diff and all(is_float(r[i]) for i in diff)]
     if not rows:
         return None, []
-    main = max(rows, key=lambda r: max(np.dtype(r[i]).itemsize for i in diff))
+    main = max(rows, key=lambda r: max(precision(r[i]) for i in diff))
     return main, [r for r in rows if r != main]
 
 
 def _check_reference(pkg: Package, op: Op, attrs: Mapping[str, Any], settings: OpTestSettings,
                      rng: np.random.Generator, tally: _Tally) -> None:
-    f64 = ["float64" if np.dtype(d).kind == "f" else d for d in _row_dtypes(op, pkg.target)[0]]
+    f64 = ["float64" if is_float(d) else d for d in _row_dtypes(op, pkg.target)[0]]
     for case in shape_cases(op, attrs, rng, settings):  # the reference follows the shape rules
         tally.context = f"reference forward, {case.describe()}"
         tally.comparisons += 1
@@ -694,6 +704,29 @@ def _check_reference(pkg: Package, op: Op, attrs: Mapping[str, Any], settings: O
             tally.compare(f"d{op.inputs[case.slots[j]].name}", got[case.slots[j]], g, TOLERANCES["float64"].fd)
 
 
+REDRAWS = 8
+"""How many times :func:`_telling_values` draws a forward case's values at most."""
+
+
+def _telling_values(rng: np.random.Generator, op: Op, case: Case, row: Sequence[str], settings: OpTestSettings,
+                    reference: Callable[[Sequence[Array]], list[Array]]) -> tuple[list[Array], list[Array] | None]:
+    """Values for a forward case, and the reference's outputs for them (None when the reference
+    raised: the check calls it again after the op, as for any case). Values are drawn again (up to
+    :data:`REDRAWS` times) while an output the check compares, not empty, would be all zeros: an
+    integer row draws few distinct values (-2..2 by default), and a kernel that writes zeros then
+    passed every case of a check whose draws happened to want zeros (issue 32: an int32 row the body
+    did not handle passed ``forward/compiled`` and failed ``forward/eager``, whose cases differ)."""
+    for _ in range(REDRAWS):
+        arrays = _draw(rng, op, case, row, settings)
+        try:
+            want = reference(arrays)
+        except Exception:
+            return arrays, None
+        if not any(w.size and not np.any(w) for w in want):
+            break
+    return arrays, want
+
+
 def _check_forward(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], settings: OpTestSettings,
                    rng: np.random.Generator, tally: _Tally) -> None:
     rows = _path_rows(pkg, op, path)
@@ -704,21 +737,23 @@ def _check_forward(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], se
         row_text = ", ".join(f"{n}={d}" for n, d in zip(names, row))
         for case in shape_cases(op, attrs, rng, settings):
             tally.context = f"({row_text}) {case.describe()}{attrs_text(attrs)}"
-            arrays = _draw(rng, op, case, row, settings)
+            reference = _reference_forward(pkg, op, attrs, case.layout)
+            arrays, want = _telling_values(rng, op, case, row, settings, reference)
             try:
                 outs = runner.forward(arrays, case.layout)
             except Exception as exc:
                 tally.comparisons += 1
                 tally.raised(op, exc)
                 continue
-            want = _reference_forward(pkg, op, attrs, case.layout)(arrays)
+            if want is None:
+                want = reference(arrays)
             if len(outs) != len(checked):
                 tally.fail(f"returned {len(outs)} outputs, expected {len(op.outputs)}")
                 continue
             for k, (name, column) in enumerate(checked):
                 dtype = row[column]
-                if outs[k].dtype != np.dtype(dtype):
-                    tally.fail(f"{name}: dtype {outs[k].dtype}, expected {dtype}")
+                if dtype_name(outs[k]) != dtype:
+                    tally.fail(f"{name}: dtype {dtype_name(outs[k])}, expected {dtype}")
                 if k < len(op.outputs) and outs[k].shape != case.out_shapes[k]:
                     tally.fail(f"{name}: shape {outs[k].shape}, expected {case.out_shapes[k]} "
                                f"(shape rule {op.outputs[k].shape.text})")
@@ -742,7 +777,7 @@ def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], setti
     fd_runner = runner.finite_differences_runner()
     n_in = len(op.inputs)
     # values representable in the narrowest float row, so every row sees the same numbers
-    narrow = min((r[i] for r in [main, *others] for i in runner.diff_in), key=lambda d: np.dtype(d).itemsize)
+    narrow = min((r[i] for r in [main, *others] for i in runner.diff_in), key=precision)
     # central differences see the rounding of every differentiable input and output: an f16 output of
     # f32 inputs is exact to f16's precision only, so the step and bound are f16's (issue 24)
     main_tol = _loosest(main, [*runner.diff_in, *(n_in + k for k in runner.diff_out)])
@@ -752,8 +787,8 @@ def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], setti
             continue  # e.g. every differentiable input is an optional one left out
         tally.context = f"{case.describe()}{attrs_text(attrs)}"
         draw_dtypes = [narrow if i in runner.diff_in else main[i] for i in range(n_in)]
-        arrays = [a.astype(main[i]) for a, i in zip(_draw(rng, op, case, draw_dtypes, settings), case.slots)]
-        weights = [rng.uniform(-1, 1, case.out_shapes[k]).astype(narrow).astype(main[n_in + k])
+        arrays = [as_dtype(a, main[i]) for a, i in zip(_draw(rng, op, case, draw_dtypes, settings), case.slots)]
+        weights = [as_dtype(as_dtype(rng.uniform(-1, 1, case.out_shapes[k]), narrow), main[n_in + k])
                    for k in runner.diff_out]
         try:
             got = runner.grads(arrays, weights, case.layout, positions)
@@ -771,12 +806,12 @@ def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], setti
             if g is None:
                 tally.fail(f"d{name}: missing")
                 continue
-            if g.dtype != np.dtype(main[i]):
-                tally.fail(f"d{name}: dtype {g.dtype}, expected {main[i]}")
+            if dtype_name(g) != main[i]:
+                tally.fail(f"d{name}: dtype {dtype_name(g)}, expected {main[i]}")
             tally.compare(f"d{name} ({main[i]}) vs central differences", g, fd[j], main_tol.fd)
         for row in others:
-            arrs = [a.astype(row[i]) for a, i in zip(arrays, case.slots)]
-            ws = [w.astype(row[n_in + k]) for w, k in zip(weights, runner.diff_out)]
+            arrs = [as_dtype(a, row[i]) for a, i in zip(arrays, case.slots)]
+            ws = [as_dtype(w, row[n_in + k]) for w, k in zip(weights, runner.diff_out)]
             try:
                 got_r = runner.grads(arrs, ws, case.layout, positions)
             except Exception as exc:
@@ -785,8 +820,8 @@ def _check_grad(pkg: Package, op: Op, path: str, attrs: Mapping[str, Any], setti
                 continue
             for j, slot in enumerate(positions):
                 i = case.slots[slot]
-                if got_r[j].dtype != np.dtype(row[i]):
-                    tally.fail(f"d{op.inputs[i].name}: dtype {got_r[j].dtype}, expected {row[i]}")
+                if dtype_name(got_r[j]) != row[i]:
+                    tally.fail(f"d{op.inputs[i].name}: dtype {dtype_name(got_r[j])}, expected {row[i]}")
                 tally.compare(f"d{op.inputs[i].name} ({row[i]}) vs {main[i]}", got_r[j], got[j],
                               _loosest(row, [i, *(n_in + k for k in runner.diff_out)]).grad)
 
@@ -797,11 +832,11 @@ def _check_no_grad(op: Op, runner: OpRunner, rows: Sequence[Sequence[str]], attr
     gradient (``ms.grad``) through it must work and give zeros for its float inputs, on every
     path (MindSpore's Custom path once had no bprop for it, then passed its output gradient on)."""
     n_in = len(op.inputs)
-    row = next((r for r in rows if any(np.dtype(d).kind == "f" for d in r)), None)
+    row = next((r for r in rows if any(is_float(d) for d in r)), None)
     if row is None:
         raise NotApplicable("no float input or output")
-    float_in = [i for i in range(n_in) if np.dtype(row[i]).kind == "f"]
-    runner.diff_out = tuple(k for k in range(len(op.outputs)) if np.dtype(row[n_in + k]).kind == "f")
+    float_in = [i for i in range(n_in) if is_float(row[i])]
+    runner.diff_out = tuple(k for k in range(len(op.outputs)) if is_float(row[n_in + k]))
     if not float_in or not runner.diff_out:
         raise NotApplicable("no float input and output")
     for case in shape_cases(op, attrs, rng, settings):
@@ -809,8 +844,8 @@ def _check_no_grad(op: Op, runner: OpRunner, rows: Sequence[Sequence[str]], attr
         if not positions:
             continue
         tally.context = f"{case.describe()}{attrs_text(attrs)} (no gradient flows through the op)"
-        arrays = [a.astype(row[i]) for a, i in zip(_draw(rng, op, case, list(row[:n_in]), settings), case.slots)]
-        weights = [rng.uniform(-1, 1, case.out_shapes[k]).astype(row[n_in + k]) for k in runner.diff_out]
+        arrays = [as_dtype(a, row[i]) for a, i in zip(_draw(rng, op, case, list(row[:n_in]), settings), case.slots)]
+        weights = [as_dtype(rng.uniform(-1, 1, case.out_shapes[k]), row[n_in + k]) for k in runner.diff_out]
         try:
             got = runner.grads(arrays, weights, case.layout, positions)
         except Exception as exc:

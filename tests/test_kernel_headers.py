@@ -364,6 +364,31 @@ def test_flat_loop_vectorises_at_O2(tmp_path: Path) -> None:
     assert kernel_lines, proc.stderr
 
 
+@pytest.mark.parametrize("elem", ["opgen::half", "opgen::bfloat16"])
+def test_16_bit_loops_vectorise(tmp_path: Path, elem: str) -> None:
+    """A map over 16-bit floats, and an OPGEN_SIMD loop that assigns float values to them (in an
+    AVX2 copy, as the dispatched loops are), are vectorised: the conversions are branch-free and the
+    stores assign the bits (a branchy conversion, or `o[i] = half(v)` copying a temporary in an omp
+    simd loop, kept them scalar)."""
+    src = tmp_path / "vec16.cc"
+    src.write_text('#include "opgen/kernel.h"\n'
+                   f"using H = {elem};\n"
+                   "void add(opgen::Out<H> o, opgen::In<H> a, opgen::In<H> b) {\n"
+                   "  opgen::map(o, [](float x, float y) { return x + y; }, a, b);\n}\n"
+                   "__attribute__((target(\"avx2,fma\")))  // as parallel_rows' copies of a body\n"
+                   "void scale(H *o, const H *a, float s, long n) {\n"
+                   "  OPGEN_SIMD\n"
+                   "  for (long i = 0; i < n; ++i) o[i] = float(a[i]) * s;\n}\n")
+    line = next(i for i, t in enumerate(src.read_text().splitlines(), 1) if t.startswith("  for (long i"))
+    from opgen.build import kernel_flags
+
+    # the libraries' flags: -fno-trapping-math lets GCC if-convert the conversions' float adds
+    proc = subprocess.run([CXX, "-O2", *FLAGS, *kernel_flags()[0], "-c", str(src), "-o", str(tmp_path / "vec16.o"),
+                           "-fopt-info-vec-optimized"], capture_output=True, text=True, check=True)
+    assert any("kernel.h" in ln and "loop vectorized" in ln for ln in proc.stderr.splitlines()), proc.stderr
+    assert any(f"vec16.cc:{line}:" in ln and "loop vectorized" in ln for ln in proc.stderr.splitlines()), proc.stderr
+
+
 # ------------------------------------------------------------------ 16-bit floats in MindSpore
 
 

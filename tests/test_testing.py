@@ -243,6 +243,29 @@ def test_values_stay_in_the_domain_union() -> None:
         testing.draw_values(rng, (3,), "int64", ((0.2, 0.8),))
 
 
+def test_bfloat16_values_are_tagged_float32_rounded_to_bfloat16() -> None:
+    """numpy has no bfloat16: the checks hold one as float32 values rounded to bfloat16 (nearest,
+    ties to even), tagged so that runners hand them to the framework as bfloat16 tensors."""
+    rng = np.random.default_rng(0)
+    v = testing.draw_values(rng, (2000,), "bfloat16", ((-2.0, 2.0),))
+    assert testing.dtype_name(v) == "bfloat16" and v.dtype == np.float32 and v.shape == (2000,)
+    assert ((v >= -2) & (v <= 2)).all()
+    assert not (v.view(np.uint32) & 0xFFFF).any()  # bfloat16 values: the low 16 bits are zero
+    assert len(np.unique(v)) > 200  # ... and not too few of them
+    assert testing.dtype_name(testing.draw_values(rng, (3,), "float16", ((-2.0, 2.0),))) == "float16"
+    assert testing.dtype_name(np.zeros(2, np.float32)) == "float32"
+    ulp = 2.0**-7  # bfloat16's spacing in [1, 2)
+    got = testing.round_bfloat16(np.array([1 + ulp / 2, 1 + 1.5 * ulp, 1 + ulp / 2 + 2.0**-30, -(1 + 1.5 * ulp),
+                                           np.inf, -np.inf, np.nan, 3.4e38]))
+    want = [1.0, 1 + 2 * ulp, 1 + ulp, -(1 + 2 * ulp), np.inf, -np.inf, np.nan, 2.0**127 * (2 - 2.0**-7)]
+    np.testing.assert_array_equal(np.asarray(got, np.float64), want)  # float64 rounded once, not via float32
+    assert testing.round_bfloat16(np.float64(1.7)).shape == ()
+    assert testing.dtype_name(testing.as_dtype(np.ones(2), "bfloat16")) == "bfloat16"
+    assert testing.as_dtype(v, "float32").dtype.metadata is None
+    assert testing.precision("bfloat16") < testing.precision("float16") < testing.precision("float32")
+    assert testing.TOLERANCES["bfloat16"].forward == 8e-3  # two bfloat16 eps (2^-8)
+
+
 def test_settings_merge_defaults(ops: dict[str, Op], workdir: Path) -> None:
     with contextlib.chdir(workdir.parent):  # op.file is absolute here: any cwd works
         s = testing.read_settings(ops["scale"])
@@ -293,8 +316,9 @@ def test_schema_rejects_a_misspelt_test_key(tmp_path: Path) -> None:
 def test_bad_dtype_combinations() -> None:
     found, _ = load_ops([ROOT / "ops" / "add.yaml", ROOT / "ops" / "exp.yaml"])
     by = {o.name: o for o in found}
-    assert testing.bad_dtype_combinations(by["add"]) == [("float16", "float16"), ("float64", "float32")]
-    assert testing.bad_dtype_combinations(by["exp"]) == [("float16",)]
+    # both have float16 (and bfloat16) rows: int8 is the first dtype neither has
+    assert testing.bad_dtype_combinations(by["add"]) == [("int8", "int8"), ("float64", "float32")]
+    assert testing.bad_dtype_combinations(by["exp"]) == [("int8",)]
 
 
 # ----------------------------------------------------------------------------- checks on a real package

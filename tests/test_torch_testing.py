@@ -129,3 +129,49 @@ def test_wrong_gradient_fails_on_torch(tmp_path: Path) -> None:
     stale = _opgen("test", "specs", "--package-dir", "out/tops_torch", cwd=tmp_path, env=env)
     assert stale.returncode == 1
     assert "run 'opgen generate specs -o out -p tops --backend torch' first" in stale.stderr, stale.stderr
+
+
+ZEROS = """
+name: zint
+doc: floor(x / 3), but its int32 row writes zeros.
+inputs:
+  - {name: x, doc: any, differentiable: false}
+outputs:
+  - {name: out, doc: floor(x / 3), shape: x, dtype: x, differentiable: false}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default]
+    - [I32_Default, I32_Default]
+kernel:
+  forward: |
+    for (int64_t i = 0; i < out.numel; ++i) {
+      if constexpr (std::is_floating_point_v<x_t>) out[i] = std::floor(x[i] / 3);
+      else out[i] = 0;
+    }
+reference: |
+  return np.floor(x / 3).astype(x.dtype)
+test:
+  domain:
+    x: [0, 3]
+"""
+
+
+def test_a_kernel_writing_zeros_fails_every_path(tmp_path: Path) -> None:
+    """Issue 32: an int32 row whose body writes zeros failed forward/eager and passed
+    forward/compiled. Not a compiled-path bug: each check draws its own cases, and the integers of
+    the domain (0..3 here, -2..2 by default) made every case of forward/compiled want zeros (with
+    seed 0: that is what happened before the fix). A case's values are now drawn again while an
+    output would be all zeros, so both paths fail."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "zint.yaml").write_text(textwrap.dedent(ZEROS))
+    env = {"OPGEN_BUILD_DIR": str(tmp_path / "build")}
+    gen = _opgen("generate", "specs", "--backend", "torch", "-o", "out", "-p", "zp", cwd=tmp_path, env=env)
+    assert gen.returncode == 0, gen.stderr
+    run = _opgen("test", "specs", "--package-dir", "out/zp_torch", "--only", "forward/*", "--seed", "0",
+                 cwd=tmp_path, env=env)
+    assert run.returncode == 1, run.stdout + run.stderr
+    for path in ("eager", "compiled"):
+        failures = run.stdout.split(f"FAIL zint forward/{path}:")[1].split("FAIL")[0]
+        assert "(x=int32, out=int32)" in failures and "got 0.0, expected 1.0" in failures, run.stdout
+        assert "x=float32" not in failures

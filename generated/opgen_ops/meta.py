@@ -23,6 +23,8 @@ ADAMW: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", "float32", "int64", "float32", ),
         ("float64", "float64", "float64", "float64", "int64", "float64", ),
+        ("float16", "float16", "float16", "float16", "int64", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", "bfloat16", "int64", "bfloat16", ),
     ),
     "gpu_rows": (
     ),
@@ -39,12 +41,16 @@ ADD: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
         ("int32", "int32", "int32", ),
         ("int64", "int64", "int64", ),
     ),
     "gpu_rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
         ("int32", "int32", "int32", ),
         ("int64", "int64", "int64", ),
     ),
@@ -61,6 +67,8 @@ ADD_N: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
         ("int32", "int32", "int32", ),
         ("int64", "int64", "int64", ),
     ),
@@ -81,6 +89,8 @@ AVG_POOL2D: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
     ),
@@ -98,12 +108,16 @@ BROADCAST_TO: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
         ("int32", "int32", ),
         ("int64", "int64", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
         ("int32", "int32", ),
         ("int64", "int64", ),
     ),
@@ -122,10 +136,14 @@ CLIP: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/clip.yaml',
 }
@@ -141,6 +159,8 @@ CONCAT: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
         ("int32", "int32", ),
         ("int64", "int64", ),
     ),
@@ -162,6 +182,8 @@ CUMSUM: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
     ),
@@ -178,10 +200,14 @@ DIV: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/div.yaml',
 }
@@ -198,6 +224,8 @@ DROPOUT: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "bool", ),
         ("float64", "float64", "bool", ),
+        ("float16", "float16", "bool", ),
+        ("bfloat16", "bfloat16", "bool", ),
     ),
     "gpu_rows": (
     ),
@@ -214,10 +242,14 @@ EXP: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/exp.yaml',
 }
@@ -233,6 +265,8 @@ GATHER: Dict[str, Any] = {
     "rows": (
         ("float32", "int64", "float32", ),
         ("float64", "int64", "float64", ),
+        ("float16", "int64", "float16", ),
+        ("bfloat16", "int64", "bfloat16", ),
     ),
     "gpu_rows": (
     ),
@@ -250,10 +284,14 @@ GELU: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/gelu.yaml',
 }
@@ -269,6 +307,8 @@ LAYER_NORM: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", "float32", "float32", "float32", ),
         ("float64", "float64", "float64", "float64", "float64", "float64", ),
+        ("float16", "float16", "float16", "float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
     ),
@@ -286,10 +326,14 @@ LEAKY_RELU: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/leaky_relu.yaml',
 }
@@ -304,10 +348,14 @@ LOG: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/log.yaml',
 }
@@ -323,10 +371,14 @@ LOG_SOFTMAX: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/log_softmax.yaml',
 }
@@ -343,6 +395,8 @@ MATMUL: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
     ),
@@ -359,10 +413,14 @@ MAXIMUM: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/maximum.yaml',
 }
@@ -377,10 +435,14 @@ MUL: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/mul.yaml',
 }
@@ -397,6 +459,8 @@ PAD2D: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
     ),
@@ -413,10 +477,14 @@ POW: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/pow.yaml',
 }
@@ -433,6 +501,8 @@ REDUCE_MAX: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
     ),
@@ -451,10 +521,14 @@ REDUCE_MEAN: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/reduce_mean.yaml',
 }
@@ -471,10 +545,14 @@ REDUCE_SUM: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/reduce_sum.yaml',
 }
@@ -489,10 +567,14 @@ RELU: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/relu.yaml',
 }
@@ -508,6 +590,8 @@ RMS_NORM: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
     ),
@@ -524,10 +608,14 @@ RSQRT: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/rsqrt.yaml',
 }
@@ -544,10 +632,14 @@ SCALE_ADD: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/scale_add.yaml',
 }
@@ -562,10 +654,14 @@ SIGMOID: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/sigmoid.yaml',
 }
@@ -582,6 +678,8 @@ SMOOTH_L1_LOSS: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
     ),
@@ -599,10 +697,14 @@ SOFTMAX: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/softmax.yaml',
 }
@@ -617,10 +719,14 @@ SOFTPLUS: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/softplus.yaml',
 }
@@ -635,10 +741,14 @@ SQRT: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/sqrt.yaml',
 }
@@ -653,10 +763,14 @@ SQUARE: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/square.yaml',
 }
@@ -671,10 +785,14 @@ SUB: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", "float32", ),
         ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/sub.yaml',
 }
@@ -689,6 +807,8 @@ SWIGLU: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
     ),
@@ -705,10 +825,14 @@ TANH: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("float32", "float32", ),
         ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/tanh.yaml',
 }
@@ -724,6 +848,8 @@ TOPK: Dict[str, Any] = {
     "rows": (
         ("float32", "float32", "int64", ),
         ("float64", "float64", "int64", ),
+        ("float16", "float16", "int64", ),
+        ("bfloat16", "bfloat16", "int64", ),
     ),
     "gpu_rows": (
     ),
@@ -740,10 +866,14 @@ WHERE: Dict[str, Any] = {
     "rows": (
         ("bool", "float32", "float32", "float32", ),
         ("bool", "float64", "float64", "float64", ),
+        ("bool", "float16", "float16", "float16", ),
+        ("bool", "bfloat16", "bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
         ("bool", "float32", "float32", "float32", ),
         ("bool", "float64", "float64", "float64", ),
+        ("bool", "float16", "float16", "float16", ),
+        ("bool", "bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/where.yaml',
 }

@@ -38,7 +38,7 @@ _ADAMW_ATTRS: dict[str, dict[str, Any]] = {
     "bias_correction": {"type": "bool", "range": None, "choices": None},
 }
 _ADAMW_CHECKED: set[Any] = set()
-_ADAMW_ROWS = ((torch.float32, torch.float32, torch.float32, torch.float32, torch.int64, torch.float32, ), (torch.float64, torch.float64, torch.float64, torch.float64, torch.int64, torch.float64, ), )
+_ADAMW_ROWS = ((torch.float32, torch.float32, torch.float32, torch.float32, torch.int64, torch.float32, ), (torch.float64, torch.float64, torch.float64, torch.float64, torch.int64, torch.float64, ), (torch.float16, torch.float16, torch.float16, torch.float16, torch.int64, torch.float16, ), (torch.bfloat16, torch.bfloat16, torch.bfloat16, torch.bfloat16, torch.int64, torch.bfloat16, ), )
 _adamw_op = _ops.adamw.default
 
 
@@ -74,7 +74,7 @@ def adamw(param, m, v, grad, step, lr, beta1: float = 0.9, beta2: float = 0.999,
     requires grad) raises RuntimeError naming the op instead.
 
     Raises:
-        TypeError: dtypes outside the supported rows ((param=float32, m=float32, v=float32, grad=float32, step=int64, lr=float32), (param=float64, m=float64, v=float64, grad=float64, step=int64, lr=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((param=float32, m=float32, v=float32, grad=float32, step=int64, lr=float32), (param=float64, m=float64, v=float64, grad=float64, step=int64, lr=float64), (param=float16, m=float16, v=float16, grad=float16, step=int64, lr=float16), (param=bfloat16, m=bfloat16, v=bfloat16, grad=bfloat16, step=int64, lr=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "adamw(): ").
 
@@ -129,7 +129,7 @@ def _adamw_shapes(param, m, v, grad, step, lr, beta1, beta2, eps, weight_decay, 
 @torch.library.register_fake("opgen_ops_torch::adamw")
 def _adamw_fake(param, m, v, grad, step, lr, beta1=0.9, beta2=0.999, eps=1e-08, weight_decay=0.01, bias_correction=True):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("adamw", _ADAMW_ROWS, ('param', 'm', 'v', 'grad', 'step', 'lr'), (param, m, v, grad, step, lr,), '(param=float32, m=float32, v=float32, grad=float32, step=int64, lr=float32), (param=float64, m=float64, v=float64, grad=float64, step=int64, lr=float64)')
+        _rt.row_of("adamw", _ADAMW_ROWS, ('param', 'm', 'v', 'grad', 'step', 'lr'), (param, m, v, grad, step, lr,), '(param=float32, m=float32, v=float32, grad=float32, step=int64, lr=float32), (param=float64, m=float64, v=float64, grad=float64, step=int64, lr=float64), (param=float16, m=float16, v=float16, grad=float16, step=int64, lr=float16), (param=bfloat16, m=bfloat16, v=bfloat16, grad=bfloat16, step=int64, lr=bfloat16)')
         shapes = _adamw_shapes(param.shape, m.shape, v.shape, grad.shape, step.shape, lr.shape, beta1, beta2, eps, weight_decay, bias_correction, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -139,7 +139,7 @@ def _adamw_fake(param, m, v, grad, step, lr, beta1=0.9, beta2=0.999, eps=1e-08, 
 
 # ---------------------------------------------------------------------------------- add
 
-_ADD_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.int32, torch.int32, ), (torch.int64, torch.int64, ), )
+_ADD_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, ), (torch.int32, torch.int32, ), (torch.int64, torch.int64, ), )
 _add_op = _ops.add.default
 
 
@@ -154,7 +154,7 @@ def add(x, y) -> Any:
     Returns:
         out (Tensor): x + y. Shape: broadcast(x, y); dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=int32, y=int32, out=int32), (x=int64, y=int64, out=int64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16), (x=int32, y=int32, out=int32), (x=int64, y=int64, out=int64)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "add(): ").
 
@@ -182,7 +182,7 @@ def _add_shapes(x, y):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::add")
 def _add_fake(x, y):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("add", _ADD_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=int32, y=int32, out=int32), (x=int64, y=int64, out=int64)')
+        _rt.row_of("add", _ADD_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16), (x=int32, y=int32, out=int32), (x=int64, y=int64, out=int64)')
         shapes = _add_shapes(x.shape, y.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -196,7 +196,7 @@ def _add_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore
 
 # ---------------------------------------------------------------------------------- add_n
 
-_ADD_N_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.int32, torch.int32, ), (torch.int64, torch.int64, ), )
+_ADD_N_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, ), (torch.int32, torch.int32, ), (torch.int64, torch.int64, ), )
 _add_n_op = _ops.add_n.default
 
 
@@ -211,7 +211,7 @@ def add_n(x, zs) -> Any:
     Returns:
         out (Tensor): x + zs[0] + zs[1] + ..., of x's shape. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, zs=float32, out=float32), (x=float64, zs=float64, out=float64), (x=int32, zs=int32, out=int32), (x=int64, zs=int64, out=int64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, zs=float32, out=float32), (x=float64, zs=float64, out=float64), (x=float16, zs=float16, out=float16), (x=bfloat16, zs=bfloat16, out=bfloat16), (x=int32, zs=int32, out=int32), (x=int64, zs=int64, out=int64)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "add_n(): ").
 
@@ -241,7 +241,7 @@ def _add_n_shapes(x, zs):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::add_n")
 def _add_n_fake(x, zs):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("add_n", _ADD_N_ROWS, ('x', 'zs'), (x, zs,), '(x=float32, zs=float32, out=float32), (x=float64, zs=float64, out=float64), (x=int32, zs=int32, out=int32), (x=int64, zs=int64, out=int64)')
+        _rt.row_of("add_n", _ADD_N_ROWS, ('x', 'zs'), (x, zs,), '(x=float32, zs=float32, out=float32), (x=float64, zs=float64, out=float64), (x=float16, zs=float16, out=float16), (x=bfloat16, zs=bfloat16, out=bfloat16), (x=int32, zs=int32, out=int32), (x=int64, zs=int64, out=int64)')
         shapes = _add_n_shapes(x.shape, [t.shape for t in zs], )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -260,7 +260,7 @@ _AVG_POOL2D_ATTRS: dict[str, dict[str, Any]] = {
     "stride": {"type": "list[int]", "range": None, "choices": None},
 }
 _AVG_POOL2D_CHECKED: set[Any] = set()
-_AVG_POOL2D_ROWS = ((torch.float32, ), (torch.float64, ), )
+_AVG_POOL2D_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _avg_pool2d_op = _ops.avg_pool2d.default
 
 
@@ -277,7 +277,7 @@ def avg_pool2d(x, kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2)
     Returns:
         out (Tensor): The window means, shape (N, C, H', W'). Shape: x.shape[:2] + [(x.shape[2] - kernel[0]) // stride[0] + 1, (x.shape[3] - kernel[1]) // stride[1] + 1]; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "avg_pool2d(): ").
 
@@ -326,7 +326,7 @@ def _avg_pool2d_shapes(x, kernel, stride):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::avg_pool2d")
 def _avg_pool2d_fake(x, kernel=(2, 2), stride=(2, 2)):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("avg_pool2d", _AVG_POOL2D_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("avg_pool2d", _AVG_POOL2D_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _avg_pool2d_shapes(x.shape, kernel, stride, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -344,7 +344,7 @@ _BROADCAST_TO_ATTRS: dict[str, dict[str, Any]] = {
     "shape": {"type": "list[int]", "range": None, "choices": None},
 }
 _BROADCAST_TO_CHECKED: set[Any] = set()
-_BROADCAST_TO_ROWS = ((torch.float32, ), (torch.float64, ), (torch.int32, ), (torch.int64, ), )
+_BROADCAST_TO_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), (torch.int32, ), (torch.int64, ), )
 _broadcast_to_op = _ops.broadcast_to.default
 
 
@@ -360,7 +360,7 @@ def broadcast_to(x, shape: Sequence[int]) -> Any:
     Returns:
         out (Tensor): x repeated along the broadcast dims. Shape: shape; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=int32, out=int32), (x=int64, out=int64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16), (x=int32, out=int32), (x=int64, out=int64)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "broadcast_to(): ").
 
@@ -403,7 +403,7 @@ def _broadcast_to_shapes(x, shape):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::broadcast_to")
 def _broadcast_to_fake(x, shape):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("broadcast_to", _BROADCAST_TO_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=int32, out=int32), (x=int64, out=int64)')
+        _rt.row_of("broadcast_to", _BROADCAST_TO_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16), (x=int32, out=int32), (x=int64, out=int64)')
         shapes = _broadcast_to_shapes(x.shape, shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -422,7 +422,7 @@ _CLIP_ATTRS: dict[str, dict[str, Any]] = {
     "max": {"type": "float", "range": None, "choices": None},
 }
 _CLIP_CHECKED: set[Any] = set()
-_CLIP_ROWS = ((torch.float32, ), (torch.float64, ), )
+_CLIP_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _clip_op = _ops.clip.default
 
 
@@ -440,7 +440,7 @@ def clip(x, min: float, max: float) -> Any:
     Returns:
         out (Tensor): x clipped to [min, max], same shape and dtype as x. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "clip(): ").
 
@@ -481,7 +481,7 @@ def _clip_shapes(x, min, max):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::clip")
 def _clip_fake(x, min, max):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("clip", _CLIP_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("clip", _CLIP_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _clip_shapes(x.shape, min, max, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -499,7 +499,7 @@ _CONCAT_ATTRS: dict[str, dict[str, Any]] = {
     "axis": {"type": "int", "range": None, "choices": None},
 }
 _CONCAT_CHECKED: set[Any] = set()
-_CONCAT_ROWS = ((torch.float32, ), (torch.float64, ), (torch.int32, ), (torch.int64, ), )
+_CONCAT_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), (torch.int32, ), (torch.int64, ), )
 _concat_op = _ops.concat.default
 
 
@@ -513,7 +513,7 @@ def concat(xs, axis: int = 0) -> Any:
     Returns:
         out (Tensor): The joined tensor. Shape: concat(xs, axis); dtype: xs.
     Raises:
-        TypeError: dtypes outside the supported rows ((xs=float32, out=float32), (xs=float64, out=float64), (xs=int32, out=int32), (xs=int64, out=int64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((xs=float32, out=float32), (xs=float64, out=float64), (xs=float16, out=float16), (xs=bfloat16, out=bfloat16), (xs=int32, out=int32), (xs=int64, out=int64)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "concat(): ").
 
@@ -554,7 +554,7 @@ def _concat_shapes(xs, axis):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::concat")
 def _concat_fake(xs, axis=0):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("concat", _CONCAT_ROWS, ('xs',), (xs,), '(xs=float32, out=float32), (xs=float64, out=float64), (xs=int32, out=int32), (xs=int64, out=int64)')
+        _rt.row_of("concat", _CONCAT_ROWS, ('xs',), (xs,), '(xs=float32, out=float32), (xs=float64, out=float64), (xs=float16, out=float16), (xs=bfloat16, out=bfloat16), (xs=int32, out=int32), (xs=int64, out=int64)')
         shapes = _concat_shapes([t.shape for t in xs], axis, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -569,7 +569,7 @@ _CUMSUM_ATTRS: dict[str, dict[str, Any]] = {
     "reverse": {"type": "bool", "range": None, "choices": None},
 }
 _CUMSUM_CHECKED: set[Any] = set()
-_CUMSUM_ROWS = ((torch.float32, ), (torch.float64, ), )
+_CUMSUM_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _cumsum_op = _ops.cumsum.default
 
 
@@ -589,7 +589,7 @@ def cumsum(x, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> 
     Returns:
         out (Tensor): The running sums, same shape as x. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "cumsum(): ").
 
@@ -630,7 +630,7 @@ def _cumsum_shapes(x, axis, exclusive, reverse):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::cumsum")
 def _cumsum_fake(x, axis=0, exclusive=False, reverse=False):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("cumsum", _CUMSUM_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("cumsum", _CUMSUM_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _cumsum_shapes(x.shape, axis, exclusive, reverse, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -644,7 +644,7 @@ def _cumsum_backward_fake(saved, douts, shapes, ranks, needs, row, axis, exclusi
 
 # ---------------------------------------------------------------------------------- div
 
-_DIV_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), )
+_DIV_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, ), )
 _div_op = _ops.div.default
 
 
@@ -660,7 +660,7 @@ def div(x, y) -> Any:
     Returns:
         out (Tensor): x / y, of the broadcast shape of x and y. Shape: broadcast(x, y); dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "div(): ").
 
@@ -688,7 +688,7 @@ def _div_shapes(x, y):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::div")
 def _div_fake(x, y):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("div", _DIV_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
+        _rt.row_of("div", _DIV_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)')
         shapes = _div_shapes(x.shape, y.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -707,7 +707,7 @@ _DROPOUT_ATTRS: dict[str, dict[str, Any]] = {
     "seed": {"type": "int", "range": None, "choices": None},
 }
 _DROPOUT_CHECKED: set[Any] = set()
-_DROPOUT_ROWS = ((torch.float32, ), (torch.float64, ), )
+_DROPOUT_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _dropout_op = _ops.dropout.default
 
 
@@ -729,7 +729,7 @@ def dropout(x, keep_prob: float = 0.5, seed: int = 0) -> Any:
     Returns:
         y (Tensor): x * mask / keep_prob, same shape as x. Shape: x; dtype: x.        mask (Tensor): True where the element was kept. Shape: x; dtype: bool. Not differentiable.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, y=float32, mask=bool), (x=float64, y=float64, mask=bool)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, y=float32, mask=bool), (x=float64, y=float64, mask=bool), (x=float16, y=float16, mask=bool), (x=bfloat16, y=bfloat16, mask=bool)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "dropout(): ").
 
@@ -770,7 +770,7 @@ def _dropout_shapes(x, keep_prob, seed):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::dropout")
 def _dropout_fake(x, keep_prob=0.5, seed=0):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("dropout", _DROPOUT_ROWS, ('x',), (x,), '(x=float32, y=float32, mask=bool), (x=float64, y=float64, mask=bool)')
+        _rt.row_of("dropout", _DROPOUT_ROWS, ('x',), (x,), '(x=float32, y=float32, mask=bool), (x=float64, y=float64, mask=bool), (x=float16, y=float16, mask=bool), (x=bfloat16, y=bfloat16, mask=bool)')
         shapes = _dropout_shapes(x.shape, keep_prob, seed, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -784,7 +784,7 @@ def _dropout_backward_fake(saved, douts, shapes, ranks, needs, row, keep_prob, s
 
 # ---------------------------------------------------------------------------------- exp
 
-_EXP_ROWS = ((torch.float32, ), (torch.float64, ), )
+_EXP_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _exp_op = _ops.exp.default
 
 
@@ -797,7 +797,7 @@ def exp(x) -> Any:
     Returns:
         out (Tensor): exp(x), same shape and dtype as x. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "exp(): ").
 
@@ -825,7 +825,7 @@ def _exp_shapes(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::exp")
 def _exp_fake(x):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("exp", _EXP_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("exp", _EXP_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _exp_shapes(x.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -843,7 +843,7 @@ _GATHER_ATTRS: dict[str, dict[str, Any]] = {
     "axis": {"type": "int", "range": None, "choices": None},
 }
 _GATHER_CHECKED: set[Any] = set()
-_GATHER_ROWS = ((torch.float32, torch.int64, ), (torch.float64, torch.int64, ), )
+_GATHER_ROWS = ((torch.float32, torch.int64, ), (torch.float64, torch.int64, ), (torch.float16, torch.int64, ), (torch.bfloat16, torch.int64, ), )
 _gather_op = _ops.gather.default
 
 
@@ -862,7 +862,7 @@ def gather(x, indices, axis: int = 0) -> Any:
     Returns:
         out (Tensor): The gathered slices. Shape: gather(x, indices, axis); dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, indices=int64, out=float32), (x=float64, indices=int64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, indices=int64, out=float32), (x=float64, indices=int64, out=float64), (x=float16, indices=int64, out=float16), (x=bfloat16, indices=int64, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "gather(): ").
 
@@ -903,7 +903,7 @@ def _gather_shapes(x, indices, axis):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::gather")
 def _gather_fake(x, indices, axis=0):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("gather", _GATHER_ROWS, ('x', 'indices'), (x, indices,), '(x=float32, indices=int64, out=float32), (x=float64, indices=int64, out=float64)')
+        _rt.row_of("gather", _GATHER_ROWS, ('x', 'indices'), (x, indices,), '(x=float32, indices=int64, out=float32), (x=float64, indices=int64, out=float64), (x=float16, indices=int64, out=float16), (x=bfloat16, indices=int64, out=bfloat16)')
         shapes = _gather_shapes(x.shape, indices.shape, axis, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -921,7 +921,7 @@ _GELU_ATTRS: dict[str, dict[str, Any]] = {
     "approximate": {"type": "str", "range": None, "choices": ('none', 'tanh')},
 }
 _GELU_CHECKED: set[Any] = set()
-_GELU_ROWS = ((torch.float32, ), (torch.float64, ), )
+_GELU_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _gelu_op = _ops.gelu.default
 
 
@@ -937,7 +937,7 @@ def gelu(x, approximate: str = 'none') -> Any:
     Returns:
         out (Tensor): gelu(x), same shape as x. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "gelu(): ").
 
@@ -978,7 +978,7 @@ def _gelu_shapes(x, approximate):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::gelu")
 def _gelu_fake(x, approximate='none'):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("gelu", _GELU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("gelu", _GELU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _gelu_shapes(x.shape, approximate, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -996,7 +996,7 @@ _LAYER_NORM_ATTRS: dict[str, dict[str, Any]] = {
     "eps": {"type": "float", "range": [0.0, 1.0], "choices": None},
 }
 _LAYER_NORM_CHECKED: set[Any] = set()
-_LAYER_NORM_ROWS = ((torch.float32, torch.float32, torch.float32, ), (torch.float64, torch.float64, torch.float64, ), )
+_LAYER_NORM_ROWS = ((torch.float32, torch.float32, torch.float32, ), (torch.float64, torch.float64, torch.float64, ), (torch.float16, torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, torch.bfloat16, ), )
 _layer_norm_op = _ops.layer_norm.default
 
 
@@ -1014,7 +1014,7 @@ def layer_norm(x, gamma = None, beta = None, eps: float = 1e-05) -> Any:
     Returns:
         y (Tensor): The normalized input. Shape: x; dtype: x.        mean (Tensor): Mean over the last axis. Shape: reduce(x, [-1], True); dtype: x. Not differentiable.        rstd (Tensor): Reciprocal standard deviation over the last axis. Shape: reduce(x, [-1], True); dtype: x. Not differentiable.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, gamma=float32, beta=float32, y=float32, mean=float32, rstd=float32), (x=float64, gamma=float64, beta=float64, y=float64, mean=float64, rstd=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, gamma=float32, beta=float32, y=float32, mean=float32, rstd=float32), (x=float64, gamma=float64, beta=float64, y=float64, mean=float64, rstd=float64), (x=float16, gamma=float16, beta=float16, y=float16, mean=float16, rstd=float16), (x=bfloat16, gamma=bfloat16, beta=bfloat16, y=bfloat16, mean=bfloat16, rstd=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "layer_norm(): ").
 
@@ -1055,7 +1055,7 @@ def _layer_norm_shapes(x, gamma, beta, eps):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::layer_norm")
 def _layer_norm_fake(x, gamma=None, beta=None, eps=1e-05):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("layer_norm", _LAYER_NORM_ROWS, ('x', 'gamma', 'beta'), (x, gamma, beta,), '(x=float32, gamma=float32, beta=float32, y=float32, mean=float32, rstd=float32), (x=float64, gamma=float64, beta=float64, y=float64, mean=float64, rstd=float64)')
+        _rt.row_of("layer_norm", _LAYER_NORM_ROWS, ('x', 'gamma', 'beta'), (x, gamma, beta,), '(x=float32, gamma=float32, beta=float32, y=float32, mean=float32, rstd=float32), (x=float64, gamma=float64, beta=float64, y=float64, mean=float64, rstd=float64), (x=float16, gamma=float16, beta=float16, y=float16, mean=float16, rstd=float16), (x=bfloat16, gamma=bfloat16, beta=bfloat16, y=bfloat16, mean=bfloat16, rstd=bfloat16)')
         shapes = _layer_norm_shapes(x.shape, (None if gamma is None else gamma.shape), (None if beta is None else beta.shape), eps, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -1073,7 +1073,7 @@ _LEAKY_RELU_ATTRS: dict[str, dict[str, Any]] = {
     "alpha": {"type": "float", "range": None, "choices": None},
 }
 _LEAKY_RELU_CHECKED: set[Any] = set()
-_LEAKY_RELU_ROWS = ((torch.float32, ), (torch.float64, ), )
+_LEAKY_RELU_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _leaky_relu_op = _ops.leaky_relu.default
 
 
@@ -1089,7 +1089,7 @@ def leaky_relu(x, alpha: float = 0.01) -> Any:
     Returns:
         out (Tensor): leaky_relu(x), same shape and dtype as x. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "leaky_relu(): ").
 
@@ -1130,7 +1130,7 @@ def _leaky_relu_shapes(x, alpha):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::leaky_relu")
 def _leaky_relu_fake(x, alpha=0.01):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("leaky_relu", _LEAKY_RELU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("leaky_relu", _LEAKY_RELU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _leaky_relu_shapes(x.shape, alpha, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -1144,7 +1144,7 @@ def _leaky_relu_backward_fake(saved, douts, shapes, ranks, needs, row, alpha):  
 
 # ---------------------------------------------------------------------------------- log
 
-_LOG_ROWS = ((torch.float32, ), (torch.float64, ), )
+_LOG_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _log_op = _ops.log.default
 
 
@@ -1158,7 +1158,7 @@ def log(x) -> Any:
     Returns:
         out (Tensor): ln(x), same shape and dtype as x. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "log(): ").
 
@@ -1186,7 +1186,7 @@ def _log_shapes(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::log")
 def _log_fake(x):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("log", _LOG_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("log", _LOG_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _log_shapes(x.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -1204,7 +1204,7 @@ _LOG_SOFTMAX_ATTRS: dict[str, dict[str, Any]] = {
     "axis": {"type": "int", "range": None, "choices": None},
 }
 _LOG_SOFTMAX_CHECKED: set[Any] = set()
-_LOG_SOFTMAX_ROWS = ((torch.float32, ), (torch.float64, ), )
+_LOG_SOFTMAX_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _log_softmax_op = _ops.log_softmax.default
 
 
@@ -1220,7 +1220,7 @@ def log_softmax(x, axis: int = -1) -> Any:
     Returns:
         out (Tensor): Log-probabilities along `axis`, same shape as x. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "log_softmax(): ").
 
@@ -1261,7 +1261,7 @@ def _log_softmax_shapes(x, axis):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::log_softmax")
 def _log_softmax_fake(x, axis=-1):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("log_softmax", _LOG_SOFTMAX_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("log_softmax", _LOG_SOFTMAX_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _log_softmax_shapes(x.shape, axis, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -1280,7 +1280,7 @@ _MATMUL_ATTRS: dict[str, dict[str, Any]] = {
     "transpose_b": {"type": "bool", "range": None, "choices": None},
 }
 _MATMUL_CHECKED: set[Any] = set()
-_MATMUL_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), )
+_MATMUL_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, ), )
 _matmul_op = _ops.matmul.default
 
 
@@ -1297,7 +1297,7 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
     Returns:
         out (Tensor): The product, (M, N). Shape: matmul(a, b, transpose_a, transpose_b); dtype: a.
     Raises:
-        TypeError: dtypes outside the supported rows ((a=float32, b=float32, out=float32), (a=float64, b=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((a=float32, b=float32, out=float32), (a=float64, b=float64, out=float64), (a=float16, b=float16, out=float16), (a=bfloat16, b=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "matmul(): ").
 
@@ -1338,7 +1338,7 @@ def _matmul_shapes(a, b, transpose_a, transpose_b):  # type: ignore[no-untyped-d
 @torch.library.register_fake("opgen_ops_torch::matmul")
 def _matmul_fake(a, b, transpose_a=False, transpose_b=False):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("matmul", _MATMUL_ROWS, ('a', 'b'), (a, b,), '(a=float32, b=float32, out=float32), (a=float64, b=float64, out=float64)')
+        _rt.row_of("matmul", _MATMUL_ROWS, ('a', 'b'), (a, b,), '(a=float32, b=float32, out=float32), (a=float64, b=float64, out=float64), (a=float16, b=float16, out=float16), (a=bfloat16, b=bfloat16, out=bfloat16)')
         shapes = _matmul_shapes(a.shape, b.shape, transpose_a, transpose_b, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -1352,7 +1352,7 @@ def _matmul_backward_fake(saved, douts, shapes, ranks, needs, row, transpose_a, 
 
 # ---------------------------------------------------------------------------------- maximum
 
-_MAXIMUM_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), )
+_MAXIMUM_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, ), )
 _maximum_op = _ops.maximum.default
 
 
@@ -1369,7 +1369,7 @@ def maximum(x, y) -> Any:
     Returns:
         out (Tensor): max(x, y), of the broadcast shape of x and y. Shape: broadcast(x, y); dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "maximum(): ").
 
@@ -1397,7 +1397,7 @@ def _maximum_shapes(x, y):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::maximum")
 def _maximum_fake(x, y):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("maximum", _MAXIMUM_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
+        _rt.row_of("maximum", _MAXIMUM_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)')
         shapes = _maximum_shapes(x.shape, y.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -1411,7 +1411,7 @@ def _maximum_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ig
 
 # ---------------------------------------------------------------------------------- mul
 
-_MUL_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), )
+_MUL_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, ), )
 _mul_op = _ops.mul.default
 
 
@@ -1426,7 +1426,7 @@ def mul(x, y) -> Any:
     Returns:
         out (Tensor): x * y, of the broadcast shape of x and y. Shape: broadcast(x, y); dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "mul(): ").
 
@@ -1454,7 +1454,7 @@ def _mul_shapes(x, y):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::mul")
 def _mul_fake(x, y):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("mul", _MUL_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
+        _rt.row_of("mul", _MUL_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)')
         shapes = _mul_shapes(x.shape, y.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -1473,7 +1473,7 @@ _PAD2D_ATTRS: dict[str, dict[str, Any]] = {
     "value": {"type": "float", "range": None, "choices": None},
 }
 _PAD2D_CHECKED: set[Any] = set()
-_PAD2D_ROWS = ((torch.float32, ), (torch.float64, ), )
+_PAD2D_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _pad2d_op = _ops.pad2d.default
 
 
@@ -1490,7 +1490,7 @@ def pad2d(x, paddings: Sequence[Sequence[int]] = ((1, 1), (1, 1)), value: float 
     Returns:
         out (Tensor): x padded, shape x.shape[:-2] + [H', W']. Shape: x.shape[:-2] + [x.shape[-2] + paddings[0][0] + paddings[0][1], x.shape[-1] + paddings[1][0] + paddings[1][1]]; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "pad2d(): ").
 
@@ -1537,7 +1537,7 @@ def _pad2d_shapes(x, paddings, value):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::pad2d")
 def _pad2d_fake(x, paddings, value=0.0):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("pad2d", _PAD2D_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("pad2d", _PAD2D_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _pad2d_shapes(x.shape, _rt.decode_rows(paddings), value, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -1551,7 +1551,7 @@ def _pad2d_backward_fake(saved, douts, shapes, ranks, needs, row, paddings, valu
 
 # ---------------------------------------------------------------------------------- pow
 
-_POW_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), )
+_POW_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, ), )
 _pow_op = _ops.pow.default
 
 
@@ -1567,7 +1567,7 @@ def pow(x, y) -> Any:
     Returns:
         out (Tensor): x ** y, of the broadcast shape of x and y. Shape: broadcast(x, y); dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "pow(): ").
 
@@ -1595,7 +1595,7 @@ def _pow_shapes(x, y):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::pow")
 def _pow_fake(x, y):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("pow", _POW_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
+        _rt.row_of("pow", _POW_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)')
         shapes = _pow_shapes(x.shape, y.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -1614,7 +1614,7 @@ _REDUCE_MAX_ATTRS: dict[str, dict[str, Any]] = {
     "keep_dims": {"type": "bool", "range": None, "choices": None},
 }
 _REDUCE_MAX_CHECKED: set[Any] = set()
-_REDUCE_MAX_ROWS = ((torch.float32, ), (torch.float64, ), )
+_REDUCE_MAX_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _reduce_max_op = _ops.reduce_max.default
 
 
@@ -1633,7 +1633,7 @@ def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     Returns:
         out (Tensor): The maxima. Shape: reduce(x, axis, keep_dims); dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "reduce_max(): ").
 
@@ -1674,7 +1674,7 @@ def _reduce_max_shapes(x, axis, keep_dims):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::reduce_max")
 def _reduce_max_fake(x, axis=(), keep_dims=False):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("reduce_max", _REDUCE_MAX_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("reduce_max", _REDUCE_MAX_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _reduce_max_shapes(x.shape, axis, keep_dims, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -1693,7 +1693,7 @@ _REDUCE_MEAN_ATTRS: dict[str, dict[str, Any]] = {
     "keep_dims": {"type": "bool", "range": None, "choices": None},
 }
 _REDUCE_MEAN_CHECKED: set[Any] = set()
-_REDUCE_MEAN_ROWS = ((torch.float32, ), (torch.float64, ), )
+_REDUCE_MEAN_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _reduce_mean_op = _ops.reduce_mean.default
 
 
@@ -1709,7 +1709,7 @@ def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     Returns:
         out (Tensor): The means. Shape: reduce(x, axis, keep_dims); dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "reduce_mean(): ").
 
@@ -1750,7 +1750,7 @@ def _reduce_mean_shapes(x, axis, keep_dims):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::reduce_mean")
 def _reduce_mean_fake(x, axis=(), keep_dims=False):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("reduce_mean", _REDUCE_MEAN_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("reduce_mean", _REDUCE_MEAN_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _reduce_mean_shapes(x.shape, axis, keep_dims, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -1769,7 +1769,7 @@ _REDUCE_SUM_ATTRS: dict[str, dict[str, Any]] = {
     "keep_dims": {"type": "bool", "range": None, "choices": None},
 }
 _REDUCE_SUM_CHECKED: set[Any] = set()
-_REDUCE_SUM_ROWS = ((torch.float32, ), (torch.float64, ), )
+_REDUCE_SUM_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _reduce_sum_op = _ops.reduce_sum.default
 
 
@@ -1785,7 +1785,7 @@ def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     Returns:
         out (Tensor): The sums. Shape: reduce(x, axis, keep_dims); dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "reduce_sum(): ").
 
@@ -1826,7 +1826,7 @@ def _reduce_sum_shapes(x, axis, keep_dims):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::reduce_sum")
 def _reduce_sum_fake(x, axis=(), keep_dims=False):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("reduce_sum", _REDUCE_SUM_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("reduce_sum", _REDUCE_SUM_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _reduce_sum_shapes(x.shape, axis, keep_dims, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -1835,7 +1835,7 @@ def _reduce_sum_fake(x, axis=(), keep_dims=False):  # type: ignore[no-untyped-de
 
 # ---------------------------------------------------------------------------------- relu
 
-_RELU_ROWS = ((torch.float32, ), (torch.float64, ), )
+_RELU_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _relu_op = _ops.relu.default
 
 
@@ -1849,7 +1849,7 @@ def relu(x) -> Any:
     Returns:
         out (Tensor): max(x, 0), same shape and dtype as x. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "relu(): ").
 
@@ -1877,7 +1877,7 @@ def _relu_shapes(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::relu")
 def _relu_fake(x):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("relu", _RELU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("relu", _RELU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _relu_shapes(x.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -1895,7 +1895,7 @@ _RMS_NORM_ATTRS: dict[str, dict[str, Any]] = {
     "eps": {"type": "float", "range": [0.0, 1.0], "choices": None},
 }
 _RMS_NORM_CHECKED: set[Any] = set()
-_RMS_NORM_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), )
+_RMS_NORM_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, ), )
 _rms_norm_op = _ops.rms_norm.default
 
 
@@ -1911,7 +1911,7 @@ def rms_norm(x, weight, eps: float = 1e-06) -> Any:
     Returns:
         y (Tensor): The normalized, scaled input. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, weight=float32, y=float32), (x=float64, weight=float64, y=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, weight=float32, y=float32), (x=float64, weight=float64, y=float64), (x=float16, weight=float16, y=float16), (x=bfloat16, weight=bfloat16, y=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "rms_norm(): ").
 
@@ -1956,7 +1956,7 @@ def _rms_norm_shapes(x, weight, eps):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::rms_norm")
 def _rms_norm_fake(x, weight, eps=1e-06):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("rms_norm", _RMS_NORM_ROWS, ('x', 'weight'), (x, weight,), '(x=float32, weight=float32, y=float32), (x=float64, weight=float64, y=float64)')
+        _rt.row_of("rms_norm", _RMS_NORM_ROWS, ('x', 'weight'), (x, weight,), '(x=float32, weight=float32, y=float32), (x=float64, weight=float64, y=float64), (x=float16, weight=float16, y=float16), (x=bfloat16, weight=bfloat16, y=bfloat16)')
         shapes = _rms_norm_shapes(x.shape, weight.shape, eps, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -1970,7 +1970,7 @@ def _rms_norm_backward_fake(saved, douts, shapes, ranks, needs, row, eps):  # ty
 
 # ---------------------------------------------------------------------------------- rsqrt
 
-_RSQRT_ROWS = ((torch.float32, ), (torch.float64, ), )
+_RSQRT_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _rsqrt_op = _ops.rsqrt.default
 
 
@@ -1984,7 +1984,7 @@ def rsqrt(x) -> Any:
     Returns:
         out (Tensor): 1 / sqrt(x), same shape and dtype as x. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "rsqrt(): ").
 
@@ -2012,7 +2012,7 @@ def _rsqrt_shapes(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::rsqrt")
 def _rsqrt_fake(x):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("rsqrt", _RSQRT_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("rsqrt", _RSQRT_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _rsqrt_shapes(x.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -2031,7 +2031,7 @@ _SCALE_ADD_ATTRS: dict[str, dict[str, Any]] = {
     "paddings": {"type": "list[float]", "range": None, "choices": None},
 }
 _SCALE_ADD_CHECKED: set[Any] = set()
-_SCALE_ADD_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), )
+_SCALE_ADD_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, ), )
 _scale_add_op = _ops.scale_add.default
 
 
@@ -2050,7 +2050,7 @@ def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> A
     Returns:
         out (Tensor): x + len(paddings) * scale * y + sum(paddings). Shape: broadcast(x, y); dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "scale_add(): ").
 
@@ -2091,7 +2091,7 @@ def _scale_add_shapes(x, y, scale, paddings):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::scale_add")
 def _scale_add_fake(x, y, scale=1.0, paddings=(0.0,)):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("scale_add", _SCALE_ADD_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
+        _rt.row_of("scale_add", _SCALE_ADD_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)')
         shapes = _scale_add_shapes(x.shape, y.shape, scale, paddings, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -2105,7 +2105,7 @@ def _scale_add_backward_fake(saved, douts, shapes, ranks, needs, row, scale, pad
 
 # ---------------------------------------------------------------------------------- sigmoid
 
-_SIGMOID_ROWS = ((torch.float32, ), (torch.float64, ), )
+_SIGMOID_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _sigmoid_op = _ops.sigmoid.default
 
 
@@ -2119,7 +2119,7 @@ def sigmoid(x) -> Any:
     Returns:
         out (Tensor): sigmoid(x), in (0, 1), same shape and dtype as x. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "sigmoid(): ").
 
@@ -2147,7 +2147,7 @@ def _sigmoid_shapes(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::sigmoid")
 def _sigmoid_fake(x):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("sigmoid", _SIGMOID_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("sigmoid", _SIGMOID_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _sigmoid_shapes(x.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -2166,7 +2166,7 @@ _SMOOTH_L1_LOSS_ATTRS: dict[str, dict[str, Any]] = {
     "reduction": {"type": "str", "range": None, "choices": ('none', 'mean', 'sum')},
 }
 _SMOOTH_L1_LOSS_CHECKED: set[Any] = set()
-_SMOOTH_L1_LOSS_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), )
+_SMOOTH_L1_LOSS_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, ), )
 _smooth_l1_loss_op = _ops.smooth_l1_loss.default
 
 
@@ -2184,7 +2184,7 @@ def smooth_l1_loss(pred, target, beta: float = 1.0, reduction: str = 'none') -> 
     Returns:
         loss (Tensor): The loss, per element or reduced. Shape: [] if reduction != 'none' else pred.shape; dtype: pred.
     Raises:
-        TypeError: dtypes outside the supported rows ((pred=float32, target=float32, loss=float32), (pred=float64, target=float64, loss=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((pred=float32, target=float32, loss=float32), (pred=float64, target=float64, loss=float64), (pred=float16, target=float16, loss=float16), (pred=bfloat16, target=bfloat16, loss=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "smooth_l1_loss(): ").
 
@@ -2229,7 +2229,7 @@ def _smooth_l1_loss_shapes(pred, target, beta, reduction):  # type: ignore[no-un
 @torch.library.register_fake("opgen_ops_torch::smooth_l1_loss")
 def _smooth_l1_loss_fake(pred, target, beta=1.0, reduction='none'):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("smooth_l1_loss", _SMOOTH_L1_LOSS_ROWS, ('pred', 'target'), (pred, target,), '(pred=float32, target=float32, loss=float32), (pred=float64, target=float64, loss=float64)')
+        _rt.row_of("smooth_l1_loss", _SMOOTH_L1_LOSS_ROWS, ('pred', 'target'), (pred, target,), '(pred=float32, target=float32, loss=float32), (pred=float64, target=float64, loss=float64), (pred=float16, target=float16, loss=float16), (pred=bfloat16, target=bfloat16, loss=bfloat16)')
         shapes = _smooth_l1_loss_shapes(pred.shape, target.shape, beta, reduction, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -2247,7 +2247,7 @@ _SOFTMAX_ATTRS: dict[str, dict[str, Any]] = {
     "axis": {"type": "int", "range": None, "choices": None},
 }
 _SOFTMAX_CHECKED: set[Any] = set()
-_SOFTMAX_ROWS = ((torch.float32, ), (torch.float64, ), )
+_SOFTMAX_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _softmax_op = _ops.softmax.default
 
 
@@ -2263,7 +2263,7 @@ def softmax(x, axis: int = -1) -> Any:
     Returns:
         out (Tensor): Probabilities along `axis`, same shape as x. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "softmax(): ").
 
@@ -2304,7 +2304,7 @@ def _softmax_shapes(x, axis):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::softmax")
 def _softmax_fake(x, axis=-1):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("softmax", _SOFTMAX_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("softmax", _SOFTMAX_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _softmax_shapes(x.shape, axis, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -2318,7 +2318,7 @@ def _softmax_backward_fake(saved, douts, shapes, ranks, needs, row, axis):  # ty
 
 # ---------------------------------------------------------------------------------- softplus
 
-_SOFTPLUS_ROWS = ((torch.float32, ), (torch.float64, ), )
+_SOFTPLUS_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _softplus_op = _ops.softplus.default
 
 
@@ -2333,7 +2333,7 @@ def softplus(x) -> Any:
     Returns:
         out (Tensor): softplus(x), positive, same shape and dtype as x. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "softplus(): ").
 
@@ -2361,7 +2361,7 @@ def _softplus_shapes(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::softplus")
 def _softplus_fake(x):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("softplus", _SOFTPLUS_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("softplus", _SOFTPLUS_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _softplus_shapes(x.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -2375,7 +2375,7 @@ def _softplus_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: i
 
 # ---------------------------------------------------------------------------------- sqrt
 
-_SQRT_ROWS = ((torch.float32, ), (torch.float64, ), )
+_SQRT_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _sqrt_op = _ops.sqrt.default
 
 
@@ -2389,7 +2389,7 @@ def sqrt(x) -> Any:
     Returns:
         out (Tensor): sqrt(x), same shape and dtype as x. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "sqrt(): ").
 
@@ -2417,7 +2417,7 @@ def _sqrt_shapes(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::sqrt")
 def _sqrt_fake(x):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("sqrt", _SQRT_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("sqrt", _SQRT_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _sqrt_shapes(x.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -2431,7 +2431,7 @@ def _sqrt_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignor
 
 # ---------------------------------------------------------------------------------- square
 
-_SQUARE_ROWS = ((torch.float32, ), (torch.float64, ), )
+_SQUARE_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _square_op = _ops.square.default
 
 
@@ -2445,7 +2445,7 @@ def square(x) -> Any:
     Returns:
         out (Tensor): x squared, same shape and dtype as x. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "square(): ").
 
@@ -2473,7 +2473,7 @@ def _square_shapes(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::square")
 def _square_fake(x):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("square", _SQUARE_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("square", _SQUARE_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _square_shapes(x.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -2487,7 +2487,7 @@ def _square_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ign
 
 # ---------------------------------------------------------------------------------- sub
 
-_SUB_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), )
+_SUB_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, ), )
 _sub_op = _ops.sub.default
 
 
@@ -2502,7 +2502,7 @@ def sub(x, y) -> Any:
     Returns:
         out (Tensor): x - y, of the broadcast shape of x and y. Shape: broadcast(x, y); dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "sub(): ").
 
@@ -2530,7 +2530,7 @@ def _sub_shapes(x, y):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::sub")
 def _sub_fake(x, y):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("sub", _SUB_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)')
+        _rt.row_of("sub", _SUB_ROWS, ('x', 'y'), (x, y,), '(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)')
         shapes = _sub_shapes(x.shape, y.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -2544,7 +2544,7 @@ def _sub_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ignore
 
 # ---------------------------------------------------------------------------------- swiglu
 
-_SWIGLU_ROWS = ((torch.float32, ), (torch.float64, ), )
+_SWIGLU_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _swiglu_op = _ops.swiglu.default
 
 
@@ -2558,7 +2558,7 @@ def swiglu(x) -> Any:
     Returns:
         out (Tensor): silu(a) * b. Shape: x.shape[:-1] + [x.shape[-1] // 2]; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "swiglu(): ").
 
@@ -2590,7 +2590,7 @@ def _swiglu_shapes(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::swiglu")
 def _swiglu_fake(x):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("swiglu", _SWIGLU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("swiglu", _SWIGLU_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _swiglu_shapes(x.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -2604,7 +2604,7 @@ def _swiglu_backward_fake(saved, douts, shapes, ranks, needs, row):  # type: ign
 
 # ---------------------------------------------------------------------------------- tanh
 
-_TANH_ROWS = ((torch.float32, ), (torch.float64, ), )
+_TANH_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _tanh_op = _ops.tanh.default
 
 
@@ -2618,7 +2618,7 @@ def tanh(x) -> Any:
     Returns:
         out (Tensor): tanh(x), in (-1, 1), same shape and dtype as x. Shape: x; dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "tanh(): ").
 
@@ -2646,7 +2646,7 @@ def _tanh_shapes(x):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::tanh")
 def _tanh_fake(x):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("tanh", _TANH_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64)')
+        _rt.row_of("tanh", _TANH_ROWS, ('x',), (x,), '(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)')
         shapes = _tanh_shapes(x.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -2664,7 +2664,7 @@ _TOPK_ATTRS: dict[str, dict[str, Any]] = {
     "k": {"type": "int", "range": [0.0, 2147483647.0], "choices": None},
 }
 _TOPK_CHECKED: set[Any] = set()
-_TOPK_ROWS = ((torch.float32, ), (torch.float64, ), )
+_TOPK_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _topk_op = _ops.topk.default
 
 
@@ -2680,7 +2680,7 @@ def topk(x, k: int = 1) -> Any:
     Returns:
         values (Tensor): The k largest entries of each row, largest first. Shape: x.shape[:-1] + [k]; dtype: x.        indices (Tensor): Their positions along the last axis of x. Shape: x.shape[:-1] + [k]; dtype: int64. Not differentiable.
     Raises:
-        TypeError: dtypes outside the supported rows ((x=float32, values=float32, indices=int64), (x=float64, values=float64, indices=int64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((x=float32, values=float32, indices=int64), (x=float64, values=float64, indices=int64), (x=float16, values=float16, indices=int64), (x=bfloat16, values=bfloat16, indices=int64)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "topk(): ").
 
@@ -2725,7 +2725,7 @@ def _topk_shapes(x, k):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::topk")
 def _topk_fake(x, k=1):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("topk", _TOPK_ROWS, ('x',), (x,), '(x=float32, values=float32, indices=int64), (x=float64, values=float64, indices=int64)')
+        _rt.row_of("topk", _TOPK_ROWS, ('x',), (x,), '(x=float32, values=float32, indices=int64), (x=float64, values=float64, indices=int64), (x=float16, values=float16, indices=int64), (x=bfloat16, values=bfloat16, indices=int64)')
         shapes = _topk_shapes(x.shape, k, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None
@@ -2739,7 +2739,7 @@ def _topk_backward_fake(saved, douts, shapes, ranks, needs, row, k):  # type: ig
 
 # ---------------------------------------------------------------------------------- where
 
-_WHERE_ROWS = ((torch.bool, torch.float32, torch.float32, ), (torch.bool, torch.float64, torch.float64, ), )
+_WHERE_ROWS = ((torch.bool, torch.float32, torch.float32, ), (torch.bool, torch.float64, torch.float64, ), (torch.bool, torch.float16, torch.float16, ), (torch.bool, torch.bfloat16, torch.bfloat16, ), )
 _where_op = _ops.where.default
 
 
@@ -2755,7 +2755,7 @@ def where(cond, x, y) -> Any:
     Returns:
         out (Tensor): The selection, of the broadcast shape of cond, x and y. Shape: broadcast(cond, x, y); dtype: x.
     Raises:
-        TypeError: dtypes outside the supported rows ((cond=bool, x=float32, y=float32, out=float32), (cond=bool, x=float64, y=float64, out=float64)) or arguments of the wrong type.
+        TypeError: dtypes outside the supported rows ((cond=bool, x=float32, y=float32, out=float32), (cond=bool, x=float64, y=float64, out=float64), (cond=bool, x=float16, y=float16, out=float16), (cond=bool, x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
             constraints, or an error the kernel reports (the message starts with "where(): ").
 
@@ -2783,7 +2783,7 @@ def _where_shapes(cond, x, y):  # type: ignore[no-untyped-def]
 @torch.library.register_fake("opgen_ops_torch::where")
 def _where_fake(cond, x, y):  # type: ignore[no-untyped-def]
     try:
-        _rt.row_of("where", _WHERE_ROWS, ('cond', 'x', 'y'), (cond, x, y,), '(cond=bool, x=float32, y=float32, out=float32), (cond=bool, x=float64, y=float64, out=float64)')
+        _rt.row_of("where", _WHERE_ROWS, ('cond', 'x', 'y'), (cond, x, y,), '(cond=bool, x=float32, y=float32, out=float32), (cond=bool, x=float64, y=float64, out=float64), (cond=bool, x=float16, y=float16, out=float16), (cond=bool, x=bfloat16, y=bfloat16, out=bfloat16)')
         shapes = _where_shapes(cond.shape, x.shape, y.shape, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is
         raise _rt.traced(exc) from None

@@ -136,6 +136,38 @@ extern "C" int opgen_ops_adamw_forward(int nparam, void **params, int *ndims, in
       opgen_op::forward<double, double, double, double, int64_t, double>(attrs, param, m, v, grad, step, lr);
       return opgen::aot::kOk;
     }
+    static const char *const kRow2[] = {"float16", "float16", "float16", "float16", "int64", "float16", "float32"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 7)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto param_w = cur.one<opgen::half>();
+      const auto param = param_w;
+      const auto m_w = cur.one<opgen::half>();
+      const auto m = m_w;
+      const auto v_w = cur.one<opgen::half>();
+      const auto v = v_w;
+      const auto grad = cur.one<const opgen::half>();
+      const auto step = cur.one<const int64_t>();
+      const auto lr = cur.one<const opgen::half>();
+      opgen::aot::done(cur.one<float>());
+      opgen_op::forward<opgen::half, opgen::half, opgen::half, opgen::half, int64_t, opgen::half>(attrs, param, m, v, grad, step, lr);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16", "int64", "bfloat16", "float32"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 7)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto param_w = cur.one<opgen::bfloat16>();
+      const auto param = param_w;
+      const auto m_w = cur.one<opgen::bfloat16>();
+      const auto m = m_w;
+      const auto v_w = cur.one<opgen::bfloat16>();
+      const auto v = v_w;
+      const auto grad = cur.one<const opgen::bfloat16>();
+      const auto step = cur.one<const int64_t>();
+      const auto lr = cur.one<const opgen::bfloat16>();
+      opgen::aot::done(cur.one<float>());
+      opgen_op::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, int64_t, opgen::bfloat16>(attrs, param, m, v, grad, step, lr);
+      return opgen::aot::kOk;
+    }
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("adamw", e.what());

@@ -45,6 +45,8 @@ class Adamw : public Function<Adamw> {
     int64_t row = -1;
     if (row < 0 && opgen::ms::dtype_is(param_h, mindspore::kNumberTypeFloat32) && opgen::ms::dtype_is(m_h, mindspore::kNumberTypeFloat32) && opgen::ms::dtype_is(v_h, mindspore::kNumberTypeFloat32) && opgen::ms::dtype_is(grad_h, mindspore::kNumberTypeFloat32) && opgen::ms::dtype_is(step_h, mindspore::kNumberTypeInt64) && opgen::ms::dtype_is(lr_h, mindspore::kNumberTypeFloat32)) row = 0;
     if (row < 0 && opgen::ms::dtype_is(param_h, mindspore::kNumberTypeFloat64) && opgen::ms::dtype_is(m_h, mindspore::kNumberTypeFloat64) && opgen::ms::dtype_is(v_h, mindspore::kNumberTypeFloat64) && opgen::ms::dtype_is(grad_h, mindspore::kNumberTypeFloat64) && opgen::ms::dtype_is(step_h, mindspore::kNumberTypeInt64) && opgen::ms::dtype_is(lr_h, mindspore::kNumberTypeFloat64)) row = 1;
+    if (row < 0 && opgen::ms::dtype_is(param_h, mindspore::kNumberTypeFloat16) && opgen::ms::dtype_is(m_h, mindspore::kNumberTypeFloat16) && opgen::ms::dtype_is(v_h, mindspore::kNumberTypeFloat16) && opgen::ms::dtype_is(grad_h, mindspore::kNumberTypeFloat16) && opgen::ms::dtype_is(step_h, mindspore::kNumberTypeInt64) && opgen::ms::dtype_is(lr_h, mindspore::kNumberTypeFloat16)) row = 2;
+    if (row < 0 && opgen::ms::dtype_is(param_h, mindspore::kNumberTypeBFloat16) && opgen::ms::dtype_is(m_h, mindspore::kNumberTypeBFloat16) && opgen::ms::dtype_is(v_h, mindspore::kNumberTypeBFloat16) && opgen::ms::dtype_is(grad_h, mindspore::kNumberTypeBFloat16) && opgen::ms::dtype_is(step_h, mindspore::kNumberTypeInt64) && opgen::ms::dtype_is(lr_h, mindspore::kNumberTypeBFloat16)) row = 3;
     if (row < 0) {
       std::vector<std::string> names;
       std::vector<mindspore::TypeId> got;
@@ -54,7 +56,7 @@ class Adamw : public Function<Adamw> {
       opgen::ms::describe(&names, &got, "grad", grad_h);
       opgen::ms::describe(&names, &got, "step", step_h);
       opgen::ms::describe(&names, &got, "lr", lr_h);
-      opgen::ms::unsupported_dtypes("adamw", names, got, "(param=float32, m=float32, v=float32, grad=float32, step=int64, lr=float32), (param=float64, m=float64, v=float64, grad=float64, step=int64, lr=float64)");
+      opgen::ms::unsupported_dtypes("adamw", names, got, "(param=float32, m=float32, v=float32, grad=float32, step=int64, lr=float32), (param=float64, m=float64, v=float64, grad=float64, step=int64, lr=float64), (param=float16, m=float16, v=float16, grad=float16, step=int64, lr=float16), (param=bfloat16, m=bfloat16, v=bfloat16, grad=bfloat16, step=int64, lr=bfloat16)");
     }
     TensorPtrList outputs;
     try {
@@ -80,6 +82,16 @@ class Adamw : public Function<Adamw> {
         }
         case 1: {
           forward<double, double, double, double, int64_t, double>(attrs, opgen::ms::view_at<double>(param_w, param), opgen::ms::view_at<double>(m_w, m), opgen::ms::view_at<double>(v_w, v), opgen::ms::in<double>(grad_h), opgen::ms::in<int64_t>(step_h), opgen::ms::in<double>(lr_h));
+          outputs = {param, m, v};
+          break;
+        }
+        case 2: {
+          forward<opgen::half, opgen::half, opgen::half, opgen::half, int64_t, opgen::half>(attrs, opgen::ms::view_at<opgen::half>(param_w, param), opgen::ms::view_at<opgen::half>(m_w, m), opgen::ms::view_at<opgen::half>(v_w, v), opgen::ms::in<opgen::half>(grad_h), opgen::ms::in<int64_t>(step_h), opgen::ms::in<opgen::half>(lr_h));
+          outputs = {param, m, v};
+          break;
+        }
+        case 3: {
+          forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, int64_t, opgen::bfloat16>(attrs, opgen::ms::view_at<opgen::bfloat16>(param_w, param), opgen::ms::view_at<opgen::bfloat16>(m_w, m), opgen::ms::view_at<opgen::bfloat16>(v_w, v), opgen::ms::in<opgen::bfloat16>(grad_h), opgen::ms::in<int64_t>(step_h), opgen::ms::in<opgen::bfloat16>(lr_h));
           outputs = {param, m, v};
           break;
         }

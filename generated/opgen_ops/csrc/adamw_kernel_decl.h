@@ -33,6 +33,8 @@ void forward(const Attrs &attrs, const opgen::Out<param_t> &param, const opgen::
 // One instantiation per dtype_format row, defined in adamw_kernel.cc.
 extern template void forward<float, float, float, float, int64_t, float>(const Attrs &, const opgen::Out<float> &, const opgen::Out<float> &, const opgen::Out<float> &, const opgen::In<float> &, const opgen::In<int64_t> &, const opgen::In<float> &);
 extern template void forward<double, double, double, double, int64_t, double>(const Attrs &, const opgen::Out<double> &, const opgen::Out<double> &, const opgen::Out<double> &, const opgen::In<double> &, const opgen::In<int64_t> &, const opgen::In<double> &);
+extern template void forward<opgen::half, opgen::half, opgen::half, opgen::half, int64_t, opgen::half>(const Attrs &, const opgen::Out<opgen::half> &, const opgen::Out<opgen::half> &, const opgen::Out<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<int64_t> &, const opgen::In<opgen::half> &);
+extern template void forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, int64_t, opgen::bfloat16>(const Attrs &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<int64_t> &, const opgen::In<opgen::bfloat16> &);
 
 }  // namespace adamw
 }  // namespace opgen_ops

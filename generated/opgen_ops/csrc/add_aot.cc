@@ -84,8 +84,26 @@ extern "C" int opgen_ops_add_forward(int nparam, void **params, int *ndims, int6
       opgen_op::forward<double, double, double>(attrs, x, y, out);
       return opgen::aot::kOk;
     }
-    static const char *const kRow2[] = {"int32", "int32", "int32"};
+    static const char *const kRow2[] = {"float16", "float16", "float16"};
     if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 3)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::half>();
+      const auto y = cur.one<const opgen::half>();
+      const auto out = cur.one<opgen::half>();
+      opgen_op::forward<opgen::half, opgen::half, opgen::half>(attrs, x, y, out);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 3)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto y = cur.one<const opgen::bfloat16>();
+      const auto out = cur.one<opgen::bfloat16>();
+      opgen_op::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, x, y, out);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow4[] = {"int32", "int32", "int32"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow4, opgen_counts, 3)) {
       opgen::aot::Cursor cur{params, ndims, shapes};
       const auto x = cur.one<const int32_t>();
       const auto y = cur.one<const int32_t>();
@@ -93,8 +111,8 @@ extern "C" int opgen_ops_add_forward(int nparam, void **params, int *ndims, int6
       opgen_op::forward<int32_t, int32_t, int32_t>(attrs, x, y, out);
       return opgen::aot::kOk;
     }
-    static const char *const kRow3[] = {"int64", "int64", "int64"};
-    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 3)) {
+    static const char *const kRow5[] = {"int64", "int64", "int64"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow5, opgen_counts, 3)) {
       opgen::aot::Cursor cur{params, ndims, shapes};
       const auto x = cur.one<const int64_t>();
       const auto y = cur.one<const int64_t>();
@@ -145,8 +163,32 @@ extern "C" int opgen_ops_add_backward(int nparam, void **params, int *ndims, int
       opgen_op::backward<double, double, double>(attrs, x, y, out, dout, dx, dy);
       return opgen::aot::kOk;
     }
-    static const char *const kRow2[] = {"int32", "int32", "int32", "int32", "int32", "int32"};
+    static const char *const kRow2[] = {"float16", "float16", "float16", "float16", "float16", "float16"};
     if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 6)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::half>();
+      const auto y = cur.one<const opgen::half>();
+      const auto out = cur.one<const opgen::half>();
+      const auto dout = cur.one<const opgen::half>();
+      const auto dx = cur.one<opgen::half>();
+      const auto dy = cur.one<opgen::half>();
+      opgen_op::backward<opgen::half, opgen::half, opgen::half>(attrs, x, y, out, dout, dx, dy);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 6)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto y = cur.one<const opgen::bfloat16>();
+      const auto out = cur.one<const opgen::bfloat16>();
+      const auto dout = cur.one<const opgen::bfloat16>();
+      const auto dx = cur.one<opgen::bfloat16>();
+      const auto dy = cur.one<opgen::bfloat16>();
+      opgen_op::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, x, y, out, dout, dx, dy);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow4[] = {"int32", "int32", "int32", "int32", "int32", "int32"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow4, opgen_counts, 6)) {
       opgen::aot::Cursor cur{params, ndims, shapes};
       const auto x = cur.one<const int32_t>();
       const auto y = cur.one<const int32_t>();
@@ -157,8 +199,8 @@ extern "C" int opgen_ops_add_backward(int nparam, void **params, int *ndims, int
       opgen_op::backward<int32_t, int32_t, int32_t>(attrs, x, y, out, dout, dx, dy);
       return opgen::aot::kOk;
     }
-    static const char *const kRow3[] = {"int64", "int64", "int64", "int64", "int64", "int64"};
-    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 6)) {
+    static const char *const kRow5[] = {"int64", "int64", "int64", "int64", "int64", "int64"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow5, opgen_counts, 6)) {
       opgen::aot::Cursor cur{params, ndims, shapes};
       const auto x = cur.one<const int64_t>();
       const auto y = cur.one<const int64_t>();

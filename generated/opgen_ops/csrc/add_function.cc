@@ -33,14 +33,16 @@ class Add : public Function<Add> {
     int64_t row = -1;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat32) && opgen::ms::dtype_is(y_h, mindspore::kNumberTypeFloat32)) row = 0;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat64) && opgen::ms::dtype_is(y_h, mindspore::kNumberTypeFloat64)) row = 1;
-    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeInt32) && opgen::ms::dtype_is(y_h, mindspore::kNumberTypeInt32)) row = 2;
-    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeInt64) && opgen::ms::dtype_is(y_h, mindspore::kNumberTypeInt64)) row = 3;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat16) && opgen::ms::dtype_is(y_h, mindspore::kNumberTypeFloat16)) row = 2;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeBFloat16) && opgen::ms::dtype_is(y_h, mindspore::kNumberTypeBFloat16)) row = 3;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeInt32) && opgen::ms::dtype_is(y_h, mindspore::kNumberTypeInt32)) row = 4;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeInt64) && opgen::ms::dtype_is(y_h, mindspore::kNumberTypeInt64)) row = 5;
     if (row < 0) {
       std::vector<std::string> names;
       std::vector<mindspore::TypeId> got;
       opgen::ms::describe(&names, &got, "x", x_h);
       opgen::ms::describe(&names, &got, "y", y_h);
-      opgen::ms::unsupported_dtypes("add", names, got, "(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=int32, y=int32, out=int32), (x=int64, y=int64, out=int64)");
+      opgen::ms::unsupported_dtypes("add", names, got, "(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16), (x=int32, y=int32, out=int32), (x=int64, y=int64, out=int64)");
     }
     TensorPtrList outputs;
     try {
@@ -63,12 +65,24 @@ class Add : public Function<Add> {
           break;
         }
         case 2: {
+          TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat16, out_shape);
+          forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::in<opgen::half>(y_h), opgen::ms::out<opgen::half>(out));
+          outputs = {out};
+          break;
+        }
+        case 3: {
+          TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeBFloat16, out_shape);
+          forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::in<opgen::bfloat16>(y_h), opgen::ms::out<opgen::bfloat16>(out));
+          outputs = {out};
+          break;
+        }
+        case 4: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeInt32, out_shape);
           forward<int32_t, int32_t, int32_t>(attrs, opgen::ms::in<int32_t>(x_h), opgen::ms::in<int32_t>(y_h), opgen::ms::out<int32_t>(out));
           outputs = {out};
           break;
         }
-        case 3: {
+        case 5: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeInt64, out_shape);
           forward<int64_t, int64_t, int64_t>(attrs, opgen::ms::in<int64_t>(x_h), opgen::ms::in<int64_t>(y_h), opgen::ms::out<int64_t>(out));
           outputs = {out};
@@ -148,6 +162,42 @@ class Add : public Function<Add> {
             if (x_shape == opgen::Shape(dout_h->shape())) {
               dx_is_dout = dout_h;  // dx = dout, same shape and dtype
             } else {
+              dx = opgen::ms::empty(mindspore::kNumberTypeFloat16, x_shape);  // summed down to x's shape
+            }
+          }
+          if (ctx->NeedsInputGrad(1)) {
+            if (y_shape == opgen::Shape(dout_h->shape())) {
+              dy_is_dout = dout_h;  // dy = dout, same shape and dtype
+            } else {
+              dy = opgen::ms::empty(mindspore::kNumberTypeFloat16, y_shape);  // summed down to y's shape
+            }
+          }
+          backward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::shape_only<opgen::half>(x_shape), opgen::ms::shape_only<opgen::half>(y_shape), opgen::ms::shape_only<opgen::half>(out_shape), opgen::ms::in<opgen::half>(dout_h), opgen::ms::out<opgen::half>(dx), opgen::ms::out<opgen::half>(dy));
+          break;
+        }
+        case 3: {
+          if (ctx->NeedsInputGrad(0)) {
+            if (x_shape == opgen::Shape(dout_h->shape())) {
+              dx_is_dout = dout_h;  // dx = dout, same shape and dtype
+            } else {
+              dx = opgen::ms::empty(mindspore::kNumberTypeBFloat16, x_shape);  // summed down to x's shape
+            }
+          }
+          if (ctx->NeedsInputGrad(1)) {
+            if (y_shape == opgen::Shape(dout_h->shape())) {
+              dy_is_dout = dout_h;  // dy = dout, same shape and dtype
+            } else {
+              dy = opgen::ms::empty(mindspore::kNumberTypeBFloat16, y_shape);  // summed down to y's shape
+            }
+          }
+          backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::shape_only<opgen::bfloat16>(x_shape), opgen::ms::shape_only<opgen::bfloat16>(y_shape), opgen::ms::shape_only<opgen::bfloat16>(out_shape), opgen::ms::in<opgen::bfloat16>(dout_h), opgen::ms::out<opgen::bfloat16>(dx), opgen::ms::out<opgen::bfloat16>(dy));
+          break;
+        }
+        case 4: {
+          if (ctx->NeedsInputGrad(0)) {
+            if (x_shape == opgen::Shape(dout_h->shape())) {
+              dx_is_dout = dout_h;  // dx = dout, same shape and dtype
+            } else {
               dx = opgen::ms::empty(mindspore::kNumberTypeInt32, x_shape);  // summed down to x's shape
             }
           }
@@ -161,7 +211,7 @@ class Add : public Function<Add> {
           backward<int32_t, int32_t, int32_t>(attrs, opgen::ms::shape_only<int32_t>(x_shape), opgen::ms::shape_only<int32_t>(y_shape), opgen::ms::shape_only<int32_t>(out_shape), opgen::ms::in<int32_t>(dout_h), opgen::ms::out<int32_t>(dx), opgen::ms::out<int32_t>(dy));
           break;
         }
-        case 3: {
+        case 5: {
           if (ctx->NeedsInputGrad(0)) {
             if (x_shape == opgen::Shape(dout_h->shape())) {
               dx_is_dout = dout_h;  // dx = dout, same shape and dtype

@@ -37,14 +37,16 @@ class AddN : public Function<AddN> {
     int64_t row = -1;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat32) && opgen::ms::dtype_is(zs_h, mindspore::kNumberTypeFloat32)) row = 0;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat64) && opgen::ms::dtype_is(zs_h, mindspore::kNumberTypeFloat64)) row = 1;
-    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeInt32) && opgen::ms::dtype_is(zs_h, mindspore::kNumberTypeInt32)) row = 2;
-    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeInt64) && opgen::ms::dtype_is(zs_h, mindspore::kNumberTypeInt64)) row = 3;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat16) && opgen::ms::dtype_is(zs_h, mindspore::kNumberTypeFloat16)) row = 2;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeBFloat16) && opgen::ms::dtype_is(zs_h, mindspore::kNumberTypeBFloat16)) row = 3;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeInt32) && opgen::ms::dtype_is(zs_h, mindspore::kNumberTypeInt32)) row = 4;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeInt64) && opgen::ms::dtype_is(zs_h, mindspore::kNumberTypeInt64)) row = 5;
     if (row < 0) {
       std::vector<std::string> names;
       std::vector<mindspore::TypeId> got;
       opgen::ms::describe(&names, &got, "x", x_h);
       opgen::ms::describe(&names, &got, "zs", zs_h);
-      opgen::ms::unsupported_dtypes("add_n", names, got, "(x=float32, zs=float32, out=float32), (x=float64, zs=float64, out=float64), (x=int32, zs=int32, out=int32), (x=int64, zs=int64, out=int64)");
+      opgen::ms::unsupported_dtypes("add_n", names, got, "(x=float32, zs=float32, out=float32), (x=float64, zs=float64, out=float64), (x=float16, zs=float16, out=float16), (x=bfloat16, zs=bfloat16, out=bfloat16), (x=int32, zs=int32, out=int32), (x=int64, zs=int64, out=int64)");
     }
     TensorPtrList outputs;
     try {
@@ -68,12 +70,24 @@ class AddN : public Function<AddN> {
           break;
         }
         case 2: {
+          TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat16, out_shape);
+          forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::in_list<opgen::half>(zs_h), opgen::ms::out<opgen::half>(out));
+          outputs = {out};
+          break;
+        }
+        case 3: {
+          TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeBFloat16, out_shape);
+          forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::in_list<opgen::bfloat16>(zs_h), opgen::ms::out<opgen::bfloat16>(out));
+          outputs = {out};
+          break;
+        }
+        case 4: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeInt32, out_shape);
           forward<int32_t, int32_t, int32_t>(attrs, opgen::ms::in<int32_t>(x_h), opgen::ms::in_list<int32_t>(zs_h), opgen::ms::out<int32_t>(out));
           outputs = {out};
           break;
         }
-        case 3: {
+        case 5: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeInt64, out_shape);
           forward<int64_t, int64_t, int64_t>(attrs, opgen::ms::in<int64_t>(x_h), opgen::ms::in_list<int64_t>(zs_h), opgen::ms::out<int64_t>(out));
           outputs = {out};
@@ -131,6 +145,26 @@ class AddN : public Function<AddN> {
           break;
         }
         case 2: {
+          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat16, x_shape);
+          bool want_zs = false;
+          for (size_t j = 0; j < zs_shapes.size(); ++j) want_zs = want_zs || ctx->NeedsInputGrad(1 + j);
+          if (want_zs) {
+            for (const auto &s : zs_shapes) dzs.push_back(opgen::ms::empty(mindspore::kNumberTypeFloat16, s));
+          }
+          backward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::shape_only<opgen::half>(x_shape), opgen::ms::shape_only_list<opgen::half>(zs_shapes), opgen::ms::shape_only<opgen::half>(out_shape), opgen::ms::in<opgen::half>(dout_h), opgen::ms::out<opgen::half>(dx), opgen::ms::out_list<opgen::half>(dzs));
+          break;
+        }
+        case 3: {
+          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeBFloat16, x_shape);
+          bool want_zs = false;
+          for (size_t j = 0; j < zs_shapes.size(); ++j) want_zs = want_zs || ctx->NeedsInputGrad(1 + j);
+          if (want_zs) {
+            for (const auto &s : zs_shapes) dzs.push_back(opgen::ms::empty(mindspore::kNumberTypeBFloat16, s));
+          }
+          backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::shape_only<opgen::bfloat16>(x_shape), opgen::ms::shape_only_list<opgen::bfloat16>(zs_shapes), opgen::ms::shape_only<opgen::bfloat16>(out_shape), opgen::ms::in<opgen::bfloat16>(dout_h), opgen::ms::out<opgen::bfloat16>(dx), opgen::ms::out_list<opgen::bfloat16>(dzs));
+          break;
+        }
+        case 4: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeInt32, x_shape);
           bool want_zs = false;
           for (size_t j = 0; j < zs_shapes.size(); ++j) want_zs = want_zs || ctx->NeedsInputGrad(1 + j);
@@ -140,7 +174,7 @@ class AddN : public Function<AddN> {
           backward<int32_t, int32_t, int32_t>(attrs, opgen::ms::shape_only<int32_t>(x_shape), opgen::ms::shape_only_list<int32_t>(zs_shapes), opgen::ms::shape_only<int32_t>(out_shape), opgen::ms::in<int32_t>(dout_h), opgen::ms::out<int32_t>(dx), opgen::ms::out_list<int32_t>(dzs));
           break;
         }
-        case 3: {
+        case 5: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeInt64, x_shape);
           bool want_zs = false;
           for (size_t j = 0; j < zs_shapes.size(); ++j) want_zs = want_zs || ctx->NeedsInputGrad(1 + j);

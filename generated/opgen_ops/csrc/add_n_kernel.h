@@ -28,7 +28,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::InList<zs
   // the contract guarantees every z has x's numel: z.data[i] stays in bounds
   opgen::parallel_for(out.numel, opgen::kParallelGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      out_t s = x.data[i];
+      opgen::compute_t<out_t> s = x.data[i];  // float for 16-bit rows: rounded once, at the end
       for (const auto &z : zs) s += z.data[i];
       out.data[i] = s;
     }

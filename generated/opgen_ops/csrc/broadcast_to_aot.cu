@@ -103,16 +103,32 @@ extern "C" int opgen_ops_broadcast_to_forward(int nparam, void **params, int *nd
       opgen_op::cuda::forward<double, double>(attrs, x, out);
       return opgen::aot::kOk;
     }
-    static const char *const kRow2[] = {"int32", "int32"};
+    static const char *const kRow2[] = {"float16", "float16"};
     if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 2)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::half>();
+      const auto out = cur.one<opgen::half>();
+      opgen_op::cuda::forward<opgen::half, opgen::half>(attrs, x, out);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 2)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto out = cur.one<opgen::bfloat16>();
+      opgen_op::cuda::forward<opgen::bfloat16, opgen::bfloat16>(attrs, x, out);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow4[] = {"int32", "int32"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow4, opgen_counts, 2)) {
       opgen::aot::Cursor cur{params, ndims, shapes};
       const auto x = cur.one<const int32_t>();
       const auto out = cur.one<int32_t>();
       opgen_op::cuda::forward<int32_t, int32_t>(attrs, x, out);
       return opgen::aot::kOk;
     }
-    static const char *const kRow3[] = {"int64", "int64"};
-    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 2)) {
+    static const char *const kRow5[] = {"int64", "int64"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow5, opgen_counts, 2)) {
       opgen::aot::Cursor cur{params, ndims, shapes};
       const auto x = cur.one<const int64_t>();
       const auto out = cur.one<int64_t>();
@@ -162,8 +178,28 @@ extern "C" int opgen_ops_broadcast_to_backward(int nparam, void **params, int *n
       opgen_op::cuda::backward<double, double>(attrs, x, out, dout, dx);
       return opgen::aot::kOk;
     }
-    static const char *const kRow2[] = {"int32", "int32", "int32", "int32"};
+    static const char *const kRow2[] = {"float16", "float16", "float16", "float16"};
     if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 4)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::half>();
+      const auto out = cur.one<const opgen::half>();
+      const auto dout = cur.one<const opgen::half>();
+      const auto dx = cur.one<opgen::half>();
+      opgen_op::cuda::backward<opgen::half, opgen::half>(attrs, x, out, dout, dx);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 4)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto out = cur.one<const opgen::bfloat16>();
+      const auto dout = cur.one<const opgen::bfloat16>();
+      const auto dx = cur.one<opgen::bfloat16>();
+      opgen_op::cuda::backward<opgen::bfloat16, opgen::bfloat16>(attrs, x, out, dout, dx);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow4[] = {"int32", "int32", "int32", "int32"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow4, opgen_counts, 4)) {
       opgen::aot::Cursor cur{params, ndims, shapes};
       const auto x = cur.one<const int32_t>();
       const auto out = cur.one<const int32_t>();
@@ -172,8 +208,8 @@ extern "C" int opgen_ops_broadcast_to_backward(int nparam, void **params, int *n
       opgen_op::cuda::backward<int32_t, int32_t>(attrs, x, out, dout, dx);
       return opgen::aot::kOk;
     }
-    static const char *const kRow3[] = {"int64", "int64", "int64", "int64"};
-    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 4)) {
+    static const char *const kRow5[] = {"int64", "int64", "int64", "int64"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow5, opgen_counts, 4)) {
       opgen::aot::Cursor cur{params, ndims, shapes};
       const auto x = cur.one<const int64_t>();
       const auto out = cur.one<const int64_t>();

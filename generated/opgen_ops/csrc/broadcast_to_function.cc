@@ -33,13 +33,15 @@ class BroadcastTo : public Function<BroadcastTo> {
     int64_t row = -1;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat32)) row = 0;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat64)) row = 1;
-    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeInt32)) row = 2;
-    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeInt64)) row = 3;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat16)) row = 2;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeBFloat16)) row = 3;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeInt32)) row = 4;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeInt64)) row = 5;
     if (row < 0) {
       std::vector<std::string> names;
       std::vector<mindspore::TypeId> got;
       opgen::ms::describe(&names, &got, "x", x_h);
-      opgen::ms::unsupported_dtypes("broadcast_to", names, got, "(x=float32, out=float32), (x=float64, out=float64), (x=int32, out=int32), (x=int64, out=int64)");
+      opgen::ms::unsupported_dtypes("broadcast_to", names, got, "(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16), (x=int32, out=int32), (x=int64, out=int64)");
     }
     TensorPtrList outputs;
     try {
@@ -62,12 +64,24 @@ class BroadcastTo : public Function<BroadcastTo> {
           break;
         }
         case 2: {
+          TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat16, out_shape);
+          forward<opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::out<opgen::half>(out));
+          outputs = {out};
+          break;
+        }
+        case 3: {
+          TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeBFloat16, out_shape);
+          forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::out<opgen::bfloat16>(out));
+          outputs = {out};
+          break;
+        }
+        case 4: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeInt32, out_shape);
           forward<int32_t, int32_t>(attrs, opgen::ms::in<int32_t>(x_h), opgen::ms::out<int32_t>(out));
           outputs = {out};
           break;
         }
-        case 3: {
+        case 5: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeInt64, out_shape);
           forward<int64_t, int64_t>(attrs, opgen::ms::in<int64_t>(x_h), opgen::ms::out<int64_t>(out));
           outputs = {out};
@@ -130,13 +144,35 @@ class BroadcastTo : public Function<BroadcastTo> {
             if (x_shape == opgen::Shape(dout_h->shape())) {
               dx_is_dout = dout_h;  // dx = dout, same shape and dtype
             } else {
+              dx = opgen::ms::empty(mindspore::kNumberTypeFloat16, x_shape);  // summed down to x's shape
+            }
+          }
+          backward<opgen::half, opgen::half>(attrs, opgen::ms::shape_only<opgen::half>(x_shape), opgen::ms::shape_only<opgen::half>(out_shape), opgen::ms::in<opgen::half>(dout_h), opgen::ms::out<opgen::half>(dx));
+          break;
+        }
+        case 3: {
+          if (ctx->NeedsInputGrad(0)) {
+            if (x_shape == opgen::Shape(dout_h->shape())) {
+              dx_is_dout = dout_h;  // dx = dout, same shape and dtype
+            } else {
+              dx = opgen::ms::empty(mindspore::kNumberTypeBFloat16, x_shape);  // summed down to x's shape
+            }
+          }
+          backward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::shape_only<opgen::bfloat16>(x_shape), opgen::ms::shape_only<opgen::bfloat16>(out_shape), opgen::ms::in<opgen::bfloat16>(dout_h), opgen::ms::out<opgen::bfloat16>(dx));
+          break;
+        }
+        case 4: {
+          if (ctx->NeedsInputGrad(0)) {
+            if (x_shape == opgen::Shape(dout_h->shape())) {
+              dx_is_dout = dout_h;  // dx = dout, same shape and dtype
+            } else {
               dx = opgen::ms::empty(mindspore::kNumberTypeInt32, x_shape);  // summed down to x's shape
             }
           }
           backward<int32_t, int32_t>(attrs, opgen::ms::shape_only<int32_t>(x_shape), opgen::ms::shape_only<int32_t>(out_shape), opgen::ms::in<int32_t>(dout_h), opgen::ms::out<int32_t>(dx));
           break;
         }
-        case 3: {
+        case 5: {
           if (ctx->NeedsInputGrad(0)) {
             if (x_shape == opgen::Shape(dout_h->shape())) {
               dx_is_dout = dout_h;  // dx = dout, same shape and dtype

@@ -34,11 +34,13 @@ class Clip : public Function<Clip> {
     int64_t row = -1;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat32)) row = 0;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat64)) row = 1;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat16)) row = 2;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeBFloat16)) row = 3;
     if (row < 0) {
       std::vector<std::string> names;
       std::vector<mindspore::TypeId> got;
       opgen::ms::describe(&names, &got, "x", x_h);
-      opgen::ms::unsupported_dtypes("clip", names, got, "(x=float32, out=float32), (x=float64, out=float64)");
+      opgen::ms::unsupported_dtypes("clip", names, got, "(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)");
     }
     TensorPtrList outputs;
     try {
@@ -56,6 +58,18 @@ class Clip : public Function<Clip> {
         case 1: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat64, out_shape);
           forward<double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::out<double>(out));
+          outputs = {out};
+          break;
+        }
+        case 2: {
+          TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat16, out_shape);
+          forward<opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::out<opgen::half>(out));
+          outputs = {out};
+          break;
+        }
+        case 3: {
+          TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeBFloat16, out_shape);
+          forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::out<opgen::bfloat16>(out));
           outputs = {out};
           break;
         }
@@ -100,6 +114,16 @@ class Clip : public Function<Clip> {
         case 1: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);
           backward<double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::shape_only<double>(out_shape), opgen::ms::in<double>(dout_h), opgen::ms::out<double>(dx));
+          break;
+        }
+        case 2: {
+          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat16, x_shape);
+          backward<opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::shape_only<opgen::half>(out_shape), opgen::ms::in<opgen::half>(dout_h), opgen::ms::out<opgen::half>(dx));
+          break;
+        }
+        case 3: {
+          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeBFloat16, x_shape);
+          backward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::shape_only<opgen::bfloat16>(out_shape), opgen::ms::in<opgen::bfloat16>(dout_h), opgen::ms::out<opgen::bfloat16>(dx));
           break;
         }
       }

@@ -37,13 +37,15 @@ class Concat : public Function<Concat> {
     int64_t row = -1;
     if (row < 0 && opgen::ms::dtype_is(xs_h, mindspore::kNumberTypeFloat32)) row = 0;
     if (row < 0 && opgen::ms::dtype_is(xs_h, mindspore::kNumberTypeFloat64)) row = 1;
-    if (row < 0 && opgen::ms::dtype_is(xs_h, mindspore::kNumberTypeInt32)) row = 2;
-    if (row < 0 && opgen::ms::dtype_is(xs_h, mindspore::kNumberTypeInt64)) row = 3;
+    if (row < 0 && opgen::ms::dtype_is(xs_h, mindspore::kNumberTypeFloat16)) row = 2;
+    if (row < 0 && opgen::ms::dtype_is(xs_h, mindspore::kNumberTypeBFloat16)) row = 3;
+    if (row < 0 && opgen::ms::dtype_is(xs_h, mindspore::kNumberTypeInt32)) row = 4;
+    if (row < 0 && opgen::ms::dtype_is(xs_h, mindspore::kNumberTypeInt64)) row = 5;
     if (row < 0) {
       std::vector<std::string> names;
       std::vector<mindspore::TypeId> got;
       opgen::ms::describe(&names, &got, "xs", xs_h);
-      opgen::ms::unsupported_dtypes("concat", names, got, "(xs=float32, out=float32), (xs=float64, out=float64), (xs=int32, out=int32), (xs=int64, out=int64)");
+      opgen::ms::unsupported_dtypes("concat", names, got, "(xs=float32, out=float32), (xs=float64, out=float64), (xs=float16, out=float16), (xs=bfloat16, out=bfloat16), (xs=int32, out=int32), (xs=int64, out=int64)");
     }
     TensorPtrList outputs;
     try {
@@ -65,12 +67,24 @@ class Concat : public Function<Concat> {
           break;
         }
         case 2: {
+          TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat16, out_shape);
+          forward<opgen::half, opgen::half>(attrs, opgen::ms::in_list<opgen::half>(xs_h), opgen::ms::out<opgen::half>(out));
+          outputs = {out};
+          break;
+        }
+        case 3: {
+          TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeBFloat16, out_shape);
+          forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in_list<opgen::bfloat16>(xs_h), opgen::ms::out<opgen::bfloat16>(out));
+          outputs = {out};
+          break;
+        }
+        case 4: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeInt32, out_shape);
           forward<int32_t, int32_t>(attrs, opgen::ms::in_list<int32_t>(xs_h), opgen::ms::out<int32_t>(out));
           outputs = {out};
           break;
         }
-        case 3: {
+        case 5: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeInt64, out_shape);
           forward<int64_t, int64_t>(attrs, opgen::ms::in_list<int64_t>(xs_h), opgen::ms::out<int64_t>(out));
           outputs = {out};

@@ -36,6 +36,10 @@ extern template void forward<float, float>(const Attrs &, const opgen::InList<fl
 extern template void backward<float, float>(const Attrs &, const opgen::InList<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::OutList<float> &);
 extern template void forward<double, double>(const Attrs &, const opgen::InList<double> &, const opgen::Out<double> &);
 extern template void backward<double, double>(const Attrs &, const opgen::InList<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::OutList<double> &);
+extern template void forward<opgen::half, opgen::half>(const Attrs &, const opgen::InList<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void backward<opgen::half, opgen::half>(const Attrs &, const opgen::InList<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::OutList<opgen::half> &);
+extern template void forward<opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::InList<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+extern template void backward<opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::InList<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::OutList<opgen::bfloat16> &);
 extern template void forward<int32_t, int32_t>(const Attrs &, const opgen::InList<int32_t> &, const opgen::Out<int32_t> &);
 extern template void backward<int32_t, int32_t>(const Attrs &, const opgen::InList<int32_t> &, const opgen::In<int32_t> &, const opgen::In<int32_t> &, const opgen::OutList<int32_t> &);
 extern template void forward<int64_t, int64_t>(const Attrs &, const opgen::InList<int64_t> &, const opgen::Out<int64_t> &);

@@ -106,6 +106,24 @@ extern "C" int opgen_ops_dropout_forward(int nparam, void **params, int *ndims, 
       opgen_op::forward<double, double, bool>(attrs, x, y, mask);
       return opgen::aot::kOk;
     }
+    static const char *const kRow2[] = {"float16", "float16", "bool"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 3)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::half>();
+      const auto y = cur.one<opgen::half>();
+      const auto mask = cur.one<bool>();
+      opgen_op::forward<opgen::half, opgen::half, bool>(attrs, x, y, mask);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "bool"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 3)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto y = cur.one<opgen::bfloat16>();
+      const auto mask = cur.one<bool>();
+      opgen_op::forward<opgen::bfloat16, opgen::bfloat16, bool>(attrs, x, y, mask);
+      return opgen::aot::kOk;
+    }
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("dropout", e.what());
@@ -151,6 +169,30 @@ extern "C" int opgen_ops_dropout_backward(int nparam, void **params, int *ndims,
       const auto dmask = cur.one<const bool>();
       const auto dx = cur.one<double>();
       opgen_op::backward<double, double, bool>(attrs, x, y, mask, dy, dmask, dx);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow2[] = {"float16", "float16", "bool", "float16", "bool", "float16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 6)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::half>();
+      const auto y = cur.one<const opgen::half>();
+      const auto mask = cur.one<const bool>();
+      const auto dy = cur.one<const opgen::half>();
+      const auto dmask = cur.one<const bool>();
+      const auto dx = cur.one<opgen::half>();
+      opgen_op::backward<opgen::half, opgen::half, bool>(attrs, x, y, mask, dy, dmask, dx);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "bool", "bfloat16", "bool", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 6)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto y = cur.one<const opgen::bfloat16>();
+      const auto mask = cur.one<const bool>();
+      const auto dy = cur.one<const opgen::bfloat16>();
+      const auto dmask = cur.one<const bool>();
+      const auto dx = cur.one<opgen::bfloat16>();
+      opgen_op::backward<opgen::bfloat16, opgen::bfloat16, bool>(attrs, x, y, mask, dy, dmask, dx);
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

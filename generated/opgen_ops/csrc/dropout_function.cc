@@ -34,11 +34,13 @@ class Dropout : public Function<Dropout> {
     int64_t row = -1;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat32)) row = 0;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat64)) row = 1;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat16)) row = 2;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeBFloat16)) row = 3;
     if (row < 0) {
       std::vector<std::string> names;
       std::vector<mindspore::TypeId> got;
       opgen::ms::describe(&names, &got, "x", x_h);
-      opgen::ms::unsupported_dtypes("dropout", names, got, "(x=float32, y=float32, mask=bool), (x=float64, y=float64, mask=bool)");
+      opgen::ms::unsupported_dtypes("dropout", names, got, "(x=float32, y=float32, mask=bool), (x=float64, y=float64, mask=bool), (x=float16, y=float16, mask=bool), (x=bfloat16, y=bfloat16, mask=bool)");
     }
     TensorPtrList outputs;
     try {
@@ -59,6 +61,20 @@ class Dropout : public Function<Dropout> {
           TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeFloat64, y_shape);
           TensorPtr mask = opgen::ms::empty(mindspore::kNumberTypeBool, mask_shape);
           forward<double, double, bool>(attrs, opgen::ms::in<double>(x_h), opgen::ms::out<double>(y), opgen::ms::out<bool>(mask));
+          outputs = {y, mask};
+          break;
+        }
+        case 2: {
+          TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeFloat16, y_shape);
+          TensorPtr mask = opgen::ms::empty(mindspore::kNumberTypeBool, mask_shape);
+          forward<opgen::half, opgen::half, bool>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::out<opgen::half>(y), opgen::ms::out<bool>(mask));
+          outputs = {y, mask};
+          break;
+        }
+        case 3: {
+          TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeBFloat16, y_shape);
+          TensorPtr mask = opgen::ms::empty(mindspore::kNumberTypeBool, mask_shape);
+          forward<opgen::bfloat16, opgen::bfloat16, bool>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::out<opgen::bfloat16>(y), opgen::ms::out<bool>(mask));
           outputs = {y, mask};
           break;
         }
@@ -105,6 +121,16 @@ class Dropout : public Function<Dropout> {
         case 1: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);
           backward<double, double, bool>(attrs, opgen::ms::shape_only<double>(x_shape), opgen::ms::shape_only<double>(y_shape), opgen::ms::in<bool>(mask_h), opgen::ms::in<double>(dy_h), opgen::ms::in<bool>(dmask_h), opgen::ms::out<double>(dx));
+          break;
+        }
+        case 2: {
+          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat16, x_shape);
+          backward<opgen::half, opgen::half, bool>(attrs, opgen::ms::shape_only<opgen::half>(x_shape), opgen::ms::shape_only<opgen::half>(y_shape), opgen::ms::in<bool>(mask_h), opgen::ms::in<opgen::half>(dy_h), opgen::ms::in<bool>(dmask_h), opgen::ms::out<opgen::half>(dx));
+          break;
+        }
+        case 3: {
+          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeBFloat16, x_shape);
+          backward<opgen::bfloat16, opgen::bfloat16, bool>(attrs, opgen::ms::shape_only<opgen::bfloat16>(x_shape), opgen::ms::shape_only<opgen::bfloat16>(y_shape), opgen::ms::in<bool>(mask_h), opgen::ms::in<opgen::bfloat16>(dy_h), opgen::ms::in<bool>(dmask_h), opgen::ms::out<opgen::bfloat16>(dx));
           break;
         }
       }

@@ -105,6 +105,24 @@ extern "C" int opgen_ops_gather_forward(int nparam, void **params, int *ndims, i
       opgen_op::forward<double, int64_t, double>(attrs, x, indices, out);
       return opgen::aot::kOk;
     }
+    static const char *const kRow2[] = {"float16", "int64", "float16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 3)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::half>();
+      const auto indices = cur.one<const int64_t>();
+      const auto out = cur.one<opgen::half>();
+      opgen_op::forward<opgen::half, int64_t, opgen::half>(attrs, x, indices, out);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "int64", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 3)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto indices = cur.one<const int64_t>();
+      const auto out = cur.one<opgen::bfloat16>();
+      opgen_op::forward<opgen::bfloat16, int64_t, opgen::bfloat16>(attrs, x, indices, out);
+      return opgen::aot::kOk;
+    }
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("gather", e.what());
@@ -148,6 +166,28 @@ extern "C" int opgen_ops_gather_backward(int nparam, void **params, int *ndims, 
       const auto dout = cur.one<const double>();
       const auto dx = cur.one<double>();
       opgen_op::backward<double, int64_t, double>(attrs, x, indices, out, dout, dx);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow2[] = {"float16", "int64", "float16", "float16", "float16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 5)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::half>();
+      const auto indices = cur.one<const int64_t>();
+      const auto out = cur.one<const opgen::half>();
+      const auto dout = cur.one<const opgen::half>();
+      const auto dx = cur.one<opgen::half>();
+      opgen_op::backward<opgen::half, int64_t, opgen::half>(attrs, x, indices, out, dout, dx);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "int64", "bfloat16", "bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 5)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto indices = cur.one<const int64_t>();
+      const auto out = cur.one<const opgen::bfloat16>();
+      const auto dout = cur.one<const opgen::bfloat16>();
+      const auto dx = cur.one<opgen::bfloat16>();
+      opgen_op::backward<opgen::bfloat16, int64_t, opgen::bfloat16>(attrs, x, indices, out, dout, dx);
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

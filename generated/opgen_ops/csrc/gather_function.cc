@@ -34,12 +34,14 @@ class Gather : public Function<Gather> {
     int64_t row = -1;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat32) && opgen::ms::dtype_is(indices_h, mindspore::kNumberTypeInt64)) row = 0;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat64) && opgen::ms::dtype_is(indices_h, mindspore::kNumberTypeInt64)) row = 1;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat16) && opgen::ms::dtype_is(indices_h, mindspore::kNumberTypeInt64)) row = 2;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeBFloat16) && opgen::ms::dtype_is(indices_h, mindspore::kNumberTypeInt64)) row = 3;
     if (row < 0) {
       std::vector<std::string> names;
       std::vector<mindspore::TypeId> got;
       opgen::ms::describe(&names, &got, "x", x_h);
       opgen::ms::describe(&names, &got, "indices", indices_h);
-      opgen::ms::unsupported_dtypes("gather", names, got, "(x=float32, indices=int64, out=float32), (x=float64, indices=int64, out=float64)");
+      opgen::ms::unsupported_dtypes("gather", names, got, "(x=float32, indices=int64, out=float32), (x=float64, indices=int64, out=float64), (x=float16, indices=int64, out=float16), (x=bfloat16, indices=int64, out=bfloat16)");
     }
     TensorPtrList outputs;
     try {
@@ -58,6 +60,18 @@ class Gather : public Function<Gather> {
         case 1: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat64, out_shape);
           forward<double, int64_t, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::in<int64_t>(indices_h), opgen::ms::out<double>(out));
+          outputs = {out};
+          break;
+        }
+        case 2: {
+          TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat16, out_shape);
+          forward<opgen::half, int64_t, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::in<int64_t>(indices_h), opgen::ms::out<opgen::half>(out));
+          outputs = {out};
+          break;
+        }
+        case 3: {
+          TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeBFloat16, out_shape);
+          forward<opgen::bfloat16, int64_t, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::in<int64_t>(indices_h), opgen::ms::out<opgen::bfloat16>(out));
           outputs = {out};
           break;
         }
@@ -105,6 +119,16 @@ class Gather : public Function<Gather> {
         case 1: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);
           backward<double, int64_t, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::in<int64_t>(indices_h), opgen::ms::in<double>(out_h), opgen::ms::in<double>(dout_h), opgen::ms::out<double>(dx));
+          break;
+        }
+        case 2: {
+          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat16, x_shape);
+          backward<opgen::half, int64_t, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::in<int64_t>(indices_h), opgen::ms::in<opgen::half>(out_h), opgen::ms::in<opgen::half>(dout_h), opgen::ms::out<opgen::half>(dx));
+          break;
+        }
+        case 3: {
+          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeBFloat16, x_shape);
+          backward<opgen::bfloat16, int64_t, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::in<int64_t>(indices_h), opgen::ms::in<opgen::bfloat16>(out_h), opgen::ms::in<opgen::bfloat16>(dout_h), opgen::ms::out<opgen::bfloat16>(dx));
           break;
         }
       }

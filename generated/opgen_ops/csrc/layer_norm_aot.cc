@@ -116,6 +116,30 @@ extern "C" int opgen_ops_layer_norm_forward(int nparam, void **params, int *ndim
       opgen_op::forward<double, double, double, double, double, double>(attrs, x, gamma, beta, y, mean, rstd);
       return opgen::aot::kOk;
     }
+    static const char *const kRow2[] = {"float16", "float16", "float16", "float16", "float16", "float16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 6)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::half>();
+      const auto gamma = cur.maybe<const opgen::half>(attrs.opgen_layout[1]);
+      const auto beta = cur.maybe<const opgen::half>(attrs.opgen_layout[2]);
+      const auto y = cur.one<opgen::half>();
+      const auto mean = cur.one<opgen::half>();
+      const auto rstd = cur.one<opgen::half>();
+      opgen_op::forward<opgen::half, opgen::half, opgen::half, opgen::half, opgen::half, opgen::half>(attrs, x, gamma, beta, y, mean, rstd);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 6)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto gamma = cur.maybe<const opgen::bfloat16>(attrs.opgen_layout[1]);
+      const auto beta = cur.maybe<const opgen::bfloat16>(attrs.opgen_layout[2]);
+      const auto y = cur.one<opgen::bfloat16>();
+      const auto mean = cur.one<opgen::bfloat16>();
+      const auto rstd = cur.one<opgen::bfloat16>();
+      opgen_op::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, x, gamma, beta, y, mean, rstd);
+      return opgen::aot::kOk;
+    }
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("layer_norm", e.what());
@@ -173,6 +197,42 @@ extern "C" int opgen_ops_layer_norm_backward(int nparam, void **params, int *ndi
       const auto dgamma = cur.maybe<double>(attrs.opgen_layout[1]);
       const auto dbeta = cur.maybe<double>(attrs.opgen_layout[2]);
       opgen_op::backward<double, double, double, double, double, double>(attrs, x, gamma, beta, y, mean, rstd, dy, dmean, drstd, dx, dgamma, dbeta);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow2[] = {"float16", "float16", "float16", "float16", "float16", "float16", "float16", "float16", "float16", "float16", "float16", "float16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 12)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::half>();
+      const auto gamma = cur.maybe<const opgen::half>(attrs.opgen_layout[1]);
+      const auto beta = cur.maybe<const opgen::half>(attrs.opgen_layout[2]);
+      const auto y = cur.one<const opgen::half>();
+      const auto mean = cur.one<const opgen::half>();
+      const auto rstd = cur.one<const opgen::half>();
+      const auto dy = cur.one<const opgen::half>();
+      const auto dmean = cur.one<const opgen::half>();
+      const auto drstd = cur.one<const opgen::half>();
+      const auto dx = cur.one<opgen::half>();
+      const auto dgamma = cur.maybe<opgen::half>(attrs.opgen_layout[1]);
+      const auto dbeta = cur.maybe<opgen::half>(attrs.opgen_layout[2]);
+      opgen_op::backward<opgen::half, opgen::half, opgen::half, opgen::half, opgen::half, opgen::half>(attrs, x, gamma, beta, y, mean, rstd, dy, dmean, drstd, dx, dgamma, dbeta);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 12)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto gamma = cur.maybe<const opgen::bfloat16>(attrs.opgen_layout[1]);
+      const auto beta = cur.maybe<const opgen::bfloat16>(attrs.opgen_layout[2]);
+      const auto y = cur.one<const opgen::bfloat16>();
+      const auto mean = cur.one<const opgen::bfloat16>();
+      const auto rstd = cur.one<const opgen::bfloat16>();
+      const auto dy = cur.one<const opgen::bfloat16>();
+      const auto dmean = cur.one<const opgen::bfloat16>();
+      const auto drstd = cur.one<const opgen::bfloat16>();
+      const auto dx = cur.one<opgen::bfloat16>();
+      const auto dgamma = cur.maybe<opgen::bfloat16>(attrs.opgen_layout[1]);
+      const auto dbeta = cur.maybe<opgen::bfloat16>(attrs.opgen_layout[2]);
+      opgen_op::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, x, gamma, beta, y, mean, rstd, dy, dmean, drstd, dx, dgamma, dbeta);
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

@@ -36,13 +36,15 @@ class LayerNorm : public Function<LayerNorm> {
     int64_t row = -1;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat32) && opgen::ms::dtype_is(gamma_h, mindspore::kNumberTypeFloat32) && opgen::ms::dtype_is(beta_h, mindspore::kNumberTypeFloat32)) row = 0;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat64) && opgen::ms::dtype_is(gamma_h, mindspore::kNumberTypeFloat64) && opgen::ms::dtype_is(beta_h, mindspore::kNumberTypeFloat64)) row = 1;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat16) && opgen::ms::dtype_is(gamma_h, mindspore::kNumberTypeFloat16) && opgen::ms::dtype_is(beta_h, mindspore::kNumberTypeFloat16)) row = 2;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeBFloat16) && opgen::ms::dtype_is(gamma_h, mindspore::kNumberTypeBFloat16) && opgen::ms::dtype_is(beta_h, mindspore::kNumberTypeBFloat16)) row = 3;
     if (row < 0) {
       std::vector<std::string> names;
       std::vector<mindspore::TypeId> got;
       opgen::ms::describe(&names, &got, "x", x_h);
       opgen::ms::describe(&names, &got, "gamma", gamma_h);
       opgen::ms::describe(&names, &got, "beta", beta_h);
-      opgen::ms::unsupported_dtypes("layer_norm", names, got, "(x=float32, gamma=float32, beta=float32, y=float32, mean=float32, rstd=float32), (x=float64, gamma=float64, beta=float64, y=float64, mean=float64, rstd=float64)");
+      opgen::ms::unsupported_dtypes("layer_norm", names, got, "(x=float32, gamma=float32, beta=float32, y=float32, mean=float32, rstd=float32), (x=float64, gamma=float64, beta=float64, y=float64, mean=float64, rstd=float64), (x=float16, gamma=float16, beta=float16, y=float16, mean=float16, rstd=float16), (x=bfloat16, gamma=bfloat16, beta=bfloat16, y=bfloat16, mean=bfloat16, rstd=bfloat16)");
     }
     TensorPtrList outputs;
     try {
@@ -66,6 +68,22 @@ class LayerNorm : public Function<LayerNorm> {
           TensorPtr mean = opgen::ms::empty(mindspore::kNumberTypeFloat64, mean_shape);
           TensorPtr rstd = opgen::ms::empty(mindspore::kNumberTypeFloat64, rstd_shape);
           forward<double, double, double, double, double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::in<double>(gamma_h), opgen::ms::in<double>(beta_h), opgen::ms::out<double>(y), opgen::ms::out<double>(mean), opgen::ms::out<double>(rstd));
+          outputs = {y, mean, rstd};
+          break;
+        }
+        case 2: {
+          TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeFloat16, y_shape);
+          TensorPtr mean = opgen::ms::empty(mindspore::kNumberTypeFloat16, mean_shape);
+          TensorPtr rstd = opgen::ms::empty(mindspore::kNumberTypeFloat16, rstd_shape);
+          forward<opgen::half, opgen::half, opgen::half, opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::in<opgen::half>(gamma_h), opgen::ms::in<opgen::half>(beta_h), opgen::ms::out<opgen::half>(y), opgen::ms::out<opgen::half>(mean), opgen::ms::out<opgen::half>(rstd));
+          outputs = {y, mean, rstd};
+          break;
+        }
+        case 3: {
+          TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeBFloat16, y_shape);
+          TensorPtr mean = opgen::ms::empty(mindspore::kNumberTypeBFloat16, mean_shape);
+          TensorPtr rstd = opgen::ms::empty(mindspore::kNumberTypeBFloat16, rstd_shape);
+          forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::in<opgen::bfloat16>(gamma_h), opgen::ms::in<opgen::bfloat16>(beta_h), opgen::ms::out<opgen::bfloat16>(y), opgen::ms::out<opgen::bfloat16>(mean), opgen::ms::out<opgen::bfloat16>(rstd));
           outputs = {y, mean, rstd};
           break;
         }
@@ -134,6 +152,20 @@ class LayerNorm : public Function<LayerNorm> {
           if (gamma_present && ctx->NeedsInputGrad(1)) dgamma = opgen::ms::empty(mindspore::kNumberTypeFloat64, gamma_shape);
           if (beta_present && ctx->NeedsInputGrad(2)) dbeta = opgen::ms::empty(mindspore::kNumberTypeFloat64, beta_shape);
           backward<double, double, double, double, double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::in<double>(gamma_h), (beta_present ? opgen::ms::shape_only<double>(beta_shape) : opgen::In<double>{}), opgen::ms::shape_only<double>(y_shape), opgen::ms::in<double>(mean_h), opgen::ms::in<double>(rstd_h), opgen::ms::in<double>(dy_h), opgen::ms::in<double>(dmean_h), opgen::ms::in<double>(drstd_h), opgen::ms::out<double>(dx), opgen::ms::out<double>(dgamma), opgen::ms::out<double>(dbeta));
+          break;
+        }
+        case 2: {
+          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat16, x_shape);
+          if (gamma_present && ctx->NeedsInputGrad(1)) dgamma = opgen::ms::empty(mindspore::kNumberTypeFloat16, gamma_shape);
+          if (beta_present && ctx->NeedsInputGrad(2)) dbeta = opgen::ms::empty(mindspore::kNumberTypeFloat16, beta_shape);
+          backward<opgen::half, opgen::half, opgen::half, opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::in<opgen::half>(gamma_h), (beta_present ? opgen::ms::shape_only<opgen::half>(beta_shape) : opgen::In<opgen::half>{}), opgen::ms::shape_only<opgen::half>(y_shape), opgen::ms::in<opgen::half>(mean_h), opgen::ms::in<opgen::half>(rstd_h), opgen::ms::in<opgen::half>(dy_h), opgen::ms::in<opgen::half>(dmean_h), opgen::ms::in<opgen::half>(drstd_h), opgen::ms::out<opgen::half>(dx), opgen::ms::out<opgen::half>(dgamma), opgen::ms::out<opgen::half>(dbeta));
+          break;
+        }
+        case 3: {
+          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeBFloat16, x_shape);
+          if (gamma_present && ctx->NeedsInputGrad(1)) dgamma = opgen::ms::empty(mindspore::kNumberTypeBFloat16, gamma_shape);
+          if (beta_present && ctx->NeedsInputGrad(2)) dbeta = opgen::ms::empty(mindspore::kNumberTypeBFloat16, beta_shape);
+          backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::in<opgen::bfloat16>(gamma_h), (beta_present ? opgen::ms::shape_only<opgen::bfloat16>(beta_shape) : opgen::In<opgen::bfloat16>{}), opgen::ms::shape_only<opgen::bfloat16>(y_shape), opgen::ms::in<opgen::bfloat16>(mean_h), opgen::ms::in<opgen::bfloat16>(rstd_h), opgen::ms::in<opgen::bfloat16>(dy_h), opgen::ms::in<opgen::bfloat16>(dmean_h), opgen::ms::in<opgen::bfloat16>(drstd_h), opgen::ms::out<opgen::bfloat16>(dx), opgen::ms::out<opgen::bfloat16>(dgamma), opgen::ms::out<opgen::bfloat16>(dbeta));
           break;
         }
       }

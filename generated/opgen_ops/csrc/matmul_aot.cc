@@ -107,6 +107,24 @@ extern "C" int opgen_ops_matmul_forward(int nparam, void **params, int *ndims, i
       opgen_op::forward<double, double, double>(attrs, a, b, out);
       return opgen::aot::kOk;
     }
+    static const char *const kRow2[] = {"float16", "float16", "float16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 3)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto a = cur.one<const opgen::half>();
+      const auto b = cur.one<const opgen::half>();
+      const auto out = cur.one<opgen::half>();
+      opgen_op::forward<opgen::half, opgen::half, opgen::half>(attrs, a, b, out);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 3)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto a = cur.one<const opgen::bfloat16>();
+      const auto b = cur.one<const opgen::bfloat16>();
+      const auto out = cur.one<opgen::bfloat16>();
+      opgen_op::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, a, b, out);
+      return opgen::aot::kOk;
+    }
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("matmul", e.what());
@@ -152,6 +170,30 @@ extern "C" int opgen_ops_matmul_backward(int nparam, void **params, int *ndims, 
       const auto da = cur.one<double>();
       const auto db = cur.one<double>();
       opgen_op::backward<double, double, double>(attrs, a, b, out, dout, da, db);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow2[] = {"float16", "float16", "float16", "float16", "float16", "float16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 6)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto a = cur.one<const opgen::half>();
+      const auto b = cur.one<const opgen::half>();
+      const auto out = cur.one<const opgen::half>();
+      const auto dout = cur.one<const opgen::half>();
+      const auto da = cur.one<opgen::half>();
+      const auto db = cur.one<opgen::half>();
+      opgen_op::backward<opgen::half, opgen::half, opgen::half>(attrs, a, b, out, dout, da, db);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 6)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto a = cur.one<const opgen::bfloat16>();
+      const auto b = cur.one<const opgen::bfloat16>();
+      const auto out = cur.one<const opgen::bfloat16>();
+      const auto dout = cur.one<const opgen::bfloat16>();
+      const auto da = cur.one<opgen::bfloat16>();
+      const auto db = cur.one<opgen::bfloat16>();
+      opgen_op::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, a, b, out, dout, da, db);
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

@@ -35,12 +35,14 @@ class Matmul : public Function<Matmul> {
     int64_t row = -1;
     if (row < 0 && opgen::ms::dtype_is(a_h, mindspore::kNumberTypeFloat32) && opgen::ms::dtype_is(b_h, mindspore::kNumberTypeFloat32)) row = 0;
     if (row < 0 && opgen::ms::dtype_is(a_h, mindspore::kNumberTypeFloat64) && opgen::ms::dtype_is(b_h, mindspore::kNumberTypeFloat64)) row = 1;
+    if (row < 0 && opgen::ms::dtype_is(a_h, mindspore::kNumberTypeFloat16) && opgen::ms::dtype_is(b_h, mindspore::kNumberTypeFloat16)) row = 2;
+    if (row < 0 && opgen::ms::dtype_is(a_h, mindspore::kNumberTypeBFloat16) && opgen::ms::dtype_is(b_h, mindspore::kNumberTypeBFloat16)) row = 3;
     if (row < 0) {
       std::vector<std::string> names;
       std::vector<mindspore::TypeId> got;
       opgen::ms::describe(&names, &got, "a", a_h);
       opgen::ms::describe(&names, &got, "b", b_h);
-      opgen::ms::unsupported_dtypes("matmul", names, got, "(a=float32, b=float32, out=float32), (a=float64, b=float64, out=float64)");
+      opgen::ms::unsupported_dtypes("matmul", names, got, "(a=float32, b=float32, out=float32), (a=float64, b=float64, out=float64), (a=float16, b=float16, out=float16), (a=bfloat16, b=bfloat16, out=bfloat16)");
     }
     TensorPtrList outputs;
     try {
@@ -59,6 +61,18 @@ class Matmul : public Function<Matmul> {
         case 1: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat64, out_shape);
           forward<double, double, double>(attrs, opgen::ms::in<double>(a_h), opgen::ms::in<double>(b_h), opgen::ms::out<double>(out));
+          outputs = {out};
+          break;
+        }
+        case 2: {
+          TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat16, out_shape);
+          forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(a_h), opgen::ms::in<opgen::half>(b_h), opgen::ms::out<opgen::half>(out));
+          outputs = {out};
+          break;
+        }
+        case 3: {
+          TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeBFloat16, out_shape);
+          forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(a_h), opgen::ms::in<opgen::bfloat16>(b_h), opgen::ms::out<opgen::bfloat16>(out));
           outputs = {out};
           break;
         }
@@ -111,6 +125,18 @@ class Matmul : public Function<Matmul> {
           if (ctx->NeedsInputGrad(0)) da = opgen::ms::empty(mindspore::kNumberTypeFloat64, a_shape);
           if (ctx->NeedsInputGrad(1)) db = opgen::ms::empty(mindspore::kNumberTypeFloat64, b_shape);
           backward<double, double, double>(attrs, opgen::ms::in<double>(a_h), opgen::ms::in<double>(b_h), opgen::ms::shape_only<double>(out_shape), opgen::ms::in<double>(dout_h), opgen::ms::out<double>(da), opgen::ms::out<double>(db));
+          break;
+        }
+        case 2: {
+          if (ctx->NeedsInputGrad(0)) da = opgen::ms::empty(mindspore::kNumberTypeFloat16, a_shape);
+          if (ctx->NeedsInputGrad(1)) db = opgen::ms::empty(mindspore::kNumberTypeFloat16, b_shape);
+          backward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(a_h), opgen::ms::in<opgen::half>(b_h), opgen::ms::shape_only<opgen::half>(out_shape), opgen::ms::in<opgen::half>(dout_h), opgen::ms::out<opgen::half>(da), opgen::ms::out<opgen::half>(db));
+          break;
+        }
+        case 3: {
+          if (ctx->NeedsInputGrad(0)) da = opgen::ms::empty(mindspore::kNumberTypeBFloat16, a_shape);
+          if (ctx->NeedsInputGrad(1)) db = opgen::ms::empty(mindspore::kNumberTypeBFloat16, b_shape);
+          backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(a_h), opgen::ms::in<opgen::bfloat16>(b_h), opgen::ms::shape_only<opgen::bfloat16>(out_shape), opgen::ms::in<opgen::bfloat16>(dout_h), opgen::ms::out<opgen::bfloat16>(da), opgen::ms::out<opgen::bfloat16>(db));
           break;
         }
       }

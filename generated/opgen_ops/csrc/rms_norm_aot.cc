@@ -107,6 +107,24 @@ extern "C" int opgen_ops_rms_norm_forward(int nparam, void **params, int *ndims,
       opgen_op::forward<double, double, double>(attrs, x, weight, y);
       return opgen::aot::kOk;
     }
+    static const char *const kRow2[] = {"float16", "float16", "float16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 3)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::half>();
+      const auto weight = cur.one<const opgen::half>();
+      const auto y = cur.one<opgen::half>();
+      opgen_op::forward<opgen::half, opgen::half, opgen::half>(attrs, x, weight, y);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 3)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto weight = cur.one<const opgen::bfloat16>();
+      const auto y = cur.one<opgen::bfloat16>();
+      opgen_op::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, x, weight, y);
+      return opgen::aot::kOk;
+    }
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("rms_norm", e.what());
@@ -152,6 +170,30 @@ extern "C" int opgen_ops_rms_norm_backward(int nparam, void **params, int *ndims
       const auto dx = cur.one<double>();
       const auto dweight = cur.one<double>();
       opgen_op::backward<double, double, double>(attrs, x, weight, y, dy, dx, dweight);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow2[] = {"float16", "float16", "float16", "float16", "float16", "float16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 6)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::half>();
+      const auto weight = cur.one<const opgen::half>();
+      const auto y = cur.one<const opgen::half>();
+      const auto dy = cur.one<const opgen::half>();
+      const auto dx = cur.one<opgen::half>();
+      const auto dweight = cur.one<opgen::half>();
+      opgen_op::backward<opgen::half, opgen::half, opgen::half>(attrs, x, weight, y, dy, dx, dweight);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 6)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto weight = cur.one<const opgen::bfloat16>();
+      const auto y = cur.one<const opgen::bfloat16>();
+      const auto dy = cur.one<const opgen::bfloat16>();
+      const auto dx = cur.one<opgen::bfloat16>();
+      const auto dweight = cur.one<opgen::bfloat16>();
+      opgen_op::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, x, weight, y, dy, dx, dweight);
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

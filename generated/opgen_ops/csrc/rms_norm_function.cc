@@ -34,12 +34,14 @@ class RmsNorm : public Function<RmsNorm> {
     int64_t row = -1;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat32) && opgen::ms::dtype_is(weight_h, mindspore::kNumberTypeFloat32)) row = 0;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat64) && opgen::ms::dtype_is(weight_h, mindspore::kNumberTypeFloat64)) row = 1;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat16) && opgen::ms::dtype_is(weight_h, mindspore::kNumberTypeFloat16)) row = 2;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeBFloat16) && opgen::ms::dtype_is(weight_h, mindspore::kNumberTypeBFloat16)) row = 3;
     if (row < 0) {
       std::vector<std::string> names;
       std::vector<mindspore::TypeId> got;
       opgen::ms::describe(&names, &got, "x", x_h);
       opgen::ms::describe(&names, &got, "weight", weight_h);
-      opgen::ms::unsupported_dtypes("rms_norm", names, got, "(x=float32, weight=float32, y=float32), (x=float64, weight=float64, y=float64)");
+      opgen::ms::unsupported_dtypes("rms_norm", names, got, "(x=float32, weight=float32, y=float32), (x=float64, weight=float64, y=float64), (x=float16, weight=float16, y=float16), (x=bfloat16, weight=bfloat16, y=bfloat16)");
     }
     TensorPtrList outputs;
     try {
@@ -60,6 +62,18 @@ class RmsNorm : public Function<RmsNorm> {
         case 1: {
           TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeFloat64, y_shape);
           forward<double, double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::in<double>(weight_h), opgen::ms::out<double>(y));
+          outputs = {y};
+          break;
+        }
+        case 2: {
+          TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeFloat16, y_shape);
+          forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::in<opgen::half>(weight_h), opgen::ms::out<opgen::half>(y));
+          outputs = {y};
+          break;
+        }
+        case 3: {
+          TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeBFloat16, y_shape);
+          forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::in<opgen::bfloat16>(weight_h), opgen::ms::out<opgen::bfloat16>(y));
           outputs = {y};
           break;
         }
@@ -110,6 +124,18 @@ class RmsNorm : public Function<RmsNorm> {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);
           if (ctx->NeedsInputGrad(1)) dweight = opgen::ms::empty(mindspore::kNumberTypeFloat64, weight_shape);
           backward<double, double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::in<double>(weight_h), opgen::ms::shape_only<double>(y_shape), opgen::ms::in<double>(dy_h), opgen::ms::out<double>(dx), opgen::ms::out<double>(dweight));
+          break;
+        }
+        case 2: {
+          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat16, x_shape);
+          if (ctx->NeedsInputGrad(1)) dweight = opgen::ms::empty(mindspore::kNumberTypeFloat16, weight_shape);
+          backward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::in<opgen::half>(weight_h), opgen::ms::shape_only<opgen::half>(y_shape), opgen::ms::in<opgen::half>(dy_h), opgen::ms::out<opgen::half>(dx), opgen::ms::out<opgen::half>(dweight));
+          break;
+        }
+        case 3: {
+          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeBFloat16, x_shape);
+          if (ctx->NeedsInputGrad(1)) dweight = opgen::ms::empty(mindspore::kNumberTypeBFloat16, weight_shape);
+          backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::in<opgen::bfloat16>(weight_h), opgen::ms::shape_only<opgen::bfloat16>(y_shape), opgen::ms::in<opgen::bfloat16>(dy_h), opgen::ms::out<opgen::bfloat16>(dx), opgen::ms::out<opgen::bfloat16>(dweight));
           break;
         }
       }

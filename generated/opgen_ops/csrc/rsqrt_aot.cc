@@ -81,6 +81,22 @@ extern "C" int opgen_ops_rsqrt_forward(int nparam, void **params, int *ndims, in
       opgen_op::forward<double, double>(attrs, x, out);
       return opgen::aot::kOk;
     }
+    static const char *const kRow2[] = {"float16", "float16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 2)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::half>();
+      const auto out = cur.one<opgen::half>();
+      opgen_op::forward<opgen::half, opgen::half>(attrs, x, out);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 2)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto out = cur.one<opgen::bfloat16>();
+      opgen_op::forward<opgen::bfloat16, opgen::bfloat16>(attrs, x, out);
+      return opgen::aot::kOk;
+    }
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("rsqrt", e.what());
@@ -118,6 +134,26 @@ extern "C" int opgen_ops_rsqrt_backward(int nparam, void **params, int *ndims, i
       const auto dout = cur.one<const double>();
       const auto dx = cur.one<double>();
       opgen_op::backward<double, double>(attrs, x, out, dout, dx);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow2[] = {"float16", "float16", "float16", "float16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 4)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::half>();
+      const auto out = cur.one<const opgen::half>();
+      const auto dout = cur.one<const opgen::half>();
+      const auto dx = cur.one<opgen::half>();
+      opgen_op::backward<opgen::half, opgen::half>(attrs, x, out, dout, dx);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 4)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto out = cur.one<const opgen::bfloat16>();
+      const auto dout = cur.one<const opgen::bfloat16>();
+      const auto dx = cur.one<opgen::bfloat16>();
+      opgen_op::backward<opgen::bfloat16, opgen::bfloat16>(attrs, x, out, dout, dx);
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

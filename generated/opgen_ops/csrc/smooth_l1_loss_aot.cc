@@ -109,6 +109,24 @@ extern "C" int opgen_ops_smooth_l1_loss_forward(int nparam, void **params, int *
       opgen_op::forward<double, double, double>(attrs, pred, target, loss);
       return opgen::aot::kOk;
     }
+    static const char *const kRow2[] = {"float16", "float16", "float16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 3)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto pred = cur.one<const opgen::half>();
+      const auto target = cur.one<const opgen::half>();
+      const auto loss = cur.one<opgen::half>();
+      opgen_op::forward<opgen::half, opgen::half, opgen::half>(attrs, pred, target, loss);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 3)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto pred = cur.one<const opgen::bfloat16>();
+      const auto target = cur.one<const opgen::bfloat16>();
+      const auto loss = cur.one<opgen::bfloat16>();
+      opgen_op::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, pred, target, loss);
+      return opgen::aot::kOk;
+    }
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("smooth_l1_loss", e.what());
@@ -154,6 +172,30 @@ extern "C" int opgen_ops_smooth_l1_loss_backward(int nparam, void **params, int 
       const auto dpred = cur.one<double>();
       const auto dtarget = cur.one<double>();
       opgen_op::backward<double, double, double>(attrs, pred, target, loss, dloss, dpred, dtarget);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow2[] = {"float16", "float16", "float16", "float16", "float16", "float16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 6)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto pred = cur.one<const opgen::half>();
+      const auto target = cur.one<const opgen::half>();
+      const auto loss = cur.one<const opgen::half>();
+      const auto dloss = cur.one<const opgen::half>();
+      const auto dpred = cur.one<opgen::half>();
+      const auto dtarget = cur.one<opgen::half>();
+      opgen_op::backward<opgen::half, opgen::half, opgen::half>(attrs, pred, target, loss, dloss, dpred, dtarget);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 6)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto pred = cur.one<const opgen::bfloat16>();
+      const auto target = cur.one<const opgen::bfloat16>();
+      const auto loss = cur.one<const opgen::bfloat16>();
+      const auto dloss = cur.one<const opgen::bfloat16>();
+      const auto dpred = cur.one<opgen::bfloat16>();
+      const auto dtarget = cur.one<opgen::bfloat16>();
+      opgen_op::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, pred, target, loss, dloss, dpred, dtarget);
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

@@ -35,12 +35,14 @@ class SmoothL1Loss : public Function<SmoothL1Loss> {
     int64_t row = -1;
     if (row < 0 && opgen::ms::dtype_is(pred_h, mindspore::kNumberTypeFloat32) && opgen::ms::dtype_is(target_h, mindspore::kNumberTypeFloat32)) row = 0;
     if (row < 0 && opgen::ms::dtype_is(pred_h, mindspore::kNumberTypeFloat64) && opgen::ms::dtype_is(target_h, mindspore::kNumberTypeFloat64)) row = 1;
+    if (row < 0 && opgen::ms::dtype_is(pred_h, mindspore::kNumberTypeFloat16) && opgen::ms::dtype_is(target_h, mindspore::kNumberTypeFloat16)) row = 2;
+    if (row < 0 && opgen::ms::dtype_is(pred_h, mindspore::kNumberTypeBFloat16) && opgen::ms::dtype_is(target_h, mindspore::kNumberTypeBFloat16)) row = 3;
     if (row < 0) {
       std::vector<std::string> names;
       std::vector<mindspore::TypeId> got;
       opgen::ms::describe(&names, &got, "pred", pred_h);
       opgen::ms::describe(&names, &got, "target", target_h);
-      opgen::ms::unsupported_dtypes("smooth_l1_loss", names, got, "(pred=float32, target=float32, loss=float32), (pred=float64, target=float64, loss=float64)");
+      opgen::ms::unsupported_dtypes("smooth_l1_loss", names, got, "(pred=float32, target=float32, loss=float32), (pred=float64, target=float64, loss=float64), (pred=float16, target=float16, loss=float16), (pred=bfloat16, target=bfloat16, loss=bfloat16)");
     }
     TensorPtrList outputs;
     try {
@@ -61,6 +63,18 @@ class SmoothL1Loss : public Function<SmoothL1Loss> {
         case 1: {
           TensorPtr loss = opgen::ms::empty(mindspore::kNumberTypeFloat64, loss_shape);
           forward<double, double, double>(attrs, opgen::ms::in<double>(pred_h), opgen::ms::in<double>(target_h), opgen::ms::out<double>(loss));
+          outputs = {loss};
+          break;
+        }
+        case 2: {
+          TensorPtr loss = opgen::ms::empty(mindspore::kNumberTypeFloat16, loss_shape);
+          forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(pred_h), opgen::ms::in<opgen::half>(target_h), opgen::ms::out<opgen::half>(loss));
+          outputs = {loss};
+          break;
+        }
+        case 3: {
+          TensorPtr loss = opgen::ms::empty(mindspore::kNumberTypeBFloat16, loss_shape);
+          forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(pred_h), opgen::ms::in<opgen::bfloat16>(target_h), opgen::ms::out<opgen::bfloat16>(loss));
           outputs = {loss};
           break;
         }
@@ -113,6 +127,18 @@ class SmoothL1Loss : public Function<SmoothL1Loss> {
           if (ctx->NeedsInputGrad(0)) dpred = opgen::ms::empty(mindspore::kNumberTypeFloat64, pred_shape);
           if (ctx->NeedsInputGrad(1)) dtarget = opgen::ms::empty(mindspore::kNumberTypeFloat64, target_shape);
           backward<double, double, double>(attrs, opgen::ms::in<double>(pred_h), opgen::ms::in<double>(target_h), opgen::ms::shape_only<double>(loss_shape), opgen::ms::in<double>(dloss_h), opgen::ms::out<double>(dpred), opgen::ms::out<double>(dtarget));
+          break;
+        }
+        case 2: {
+          if (ctx->NeedsInputGrad(0)) dpred = opgen::ms::empty(mindspore::kNumberTypeFloat16, pred_shape);
+          if (ctx->NeedsInputGrad(1)) dtarget = opgen::ms::empty(mindspore::kNumberTypeFloat16, target_shape);
+          backward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(pred_h), opgen::ms::in<opgen::half>(target_h), opgen::ms::shape_only<opgen::half>(loss_shape), opgen::ms::in<opgen::half>(dloss_h), opgen::ms::out<opgen::half>(dpred), opgen::ms::out<opgen::half>(dtarget));
+          break;
+        }
+        case 3: {
+          if (ctx->NeedsInputGrad(0)) dpred = opgen::ms::empty(mindspore::kNumberTypeBFloat16, pred_shape);
+          if (ctx->NeedsInputGrad(1)) dtarget = opgen::ms::empty(mindspore::kNumberTypeBFloat16, target_shape);
+          backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(pred_h), opgen::ms::in<opgen::bfloat16>(target_h), opgen::ms::shape_only<opgen::bfloat16>(loss_shape), opgen::ms::in<opgen::bfloat16>(dloss_h), opgen::ms::out<opgen::bfloat16>(dpred), opgen::ms::out<opgen::bfloat16>(dtarget));
           break;
         }
       }

@@ -26,7 +26,7 @@ template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
-#line 21 "ops/square.yaml"
+#line 23 "ops/square.yaml"
   // General C++ form. A plain loop (for i < out.numel: out[i] = x[i] * x[i]) is right but runs
   // on one core; opgen::map runs the same lambda as a vector loop on the thread pool, here
   // capped at the AVX2 copy (one multiply per element loaded: memory-bound, kMemoryBoundIsa).
@@ -42,7 +42,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
-#line 26 "ops/square.yaml"
+#line 28 "ops/square.yaml"
   using C = opgen::compute_t<x_t>;
   opgen::map<opgen::kMemoryBoundIsa>(dx, OPGEN_LAMBDA(C v, C g) noexcept { return C(2) * v * g; }, x, dout);
 #line 49 "generated/opgen_ops/csrc/square_kernel.cuh"

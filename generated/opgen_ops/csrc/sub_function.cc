@@ -33,12 +33,14 @@ class Sub : public Function<Sub> {
     int64_t row = -1;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat32) && opgen::ms::dtype_is(y_h, mindspore::kNumberTypeFloat32)) row = 0;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat64) && opgen::ms::dtype_is(y_h, mindspore::kNumberTypeFloat64)) row = 1;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat16) && opgen::ms::dtype_is(y_h, mindspore::kNumberTypeFloat16)) row = 2;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeBFloat16) && opgen::ms::dtype_is(y_h, mindspore::kNumberTypeBFloat16)) row = 3;
     if (row < 0) {
       std::vector<std::string> names;
       std::vector<mindspore::TypeId> got;
       opgen::ms::describe(&names, &got, "x", x_h);
       opgen::ms::describe(&names, &got, "y", y_h);
-      opgen::ms::unsupported_dtypes("sub", names, got, "(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)");
+      opgen::ms::unsupported_dtypes("sub", names, got, "(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)");
     }
     TensorPtrList outputs;
     try {
@@ -57,6 +59,18 @@ class Sub : public Function<Sub> {
         case 1: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat64, out_shape);
           forward<double, double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::in<double>(y_h), opgen::ms::out<double>(out));
+          outputs = {out};
+          break;
+        }
+        case 2: {
+          TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat16, out_shape);
+          forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::in<opgen::half>(y_h), opgen::ms::out<opgen::half>(out));
+          outputs = {out};
+          break;
+        }
+        case 3: {
+          TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeBFloat16, out_shape);
+          forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::in<opgen::bfloat16>(y_h), opgen::ms::out<opgen::bfloat16>(out));
           outputs = {out};
           break;
         }
@@ -114,6 +128,30 @@ class Sub : public Function<Sub> {
           }
           if (ctx->NeedsInputGrad(1)) dy = opgen::ms::empty(mindspore::kNumberTypeFloat64, y_shape);
           backward<double, double, double>(attrs, opgen::ms::shape_only<double>(x_shape), opgen::ms::shape_only<double>(y_shape), opgen::ms::shape_only<double>(out_shape), opgen::ms::in<double>(dout_h), opgen::ms::out<double>(dx), opgen::ms::out<double>(dy));
+          break;
+        }
+        case 2: {
+          if (ctx->NeedsInputGrad(0)) {
+            if (x_shape == opgen::Shape(dout_h->shape())) {
+              dx_is_dout = dout_h;  // dx = dout, same shape and dtype
+            } else {
+              dx = opgen::ms::empty(mindspore::kNumberTypeFloat16, x_shape);  // summed down to x's shape
+            }
+          }
+          if (ctx->NeedsInputGrad(1)) dy = opgen::ms::empty(mindspore::kNumberTypeFloat16, y_shape);
+          backward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::shape_only<opgen::half>(x_shape), opgen::ms::shape_only<opgen::half>(y_shape), opgen::ms::shape_only<opgen::half>(out_shape), opgen::ms::in<opgen::half>(dout_h), opgen::ms::out<opgen::half>(dx), opgen::ms::out<opgen::half>(dy));
+          break;
+        }
+        case 3: {
+          if (ctx->NeedsInputGrad(0)) {
+            if (x_shape == opgen::Shape(dout_h->shape())) {
+              dx_is_dout = dout_h;  // dx = dout, same shape and dtype
+            } else {
+              dx = opgen::ms::empty(mindspore::kNumberTypeBFloat16, x_shape);  // summed down to x's shape
+            }
+          }
+          if (ctx->NeedsInputGrad(1)) dy = opgen::ms::empty(mindspore::kNumberTypeBFloat16, y_shape);
+          backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::shape_only<opgen::bfloat16>(x_shape), opgen::ms::shape_only<opgen::bfloat16>(y_shape), opgen::ms::shape_only<opgen::bfloat16>(out_shape), opgen::ms::in<opgen::bfloat16>(dout_h), opgen::ms::out<opgen::bfloat16>(dx), opgen::ms::out<opgen::bfloat16>(dy));
           break;
         }
       }

@@ -106,6 +106,24 @@ extern "C" int opgen_ops_topk_forward(int nparam, void **params, int *ndims, int
       opgen_op::forward<double, double, int64_t>(attrs, x, values, indices);
       return opgen::aot::kOk;
     }
+    static const char *const kRow2[] = {"float16", "float16", "int64"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 3)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::half>();
+      const auto values = cur.one<opgen::half>();
+      const auto indices = cur.one<int64_t>();
+      opgen_op::forward<opgen::half, opgen::half, int64_t>(attrs, x, values, indices);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "int64"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 3)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto values = cur.one<opgen::bfloat16>();
+      const auto indices = cur.one<int64_t>();
+      opgen_op::forward<opgen::bfloat16, opgen::bfloat16, int64_t>(attrs, x, values, indices);
+      return opgen::aot::kOk;
+    }
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("topk", e.what());
@@ -151,6 +169,30 @@ extern "C" int opgen_ops_topk_backward(int nparam, void **params, int *ndims, in
       const auto dindices = cur.one<const int64_t>();
       const auto dx = cur.one<double>();
       opgen_op::backward<double, double, int64_t>(attrs, x, values, indices, dvalues, dindices, dx);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow2[] = {"float16", "float16", "int64", "float16", "int64", "float16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 6)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::half>();
+      const auto values = cur.one<const opgen::half>();
+      const auto indices = cur.one<const int64_t>();
+      const auto dvalues = cur.one<const opgen::half>();
+      const auto dindices = cur.one<const int64_t>();
+      const auto dx = cur.one<opgen::half>();
+      opgen_op::backward<opgen::half, opgen::half, int64_t>(attrs, x, values, indices, dvalues, dindices, dx);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bfloat16", "bfloat16", "int64", "bfloat16", "int64", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 6)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto values = cur.one<const opgen::bfloat16>();
+      const auto indices = cur.one<const int64_t>();
+      const auto dvalues = cur.one<const opgen::bfloat16>();
+      const auto dindices = cur.one<const int64_t>();
+      const auto dx = cur.one<opgen::bfloat16>();
+      opgen_op::backward<opgen::bfloat16, opgen::bfloat16, int64_t>(attrs, x, values, indices, dvalues, dindices, dx);
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

@@ -33,11 +33,13 @@ class Topk : public Function<Topk> {
     int64_t row = -1;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat32)) row = 0;
     if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat64)) row = 1;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeFloat16)) row = 2;
+    if (row < 0 && opgen::ms::dtype_is(x_h, mindspore::kNumberTypeBFloat16)) row = 3;
     if (row < 0) {
       std::vector<std::string> names;
       std::vector<mindspore::TypeId> got;
       opgen::ms::describe(&names, &got, "x", x_h);
-      opgen::ms::unsupported_dtypes("topk", names, got, "(x=float32, values=float32, indices=int64), (x=float64, values=float64, indices=int64)");
+      opgen::ms::unsupported_dtypes("topk", names, got, "(x=float32, values=float32, indices=int64), (x=float64, values=float64, indices=int64), (x=float16, values=float16, indices=int64), (x=bfloat16, values=bfloat16, indices=int64)");
     }
     TensorPtrList outputs;
     try {
@@ -60,6 +62,20 @@ class Topk : public Function<Topk> {
           TensorPtr values = opgen::ms::empty(mindspore::kNumberTypeFloat64, values_shape);
           TensorPtr indices = opgen::ms::empty(mindspore::kNumberTypeInt64, indices_shape);
           forward<double, double, int64_t>(attrs, opgen::ms::in<double>(x_h), opgen::ms::out<double>(values), opgen::ms::out<int64_t>(indices));
+          outputs = {values, indices};
+          break;
+        }
+        case 2: {
+          TensorPtr values = opgen::ms::empty(mindspore::kNumberTypeFloat16, values_shape);
+          TensorPtr indices = opgen::ms::empty(mindspore::kNumberTypeInt64, indices_shape);
+          forward<opgen::half, opgen::half, int64_t>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::out<opgen::half>(values), opgen::ms::out<int64_t>(indices));
+          outputs = {values, indices};
+          break;
+        }
+        case 3: {
+          TensorPtr values = opgen::ms::empty(mindspore::kNumberTypeBFloat16, values_shape);
+          TensorPtr indices = opgen::ms::empty(mindspore::kNumberTypeInt64, indices_shape);
+          forward<opgen::bfloat16, opgen::bfloat16, int64_t>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::out<opgen::bfloat16>(values), opgen::ms::out<int64_t>(indices));
           outputs = {values, indices};
           break;
         }
@@ -106,6 +122,16 @@ class Topk : public Function<Topk> {
         case 1: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);
           backward<double, double, int64_t>(attrs, opgen::ms::in<double>(x_h), opgen::ms::shape_only<double>(values_shape), opgen::ms::in<int64_t>(indices_h), opgen::ms::in<double>(dvalues_h), opgen::ms::in<int64_t>(dindices_h), opgen::ms::out<double>(dx));
+          break;
+        }
+        case 2: {
+          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat16, x_shape);
+          backward<opgen::half, opgen::half, int64_t>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::shape_only<opgen::half>(values_shape), opgen::ms::in<int64_t>(indices_h), opgen::ms::in<opgen::half>(dvalues_h), opgen::ms::in<int64_t>(dindices_h), opgen::ms::out<opgen::half>(dx));
+          break;
+        }
+        case 3: {
+          if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeBFloat16, x_shape);
+          backward<opgen::bfloat16, opgen::bfloat16, int64_t>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::shape_only<opgen::bfloat16>(values_shape), opgen::ms::in<int64_t>(indices_h), opgen::ms::in<opgen::bfloat16>(dvalues_h), opgen::ms::in<int64_t>(dindices_h), opgen::ms::out<opgen::bfloat16>(dx));
           break;
         }
       }

@@ -87,6 +87,26 @@ extern "C" int opgen_ops_where_forward(int nparam, void **params, int *ndims, in
       opgen_op::cuda::forward<bool, double, double, double>(attrs, cond, x, y, out);
       return opgen::aot::kOk;
     }
+    static const char *const kRow2[] = {"bool", "float16", "float16", "float16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 4)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto cond = cur.one<const bool>();
+      const auto x = cur.one<const opgen::half>();
+      const auto y = cur.one<const opgen::half>();
+      const auto out = cur.one<opgen::half>();
+      opgen_op::cuda::forward<bool, opgen::half, opgen::half, opgen::half>(attrs, cond, x, y, out);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bool", "bfloat16", "bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 4)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto cond = cur.one<const bool>();
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto y = cur.one<const opgen::bfloat16>();
+      const auto out = cur.one<opgen::bfloat16>();
+      opgen_op::cuda::forward<bool, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, cond, x, y, out);
+      return opgen::aot::kOk;
+    }
     return opgen::aot::kUnsupportedDtype;
   } catch (const std::exception &e) {  // opgen::Error, std::bad_alloc...: the message reaches the user
     return opgen::aot::report_kernel_error("where", e.what());
@@ -130,6 +150,32 @@ extern "C" int opgen_ops_where_backward(int nparam, void **params, int *ndims, i
       const auto dx = cur.one<double>();
       const auto dy = cur.one<double>();
       opgen_op::cuda::backward<bool, double, double, double>(attrs, cond, x, y, out, dout, dx, dy);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow2[] = {"bool", "float16", "float16", "float16", "float16", "float16", "float16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow2, opgen_counts, 7)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto cond = cur.one<const bool>();
+      const auto x = cur.one<const opgen::half>();
+      const auto y = cur.one<const opgen::half>();
+      const auto out = cur.one<const opgen::half>();
+      const auto dout = cur.one<const opgen::half>();
+      const auto dx = cur.one<opgen::half>();
+      const auto dy = cur.one<opgen::half>();
+      opgen_op::cuda::backward<bool, opgen::half, opgen::half, opgen::half>(attrs, cond, x, y, out, dout, dx, dy);
+      return opgen::aot::kOk;
+    }
+    static const char *const kRow3[] = {"bool", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16"};
+    if (opgen::aot::match_groups(nparam, dtypes, kRow3, opgen_counts, 7)) {
+      opgen::aot::Cursor cur{params, ndims, shapes};
+      const auto cond = cur.one<const bool>();
+      const auto x = cur.one<const opgen::bfloat16>();
+      const auto y = cur.one<const opgen::bfloat16>();
+      const auto out = cur.one<const opgen::bfloat16>();
+      const auto dout = cur.one<const opgen::bfloat16>();
+      const auto dx = cur.one<opgen::bfloat16>();
+      const auto dy = cur.one<opgen::bfloat16>();
+      opgen_op::cuda::backward<bool, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, cond, x, y, out, dout, dx, dy);
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

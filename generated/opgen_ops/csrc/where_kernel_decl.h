@@ -34,6 +34,10 @@ extern template void forward<bool, float, float, float>(const Attrs &, const opg
 extern template void backward<bool, float, float, float>(const Attrs &, const opgen::In<bool> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &, const opgen::Out<float> &);
 extern template void forward<bool, double, double, double>(const Attrs &, const opgen::In<bool> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &);
 extern template void backward<bool, double, double, double>(const Attrs &, const opgen::In<bool> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &, const opgen::Out<double> &);
+extern template void forward<bool, opgen::half, opgen::half, opgen::half>(const Attrs &, const opgen::In<bool> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void backward<bool, opgen::half, opgen::half, opgen::half>(const Attrs &, const opgen::In<bool> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void forward<bool, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<bool> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+extern template void backward<bool, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<bool> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
 
 /// The CUDA device's forward and backward (where_kernel.cu, target GPU):
 /// the same bodies over views of device memory, launched on opgen::cuda::current_stream().
@@ -46,6 +50,10 @@ extern template void forward<bool, float, float, float>(const Attrs &, const opg
 extern template void backward<bool, float, float, float>(const Attrs &, const opgen::In<bool> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &, const opgen::Out<float> &);
 extern template void forward<bool, double, double, double>(const Attrs &, const opgen::In<bool> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &);
 extern template void backward<bool, double, double, double>(const Attrs &, const opgen::In<bool> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &, const opgen::Out<double> &);
+extern template void forward<bool, opgen::half, opgen::half, opgen::half>(const Attrs &, const opgen::In<bool> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void backward<bool, opgen::half, opgen::half, opgen::half>(const Attrs &, const opgen::In<bool> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void forward<bool, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<bool> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+extern template void backward<bool, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<bool> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
 }  // namespace cuda
 
 }  // namespace where

@@ -36,6 +36,8 @@ void forward_op(const at::Tensor &param_arg, const at::Tensor &m_arg, const at::
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(param, at::kFloat) && opgen::pt::dtype_is(m, at::kFloat) && opgen::pt::dtype_is(v, at::kFloat) && opgen::pt::dtype_is(grad, at::kFloat) && opgen::pt::dtype_is(step, at::kLong) && opgen::pt::dtype_is(lr, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(param, at::kDouble) && opgen::pt::dtype_is(m, at::kDouble) && opgen::pt::dtype_is(v, at::kDouble) && opgen::pt::dtype_is(grad, at::kDouble) && opgen::pt::dtype_is(step, at::kLong) && opgen::pt::dtype_is(lr, at::kDouble)) row = 1;
+  if (row < 0 && opgen::pt::dtype_is(param, at::kHalf) && opgen::pt::dtype_is(m, at::kHalf) && opgen::pt::dtype_is(v, at::kHalf) && opgen::pt::dtype_is(grad, at::kHalf) && opgen::pt::dtype_is(step, at::kLong) && opgen::pt::dtype_is(lr, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(param, at::kBFloat16) && opgen::pt::dtype_is(m, at::kBFloat16) && opgen::pt::dtype_is(v, at::kBFloat16) && opgen::pt::dtype_is(grad, at::kBFloat16) && opgen::pt::dtype_is(step, at::kLong) && opgen::pt::dtype_is(lr, at::kBFloat16)) row = 3;
   if (row < 0) {
     std::vector<std::string> got;
     opgen::pt::describe(&got, "param", param);
@@ -44,7 +46,7 @@ void forward_op(const at::Tensor &param_arg, const at::Tensor &m_arg, const at::
     opgen::pt::describe(&got, "grad", grad);
     opgen::pt::describe(&got, "step", step);
     opgen::pt::describe(&got, "lr", lr);
-    opgen::pt::unsupported_dtypes("adamw", got, "(param=float32, m=float32, v=float32, grad=float32, step=int64, lr=float32), (param=float64, m=float64, v=float64, grad=float64, step=int64, lr=float64)");
+    opgen::pt::unsupported_dtypes("adamw", got, "(param=float32, m=float32, v=float32, grad=float32, step=int64, lr=float32), (param=float64, m=float64, v=float64, grad=float64, step=int64, lr=float64), (param=float16, m=float16, v=float16, grad=float16, step=int64, lr=float16), (param=bfloat16, m=bfloat16, v=bfloat16, grad=bfloat16, step=int64, lr=bfloat16)");
   }
   try {
     opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
@@ -71,6 +73,20 @@ void forward_op(const at::Tensor &param_arg, const at::Tensor &m_arg, const at::
       }
       case 1: {
         forward<double, double, double, double, int64_t, double>(attrs, opgen::pt::out<double>(param), opgen::pt::out<double>(m), opgen::pt::out<double>(v), opgen::pt::in<double>(grad), opgen::pt::in<int64_t>(step), opgen::pt::in<double>(lr));
+        if (!param.is_same(param_arg)) param_arg.copy_(param);  // a non-contiguous input: its copy back
+        if (!m.is_same(m_arg)) m_arg.copy_(m);  // a non-contiguous input: its copy back
+        if (!v.is_same(v_arg)) v_arg.copy_(v);  // a non-contiguous input: its copy back
+        return;
+      }
+      case 2: {
+        forward<opgen::half, opgen::half, opgen::half, opgen::half, int64_t, opgen::half>(attrs, opgen::pt::out<opgen::half>(param), opgen::pt::out<opgen::half>(m), opgen::pt::out<opgen::half>(v), opgen::pt::in<opgen::half>(grad), opgen::pt::in<int64_t>(step), opgen::pt::in<opgen::half>(lr));
+        if (!param.is_same(param_arg)) param_arg.copy_(param);  // a non-contiguous input: its copy back
+        if (!m.is_same(m_arg)) m_arg.copy_(m);  // a non-contiguous input: its copy back
+        if (!v.is_same(v_arg)) v_arg.copy_(v);  // a non-contiguous input: its copy back
+        return;
+      }
+      case 3: {
+        forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, int64_t, opgen::bfloat16>(attrs, opgen::pt::out<opgen::bfloat16>(param), opgen::pt::out<opgen::bfloat16>(m), opgen::pt::out<opgen::bfloat16>(v), opgen::pt::in<opgen::bfloat16>(grad), opgen::pt::in<int64_t>(step), opgen::pt::in<opgen::bfloat16>(lr));
         if (!param.is_same(param_arg)) param_arg.copy_(param);  // a non-contiguous input: its copy back
         if (!m.is_same(m_arg)) m_arg.copy_(m);  // a non-contiguous input: its copy back
         if (!v.is_same(v_arg)) v_arg.copy_(v);  // a non-contiguous input: its copy back

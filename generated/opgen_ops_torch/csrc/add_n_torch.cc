@@ -27,13 +27,15 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::TensorList zs_arg) {
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat) && opgen::pt::dtype_is(zs, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble) && opgen::pt::dtype_is(zs, at::kDouble)) row = 1;
-  if (row < 0 && opgen::pt::dtype_is(x, at::kInt) && opgen::pt::dtype_is(zs, at::kInt)) row = 2;
-  if (row < 0 && opgen::pt::dtype_is(x, at::kLong) && opgen::pt::dtype_is(zs, at::kLong)) row = 3;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kHalf) && opgen::pt::dtype_is(zs, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kBFloat16) && opgen::pt::dtype_is(zs, at::kBFloat16)) row = 3;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kInt) && opgen::pt::dtype_is(zs, at::kInt)) row = 4;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kLong) && opgen::pt::dtype_is(zs, at::kLong)) row = 5;
   if (row < 0) {
     std::vector<std::string> got;
     opgen::pt::describe(&got, "x", x);
     opgen::pt::describe(&got, "zs", zs);
-    opgen::pt::unsupported_dtypes("add_n", got, "(x=float32, zs=float32, out=float32), (x=float64, zs=float64, out=float64), (x=int32, zs=int32, out=int32), (x=int64, zs=int64, out=int64)");
+    opgen::pt::unsupported_dtypes("add_n", got, "(x=float32, zs=float32, out=float32), (x=float64, zs=float64, out=float64), (x=float16, zs=float16, out=float16), (x=bfloat16, zs=bfloat16, out=bfloat16), (x=int32, zs=int32, out=int32), (x=int64, zs=int64, out=int64)");
   }
   try {
     opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
@@ -54,11 +56,21 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::TensorList zs_arg) {
         return out;
       }
       case 2: {
+        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf);
+        forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::in_list<opgen::half>(zs), opgen::pt::out<opgen::half>(out));
+        return out;
+      }
+      case 3: {
+        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16);
+        forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::in_list<opgen::bfloat16>(zs), opgen::pt::out<opgen::bfloat16>(out));
+        return out;
+      }
+      case 4: {
         at::Tensor out = opgen::pt::empty(out_shape, at::kInt);
         forward<int32_t, int32_t, int32_t>(attrs, opgen::pt::in<int32_t>(x), opgen::pt::in_list<int32_t>(zs), opgen::pt::out<int32_t>(out));
         return out;
       }
-      case 3: {
+      case 5: {
         at::Tensor out = opgen::pt::empty(out_shape, at::kLong);
         forward<int64_t, int64_t, int64_t>(attrs, opgen::pt::in<int64_t>(x), opgen::pt::in_list<int64_t>(zs), opgen::pt::out<int64_t>(out));
         return out;
@@ -116,6 +128,40 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 2: {
         at::Tensor dx;
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf);
+        std::vector<at::Tensor> dzs;
+        bool want_zs = false;
+        for (size_t k = 0; k < n_dyn; ++k) want_zs = want_zs || needs.get(1 + k);
+        if (want_zs) {
+          for (size_t k = 0; k < n_dyn; ++k) dzs.push_back(opgen::pt::empty(sv.shape(1 + k), at::kHalf));
+        }
+        const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1 + n_dyn), at::kHalf);
+        backward<opgen::half, opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in_list<opgen::half>(1, n_dyn), sv.in<opgen::half>(1 + n_dyn), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(dx), opgen::pt::out_list<opgen::half>(dzs));
+        if (dx.defined()) grads.push_back(dx);
+        for (size_t k = 0; k < dzs.size(); ++k) {
+          if (needs.get(1 + k)) grads.push_back(dzs[k]);
+        }
+        return grads;
+      }
+      case 3: {
+        at::Tensor dx;
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16);
+        std::vector<at::Tensor> dzs;
+        bool want_zs = false;
+        for (size_t k = 0; k < n_dyn; ++k) want_zs = want_zs || needs.get(1 + k);
+        if (want_zs) {
+          for (size_t k = 0; k < n_dyn; ++k) dzs.push_back(opgen::pt::empty(sv.shape(1 + k), at::kBFloat16));
+        }
+        const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1 + n_dyn), at::kBFloat16);
+        backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in_list<opgen::bfloat16>(1, n_dyn), sv.in<opgen::bfloat16>(1 + n_dyn), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(dx), opgen::pt::out_list<opgen::bfloat16>(dzs));
+        if (dx.defined()) grads.push_back(dx);
+        for (size_t k = 0; k < dzs.size(); ++k) {
+          if (needs.get(1 + k)) grads.push_back(dzs[k]);
+        }
+        return grads;
+      }
+      case 4: {
+        at::Tensor dx;
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kInt);
         std::vector<at::Tensor> dzs;
         bool want_zs = false;
@@ -131,7 +177,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         }
         return grads;
       }
-      case 3: {
+      case 5: {
         at::Tensor dx;
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kLong);
         std::vector<at::Tensor> dzs;
@@ -215,8 +261,10 @@ at::Tensor autograd_op(const at::Tensor &x_arg, at::TensorList zs_arg) {
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat) && opgen::pt::dtype_is(zs, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble) && opgen::pt::dtype_is(zs, at::kDouble)) row = 1;
-  if (row < 0 && opgen::pt::dtype_is(x, at::kInt) && opgen::pt::dtype_is(zs, at::kInt)) row = 2;
-  if (row < 0 && opgen::pt::dtype_is(x, at::kLong) && opgen::pt::dtype_is(zs, at::kLong)) row = 3;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kHalf) && opgen::pt::dtype_is(zs, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kBFloat16) && opgen::pt::dtype_is(zs, at::kBFloat16)) row = 3;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kInt) && opgen::pt::dtype_is(zs, at::kInt)) row = 4;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kLong) && opgen::pt::dtype_is(zs, at::kLong)) row = 5;
   node->row = row;
   // one saved tensor per slot; an empty one: not read by the backward
   node->save_input(x, false);

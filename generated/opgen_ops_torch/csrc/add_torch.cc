@@ -27,13 +27,15 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg) {
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat) && opgen::pt::dtype_is(y, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble) && opgen::pt::dtype_is(y, at::kDouble)) row = 1;
-  if (row < 0 && opgen::pt::dtype_is(x, at::kInt) && opgen::pt::dtype_is(y, at::kInt)) row = 2;
-  if (row < 0 && opgen::pt::dtype_is(x, at::kLong) && opgen::pt::dtype_is(y, at::kLong)) row = 3;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kHalf) && opgen::pt::dtype_is(y, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kBFloat16) && opgen::pt::dtype_is(y, at::kBFloat16)) row = 3;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kInt) && opgen::pt::dtype_is(y, at::kInt)) row = 4;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kLong) && opgen::pt::dtype_is(y, at::kLong)) row = 5;
   if (row < 0) {
     std::vector<std::string> got;
     opgen::pt::describe(&got, "x", x);
     opgen::pt::describe(&got, "y", y);
-    opgen::pt::unsupported_dtypes("add", got, "(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=int32, y=int32, out=int32), (x=int64, y=int64, out=int64)");
+    opgen::pt::unsupported_dtypes("add", got, "(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16), (x=int32, y=int32, out=int32), (x=int64, y=int64, out=int64)");
   }
   try {
     opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
@@ -53,11 +55,21 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg) {
         return out;
       }
       case 2: {
+        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf);
+        forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::in<opgen::half>(y), opgen::pt::out<opgen::half>(out));
+        return out;
+      }
+      case 3: {
+        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16);
+        forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::in<opgen::bfloat16>(y), opgen::pt::out<opgen::bfloat16>(out));
+        return out;
+      }
+      case 4: {
         at::Tensor out = opgen::pt::empty(out_shape, at::kInt);
         forward<int32_t, int32_t, int32_t>(attrs, opgen::pt::in<int32_t>(x), opgen::pt::in<int32_t>(y), opgen::pt::out<int32_t>(out));
         return out;
       }
-      case 3: {
+      case 5: {
         at::Tensor out = opgen::pt::empty(out_shape, at::kLong);
         forward<int64_t, int64_t, int64_t>(attrs, opgen::pt::in<int64_t>(x), opgen::pt::in<int64_t>(y), opgen::pt::out<int64_t>(out));
         return out;
@@ -102,6 +114,28 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 2: {
         at::Tensor dx;
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf);
+        at::Tensor dy;
+        if (sv.present(1) && needs.get(1)) dy = opgen::pt::empty(sv.shape(1), at::kHalf);
+        const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kHalf);
+        backward<opgen::half, opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<opgen::half>(2), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(dx), opgen::pt::out<opgen::half>(dy));
+        if (dx.defined()) grads.push_back(dx);
+        if (dy.defined()) grads.push_back(dy);
+        return grads;
+      }
+      case 3: {
+        at::Tensor dx;
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16);
+        at::Tensor dy;
+        if (sv.present(1) && needs.get(1)) dy = opgen::pt::empty(sv.shape(1), at::kBFloat16);
+        const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kBFloat16);
+        backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<opgen::bfloat16>(2), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(dx), opgen::pt::out<opgen::bfloat16>(dy));
+        if (dx.defined()) grads.push_back(dx);
+        if (dy.defined()) grads.push_back(dy);
+        return grads;
+      }
+      case 4: {
+        at::Tensor dx;
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kInt);
         at::Tensor dy;
         if (sv.present(1) && needs.get(1)) dy = opgen::pt::empty(sv.shape(1), at::kInt);
@@ -111,7 +145,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (dy.defined()) grads.push_back(dy);
         return grads;
       }
-      case 3: {
+      case 5: {
         at::Tensor dx;
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kLong);
         at::Tensor dy;
@@ -207,8 +241,10 @@ at::Tensor autograd_op(const at::Tensor &x_arg, const at::Tensor &y_arg) {
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat) && opgen::pt::dtype_is(y, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble) && opgen::pt::dtype_is(y, at::kDouble)) row = 1;
-  if (row < 0 && opgen::pt::dtype_is(x, at::kInt) && opgen::pt::dtype_is(y, at::kInt)) row = 2;
-  if (row < 0 && opgen::pt::dtype_is(x, at::kLong) && opgen::pt::dtype_is(y, at::kLong)) row = 3;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kHalf) && opgen::pt::dtype_is(y, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kBFloat16) && opgen::pt::dtype_is(y, at::kBFloat16)) row = 3;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kInt) && opgen::pt::dtype_is(y, at::kInt)) row = 4;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kLong) && opgen::pt::dtype_is(y, at::kLong)) row = 5;
   node->row = row;
   // one saved tensor per slot; an empty one: not read by the backward
   node->save_input(x, false);

@@ -72,13 +72,16 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
         for (int64_t j = 0; j < OW; ++j) {
           const C g = C(dout[(p * OH + i) * OW + j]) * inv;
           for (int64_t a = 0; a < kh; ++a) {
-            for (int64_t b = 0; b < kw; ++b) dx[(p * H + i * sh + a) * W + j * sw + b] += x_t(g);
+            for (int64_t b = 0; b < kw; ++b) {
+              x_t &d = dx[(p * H + i * sh + a) * W + j * sw + b];  // overlapping windows add up:
+              d = C(d) + g;                                         // in C, rounded once per add
+            }
           }
         }
       }
     }
   });
-#line 82 "generated/opgen_ops_torch/csrc/avg_pool2d_kernel.h"
+#line 85 "generated/opgen_ops_torch/csrc/avg_pool2d_kernel.h"
 }
 
 }  // namespace avg_pool2d

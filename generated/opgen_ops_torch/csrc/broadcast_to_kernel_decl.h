@@ -35,6 +35,10 @@ extern template void forward<float, float>(const Attrs &, const opgen::In<float>
 extern template void backward<float, float>(const Attrs &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &);
 extern template void forward<double, double>(const Attrs &, const opgen::In<double> &, const opgen::Out<double> &);
 extern template void backward<double, double>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &);
+extern template void forward<opgen::half, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void backward<opgen::half, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void forward<opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+extern template void backward<opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
 extern template void forward<int32_t, int32_t>(const Attrs &, const opgen::In<int32_t> &, const opgen::Out<int32_t> &);
 extern template void backward<int32_t, int32_t>(const Attrs &, const opgen::In<int32_t> &, const opgen::In<int32_t> &, const opgen::In<int32_t> &, const opgen::Out<int32_t> &);
 extern template void forward<int64_t, int64_t>(const Attrs &, const opgen::In<int64_t> &, const opgen::Out<int64_t> &);
@@ -51,6 +55,10 @@ extern template void forward<float, float>(const Attrs &, const opgen::In<float>
 extern template void backward<float, float>(const Attrs &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &);
 extern template void forward<double, double>(const Attrs &, const opgen::In<double> &, const opgen::Out<double> &);
 extern template void backward<double, double>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &);
+extern template void forward<opgen::half, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void backward<opgen::half, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void forward<opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+extern template void backward<opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
 extern template void forward<int32_t, int32_t>(const Attrs &, const opgen::In<int32_t> &, const opgen::Out<int32_t> &);
 extern template void backward<int32_t, int32_t>(const Attrs &, const opgen::In<int32_t> &, const opgen::In<int32_t> &, const opgen::In<int32_t> &, const opgen::Out<int32_t> &);
 extern template void forward<int64_t, int64_t>(const Attrs &, const opgen::In<int64_t> &, const opgen::Out<int64_t> &);

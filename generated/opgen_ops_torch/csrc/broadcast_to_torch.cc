@@ -27,12 +27,14 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef shape) {
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble)) row = 1;
-  if (row < 0 && opgen::pt::dtype_is(x, at::kInt)) row = 2;
-  if (row < 0 && opgen::pt::dtype_is(x, at::kLong)) row = 3;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kBFloat16)) row = 3;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kInt)) row = 4;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kLong)) row = 5;
   if (row < 0) {
     std::vector<std::string> got;
     opgen::pt::describe(&got, "x", x);
-    opgen::pt::unsupported_dtypes("broadcast_to", got, "(x=float32, out=float32), (x=float64, out=float64), (x=int32, out=int32), (x=int64, out=int64)");
+    opgen::pt::unsupported_dtypes("broadcast_to", got, "(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16), (x=int32, out=int32), (x=int64, out=int64)");
   }
   try {
     opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
@@ -52,11 +54,21 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef shape) {
         return out;
       }
       case 2: {
+        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf);
+        forward<opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::out<opgen::half>(out));
+        return out;
+      }
+      case 3: {
+        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16);
+        forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::out<opgen::bfloat16>(out));
+        return out;
+      }
+      case 4: {
         at::Tensor out = opgen::pt::empty(out_shape, at::kInt);
         forward<int32_t, int32_t>(attrs, opgen::pt::in<int32_t>(x), opgen::pt::out<int32_t>(out));
         return out;
       }
-      case 3: {
+      case 5: {
         at::Tensor out = opgen::pt::empty(out_shape, at::kLong);
         forward<int64_t, int64_t>(attrs, opgen::pt::in<int64_t>(x), opgen::pt::out<int64_t>(out));
         return out;
@@ -96,13 +108,29 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 2: {
         at::Tensor dx;
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf);
+        const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kHalf);
+        backward<opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(dx));
+        if (dx.defined()) grads.push_back(dx);
+        return grads;
+      }
+      case 3: {
+        at::Tensor dx;
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16);
+        const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kBFloat16);
+        backward<opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(dx));
+        if (dx.defined()) grads.push_back(dx);
+        return grads;
+      }
+      case 4: {
+        at::Tensor dx;
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kInt);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kInt);
         backward<int32_t, int32_t>(attrs, sv.in<int32_t>(0), sv.in<int32_t>(1), opgen::pt::in<int32_t>(dout), opgen::pt::out<int32_t>(dx));
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
-      case 3: {
+      case 5: {
         at::Tensor dx;
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kLong);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kLong);
@@ -190,8 +218,10 @@ at::Tensor autograd_op(const at::Tensor &x_arg, c10::SymIntArrayRef shape) {
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble)) row = 1;
-  if (row < 0 && opgen::pt::dtype_is(x, at::kInt)) row = 2;
-  if (row < 0 && opgen::pt::dtype_is(x, at::kLong)) row = 3;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kBFloat16)) row = 3;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kInt)) row = 4;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kLong)) row = 5;
   node->row = row;
   // one saved tensor per slot; an empty one: not read by the backward
   node->save_input(x, false);

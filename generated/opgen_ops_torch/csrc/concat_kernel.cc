@@ -12,6 +12,10 @@ template void forward<float, float>(const Attrs &, const opgen::InList<float> &,
 template void backward<float, float>(const Attrs &, const opgen::InList<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::OutList<float> &);
 template void forward<double, double>(const Attrs &, const opgen::InList<double> &, const opgen::Out<double> &);
 template void backward<double, double>(const Attrs &, const opgen::InList<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::OutList<double> &);
+template void forward<opgen::half, opgen::half>(const Attrs &, const opgen::InList<opgen::half> &, const opgen::Out<opgen::half> &);
+template void backward<opgen::half, opgen::half>(const Attrs &, const opgen::InList<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::OutList<opgen::half> &);
+template void forward<opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::InList<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+template void backward<opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::InList<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::OutList<opgen::bfloat16> &);
 template void forward<int32_t, int32_t>(const Attrs &, const opgen::InList<int32_t> &, const opgen::Out<int32_t> &);
 template void backward<int32_t, int32_t>(const Attrs &, const opgen::InList<int32_t> &, const opgen::In<int32_t> &, const opgen::In<int32_t> &, const opgen::OutList<int32_t> &);
 template void forward<int64_t, int64_t>(const Attrs &, const opgen::InList<int64_t> &, const opgen::Out<int64_t> &);

@@ -27,12 +27,14 @@ at::Tensor forward_op(at::TensorList xs_arg, int64_t axis) {
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(xs, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(xs, at::kDouble)) row = 1;
-  if (row < 0 && opgen::pt::dtype_is(xs, at::kInt)) row = 2;
-  if (row < 0 && opgen::pt::dtype_is(xs, at::kLong)) row = 3;
+  if (row < 0 && opgen::pt::dtype_is(xs, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(xs, at::kBFloat16)) row = 3;
+  if (row < 0 && opgen::pt::dtype_is(xs, at::kInt)) row = 4;
+  if (row < 0 && opgen::pt::dtype_is(xs, at::kLong)) row = 5;
   if (row < 0) {
     std::vector<std::string> got;
     opgen::pt::describe(&got, "xs", xs);
-    opgen::pt::unsupported_dtypes("concat", got, "(xs=float32, out=float32), (xs=float64, out=float64), (xs=int32, out=int32), (xs=int64, out=int64)");
+    opgen::pt::unsupported_dtypes("concat", got, "(xs=float32, out=float32), (xs=float64, out=float64), (xs=float16, out=float16), (xs=bfloat16, out=bfloat16), (xs=int32, out=int32), (xs=int64, out=int64)");
   }
   try {
     opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
@@ -51,11 +53,21 @@ at::Tensor forward_op(at::TensorList xs_arg, int64_t axis) {
         return out;
       }
       case 2: {
+        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf);
+        forward<opgen::half, opgen::half>(attrs, opgen::pt::in_list<opgen::half>(xs), opgen::pt::out<opgen::half>(out));
+        return out;
+      }
+      case 3: {
+        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16);
+        forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in_list<opgen::bfloat16>(xs), opgen::pt::out<opgen::bfloat16>(out));
+        return out;
+      }
+      case 4: {
         at::Tensor out = opgen::pt::empty(out_shape, at::kInt);
         forward<int32_t, int32_t>(attrs, opgen::pt::in_list<int32_t>(xs), opgen::pt::out<int32_t>(out));
         return out;
       }
-      case 3: {
+      case 5: {
         at::Tensor out = opgen::pt::empty(out_shape, at::kLong);
         forward<int64_t, int64_t>(attrs, opgen::pt::in_list<int64_t>(xs), opgen::pt::out<int64_t>(out));
         return out;

@@ -12,6 +12,10 @@ template void forward<float, float, bool>(const Attrs &, const opgen::In<float> 
 template void backward<float, float, bool>(const Attrs &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<bool> &, const opgen::In<float> &, const opgen::In<bool> &, const opgen::Out<float> &);
 template void forward<double, double, bool>(const Attrs &, const opgen::In<double> &, const opgen::Out<double> &, const opgen::Out<bool> &);
 template void backward<double, double, bool>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<bool> &, const opgen::In<double> &, const opgen::In<bool> &, const opgen::Out<double> &);
+template void forward<opgen::half, opgen::half, bool>(const Attrs &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &, const opgen::Out<bool> &);
+template void backward<opgen::half, opgen::half, bool>(const Attrs &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<bool> &, const opgen::In<opgen::half> &, const opgen::In<bool> &, const opgen::Out<opgen::half> &);
+template void forward<opgen::bfloat16, opgen::bfloat16, bool>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<bool> &);
+template void backward<opgen::bfloat16, opgen::bfloat16, bool>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<bool> &, const opgen::In<opgen::bfloat16> &, const opgen::In<bool> &, const opgen::Out<opgen::bfloat16> &);
 
 }  // namespace dropout
 }  // namespace opgen_ops_torch

@@ -28,10 +28,12 @@ std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, double ke
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble)) row = 1;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kBFloat16)) row = 3;
   if (row < 0) {
     std::vector<std::string> got;
     opgen::pt::describe(&got, "x", x);
-    opgen::pt::unsupported_dtypes("dropout", got, "(x=float32, y=float32, mask=bool), (x=float64, y=float64, mask=bool)");
+    opgen::pt::unsupported_dtypes("dropout", got, "(x=float32, y=float32, mask=bool), (x=float64, y=float64, mask=bool), (x=float16, y=float16, mask=bool), (x=bfloat16, y=bfloat16, mask=bool)");
   }
   try {
     opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
@@ -50,6 +52,18 @@ std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, double ke
         at::Tensor y = opgen::pt::empty(y_shape, at::kDouble);
         at::Tensor mask = opgen::pt::empty(mask_shape, at::kBool);
         forward<double, double, bool>(attrs, opgen::pt::in<double>(x), opgen::pt::out<double>(y), opgen::pt::out<bool>(mask));
+        return std::make_tuple(y, mask);
+      }
+      case 2: {
+        at::Tensor y = opgen::pt::empty(y_shape, at::kHalf);
+        at::Tensor mask = opgen::pt::empty(mask_shape, at::kBool);
+        forward<opgen::half, opgen::half, bool>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::out<opgen::half>(y), opgen::pt::out<bool>(mask));
+        return std::make_tuple(y, mask);
+      }
+      case 3: {
+        at::Tensor y = opgen::pt::empty(y_shape, at::kBFloat16);
+        at::Tensor mask = opgen::pt::empty(mask_shape, at::kBool);
+        forward<opgen::bfloat16, opgen::bfloat16, bool>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::out<opgen::bfloat16>(y), opgen::pt::out<bool>(mask));
         return std::make_tuple(y, mask);
       }
     }
@@ -85,6 +99,24 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(1), at::kDouble);
         const at::Tensor dmask = opgen::pt::dout(douts, 1, sv.shape(2), at::kBool);
         backward<double, double, bool>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<bool>(2), opgen::pt::in<double>(dy), opgen::pt::in<bool>(dmask), opgen::pt::out<double>(dx));
+        if (dx.defined()) grads.push_back(dx);
+        return grads;
+      }
+      case 2: {
+        at::Tensor dx;
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf);
+        const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(1), at::kHalf);
+        const at::Tensor dmask = opgen::pt::dout(douts, 1, sv.shape(2), at::kBool);
+        backward<opgen::half, opgen::half, bool>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<bool>(2), opgen::pt::in<opgen::half>(dy), opgen::pt::in<bool>(dmask), opgen::pt::out<opgen::half>(dx));
+        if (dx.defined()) grads.push_back(dx);
+        return grads;
+      }
+      case 3: {
+        at::Tensor dx;
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16);
+        const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(1), at::kBFloat16);
+        const at::Tensor dmask = opgen::pt::dout(douts, 1, sv.shape(2), at::kBool);
+        backward<opgen::bfloat16, opgen::bfloat16, bool>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<bool>(2), opgen::pt::in<opgen::bfloat16>(dy), opgen::pt::in<bool>(dmask), opgen::pt::out<opgen::bfloat16>(dx));
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -158,6 +190,8 @@ std::tuple<at::Tensor, at::Tensor> autograd_op(const at::Tensor &x_arg, double k
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble)) row = 1;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kBFloat16)) row = 3;
   node->row = row;
   // one saved tensor per slot; an empty one: not read by the backward
   node->save_input(x, false);

@@ -12,6 +12,10 @@ template void forward<float, int64_t, float>(const Attrs &, const opgen::In<floa
 template void backward<float, int64_t, float>(const Attrs &, const opgen::In<float> &, const opgen::In<int64_t> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &);
 template void forward<double, int64_t, double>(const Attrs &, const opgen::In<double> &, const opgen::In<int64_t> &, const opgen::Out<double> &);
 template void backward<double, int64_t, double>(const Attrs &, const opgen::In<double> &, const opgen::In<int64_t> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &);
+template void forward<opgen::half, int64_t, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::In<int64_t> &, const opgen::Out<opgen::half> &);
+template void backward<opgen::half, int64_t, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::In<int64_t> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &);
+template void forward<opgen::bfloat16, int64_t, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<int64_t> &, const opgen::Out<opgen::bfloat16> &);
+template void backward<opgen::bfloat16, int64_t, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<int64_t> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
 
 }  // namespace gather
 }  // namespace opgen_ops_torch

@@ -47,22 +47,23 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_
       const C s = C(1) / std::sqrt(v / C(D) + C(eps));
       mean[r] = y_t(m);
       rstd[r] = y_t(s);
+      // compute values assigned as they are: a 16-bit y_t rounds them in its operator= (see rms_norm)
       if (gamma && beta) {
         OPGEN_SIMD
-        for (int64_t j = 0; j < D; ++j) yr[j] = y_t((C(xr[j]) - m) * s * C(gamma[j]) + C(beta[j]));
+        for (int64_t j = 0; j < D; ++j) yr[j] = (C(xr[j]) - m) * s * C(gamma[j]) + C(beta[j]);
       } else if (gamma) {
         OPGEN_SIMD
-        for (int64_t j = 0; j < D; ++j) yr[j] = y_t((C(xr[j]) - m) * s * C(gamma[j]));
+        for (int64_t j = 0; j < D; ++j) yr[j] = (C(xr[j]) - m) * s * C(gamma[j]);
       } else if (beta) {
         OPGEN_SIMD
-        for (int64_t j = 0; j < D; ++j) yr[j] = y_t((C(xr[j]) - m) * s + C(beta[j]));
+        for (int64_t j = 0; j < D; ++j) yr[j] = (C(xr[j]) - m) * s + C(beta[j]);
       } else {
         OPGEN_SIMD
-        for (int64_t j = 0; j < D; ++j) yr[j] = y_t((C(xr[j]) - m) * s);
+        for (int64_t j = 0; j < D; ++j) yr[j] = (C(xr[j]) - m) * s;
       }
     }
   });
-#line 66 "generated/opgen_ops_torch/csrc/layer_norm_kernel.h"
+#line 67 "generated/opgen_ops_torch/csrc/layer_norm_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -78,7 +79,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma
   (void)mean;
   (void)rstd;
   const float &eps = attrs.eps;
-#line 82 "ops/layer_norm.yaml"
+#line 83 "ops/layer_norm.yaml"
   // One pass over the rows, as ATen's layer_norm backward reads x and dy once: per row, with
   // xhat = (x - mean) * rstd and g = dy * gamma, the two row sums of
   // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), then dx; dgamma = sum dy * xhat and
@@ -133,12 +134,12 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma
       mgx *= s * s / C(D);  // rstd * mean(g * xhat)
       x_t *q = dx.data + r * D;
       OPGEN_SIMD
-      for (int64_t j = 0; j < D; ++j) q[j] = x_t(s * (C(gr[j]) * g[j] - mg - (C(xr[j]) - m) * mgx));
+      for (int64_t j = 0; j < D; ++j) q[j] = s * (C(gr[j]) * g[j] - mg - (C(xr[j]) - m) * mgx);
     }
   });
   for (int64_t j = 0; dgamma && j < D; ++j) dgamma[j] = gamma_t(sums[static_cast<size_t>(j)]);
   for (int64_t j = 0; dbeta && j < D; ++j) dbeta[j] = beta_t(sums[static_cast<size_t>(D + j)]);
-#line 142 "generated/opgen_ops_torch/csrc/layer_norm_kernel.h"
+#line 143 "generated/opgen_ops_torch/csrc/layer_norm_kernel.h"
 }
 
 }  // namespace layer_norm

@@ -29,12 +29,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x_ar
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat) && opgen::pt::dtype_is(gamma, at::kFloat) && opgen::pt::dtype_is(beta, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble) && opgen::pt::dtype_is(gamma, at::kDouble) && opgen::pt::dtype_is(beta, at::kDouble)) row = 1;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kHalf) && opgen::pt::dtype_is(gamma, at::kHalf) && opgen::pt::dtype_is(beta, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kBFloat16) && opgen::pt::dtype_is(gamma, at::kBFloat16) && opgen::pt::dtype_is(beta, at::kBFloat16)) row = 3;
   if (row < 0) {
     std::vector<std::string> got;
     opgen::pt::describe(&got, "x", x);
     opgen::pt::describe(&got, "gamma", gamma);
     opgen::pt::describe(&got, "beta", beta);
-    opgen::pt::unsupported_dtypes("layer_norm", got, "(x=float32, gamma=float32, beta=float32, y=float32, mean=float32, rstd=float32), (x=float64, gamma=float64, beta=float64, y=float64, mean=float64, rstd=float64)");
+    opgen::pt::unsupported_dtypes("layer_norm", got, "(x=float32, gamma=float32, beta=float32, y=float32, mean=float32, rstd=float32), (x=float64, gamma=float64, beta=float64, y=float64, mean=float64, rstd=float64), (x=float16, gamma=float16, beta=float16, y=float16, mean=float16, rstd=float16), (x=bfloat16, gamma=bfloat16, beta=bfloat16, y=bfloat16, mean=bfloat16, rstd=bfloat16)");
   }
   try {
     opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
@@ -56,6 +58,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x_ar
         at::Tensor mean = opgen::pt::empty(mean_shape, at::kDouble);
         at::Tensor rstd = opgen::pt::empty(rstd_shape, at::kDouble);
         forward<double, double, double, double, double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::in<double>(gamma), opgen::pt::in<double>(beta), opgen::pt::out<double>(y), opgen::pt::out<double>(mean), opgen::pt::out<double>(rstd));
+        return std::make_tuple(y, mean, rstd);
+      }
+      case 2: {
+        at::Tensor y = opgen::pt::empty(y_shape, at::kHalf);
+        at::Tensor mean = opgen::pt::empty(mean_shape, at::kHalf);
+        at::Tensor rstd = opgen::pt::empty(rstd_shape, at::kHalf);
+        forward<opgen::half, opgen::half, opgen::half, opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::in<opgen::half>(gamma), opgen::pt::in<opgen::half>(beta), opgen::pt::out<opgen::half>(y), opgen::pt::out<opgen::half>(mean), opgen::pt::out<opgen::half>(rstd));
+        return std::make_tuple(y, mean, rstd);
+      }
+      case 3: {
+        at::Tensor y = opgen::pt::empty(y_shape, at::kBFloat16);
+        at::Tensor mean = opgen::pt::empty(mean_shape, at::kBFloat16);
+        at::Tensor rstd = opgen::pt::empty(rstd_shape, at::kBFloat16);
+        forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::in<opgen::bfloat16>(gamma), opgen::pt::in<opgen::bfloat16>(beta), opgen::pt::out<opgen::bfloat16>(y), opgen::pt::out<opgen::bfloat16>(mean), opgen::pt::out<opgen::bfloat16>(rstd));
         return std::make_tuple(y, mean, rstd);
       }
     }
@@ -102,6 +118,38 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         const at::Tensor dmean = opgen::pt::dout(douts, 1, sv.shape(4), at::kDouble);
         const at::Tensor drstd = opgen::pt::dout(douts, 2, sv.shape(5), at::kDouble);
         backward<double, double, double, double, double, double>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<double>(2), sv.in<double>(3), sv.in<double>(4), sv.in<double>(5), opgen::pt::in<double>(dy), opgen::pt::in<double>(dmean), opgen::pt::in<double>(drstd), opgen::pt::out<double>(dx), opgen::pt::out<double>(dgamma), opgen::pt::out<double>(dbeta));
+        if (dx.defined()) grads.push_back(dx);
+        if (dgamma.defined()) grads.push_back(dgamma);
+        if (dbeta.defined()) grads.push_back(dbeta);
+        return grads;
+      }
+      case 2: {
+        at::Tensor dx;
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf);
+        at::Tensor dgamma;
+        if (sv.present(1) && needs.get(1)) dgamma = opgen::pt::empty(sv.shape(1), at::kHalf);
+        at::Tensor dbeta;
+        if (sv.present(2) && needs.get(2)) dbeta = opgen::pt::empty(sv.shape(2), at::kHalf);
+        const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(3), at::kHalf);
+        const at::Tensor dmean = opgen::pt::dout(douts, 1, sv.shape(4), at::kHalf);
+        const at::Tensor drstd = opgen::pt::dout(douts, 2, sv.shape(5), at::kHalf);
+        backward<opgen::half, opgen::half, opgen::half, opgen::half, opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<opgen::half>(2), sv.in<opgen::half>(3), sv.in<opgen::half>(4), sv.in<opgen::half>(5), opgen::pt::in<opgen::half>(dy), opgen::pt::in<opgen::half>(dmean), opgen::pt::in<opgen::half>(drstd), opgen::pt::out<opgen::half>(dx), opgen::pt::out<opgen::half>(dgamma), opgen::pt::out<opgen::half>(dbeta));
+        if (dx.defined()) grads.push_back(dx);
+        if (dgamma.defined()) grads.push_back(dgamma);
+        if (dbeta.defined()) grads.push_back(dbeta);
+        return grads;
+      }
+      case 3: {
+        at::Tensor dx;
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16);
+        at::Tensor dgamma;
+        if (sv.present(1) && needs.get(1)) dgamma = opgen::pt::empty(sv.shape(1), at::kBFloat16);
+        at::Tensor dbeta;
+        if (sv.present(2) && needs.get(2)) dbeta = opgen::pt::empty(sv.shape(2), at::kBFloat16);
+        const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(3), at::kBFloat16);
+        const at::Tensor dmean = opgen::pt::dout(douts, 1, sv.shape(4), at::kBFloat16);
+        const at::Tensor drstd = opgen::pt::dout(douts, 2, sv.shape(5), at::kBFloat16);
+        backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<opgen::bfloat16>(2), sv.in<opgen::bfloat16>(3), sv.in<opgen::bfloat16>(4), sv.in<opgen::bfloat16>(5), opgen::pt::in<opgen::bfloat16>(dy), opgen::pt::in<opgen::bfloat16>(dmean), opgen::pt::in<opgen::bfloat16>(drstd), opgen::pt::out<opgen::bfloat16>(dx), opgen::pt::out<opgen::bfloat16>(dgamma), opgen::pt::out<opgen::bfloat16>(dbeta));
         if (dx.defined()) grads.push_back(dx);
         if (dgamma.defined()) grads.push_back(dgamma);
         if (dbeta.defined()) grads.push_back(dbeta);
@@ -184,6 +232,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> autograd_op(const at::Tensor &x_a
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat) && opgen::pt::dtype_is(gamma, at::kFloat) && opgen::pt::dtype_is(beta, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble) && opgen::pt::dtype_is(gamma, at::kDouble) && opgen::pt::dtype_is(beta, at::kDouble)) row = 1;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kHalf) && opgen::pt::dtype_is(gamma, at::kHalf) && opgen::pt::dtype_is(beta, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kBFloat16) && opgen::pt::dtype_is(gamma, at::kBFloat16) && opgen::pt::dtype_is(beta, at::kBFloat16)) row = 3;
   node->row = row;
   // one saved tensor per slot; an empty one: not read by the backward
   node->save_input(x, need_x || need_gamma || need_beta);

@@ -12,6 +12,10 @@ template void forward<float, float>(const Attrs &, const opgen::In<float> &, con
 template void backward<float, float>(const Attrs &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &);
 template void forward<double, double>(const Attrs &, const opgen::In<double> &, const opgen::Out<double> &);
 template void backward<double, double>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &);
+template void forward<opgen::half, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &);
+template void backward<opgen::half, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &);
+template void forward<opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+template void backward<opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
 
 }  // namespace log
 }  // namespace opgen_ops_torch

@@ -29,11 +29,13 @@ at::Tensor forward_op(const at::Tensor &a_arg, const at::Tensor &b_arg, bool tra
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(a, at::kFloat) && opgen::pt::dtype_is(b, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(a, at::kDouble) && opgen::pt::dtype_is(b, at::kDouble)) row = 1;
+  if (row < 0 && opgen::pt::dtype_is(a, at::kHalf) && opgen::pt::dtype_is(b, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(a, at::kBFloat16) && opgen::pt::dtype_is(b, at::kBFloat16)) row = 3;
   if (row < 0) {
     std::vector<std::string> got;
     opgen::pt::describe(&got, "a", a);
     opgen::pt::describe(&got, "b", b);
-    opgen::pt::unsupported_dtypes("matmul", got, "(a=float32, b=float32, out=float32), (a=float64, b=float64, out=float64)");
+    opgen::pt::unsupported_dtypes("matmul", got, "(a=float32, b=float32, out=float32), (a=float64, b=float64, out=float64), (a=float16, b=float16, out=float16), (a=bfloat16, b=bfloat16, out=bfloat16)");
   }
   try {
     opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
@@ -50,6 +52,16 @@ at::Tensor forward_op(const at::Tensor &a_arg, const at::Tensor &b_arg, bool tra
       case 1: {
         at::Tensor out = opgen::pt::empty(out_shape, at::kDouble);
         forward<double, double, double>(attrs, opgen::pt::in<double>(a), opgen::pt::in<double>(b), opgen::pt::out<double>(out));
+        return out;
+      }
+      case 2: {
+        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf);
+        forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(a), opgen::pt::in<opgen::half>(b), opgen::pt::out<opgen::half>(out));
+        return out;
+      }
+      case 3: {
+        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16);
+        forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(a), opgen::pt::in<opgen::bfloat16>(b), opgen::pt::out<opgen::bfloat16>(out));
         return out;
       }
     }
@@ -88,6 +100,28 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(1) && needs.get(1)) db = opgen::pt::empty(sv.shape(1), at::kDouble);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kDouble);
         backward<double, double, double>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<double>(2), opgen::pt::in<double>(dout), opgen::pt::out<double>(da), opgen::pt::out<double>(db));
+        if (da.defined()) grads.push_back(da);
+        if (db.defined()) grads.push_back(db);
+        return grads;
+      }
+      case 2: {
+        at::Tensor da;
+        if (sv.present(0) && needs.get(0)) da = opgen::pt::empty(sv.shape(0), at::kHalf);
+        at::Tensor db;
+        if (sv.present(1) && needs.get(1)) db = opgen::pt::empty(sv.shape(1), at::kHalf);
+        const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kHalf);
+        backward<opgen::half, opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<opgen::half>(2), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(da), opgen::pt::out<opgen::half>(db));
+        if (da.defined()) grads.push_back(da);
+        if (db.defined()) grads.push_back(db);
+        return grads;
+      }
+      case 3: {
+        at::Tensor da;
+        if (sv.present(0) && needs.get(0)) da = opgen::pt::empty(sv.shape(0), at::kBFloat16);
+        at::Tensor db;
+        if (sv.present(1) && needs.get(1)) db = opgen::pt::empty(sv.shape(1), at::kBFloat16);
+        const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kBFloat16);
+        backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<opgen::bfloat16>(2), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(da), opgen::pt::out<opgen::bfloat16>(db));
         if (da.defined()) grads.push_back(da);
         if (db.defined()) grads.push_back(db);
         return grads;
@@ -164,6 +198,8 @@ at::Tensor autograd_op(const at::Tensor &a_arg, const at::Tensor &b_arg, bool tr
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(a, at::kFloat) && opgen::pt::dtype_is(b, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(a, at::kDouble) && opgen::pt::dtype_is(b, at::kDouble)) row = 1;
+  if (row < 0 && opgen::pt::dtype_is(a, at::kHalf) && opgen::pt::dtype_is(b, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(a, at::kBFloat16) && opgen::pt::dtype_is(b, at::kBFloat16)) row = 3;
   node->row = row;
   // one saved tensor per slot; an empty one: not read by the backward
   node->save_input(a, need_a || need_b);

@@ -30,11 +30,13 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg) {
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat) && opgen::pt::dtype_is(y, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble) && opgen::pt::dtype_is(y, at::kDouble)) row = 1;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kHalf) && opgen::pt::dtype_is(y, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kBFloat16) && opgen::pt::dtype_is(y, at::kBFloat16)) row = 3;
   if (row < 0) {
     std::vector<std::string> got;
     opgen::pt::describe(&got, "x", x);
     opgen::pt::describe(&got, "y", y);
-    opgen::pt::unsupported_dtypes("pow", got, "(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64)");
+    opgen::pt::unsupported_dtypes("pow", got, "(x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)");
   }
   try {
     opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
@@ -51,6 +53,16 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg) {
       case 1: {
         at::Tensor out = opgen::pt::empty(out_shape, at::kDouble, opgen_device);
         cuda::forward<double, double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::in<double>(y), opgen::pt::out<double>(out));
+        return out;
+      }
+      case 2: {
+        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf, opgen_device);
+        cuda::forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::in<opgen::half>(y), opgen::pt::out<opgen::half>(out));
+        return out;
+      }
+      case 3: {
+        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16, opgen_device);
+        cuda::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::in<opgen::bfloat16>(y), opgen::pt::out<opgen::bfloat16>(out));
         return out;
       }
     }
@@ -88,6 +100,28 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(1) && needs.get(1)) dy = opgen::pt::empty(sv.shape(1), at::kDouble, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kDouble, opgen_device);
         cuda::backward<double, double, double>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<double>(2), opgen::pt::in<double>(dout), opgen::pt::out<double>(dx), opgen::pt::out<double>(dy));
+        if (dx.defined()) grads.push_back(dx);
+        if (dy.defined()) grads.push_back(dy);
+        return grads;
+      }
+      case 2: {
+        at::Tensor dx;
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf, opgen_device);
+        at::Tensor dy;
+        if (sv.present(1) && needs.get(1)) dy = opgen::pt::empty(sv.shape(1), at::kHalf, opgen_device);
+        const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kHalf, opgen_device);
+        cuda::backward<opgen::half, opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<opgen::half>(2), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(dx), opgen::pt::out<opgen::half>(dy));
+        if (dx.defined()) grads.push_back(dx);
+        if (dy.defined()) grads.push_back(dy);
+        return grads;
+      }
+      case 3: {
+        at::Tensor dx;
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16, opgen_device);
+        at::Tensor dy;
+        if (sv.present(1) && needs.get(1)) dy = opgen::pt::empty(sv.shape(1), at::kBFloat16, opgen_device);
+        const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kBFloat16, opgen_device);
+        cuda::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<opgen::bfloat16>(2), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(dx), opgen::pt::out<opgen::bfloat16>(dy));
         if (dx.defined()) grads.push_back(dx);
         if (dy.defined()) grads.push_back(dy);
         return grads;

@@ -28,10 +28,12 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_d
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble)) row = 1;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kBFloat16)) row = 3;
   if (row < 0) {
     std::vector<std::string> got;
     opgen::pt::describe(&got, "x", x);
-    opgen::pt::unsupported_dtypes("reduce_sum", got, "(x=float32, out=float32), (x=float64, out=float64)");
+    opgen::pt::unsupported_dtypes("reduce_sum", got, "(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)");
   }
   try {
     opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
@@ -47,6 +49,16 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_d
       case 1: {
         at::Tensor out = opgen::pt::empty(out_shape, at::kDouble);
         forward<double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::out<double>(out));
+        return out;
+      }
+      case 2: {
+        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf);
+        forward<opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::out<opgen::half>(out));
+        return out;
+      }
+      case 3: {
+        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16);
+        forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::out<opgen::bfloat16>(out));
         return out;
       }
     }

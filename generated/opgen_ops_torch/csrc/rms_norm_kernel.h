@@ -37,11 +37,13 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight
       y_t *yr = y.data + r * D;
       const C ms = opgen::lane_sum<C>(D, [xr](int64_t j) { return C(xr[j]) * C(xr[j]); });
       const C s = C(1) / std::sqrt(ms / C(D) + C(eps));
+      // the compute value assigned as it is: a 16-bit y_t rounds it in its operator= (y_t(...) would
+      // copy a temporary, which an OPGEN_SIMD loop does not vectorise: docs/kernel-api.md)
       OPGEN_SIMD
-      for (int64_t j = 0; j < D; ++j) yr[j] = y_t(C(xr[j]) * s * C(weight[j]));
+      for (int64_t j = 0; j < D; ++j) yr[j] = C(xr[j]) * s * C(weight[j]);
     }
   });
-#line 45 "generated/opgen_ops_torch/csrc/rms_norm_kernel.h"
+#line 47 "generated/opgen_ops_torch/csrc/rms_norm_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -54,7 +56,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weigh
   (void)weight;
   (void)y;
   const float &eps = attrs.eps;
-#line 49 "ops/rms_norm.yaml"
+#line 51 "ops/rms_norm.yaml"
   // One pass over the rows, as layer_norm's: per row s = 1 / sqrt(mean(x**2) + eps), then
   // dx = s * g - s**3 * x * sum(g * x) / D with g = dy * weight; dweight = sum over rows of
   // dy * x * s is a column sum over the same rows (opgen::parallel_rows_sum), in the loop of
@@ -93,11 +95,11 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weigh
       const C k = s * s * s * gx / C(D);
       x_t *q = dx.data + r * D;
       OPGEN_SIMD
-      for (int64_t j = 0; j < D; ++j) q[j] = x_t(s * C(gr[j]) * C(w[j]) - k * C(xr[j]));
+      for (int64_t j = 0; j < D; ++j) q[j] = s * C(gr[j]) * C(w[j]) - k * C(xr[j]);
     }
   });
   for (int64_t j = 0; dweight && j < D; ++j) dweight[j] = weight_t(sums[static_cast<size_t>(j)]);
-#line 101 "generated/opgen_ops_torch/csrc/rms_norm_kernel.h"
+#line 103 "generated/opgen_ops_torch/csrc/rms_norm_kernel.h"
 }
 
 }  // namespace rms_norm

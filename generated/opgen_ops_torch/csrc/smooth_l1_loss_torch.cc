@@ -29,11 +29,13 @@ at::Tensor forward_op(const at::Tensor &pred_arg, const at::Tensor &target_arg, 
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(pred, at::kFloat) && opgen::pt::dtype_is(target, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(pred, at::kDouble) && opgen::pt::dtype_is(target, at::kDouble)) row = 1;
+  if (row < 0 && opgen::pt::dtype_is(pred, at::kHalf) && opgen::pt::dtype_is(target, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(pred, at::kBFloat16) && opgen::pt::dtype_is(target, at::kBFloat16)) row = 3;
   if (row < 0) {
     std::vector<std::string> got;
     opgen::pt::describe(&got, "pred", pred);
     opgen::pt::describe(&got, "target", target);
-    opgen::pt::unsupported_dtypes("smooth_l1_loss", got, "(pred=float32, target=float32, loss=float32), (pred=float64, target=float64, loss=float64)");
+    opgen::pt::unsupported_dtypes("smooth_l1_loss", got, "(pred=float32, target=float32, loss=float32), (pred=float64, target=float64, loss=float64), (pred=float16, target=float16, loss=float16), (pred=bfloat16, target=bfloat16, loss=bfloat16)");
   }
   try {
     opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
@@ -52,6 +54,16 @@ at::Tensor forward_op(const at::Tensor &pred_arg, const at::Tensor &target_arg, 
       case 1: {
         at::Tensor loss = opgen::pt::empty(loss_shape, at::kDouble);
         forward<double, double, double>(attrs, opgen::pt::in<double>(pred), opgen::pt::in<double>(target), opgen::pt::out<double>(loss));
+        return loss;
+      }
+      case 2: {
+        at::Tensor loss = opgen::pt::empty(loss_shape, at::kHalf);
+        forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(pred), opgen::pt::in<opgen::half>(target), opgen::pt::out<opgen::half>(loss));
+        return loss;
+      }
+      case 3: {
+        at::Tensor loss = opgen::pt::empty(loss_shape, at::kBFloat16);
+        forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(pred), opgen::pt::in<opgen::bfloat16>(target), opgen::pt::out<opgen::bfloat16>(loss));
         return loss;
       }
     }
@@ -90,6 +102,28 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(1) && needs.get(1)) dtarget = opgen::pt::empty(sv.shape(1), at::kDouble);
         const at::Tensor dloss = opgen::pt::dout(douts, 0, sv.shape(2), at::kDouble);
         backward<double, double, double>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<double>(2), opgen::pt::in<double>(dloss), opgen::pt::out<double>(dpred), opgen::pt::out<double>(dtarget));
+        if (dpred.defined()) grads.push_back(dpred);
+        if (dtarget.defined()) grads.push_back(dtarget);
+        return grads;
+      }
+      case 2: {
+        at::Tensor dpred;
+        if (sv.present(0) && needs.get(0)) dpred = opgen::pt::empty(sv.shape(0), at::kHalf);
+        at::Tensor dtarget;
+        if (sv.present(1) && needs.get(1)) dtarget = opgen::pt::empty(sv.shape(1), at::kHalf);
+        const at::Tensor dloss = opgen::pt::dout(douts, 0, sv.shape(2), at::kHalf);
+        backward<opgen::half, opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<opgen::half>(2), opgen::pt::in<opgen::half>(dloss), opgen::pt::out<opgen::half>(dpred), opgen::pt::out<opgen::half>(dtarget));
+        if (dpred.defined()) grads.push_back(dpred);
+        if (dtarget.defined()) grads.push_back(dtarget);
+        return grads;
+      }
+      case 3: {
+        at::Tensor dpred;
+        if (sv.present(0) && needs.get(0)) dpred = opgen::pt::empty(sv.shape(0), at::kBFloat16);
+        at::Tensor dtarget;
+        if (sv.present(1) && needs.get(1)) dtarget = opgen::pt::empty(sv.shape(1), at::kBFloat16);
+        const at::Tensor dloss = opgen::pt::dout(douts, 0, sv.shape(2), at::kBFloat16);
+        backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<opgen::bfloat16>(2), opgen::pt::in<opgen::bfloat16>(dloss), opgen::pt::out<opgen::bfloat16>(dpred), opgen::pt::out<opgen::bfloat16>(dtarget));
         if (dpred.defined()) grads.push_back(dpred);
         if (dtarget.defined()) grads.push_back(dtarget);
         return grads;
@@ -166,6 +200,8 @@ at::Tensor autograd_op(const at::Tensor &pred_arg, const at::Tensor &target_arg,
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(pred, at::kFloat) && opgen::pt::dtype_is(target, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(pred, at::kDouble) && opgen::pt::dtype_is(target, at::kDouble)) row = 1;
+  if (row < 0 && opgen::pt::dtype_is(pred, at::kHalf) && opgen::pt::dtype_is(target, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(pred, at::kBFloat16) && opgen::pt::dtype_is(target, at::kBFloat16)) row = 3;
   node->row = row;
   // one saved tensor per slot; an empty one: not read by the backward
   node->save_input(pred, need_pred || need_target);

@@ -12,6 +12,10 @@ template void forward<float, float, int64_t>(const Attrs &, const opgen::In<floa
 template void backward<float, float, int64_t>(const Attrs &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<int64_t> &, const opgen::In<float> &, const opgen::In<int64_t> &, const opgen::Out<float> &);
 template void forward<double, double, int64_t>(const Attrs &, const opgen::In<double> &, const opgen::Out<double> &, const opgen::Out<int64_t> &);
 template void backward<double, double, int64_t>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<int64_t> &, const opgen::In<double> &, const opgen::In<int64_t> &, const opgen::Out<double> &);
+template void forward<opgen::half, opgen::half, int64_t>(const Attrs &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &, const opgen::Out<int64_t> &);
+template void backward<opgen::half, opgen::half, int64_t>(const Attrs &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<int64_t> &, const opgen::In<opgen::half> &, const opgen::In<int64_t> &, const opgen::Out<opgen::half> &);
+template void forward<opgen::bfloat16, opgen::bfloat16, int64_t>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<int64_t> &);
+template void backward<opgen::bfloat16, opgen::bfloat16, int64_t>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<int64_t> &, const opgen::In<opgen::bfloat16> &, const opgen::In<int64_t> &, const opgen::Out<opgen::bfloat16> &);
 
 }  // namespace topk
 }  // namespace opgen_ops_torch

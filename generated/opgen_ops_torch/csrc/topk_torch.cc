@@ -27,10 +27,12 @@ std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, int64_t k
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble)) row = 1;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kBFloat16)) row = 3;
   if (row < 0) {
     std::vector<std::string> got;
     opgen::pt::describe(&got, "x", x);
-    opgen::pt::unsupported_dtypes("topk", got, "(x=float32, values=float32, indices=int64), (x=float64, values=float64, indices=int64)");
+    opgen::pt::unsupported_dtypes("topk", got, "(x=float32, values=float32, indices=int64), (x=float64, values=float64, indices=int64), (x=float16, values=float16, indices=int64), (x=bfloat16, values=bfloat16, indices=int64)");
   }
   try {
     opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
@@ -51,6 +53,18 @@ std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, int64_t k
         at::Tensor values = opgen::pt::empty(values_shape, at::kDouble);
         at::Tensor indices = opgen::pt::empty(indices_shape, at::kLong);
         forward<double, double, int64_t>(attrs, opgen::pt::in<double>(x), opgen::pt::out<double>(values), opgen::pt::out<int64_t>(indices));
+        return std::make_tuple(values, indices);
+      }
+      case 2: {
+        at::Tensor values = opgen::pt::empty(values_shape, at::kHalf);
+        at::Tensor indices = opgen::pt::empty(indices_shape, at::kLong);
+        forward<opgen::half, opgen::half, int64_t>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::out<opgen::half>(values), opgen::pt::out<int64_t>(indices));
+        return std::make_tuple(values, indices);
+      }
+      case 3: {
+        at::Tensor values = opgen::pt::empty(values_shape, at::kBFloat16);
+        at::Tensor indices = opgen::pt::empty(indices_shape, at::kLong);
+        forward<opgen::bfloat16, opgen::bfloat16, int64_t>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::out<opgen::bfloat16>(values), opgen::pt::out<int64_t>(indices));
         return std::make_tuple(values, indices);
       }
     }
@@ -85,6 +99,24 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         const at::Tensor dvalues = opgen::pt::dout(douts, 0, sv.shape(1), at::kDouble);
         const at::Tensor dindices = opgen::pt::dout(douts, 1, sv.shape(2), at::kLong);
         backward<double, double, int64_t>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<int64_t>(2), opgen::pt::in<double>(dvalues), opgen::pt::in<int64_t>(dindices), opgen::pt::out<double>(dx));
+        if (dx.defined()) grads.push_back(dx);
+        return grads;
+      }
+      case 2: {
+        at::Tensor dx;
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf);
+        const at::Tensor dvalues = opgen::pt::dout(douts, 0, sv.shape(1), at::kHalf);
+        const at::Tensor dindices = opgen::pt::dout(douts, 1, sv.shape(2), at::kLong);
+        backward<opgen::half, opgen::half, int64_t>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<int64_t>(2), opgen::pt::in<opgen::half>(dvalues), opgen::pt::in<int64_t>(dindices), opgen::pt::out<opgen::half>(dx));
+        if (dx.defined()) grads.push_back(dx);
+        return grads;
+      }
+      case 3: {
+        at::Tensor dx;
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16);
+        const at::Tensor dvalues = opgen::pt::dout(douts, 0, sv.shape(1), at::kBFloat16);
+        const at::Tensor dindices = opgen::pt::dout(douts, 1, sv.shape(2), at::kLong);
+        backward<opgen::bfloat16, opgen::bfloat16, int64_t>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<int64_t>(2), opgen::pt::in<opgen::bfloat16>(dvalues), opgen::pt::in<int64_t>(dindices), opgen::pt::out<opgen::bfloat16>(dx));
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -155,6 +187,8 @@ std::tuple<at::Tensor, at::Tensor> autograd_op(const at::Tensor &x_arg, c10::Sym
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble)) row = 1;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kHalf)) row = 2;
+  if (row < 0 && opgen::pt::dtype_is(x, at::kBFloat16)) row = 3;
   node->row = row;
   // one saved tensor per slot; an empty one: not read by the backward
   node->save_input(x, need_x);

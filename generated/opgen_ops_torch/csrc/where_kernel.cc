@@ -12,6 +12,10 @@ template void forward<bool, float, float, float>(const Attrs &, const opgen::In<
 template void backward<bool, float, float, float>(const Attrs &, const opgen::In<bool> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &, const opgen::Out<float> &);
 template void forward<bool, double, double, double>(const Attrs &, const opgen::In<bool> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &);
 template void backward<bool, double, double, double>(const Attrs &, const opgen::In<bool> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &, const opgen::Out<double> &);
+template void forward<bool, opgen::half, opgen::half, opgen::half>(const Attrs &, const opgen::In<bool> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &);
+template void backward<bool, opgen::half, opgen::half, opgen::half>(const Attrs &, const opgen::In<bool> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &, const opgen::Out<opgen::half> &);
+template void forward<bool, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<bool> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+template void backward<bool, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<bool> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
 
 }  // namespace where
 }  // namespace opgen_ops_torch

@@ -21,12 +21,30 @@ import numpy as np
 from mindspore import nn
 
 from ...model import Op
-from ...testing import Array, CheckError, OpRunner, Package, group, import_package, written_slots
+from ...testing import BFLOAT16, Array, CheckError, OpRunner, Package, dtype_name, group, import_package, written_slots
 from .facts import TARGET, TEST_PATHS
 
 PATHS: tuple[str, ...] = tuple(TEST_PATHS)
 """The paths an op is checked on: ``custom-graph``, ``custom-pynative``, ``function`` (PyNative
 only, as MindSpore allows)."""
+
+
+def to_tensor(a: Array) -> ms.Tensor:
+    """A check's numpy array as a tensor of its dtype (a copy): a :data:`~opgen.testing.BFLOAT16`
+    array (float32 storage, bfloat16 values) as ``ms.bfloat16``, exactly."""
+    if dtype_name(a) == "bfloat16":
+        return ms.Tensor(np.asarray(a, dtype=np.float32), dtype=ms.bfloat16)
+    return ms.Tensor(np.array(a, copy=True))
+
+
+def to_array(t: Any) -> Array:
+    """A tensor (or the Python scalar GRAPH_MODE gives for a 0-d output) as a check's numpy array:
+    ``ms.bfloat16`` (whose ``asnumpy()`` is MindSpore's own numpy bfloat16 type) as a
+    :data:`~opgen.testing.BFLOAT16` array."""
+    a = t.asnumpy() if isinstance(t, ms.Tensor) else np.asarray(t)
+    if a.dtype.name == "bfloat16":
+        return a.astype(np.float32).astype(BFLOAT16)
+    return a
 
 
 class MindSporePackage(Package):
@@ -121,7 +139,9 @@ class _Loss(_Call):
             outs = (outs,)
         loss = 0.0
         for i, j in self.pairs:
-            loss = loss + (outs[i] * args[j]).sum()
+            # summed in float64: MindSpore's CPU ReduceSum has no bfloat16 kernel ("Reduce does not
+            # support this kernel data type"); the gradient reaching out_k is w_k either way
+            loss = loss + (outs[i] * args[j]).astype(ms.float64).sum()
         return loss
 
 
@@ -161,19 +181,19 @@ class MindSporeRunner(OpRunner):
     def _outs(self, result: Any) -> list[Array]:
         items = list(result) if isinstance(result, (tuple, list)) else [result]
         # GRAPH_MODE hands a 0-d bool output back as a Python bool, not a Tensor
-        return [t.asnumpy() if isinstance(t, ms.Tensor) else np.asarray(t) for t in items]
+        return [to_array(t) for t in items]
 
     def forward(self, arrays: Sequence[Array], layout: Sequence[int]) -> list[Array]:
         """The op's outputs for the flat ``arrays``, then the inputs it writes in place and returns
         not (``writes: true``), after the call."""
-        tensors = [ms.Tensor(a.copy()) for a in arrays]  # copies: the op may write them in place
+        tensors = [to_tensor(a) for a in arrays]  # copies: the op may write them in place
         with _mode(self.graph):
             if self.graph:
                 result = _Call(self.fn, self.attrs, self.kinds, tuple(layout))(*tensors)
             else:
                 result = self.fn(*group(self.op, tensors, layout), **self.attrs)
             outs = self._outs(result) if self.op.outputs else []
-            return outs + [tensors[slot].asnumpy() for _, slot in written_slots(self.op, layout)]
+            return outs + [to_array(tensors[slot]) for _, slot in written_slots(self.op, layout)]
 
     def grads(self, arrays: Sequence[Array], weights: Sequence[Array], layout: Sequence[int],
               positions: Sequence[int]) -> list[Array]:
@@ -181,7 +201,7 @@ class MindSporeRunner(OpRunner):
         n_in = len(arrays)
         pairs = tuple((k, n_in + j) for j, k in enumerate(self.diff_out))
         loss = _Loss(self.fn, self.attrs, self.kinds, tuple(layout), n_in, pairs, len(self.op.outputs) == 1)
-        tensors = [ms.Tensor(a) for a in list(arrays) + list(weights)]
+        tensors = [to_tensor(a) for a in list(arrays) + list(weights)]
         with _mode(self.graph):
             result = ms.grad(loss, grad_position=tuple(positions))(*tensors)
             return self._outs(result)

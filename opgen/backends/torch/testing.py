@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ...model import Op
-from ...testing import Array, CheckError, OpRunner, Package, group, import_package, written_slots
+from ...testing import BFLOAT16, Array, CheckError, OpRunner, Package, dtype_name, group, import_package, written_slots
 from . import facts
 
 PATHS: tuple[str, ...] = tuple(facts.TEST_PATHS)
@@ -42,6 +42,22 @@ RECOMPILE_LIMIT = 256
 """Dynamo's recompile limit while testing one op: each dtype row, attr set and 0-d/0-size/1-size
 shape style is a graph of its own (guards on dtype and on sizes 0 and 1), more than the default 8
 (past which ``fullgraph=True`` fails with ``FailOnRecompileLimitHit``)."""
+
+
+def to_tensor(a: Array) -> torch.Tensor:
+    """A check's numpy array as a tensor of its dtype (a copy): a :data:`~opgen.testing.BFLOAT16`
+    array (float32 storage, bfloat16 values) as ``torch.bfloat16``, exactly."""
+    t = torch.from_numpy(np.array(a, copy=True))
+    return t.to(torch.bfloat16) if dtype_name(a) == "bfloat16" else t
+
+
+def to_array(t: torch.Tensor) -> Array:
+    """A tensor as a check's numpy array: ``torch.bfloat16`` as a :data:`~opgen.testing.BFLOAT16`
+    array (numpy has no bfloat16; every bfloat16 value is exact in float32)."""
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return t.to(torch.float32).numpy().astype(BFLOAT16)
+    return t.numpy()
 
 
 class TorchPackage(Package):
@@ -160,28 +176,26 @@ class TorchRunner(OpRunner):
     def forward(self, arrays: Sequence[Array], layout: Sequence[int]) -> list[Array]:
         """The op's outputs for the flat ``arrays``, then the inputs it writes in place and returns
         not (``writes: true``), after the call."""
-        tensors = [torch.from_numpy(np.array(a, copy=True)).to(self.device) for a in arrays]
+        tensors = [to_tensor(a).to(self.device) for a in arrays]
         with torch.no_grad():
             outs = self._run(tensors, layout)
-            return ([t.detach().cpu().numpy() for t in (outs if self.op.outputs else [])]
-                    + [tensors[slot].cpu().numpy() for _, slot in written_slots(self.op, layout)])
+            return ([to_array(t.cpu()) for t in (outs if self.op.outputs else [])]
+                    + [to_array(tensors[slot].cpu()) for _, slot in written_slots(self.op, layout)])
 
     def grads(self, arrays: Sequence[Array], weights: Sequence[Array], layout: Sequence[int],
               positions: Sequence[int]) -> list[Array]:
         """Gradients of ``sum_k sum(out_k * weights[k])`` for the flat slots ``positions``
         (``torch.autograd.grad``; an input the loss does not reach gets zeros)."""
-        tensors = [torch.from_numpy(np.array(a, copy=True)).to(self.device) for a in arrays]
+        tensors = [to_tensor(a).to(self.device) for a in arrays]
         for p in positions:
             tensors[p].requires_grad_(True)
         outs = self._run(tensors, layout)
-        loss = sum(((outs[k] * torch.from_numpy(np.array(w, copy=True)).to(self.device)).sum()
-                    for k, w in zip(self.diff_out, weights)),
+        loss = sum(((outs[k] * to_tensor(w).to(self.device)).sum() for k, w in zip(self.diff_out, weights)),
                    torch.zeros((), dtype=torch.float64, device=self.device))
         wanted = [tensors[p] for p in positions]
         if not loss.requires_grad:  # no gradient flows through the op: zeros, as the framework's grad gives
-            return [np.zeros(t.shape, dtype=t.detach().cpu().numpy().dtype) for t in wanted]
+            return [to_array(torch.zeros_like(t).cpu()) for t in wanted]
         got = torch.autograd.grad(loss, wanted, allow_unused=True)
         if self.device.type == "cuda" and any(g is not None and g.device != self.device for g in got):
             raise CheckError("a gradient came back on another device than the forward's")
-        return [np.zeros(t.shape, dtype=t.detach().cpu().numpy().dtype) if g is None else g.detach().cpu().numpy()
-                for t, g in zip(wanted, got)]
+        return [to_array((torch.zeros_like(t) if g is None else g).cpu()) for t, g in zip(wanted, got)]

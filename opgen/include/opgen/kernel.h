@@ -448,6 +448,17 @@ inline __attribute__((always_inline)) C load(const P *p, int64_t i) {
   }
 }
 
+/// o = v as OutE. A 16-bit float is assigned the compute value (its operator= stores the rounded
+/// bits): `o = OutE(v)` copies a temporary, which an `omp simd` loop does not vectorise.
+template <typename OutE, typename V>
+inline __attribute__((always_inline)) void store(OutE &o, const V &v) {
+  if constexpr (is_low_float<OutE>::value) {
+    o = v;
+  } else {
+    o = static_cast<OutE>(v);
+  }
+}
+
 /// o[i] = f(p[i]...) for i in [0, n). Outputs never overlap inputs except element by element
 /// (o == p allowed), so iterations are independent.
 template <typename OutE, typename C, typename F, typename... P>
@@ -462,14 +473,14 @@ inline __attribute__((always_inline)) void simd_loop(OutE *o, const F &f, int64_
     int64_t i = 0;
     for (; i + kBlock <= n; i += kBlock) {
       OPGEN_IVDEP
-      for (int64_t k = 0; k < kBlock; ++k) o[i + k] = static_cast<OutE>(f(detail::load<C>(p, i + k)...));
+      for (int64_t k = 0; k < kBlock; ++k) detail::store(o[i + k], f(detail::load<C>(p, i + k)...));
     }
-    for (; i < n; ++i) o[i] = static_cast<OutE>(f(detail::load<C>(p, i)...));
+    for (; i < n; ++i) detail::store(o[i], f(detail::load<C>(p, i)...));
     return;
   }
 #if defined(OPGEN_OMP_SIMD)
   OPGEN_SIMD
-  for (int64_t i = 0; i < n; ++i) o[i] = static_cast<OutE>(f(detail::load<C>(p, i)...));
+  for (int64_t i = 0; i < n; ++i) detail::store(o[i], f(detail::load<C>(p, i)...));
 #else
   // Without -fopenmp-simd: blocks of a fixed trip count, which GCC's -O2 vectoriser (the "very
   // cheap" cost model: no loop that needs a scalar epilogue) still takes, then the tail.
@@ -477,9 +488,9 @@ inline __attribute__((always_inline)) void simd_loop(OutE *o, const F &f, int64_
   int64_t i = 0;
   for (; i + kBlock <= n; i += kBlock) {
     OPGEN_SIMD
-    for (int64_t k = 0; k < kBlock; ++k) o[i + k] = static_cast<OutE>(f(detail::load<C>(p, i + k)...));
+    for (int64_t k = 0; k < kBlock; ++k) detail::store(o[i + k], f(detail::load<C>(p, i + k)...));
   }
-  for (; i < n; ++i) o[i] = static_cast<OutE>(f(detail::load<C>(p, i)...));
+  for (; i < n; ++i) detail::store(o[i], f(detail::load<C>(p, i)...));
 #endif
 }
 

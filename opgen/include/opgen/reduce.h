@@ -282,7 +282,7 @@ void reduce_sum(const In<E> &x, const Shape &kept, const Out<OutE> &out, sum_t<E
       for (int64_t j = 0; j < w; ++j) a[j] += A(p[j]);
     }
     OutE *q = out.data + o * s.inner + j0;
-    for (int64_t j = 0; j < w; ++j) q[j] = OutE(a[j] * scale);
+    for (int64_t j = 0; j < w; ++j) detail::store(q[j], a[j] * scale);
   });
 }
 
@@ -323,7 +323,7 @@ void reduce_max(const In<E> &x, const Shape &kept, const Out<OutE> &out) {
       }
     }
     OutE *q = out.data + o * s.inner + j0;
-    for (int64_t j = 0; j < w; ++j) q[j] = OutE(m[j]);
+    for (int64_t j = 0; j < w; ++j) detail::store(q[j], m[j]);
   });
 }
 
@@ -350,18 +350,18 @@ void softmax(const In<E> &x, int64_t axis, const Out<OutE> &out, bool log = fals
           for (int64_t k = 0; k < s.n; ++k) sum += std::exp(C(p[k]) - m);
           const C lse = m + std::log(sum);
           OPGEN_SIMD
-          for (int64_t k = 0; k < s.n; ++k) q[k] = OutE(C(p[k]) - lse);
+          for (int64_t k = 0; k < s.n; ++k) detail::store(q[k], C(p[k]) - lse);
         } else {
           C sum = 0;
           OPGEN_SIMD_SUM(sum)
           for (int64_t k = 0; k < s.n; ++k) {
             const C e = std::exp(C(p[k]) - m);
-            q[k] = OutE(e);
+            detail::store(q[k], e);
             sum += e;
           }
           const C inv = C(1) / sum;
           OPGEN_SIMD
-          for (int64_t k = 0; k < s.n; ++k) q[k] = OutE(C(q[k]) * inv);
+          for (int64_t k = 0; k < s.n; ++k) detail::store(q[k], C(q[k]) * inv);
         }
       }
     });
@@ -390,10 +390,10 @@ void softmax(const In<E> &x, int64_t axis, const Out<OutE> &out, bool log = fals
       OutE *q = out.data + at(k);
       if (log) {
         OPGEN_SIMD
-        for (int64_t j = 0; j < w; ++j) q[j] = OutE(C(p[j]) - C(sum[j]));
+        for (int64_t j = 0; j < w; ++j) detail::store(q[j], C(p[j]) - C(sum[j]));
       } else {
         OPGEN_SIMD
-        for (int64_t j = 0; j < w; ++j) q[j] = OutE(std::exp(C(p[j]) - m[j]) * C(sum[j]));
+        for (int64_t j = 0; j < w; ++j) detail::store(q[j], std::exp(C(p[j]) - m[j]) * C(sum[j]));
       }
     }
   });
@@ -416,12 +416,12 @@ void softmax_backward(const In<E> &y, const In<E> &dy, int64_t axis, const Out<O
           OPGEN_SIMD_SUM(dot)
           for (int64_t k = 0; k < s.n; ++k) dot += C(gp[k]);
           OPGEN_SIMD
-          for (int64_t k = 0; k < s.n; ++k) q[k] = OutE(C(gp[k]) - std::exp(C(yp[k])) * dot);
+          for (int64_t k = 0; k < s.n; ++k) detail::store(q[k], C(gp[k]) - std::exp(C(yp[k])) * dot);
         } else {
           OPGEN_SIMD_SUM(dot)
           for (int64_t k = 0; k < s.n; ++k) dot += C(gp[k]) * C(yp[k]);
           OPGEN_SIMD
-          for (int64_t k = 0; k < s.n; ++k) q[k] = OutE(C(yp[k]) * (C(gp[k]) - dot));
+          for (int64_t k = 0; k < s.n; ++k) detail::store(q[k], C(yp[k]) * (C(gp[k]) - dot));
         }
       }
     });
