@@ -5,13 +5,16 @@
 # present). MindSpore is not needed: its GPU entry points are checked through their C ABI.
 #
 #   bash scripts/gpu_check.sh [WORK_DIR]      # default /tmp/opgen-gpu-check; OPGEN_CUDA_ARCH=native by default
+#   GPU_CHECK_QUICK=1: forward and gradient checks on the eager path only, a smaller benchmark
+#   GPU_CHECK_LOGS=DIR: where each step's log goes (default WORK_DIR)
 #
 # Steps (each with its own time limit; the summary lists each one's status and seconds):
 #   generate   opgen generate ops/ (both frameworks) into WORK_DIR/gen
-#   build      the PyTorch library (CPU + CUDA dispatch keys) and MindSpore's aot + aot_gpu libraries
+#   ms-build   MindSpore's GPU aot library (nvcc; no MindSpore needed)
+#   ms-abi     its entry points through ctypes, on CUDA buffers and torch's stream (scripts/gpu_check.py)
+#   build      the PyTorch library (CPU + CUDA dispatch keys)
 #   test-cuda  opgen test --device cuda: every op with GPU rows, forward and gradients against the numpy
 #              reference on CUDA tensors, every GPU row (16-bit ones included), dtype and contract errors
-#   ms-abi     MindSpore's GPU entry points through ctypes against the CPU path (scripts/gpu_check.py)
 #   torch      opcheck, torch.compile, torch.export, CUDA-graph replay, mixed devices (scripts/gpu_check.py)
 #   memcheck   compute-sanitizer --tool memcheck on a sample of ops forward and backward
 #   bench      bench/bench_gpu.py (GPU figures, ratios measured in one process)
@@ -21,7 +24,8 @@ ROOT=$PWD
 WORK=${1:-/tmp/opgen-gpu-check}
 PY=${PYTHON:-python3}
 QUICK=${GPU_CHECK_QUICK:-0}
-mkdir -p "$WORK"
+LOGS=${GPU_CHECK_LOGS:-$WORK}
+mkdir -p "$WORK" "$LOGS"
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$WORK/site" .whl/*.whl
   export PYTHONPATH="$WORK/site:${PYTHONPATH:-}"
@@ -37,7 +41,7 @@ step() {  # step NAME SECONDS COMMAND...
   shift 2
   local t0=$SECONDS
   echo "=== $name (limit ${limit}s): $*"
-  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$WORK/$name.log"
+  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$LOGS/$name.log"
   local rc=${PIPESTATUS[0]}
   local took=$((SECONDS - t0))
   if [ "$rc" -eq 0 ]; then SUMMARY+=("ok     $name (${took}s)"); else
@@ -50,12 +54,12 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader || 
 "$PY" -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name())"
 
 step generate 120 "$PY" -m opgen.cli generate ops/ -o "$GEN" -p opgen_ops -q
-step build 420 bash -c "'$PY' -m opgen.cli build '$GEN/opgen_ops_torch' -q && \
-  '$PY' -m opgen.cli build '$GEN/opgen_ops' --only aot -q && '$PY' -m opgen.cli build '$GEN/opgen_ops' --only aot_gpu -q"
+step ms-build 420 "$PY" -m opgen.cli build "$GEN/opgen_ops" --only aot_gpu -q
+step ms-abi 120 "$PY" scripts/gpu_check.py ms-abi "$GEN"
+step build 420 "$PY" -m opgen.cli build "$GEN/opgen_ops_torch" -q
 ONLY=()
 [ "$QUICK" = 1 ] && ONLY=(--only 'forward/eager-cuda' --only 'grad/eager-cuda')
 step test-cuda 900 "$PY" -m opgen.cli test --backend torch --device cuda --unchecked --package-dir "$GEN/opgen_ops_torch" -q "${ONLY[@]}"
-step ms-abi 120 "$PY" scripts/gpu_check.py ms-abi "$GEN"
 step torch 300 "$PY" scripts/gpu_check.py torch-extra "$GEN/opgen_ops_torch"
 if command -v compute-sanitizer >/dev/null; then
   step memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$PY" scripts/gpu_check.py sanitize "$GEN/opgen_ops_torch"
@@ -69,5 +73,5 @@ step bench 600 "$PY" bench/bench_gpu.py --package-dir "$GEN/opgen_ops_torch" "${
 echo
 echo "=== gpu_check summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
 printf '%s\n' "${SUMMARY[@]}"
-grep -h "^RESULT\|^opgen test:.*checks" "$WORK"/*.log 2>/dev/null
+grep -h "^RESULT\|^opgen test:.*checks" "$LOGS"/*.log 2>/dev/null
 exit $FAILED
