@@ -57,8 +57,10 @@ def test_torch_cuda_glue_compiles_against_torch(tmp_path: Path) -> None:
     stub = tmp_path / "stub" / "c10" / "cuda" / "impl"
     stub.mkdir(parents=True)
     (stub / "cuda_cmake_macros.h").write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
+    # every op's CUDA glue, and one op's CPU and CUDA units together: the library's build groups
+    # sources into unity units as they come, so the two keys' kernels must not collide
     unity = tmp_path / "all_cuda.cc"
-    unity.write_text("".join(f'#include "{u}"\n' for u in units))
+    unity.write_text("".join(f'#include "{u}"\n' for u in [pkg / "csrc" / "relu_torch.cc", *units]))
     run = subprocess.run(["g++", *torch_build.cuda_glue_cflags(pkg), f"-I{tmp_path / 'stub'}", "-fsyntax-only",
                           str(unity)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-4000:]

@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace add {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in add_torch.cc)
 
 /// The forward of 'add' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg) {
@@ -167,10 +168,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "add_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace add
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("add", &opgen_ops_torch::add::forward_op);
-  m.impl("add_backward", &opgen_ops_torch::add::backward_op);
+  m.impl("add", &opgen_ops_torch::add::cuda_dispatch::forward_op);
+  m.impl("add_backward", &opgen_ops_torch::add::cuda_dispatch::backward_op);
 }

@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace broadcast_to {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in broadcast_to_torch.cc)
 
 /// The forward of 'broadcast_to' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef shape) {
@@ -149,10 +150,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "broadcast_to_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace broadcast_to
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("broadcast_to", &opgen_ops_torch::broadcast_to::forward_op);
-  m.impl("broadcast_to_backward", &opgen_ops_torch::broadcast_to::backward_op);
+  m.impl("broadcast_to", &opgen_ops_torch::broadcast_to::cuda_dispatch::forward_op);
+  m.impl("broadcast_to_backward", &opgen_ops_torch::broadcast_to::cuda_dispatch::backward_op);
 }

@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace clip {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in clip_torch.cc)
 
 /// The forward of 'clip' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, double min, double max) {
@@ -122,10 +123,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "clip_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace clip
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("clip", &opgen_ops_torch::clip::forward_op);
-  m.impl("clip_backward", &opgen_ops_torch::clip::backward_op);
+  m.impl("clip", &opgen_ops_torch::clip::cuda_dispatch::forward_op);
+  m.impl("clip_backward", &opgen_ops_torch::clip::cuda_dispatch::backward_op);
 }

@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace div {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in div_torch.cc)
 
 /// The forward of 'div' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg) {
@@ -133,10 +134,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "div_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace div
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("div", &opgen_ops_torch::div::forward_op);
-  m.impl("div_backward", &opgen_ops_torch::div::backward_op);
+  m.impl("div", &opgen_ops_torch::div::cuda_dispatch::forward_op);
+  m.impl("div_backward", &opgen_ops_torch::div::cuda_dispatch::backward_op);
 }

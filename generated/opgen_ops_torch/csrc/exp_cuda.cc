@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace exp {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in exp_torch.cc)
 
 /// The forward of 'exp' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
@@ -118,10 +119,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "exp_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace exp
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("exp", &opgen_ops_torch::exp::forward_op);
-  m.impl("exp_backward", &opgen_ops_torch::exp::backward_op);
+  m.impl("exp", &opgen_ops_torch::exp::cuda_dispatch::forward_op);
+  m.impl("exp_backward", &opgen_ops_torch::exp::cuda_dispatch::backward_op);
 }

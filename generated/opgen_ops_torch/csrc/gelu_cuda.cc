@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace gelu {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in gelu_torch.cc)
 
 /// The forward of 'gelu' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, c10::string_view approximate) {
@@ -120,10 +121,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "gelu_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace gelu
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("gelu", &opgen_ops_torch::gelu::forward_op);
-  m.impl("gelu_backward", &opgen_ops_torch::gelu::backward_op);
+  m.impl("gelu", &opgen_ops_torch::gelu::cuda_dispatch::forward_op);
+  m.impl("gelu_backward", &opgen_ops_torch::gelu::cuda_dispatch::backward_op);
 }

@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace leaky_relu {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in leaky_relu_torch.cc)
 
 /// The forward of 'leaky_relu' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, double alpha) {
@@ -120,10 +121,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "leaky_relu_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace leaky_relu
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("leaky_relu", &opgen_ops_torch::leaky_relu::forward_op);
-  m.impl("leaky_relu_backward", &opgen_ops_torch::leaky_relu::backward_op);
+  m.impl("leaky_relu", &opgen_ops_torch::leaky_relu::cuda_dispatch::forward_op);
+  m.impl("leaky_relu_backward", &opgen_ops_torch::leaky_relu::cuda_dispatch::backward_op);
 }

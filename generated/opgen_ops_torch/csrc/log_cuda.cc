@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace log {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in log_torch.cc)
 
 /// The forward of 'log' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
@@ -118,10 +119,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "log_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace log
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("log", &opgen_ops_torch::log::forward_op);
-  m.impl("log_backward", &opgen_ops_torch::log::backward_op);
+  m.impl("log", &opgen_ops_torch::log::cuda_dispatch::forward_op);
+  m.impl("log_backward", &opgen_ops_torch::log::cuda_dispatch::backward_op);
 }

@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace log_softmax {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in log_softmax_torch.cc)
 
 /// The forward of 'log_softmax' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, int64_t axis) {
@@ -120,10 +121,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "log_softmax_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace log_softmax
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("log_softmax", &opgen_ops_torch::log_softmax::forward_op);
-  m.impl("log_softmax_backward", &opgen_ops_torch::log_softmax::backward_op);
+  m.impl("log_softmax", &opgen_ops_torch::log_softmax::cuda_dispatch::forward_op);
+  m.impl("log_softmax_backward", &opgen_ops_torch::log_softmax::cuda_dispatch::backward_op);
 }

@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace maximum {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in maximum_torch.cc)
 
 /// The forward of 'maximum' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg) {
@@ -133,10 +134,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "maximum_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace maximum
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("maximum", &opgen_ops_torch::maximum::forward_op);
-  m.impl("maximum_backward", &opgen_ops_torch::maximum::backward_op);
+  m.impl("maximum", &opgen_ops_torch::maximum::cuda_dispatch::forward_op);
+  m.impl("maximum_backward", &opgen_ops_torch::maximum::cuda_dispatch::backward_op);
 }

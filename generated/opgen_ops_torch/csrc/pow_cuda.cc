@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace pow {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in pow_torch.cc)
 
 /// The forward of 'pow' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg) {
@@ -133,10 +134,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "pow_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace pow
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("pow", &opgen_ops_torch::pow::forward_op);
-  m.impl("pow_backward", &opgen_ops_torch::pow::backward_op);
+  m.impl("pow", &opgen_ops_torch::pow::cuda_dispatch::forward_op);
+  m.impl("pow_backward", &opgen_ops_torch::pow::cuda_dispatch::backward_op);
 }

@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace reduce_mean {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in reduce_mean_torch.cc)
 
 /// The forward of 'reduce_mean' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_dims) {
@@ -122,10 +123,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "reduce_mean_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace reduce_mean
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("reduce_mean", &opgen_ops_torch::reduce_mean::forward_op);
-  m.impl("reduce_mean_backward", &opgen_ops_torch::reduce_mean::backward_op);
+  m.impl("reduce_mean", &opgen_ops_torch::reduce_mean::cuda_dispatch::forward_op);
+  m.impl("reduce_mean_backward", &opgen_ops_torch::reduce_mean::cuda_dispatch::backward_op);
 }

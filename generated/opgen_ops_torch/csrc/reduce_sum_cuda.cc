@@ -17,6 +17,7 @@
 
 namespace opgen_ops_torch {
 namespace reduce_sum {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in reduce_sum_torch.cc)
 
 /// The forward of 'reduce_sum' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_dims) {
@@ -70,9 +71,10 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_d
   TORCH_CHECK(false, "reduce_sum(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace reduce_sum
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("reduce_sum", &opgen_ops_torch::reduce_sum::forward_op);
+  m.impl("reduce_sum", &opgen_ops_torch::reduce_sum::cuda_dispatch::forward_op);
 }

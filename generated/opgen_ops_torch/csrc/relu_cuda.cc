@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace relu {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in relu_torch.cc)
 
 /// The forward of 'relu' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
@@ -118,10 +119,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "relu_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace relu
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("relu", &opgen_ops_torch::relu::forward_op);
-  m.impl("relu_backward", &opgen_ops_torch::relu::backward_op);
+  m.impl("relu", &opgen_ops_torch::relu::cuda_dispatch::forward_op);
+  m.impl("relu_backward", &opgen_ops_torch::relu::cuda_dispatch::backward_op);
 }

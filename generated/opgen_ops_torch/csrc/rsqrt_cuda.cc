@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace rsqrt {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in rsqrt_torch.cc)
 
 /// The forward of 'rsqrt' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
@@ -118,10 +119,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "rsqrt_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace rsqrt
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("rsqrt", &opgen_ops_torch::rsqrt::forward_op);
-  m.impl("rsqrt_backward", &opgen_ops_torch::rsqrt::backward_op);
+  m.impl("rsqrt", &opgen_ops_torch::rsqrt::cuda_dispatch::forward_op);
+  m.impl("rsqrt_backward", &opgen_ops_torch::rsqrt::cuda_dispatch::backward_op);
 }

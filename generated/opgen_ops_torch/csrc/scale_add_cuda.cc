@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace scale_add {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in scale_add_torch.cc)
 
 /// The forward of 'scale_add' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg, double scale, at::ArrayRef<double> paddings) {
@@ -137,10 +138,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "scale_add_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace scale_add
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("scale_add", &opgen_ops_torch::scale_add::forward_op);
-  m.impl("scale_add_backward", &opgen_ops_torch::scale_add::backward_op);
+  m.impl("scale_add", &opgen_ops_torch::scale_add::cuda_dispatch::forward_op);
+  m.impl("scale_add_backward", &opgen_ops_torch::scale_add::cuda_dispatch::backward_op);
 }

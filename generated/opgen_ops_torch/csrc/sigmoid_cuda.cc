@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace sigmoid {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in sigmoid_torch.cc)
 
 /// The forward of 'sigmoid' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
@@ -118,10 +119,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "sigmoid_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace sigmoid
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("sigmoid", &opgen_ops_torch::sigmoid::forward_op);
-  m.impl("sigmoid_backward", &opgen_ops_torch::sigmoid::backward_op);
+  m.impl("sigmoid", &opgen_ops_torch::sigmoid::cuda_dispatch::forward_op);
+  m.impl("sigmoid_backward", &opgen_ops_torch::sigmoid::cuda_dispatch::backward_op);
 }

@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace softmax {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in softmax_torch.cc)
 
 /// The forward of 'softmax' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg, int64_t axis) {
@@ -120,10 +121,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "softmax_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace softmax
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("softmax", &opgen_ops_torch::softmax::forward_op);
-  m.impl("softmax_backward", &opgen_ops_torch::softmax::backward_op);
+  m.impl("softmax", &opgen_ops_torch::softmax::cuda_dispatch::forward_op);
+  m.impl("softmax_backward", &opgen_ops_torch::softmax::cuda_dispatch::backward_op);
 }

@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace softplus {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in softplus_torch.cc)
 
 /// The forward of 'softplus' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
@@ -118,10 +119,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "softplus_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace softplus
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("softplus", &opgen_ops_torch::softplus::forward_op);
-  m.impl("softplus_backward", &opgen_ops_torch::softplus::backward_op);
+  m.impl("softplus", &opgen_ops_torch::softplus::cuda_dispatch::forward_op);
+  m.impl("softplus_backward", &opgen_ops_torch::softplus::cuda_dispatch::backward_op);
 }

@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace sqrt {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in sqrt_torch.cc)
 
 /// The forward of 'sqrt' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
@@ -118,10 +119,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "sqrt_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace sqrt
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("sqrt", &opgen_ops_torch::sqrt::forward_op);
-  m.impl("sqrt_backward", &opgen_ops_torch::sqrt::backward_op);
+  m.impl("sqrt", &opgen_ops_torch::sqrt::cuda_dispatch::forward_op);
+  m.impl("sqrt_backward", &opgen_ops_torch::sqrt::cuda_dispatch::backward_op);
 }

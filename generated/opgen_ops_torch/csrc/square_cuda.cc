@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace square {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in square_torch.cc)
 
 /// The forward of 'square' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
@@ -118,10 +119,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "square_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace square
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("square", &opgen_ops_torch::square::forward_op);
-  m.impl("square_backward", &opgen_ops_torch::square::backward_op);
+  m.impl("square", &opgen_ops_torch::square::cuda_dispatch::forward_op);
+  m.impl("square_backward", &opgen_ops_torch::square::cuda_dispatch::backward_op);
 }

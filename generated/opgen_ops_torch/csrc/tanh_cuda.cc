@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace tanh {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in tanh_torch.cc)
 
 /// The forward of 'tanh' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &x_arg) {
@@ -118,10 +119,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "tanh_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace tanh
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("tanh", &opgen_ops_torch::tanh::forward_op);
-  m.impl("tanh_backward", &opgen_ops_torch::tanh::backward_op);
+  m.impl("tanh", &opgen_ops_torch::tanh::cuda_dispatch::forward_op);
+  m.impl("tanh_backward", &opgen_ops_torch::tanh::cuda_dispatch::backward_op);
 }

@@ -18,6 +18,7 @@
 
 namespace opgen_ops_torch {
 namespace where {
+namespace cuda_dispatch {  // the CUDA key's kernels (the CPU's are in where_torch.cc)
 
 /// The forward of 'where' (documented in Python: no doc text in C++).
 at::Tensor forward_op(const at::Tensor &cond_arg, const at::Tensor &x_arg, const at::Tensor &y_arg) {
@@ -136,10 +137,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   TORCH_CHECK(false, "where_backward(): no dtype_format row ", row);
 }
 
+}  // namespace cuda_dispatch
 }  // namespace where
 }  // namespace opgen_ops_torch
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, CUDA, m) {
-  m.impl("where", &opgen_ops_torch::where::forward_op);
-  m.impl("where_backward", &opgen_ops_torch::where::backward_op);
+  m.impl("where", &opgen_ops_torch::where::cuda_dispatch::forward_op);
+  m.impl("where_backward", &opgen_ops_torch::where::cuda_dispatch::backward_op);
 }

@@ -72,10 +72,11 @@ class TorchBackend(Backend):
             items.append({"op": ctx, "t": t})
             header = GENERATED_BY.format(sources=ctx.file)
             em.emit("torch/op.cc.j2", f"csrc/{op.name}_torch.cc", header, op=ctx, t=t, device=cpu,
-                    dispatch_key=dispatch_key(cpu.name), device_arg="", rows_cpp=ctx.rows_cpp)
+                    dispatch_key=dispatch_key(cpu.name), device_arg="", rows_cpp=ctx.rows_cpp, impl_ns="")
             for device, view in others:  # one unit per other device: its dispatch key's kernels
                 em.emit("torch/op.cc.j2", f"csrc/{op.name}_{device.name}.cc", header, op=ctx, t=t, device=device,
-                        dispatch_key=dispatch_key(device.name), device_arg=", opgen_device", rows_cpp=view.rows_cpp)
+                        dispatch_key=dispatch_key(device.name), device_arg=", opgen_device", rows_cpp=view.rows_cpp,
+                        impl_ns=f"{device.namespace}_dispatch::")
         all_header = GENERATED_BY.format(sources=", ".join(sources))
         em.emit("torch/__init__.py.j2", "__init__.py", all_header, ops=items, sources=sources, namespace=namespace)
         stubs = [signatures.stub_context(op) for op in ordered]
