@@ -103,7 +103,19 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma
     for (int64_t r = r0; r < r1; ++r) {
       const x_t *xr = x.data + r * D;
       const y_t *gr = dy.data + r * D;
-      const C m = C(mean[r]), s = C(rstd[r]);
+      C m, s;
+      if constexpr (opgen::is_low_float<x_t>::value) {
+        // a 16-bit row saved mean and rstd in 16 bits, too coarse for the cancellation in dx (a
+        // bfloat16 row of two close values gave dx 0.5 off): recompute them in C, as the forward
+        m = C(opgen::detail::sum_row(xr, D) / opgen::sum_t<x_t>(D));
+        C v = 0;
+        OPGEN_SIMD_SUM(v)
+        for (int64_t j = 0; j < D; ++j) v += (C(xr[j]) - m) * (C(xr[j]) - m);
+        s = C(1) / std::sqrt(v / C(D) + C(eps));
+      } else {
+        m = C(mean[r]);
+        s = C(rstd[r]);
+      }
       if (!dx) {  // dgamma, dbeta alone
         OPGEN_SIMD
         for (int64_t j = 0; j < D; ++j) {
@@ -139,7 +151,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma
   });
   for (int64_t j = 0; dgamma && j < D; ++j) dgamma[j] = gamma_t(sums[static_cast<size_t>(j)]);
   for (int64_t j = 0; dbeta && j < D; ++j) dbeta[j] = beta_t(sums[static_cast<size_t>(D + j)]);
-#line 143 "generated/opgen_ops/csrc/layer_norm_kernel.h"
+#line 155 "generated/opgen_ops/csrc/layer_norm_kernel.h"
 }
 
 }  // namespace layer_norm
