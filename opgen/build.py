@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import TextIO
 
 from . import env as _env
-from .devices import DIAGNOSTICS, DeviceUnavailable, Toolchain
+from .devices import DIAGNOSTICS, DeviceUnavailable, Toolchain, cuda
 from .devices import cpu as _cpu
 from .names import NAME_MAX, PID_TEMP_SUFFIX
 from .resources import include_dir
@@ -392,14 +392,19 @@ def kernel_target(pkg_dir: Path, abi: Sequence[str] = (), toolchain: str = "", s
     """
     csrc = pkg_dir / "csrc"
     sources = tuple(sorted(csrc.glob("*_kernel.cc")))
+    return Target("kernels", "", sources, plain_cflags(csrc, abi), (), _op_units(pkg_dir, "kernels", sources, "kernel"),
+                  toolchain=toolchain, shares_stamp=shares_stamp)
+
+
+def _op_units(pkg_dir: Path, kind: str, sources: Sequence[Path], label: str) -> tuple[Unit, ...]:
+    """One unit per op's source, each with the package's user compile flags and its op's
+    (``csrc/build.json``)."""
     package, ops = user_flags(pkg_dir)
-    units = tuple(
+    return tuple(
         Unit(u.obj, u.sources, u.label,
              package.compile_flags(pkg_dir) + ops.get(_op_of(u.sources[0]), UserFlags()).compile_flags(pkg_dir))
-        for u in group_units("kernels", sources, 1, "kernel")
+        for u in group_units(kind, sources, 1, label)
     )
-    return Target("kernels", "", sources, plain_cflags(csrc, abi), (), units, toolchain=toolchain,
-                  shares_stamp=shares_stamp)
 
 
 def cuda_cflags(csrc: Path, abi: Sequence[str] = ()) -> tuple[str, ...]:
@@ -410,8 +415,6 @@ def cuda_cflags(csrc: Path, abi: Sequence[str] = ()) -> tuple[str, ...]:
     Raises:
         opgen.env.EnvError: ``OPGEN_CUDA_ARCH`` does not parse.
     """
-    from .devices import cuda
-
     return ("-O3", *cuda.NVCC_FLAGS, *cuda.cublas_flags()[0], *cuda.gencode_flags(cuda.archs()), *abi,
             f"-I{include_dir()}", f"-I{csrc}", *checked_flags())
 
@@ -419,8 +422,6 @@ def cuda_cflags(csrc: Path, abi: Sequence[str] = ()) -> tuple[str, ...]:
 def cuda_link_flags() -> tuple[str, ...]:
     """Link flags of a library with CUDA units: the toolkit's runtime (``libcudart``) and, where the
     toolkit has it, cuBLAS (``libcublas``: opgen::gemm), by rpath."""
-    from .devices import cuda
-
     dirs = cuda.library_dirs()
     return (*(f"-L{d}" for d in dirs), *cuda.cublas_flags()[1], "-lcudart", *(f"-Wl,-rpath,{d}" for d in dirs))
 
@@ -431,13 +432,8 @@ def cuda_kernel_target(pkg_dir: Path, abi: Sequence[str] = (), toolchain: str = 
     the objects."""
     csrc = pkg_dir / "csrc"
     sources = tuple(sorted(csrc.glob("*_kernel.cu")))
-    package, ops = user_flags(pkg_dir)
-    units = tuple(
-        Unit(u.obj, u.sources, u.label,
-             package.compile_flags(pkg_dir) + ops.get(_op_of(u.sources[0]), UserFlags()).compile_flags(pkg_dir))
-        for u in group_units("kernels_cuda", sources, 1, "CUDA kernel")
-    )
-    return Target("kernels_cuda", "", sources, cuda_cflags(csrc, abi), (), units, toolchain=toolchain, device="cuda")
+    return Target("kernels_cuda", "", sources, cuda_cflags(csrc, abi), (),
+                  _op_units(pkg_dir, "kernels_cuda", sources, "CUDA kernel"), toolchain=toolchain, device="cuda")
 
 
 def user_link_flags(pkg_dir: Path) -> tuple[str, ...]:
