@@ -1,4 +1,8 @@
-"""Stage 8 — cli: ``opgen validate | generate | build | test | new | docs``.
+"""Stage 8 — cli: ``opgen validate | generate | build | test | wheel | new | docs | clean``.
+
+Commands that make or use a framework's package take ``--backend torch|mindspore`` (default: the
+``[tool.opgen] backends`` of the project, else mindspore; with ``--package-dir``/a package
+directory, the backend that generated it), and their messages name it.
 
 Exit codes: 0 success; 1 spec errors or build errors; 2 usage errors (argparse's own);
 3 an internal fault of opgen (reported as such, with the op and file when known); ``opgen test``: 4
@@ -202,13 +206,14 @@ def _generate_command(paths: Sequence[str], out: str, package: str, cfg: Config,
     return shlex.join(parts)
 
 
-def _need_run_extra(command: str, modules: tuple[str, ...]) -> bool:
-    """Print what to install and return True when ``modules`` of the 'run' extra are missing."""
+def _need_run_extra(command: str, modules: tuple[str, ...], backend: str) -> bool:
+    """Print what to install (``backend``'s extra, or the other backend) and return True when
+    ``modules`` are missing."""
     from . import extras
 
     absent = extras.missing(modules)
     if absent:
-        print(extras.message(command, absent), file=sys.stderr)
+        print(extras.message(command, absent, backend), file=sys.stderr)
     return bool(absent)
 
 
@@ -226,7 +231,7 @@ def _build(pkg_dir: Path, args: argparse.Namespace, kinds: Sequence[str]) -> int
 
     backend = _package_backend(pkg_dir)
     needed = ("ninja", *backend.build_modules(kinds))
-    if _need_run_extra("build", needed):
+    if _need_run_extra("build", needed, backend.name):
         return EXIT_ERRORS
     if args.checked:
         os.environ["OPGEN_CHECK"] = "1"  # the build flags read it (a separate, cached variant)
@@ -252,14 +257,35 @@ def _build(pkg_dir: Path, args: argparse.Namespace, kinds: Sequence[str]) -> int
     return EXIT_OK
 
 
-def _not_generated(pkg_dir: Path, cfg: Config) -> bool:
-    """Say how to generate ``pkg_dir`` (a command that works as printed) when it has no csrc/."""
+def _meant_backend(pkg_dir: Path, cfg: Config, backend: str | None) -> str:
+    """The backend a command on the not yet generated ``pkg_dir`` is for: ``--backend``, else the
+    one whose package suffix the directory's name ends with (``my_ops_torch``: torch), else the
+    first configured one."""
+    from . import backends
+
+    if backend is not None:
+        return backend
+    for name in backends.names():
+        suffix = backends.get(name).package_suffix
+        if suffix and pkg_dir.name.endswith(suffix) and pkg_dir.name != suffix:
+            return name
+    return cfg.backends[0]
+
+
+def _not_generated(pkg_dir: Path, cfg: Config, backend: str | None = None) -> bool:
+    """Say how to generate ``pkg_dir`` for its backend (a command that works as printed) when it
+    has no csrc/."""
+    from . import backends
+
     if (pkg_dir / "csrc").is_dir():
         return False
+    name = _meant_backend(pkg_dir, cfg, backend)
+    suffix = backends.get(name).package_suffix
+    package = pkg_dir.name[:-len(suffix)] if suffix and pkg_dir.name.endswith(suffix) else pkg_dir.name
     if all(Path(s).exists() for s in cfg.specs):
-        hint = f"run '{_generate_command(cfg.specs, str(pkg_dir.parent), pkg_dir.name, cfg)}' first"
+        hint = f"run '{_generate_command(cfg.specs, str(pkg_dir.parent), package, cfg, name)}' first"
     else:  # the specs are not where the defaults say: a template of the command
-        cmd = _generate_command(["SPECS"], str(pkg_dir.parent), pkg_dir.name, cfg)
+        cmd = _generate_command(["SPECS"], str(pkg_dir.parent), package, cfg, name)
         hint = f"generate it first: {cmd} (SPECS: your spec files or directories; or set [tool.opgen] specs)"
     print(f"opgen: {display_path(pkg_dir)} is not a generated package (no csrc/); {hint}", file=sys.stderr)
     return True
@@ -268,7 +294,7 @@ def _not_generated(pkg_dir: Path, cfg: Config) -> bool:
 def _cmd_build(args: argparse.Namespace) -> int:
     cfg: Config = args.config
     pkg_dir = Path(args.package_dir or _backend_package_dir(cfg, args.backend))
-    if _not_generated(pkg_dir, cfg):
+    if _not_generated(pkg_dir, cfg, args.backend):
         return EXIT_ERRORS
     if args.only is not None:
         return _build(pkg_dir, args, (args.only,))
@@ -293,10 +319,10 @@ def _cmd_wheel(args: argparse.Namespace) -> int:
 
     cfg: Config = args.config
     pkg_dir = Path(args.package_dir or _backend_package_dir(cfg, args.backend))
-    if _not_generated(pkg_dir, cfg):
+    if _not_generated(pkg_dir, cfg, args.backend):
         return EXIT_ERRORS
     backend = _package_backend(pkg_dir)
-    if _need_run_extra("wheel", ("ninja", *backend.runtime_modules)):
+    if _need_run_extra("wheel", ("ninja", *backend.runtime_modules), backend.name):
         return EXIT_ERRORS
     try:
         wheel = build_wheel(pkg_dir, Path(args.out), version=args.version, quiet=args.quiet,
@@ -373,12 +399,26 @@ def _op_name(text: str) -> str:
 
 
 def _cmd_new(args: argparse.Namespace) -> int:
-    from .skeleton import write_skeleton
+    from .skeleton import examples, write_skeleton
 
     cfg: Config = args.config
+    if args.list_examples:
+        print("\n".join(examples()))
+        return EXIT_OK
+    if args.name is None:
+        print("opgen new: NAME is required (e.g. 'opgen new my_op'; 'opgen new --list-examples' lists the "
+              "example ops --from takes)", file=sys.stderr)
+        return EXIT_USAGE
+    if args.example is not None and args.elementwise:
+        print("opgen new: --from and --elementwise exclude each other (an example op has its own form)",
+              file=sys.stderr)
+        return EXIT_USAGE
     out = Path(args.out or next((s for s in cfg.specs if not s.endswith((".yaml", ".yml"))), "ops"))
     try:
-        path = write_skeleton(args.name, out, elementwise=args.elementwise)
+        path = write_skeleton(args.name, out, elementwise=args.elementwise, example=args.example)
+    except ValueError as exc:  # no such example op
+        print(f"opgen new: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except FileExistsError:
         print(f"opgen new: {display_path(out / (args.name + '.yaml'))} exists already; "
               "not overwritten (pick another NAME or -o DIR)", file=sys.stderr)
@@ -399,13 +439,34 @@ def _cmd_new(args: argparse.Namespace) -> int:
         print(f"opgen: wrote {display_path(copied)} (what the spec's $schema line points at; "
               "'opgen new' refreshes it)")
     if not args.quiet:
-        print(f"opgen: wrote {shown} ({'elementwise' if args.elementwise else 'kernel'} form). Next:")
-        configured = display_path(out) in [display_path(s) for s in cfg.specs]
-        print(f"  opgen validate {shown}")
-        print(f"  {'opgen generate' if configured else f'opgen generate {display_path(out)}/'}"
-              f"   # writes {display_path(cfg.package_dir)}; then: opgen build")
-        print(f"  opgen test {args.name}" + ("" if configured else f" {display_path(out)}/"))
+        form = (f"example op {args.example}" if args.example else
+                f"{'elementwise' if args.elementwise else 'kernel'} form")
+        for line in _next_steps(cfg, out, shown, args.name, args.backend or cfg.backends[0], form):
+            print(line)
     return EXIT_OK
+
+
+def _next_steps(cfg: Config, out: Path, shown: str, name: str, backend_name: str, form: str) -> list[str]:
+    """What ``opgen new`` prints: the spec written, then the commands that validate, generate,
+    build and test it for ``backend_name``, each working as printed (from this directory)."""
+    from . import backends, extras
+
+    backend = backends.get(backend_name)
+    label = {"torch": "PyTorch", "mindspore": "MindSpore"}.get(backend.name, backend.name)
+    configured = display_path(out) in [display_path(s) for s in cfg.specs]
+    flag = "" if cfg.backends[0] == backend.name else f" --backend {backend.name}"
+    pkg_dir = display_path(backend.package_dir(Path(cfg.output), cfg.package))
+    lines = [f"opgen: wrote {shown} ({form}). Next, for {label} (backend '{backend.name}'):",
+             f"  opgen validate {shown}",
+             f"  {'opgen generate' if configured else f'opgen generate {display_path(out)}/'}{flag}"
+             f"   # writes {pkg_dir}",
+             f"  opgen build{flag}   # compiles it (seconds; the first build on a machine: about a minute more)",
+             f"  opgen test {name}" + ("" if configured else f" {display_path(out)}/") + flag
+             + "   # forward, gradients and dtype checks on every path"]
+    absent = extras.missing(backend.runtime_modules)
+    if absent:
+        lines.append(f"  (build and test need {', '.join(absent)}: {extras.install_command(backend.name)})")
+    return lines
 
 
 def _docs_command(args: argparse.Namespace) -> str:
@@ -535,7 +596,7 @@ def _cmd_test(args: argparse.Namespace) -> int:
         backend = _package_backend(given_dir)
     else:
         backend = backends.get(cfg.backends[0])
-    if _need_run_extra("test", (*backend.runtime_modules, "numpy", "ninja")):
+    if _need_run_extra("test", (*backend.runtime_modules, "numpy", "ninja"), backend.name):
         return EXIT_ERRORS
     if args.unchecked:
         os.environ["OPGEN_CHECK"] = "0"
@@ -626,22 +687,30 @@ _EXAMPLES = {
     "opgen": """examples:
   opgen new my_op                      # write ops/my_op.yaml, a commented spec that works as written
   opgen validate ops/                  # check every spec; writes nothing
-  opgen generate ops/                  # write generated/opgen_ops (Custom wrappers, Function<T>, bindings)
+  opgen generate ops/ --backend torch  # PyTorch: generated/opgen_ops_torch (operators, fake kernels, autograd)
+  opgen build --backend torch          # compile its operator library (cached)
+  opgen test my_op --backend torch     # forward, gradients and dtype checks, eager and torch.compile
+  opgen generate ops/                  # MindSpore (the default backend): generated/opgen_ops
   opgen build generated/opgen_ops      # compile its aot library and pybind11 extension (cached)
-  opgen test my_op                     # forward, gradients and dtype checks on every path
+  opgen test my_op                     # forward, gradients and dtype checks on every MindSpore path
   opgen docs ops/                      # write docs/ops/opgen_ops.md, the op reference
   opgen clean                          # free the build cache of deleted packages and old libraries
 
+--backend torch|mindspore picks the framework; backends = ["torch"] in the [tool.opgen]
+table of pyproject.toml makes torch the default.
 run 'opgen COMMAND --help' for the options of each command.""",
     "validate": """examples:
   opgen validate ops/                  # every ops/*.yaml
   opgen validate ops/mul.yaml -q       # one spec, print only errors""",
     "generate": """examples:
-  opgen generate ops/                  # write generated/opgen_ops
+  opgen generate ops/ --backend torch  # write generated/opgen_ops_torch (PyTorch)
+  opgen generate ops/                  # write generated/opgen_ops (MindSpore, unless [tool.opgen] says otherwise)
   opgen generate ops/ --check          # CI: exit 1 when generated/ differs from what ops/ generates
   opgen generate specs/ -o out -p my_ops --build""",
     "build": """examples:
-  opgen build                          # generated/opgen_ops: aot library and extension
+  opgen build --backend torch          # generated/opgen_ops_torch: its operator library
+  opgen build generated/my_ops_torch   # the backend is the package's: PyTorch here
+  opgen build                          # generated/opgen_ops: aot library and extension (MindSpore)
   opgen build generated/my_ops --only aot -j 2""",
     "wheel": """examples:
   opgen wheel generated/my_ops         # dist/my_ops-0.1.0-cp311-cp311-linux_x86_64.whl
@@ -651,10 +720,13 @@ run 'opgen COMMAND --help' for the options of each command.""",
   opgen test                           # every spec in ops/, every check
   opgen test ops/ exp log              # only exp and log
   opgen test --backend torch exp       # on PyTorch: eager and torch.compile(fullgraph=True, dynamic=True)
-  opgen test --skip '*function'        # no Function<T> path: no extension build needed
+  opgen test --skip '*function'        # MindSpore without the Function<T> path: no extension build needed
   opgen test my_specs/ --only 'grad/*' --seed 3""",
     "new": """examples:
   opgen new my_op                      # ops/my_op.yaml, kernel form (C++ forward/backward bodies)
+  opgen new my_op --backend torch      # the same spec; the next steps printed are PyTorch's
+  opgen new my_norm --from rms_norm    # a copy of opgen's example op rms_norm, renamed my_norm
+  opgen new --list-examples            # the example ops --from takes
   opgen new my_add --elementwise -o specs/""",
     "clean": """examples:
   opgen clean                          # ~/.cache/opgen: folders of deleted packages, superseded libraries
@@ -678,8 +750,10 @@ def make_parser() -> argparse.ArgumentParser:
     fmt = _Formatter
     parser = argparse.ArgumentParser(
         prog="opgen",
-        description="One YAML file per MindSpore custom op: validate specs, generate Custom (aot) wrappers, "
-        "Function<T> classes and pybind11 bindings, build, test and document them.",
+        description="One YAML file per custom operator, for PyTorch and MindSpore: validate specs, generate "
+        "each framework's operator package from them (--backend torch: torch.ops operators with fake kernels "
+        "and autograd; --backend mindspore: Custom (aot) wrappers, Function<T> classes and pybind11 "
+        "bindings), build, test and document them.",
         epilog=_epilog("opgen"),
         formatter_class=fmt,
     )
@@ -731,7 +805,8 @@ def make_parser() -> argparse.ArgumentParser:
     _add_build_options(p)
     p.set_defaults(func=_cmd_generate)
 
-    p = add("build", "compile a generated package's aot library and extension",
+    p = add("build", "compile a generated package's libraries (PyTorch: its operator library; MindSpore: "
+            "aot library and extension)",
             "Build a generated package (cached by content hash: nothing runs when nothing changed). "
             "Builds live in --build-dir, else $OPGEN_BUILD_DIR, else ~/.cache/opgen.")
     p.add_argument("package_dir", nargs="?",
@@ -740,7 +815,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", metavar="KIND",
                    help="build only one library: aot or ext (MindSpore), torch (PyTorch)")
     p.add_argument("--backend", type=_one_backend, metavar="NAME",
-                   help="without package_dir: build this backend's package (output/package + its suffix)")
+                   help="without package_dir: build this backend's package, torch (output/package_torch) or "
+                   "mindspore (output/package); default: the first of [tool.opgen] backends, else mindspore")
     _add_build_options(p)
     p.set_defaults(func=_cmd_build)
 
@@ -762,8 +838,9 @@ def make_parser() -> argparse.ArgumentParser:
 
     p = add("test", "check ops against their numpy reference, finite differences and dtype rows",
             "Check every op (forward vs numpy reference, gradients vs central differences, "
-            "rejection of dtypes outside its rows) on the Custom path in GRAPH_MODE and PyNative and on the "
-            f"Function<T> path. See {doc('testing.md')}.",
+            "rejection of dtypes outside its rows) on every path of the backend: PyTorch eager and "
+            "torch.compile; MindSpore's Custom path in GRAPH_MODE and PyNative and its Function<T> path. "
+            f"See {doc('testing.md')}.",
             "exit codes: 0 every check passed, 1 a check failed or a spec/build error, 2 usage errors, 4 no check "
             "failed but a kernel rejected drawn cases with its own error (a spec problem: the check belongs in "
             "requires:)")
@@ -797,13 +874,22 @@ def make_parser() -> argparse.ArgumentParser:
                    "with the sanitizer's report (file:line in the YAML)")
     p.set_defaults(func=_cmd_test)
 
-    p = add("new", "write a commented spec skeleton for a new op",
+    p = add("new", "write a commented spec skeleton for a new op (or a copy of an example op)",
             "Write DIR/NAME.yaml: a commented spec that validates, generates and passes 'opgen test NAME' "
-            "as written (kernel form with C++ forward/backward bodies, or --elementwise). Never overwrites.",
-            "exit codes: 0 written, 1 the file exists or cannot be written, 2 usage errors (a bad NAME)")
-    p.add_argument("name", type=_op_name, metavar="NAME", help="op name, snake_case (e.g. my_op)")
+            "as written (kernel form with C++ forward/backward bodies, or --elementwise), or with --from a copy "
+            "of one of opgen's example ops renamed NAME; then print the next commands for the backend. Specs "
+            "serve every backend; --backend only picks the commands printed. Never overwrites.",
+            "exit codes: 0 written, 1 the file exists or cannot be written, 2 usage errors (a bad NAME or example)")
+    p.add_argument("name", type=_op_name, metavar="NAME", nargs="?", help="op name, snake_case (e.g. my_op)")
     p.add_argument("--elementwise", action="store_true",
                    help="use the elementwise shorthand (scalar expressions) instead of C++ bodies")
+    p.add_argument("--from", dest="example", metavar="EXAMPLE",
+                   help="copy opgen's example op EXAMPLE (e.g. rms_norm, gelu, softmax; see --list-examples), "
+                   "renamed NAME")
+    p.add_argument("--list-examples", action="store_true", help="list the example ops --from takes, and exit")
+    p.add_argument("--backend", type=_one_backend, metavar="NAME",
+                   help="the framework whose next commands are printed: torch or mindspore (default: the first "
+                   "of [tool.opgen] backends, else mindspore)")
     p.add_argument("-o", "--out", metavar="DIR",
                    help="directory of the new spec (default: [tool.opgen] specs, else ops)")
     p.set_defaults(func=_cmd_new)
@@ -884,6 +970,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("opgen: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # 'opgen new --list-examples | head': the reader is gone, not a bug
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit
+        return EXIT_OK
     except Exception:  # an opgen bug, not a user mistake: say so plainly
         print("opgen: internal error (this is a bug in opgen, not in your spec):", file=sys.stderr)
         traceback.print_exc()

@@ -1,9 +1,9 @@
 """Where opgen's data files live: templates, schemas, docs and the C++ support headers.
 
-From a checkout, ``templates/``, ``schemas/`` and ``docs/`` sit beside the ``opgen`` package;
-after a (non-editable) ``pip install`` they are shipped inside it as ``opgen/_templates``,
-``opgen/_schemas`` and ``opgen/_docs`` (see pyproject.toml).  Both layouts are tried, checkout
-first.
+From a checkout, ``templates/``, ``schemas/``, ``docs/`` and ``ops/`` (the example ops) sit
+beside the ``opgen`` package; after a (non-editable) ``pip install`` they are shipped inside it as
+``opgen/_templates``, ``opgen/_schemas``, ``opgen/_docs`` and ``opgen/_examples`` (see
+pyproject.toml).  Both layouts are tried, checkout first.
 """
 
 from __future__ import annotations
@@ -36,6 +36,14 @@ def docs_dir() -> Path:
         if (candidate / "spec-reference.md").is_file():
             return candidate
     raise FileNotFoundError(f"opgen installation is incomplete: no docs/ directory found near {_PKG}")
+
+
+def examples_dir() -> Path:
+    """Directory of opgen's example op specs (``rms_norm.yaml``...; ``opgen new NAME --from EXAMPLE``)."""
+    for candidate in (_PKG.parent / "ops", _PKG / "_examples"):  # a site-packages/ops of another package: no
+        if (candidate / "rms_norm.yaml").is_file():
+            return candidate
+    raise FileNotFoundError(f"opgen installation is incomplete: no example ops (ops/) found near {_PKG}")
 
 
 def doc(name: str) -> str:

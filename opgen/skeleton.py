@@ -5,6 +5,9 @@ The text comes from ``templates/op.yaml.j2`` (kernel form, or the elementwise sh
 at opgen's own ``schemas/op.schema.json`` inside an opgen checkout, else at a copy of the schema
 in the project's ``schemas/`` (beside its pyproject.toml, else beside the spec directory), which
 ``opgen new`` writes and refreshes -- never at a path inside a virtual environment.
+
+``opgen new NAME --from EXAMPLE`` copies one of opgen's example ops (``ops/`` of the checkout,
+shipped as ``opgen/_examples``) renamed NAME, its ``$schema`` line pointed as above.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from pathlib import Path
 from .diagnostics import display_path
 from .names import CPP_KEYWORDS, op_name_too_long
 from .render import environment
-from .resources import schemas_dir
+from .resources import examples_dir, schemas_dir
 from .schema import SCHEMA_FILE
 
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
+_SCHEMA_LINE = re.compile(r"\A# yaml-language-server: \$schema=\S*\n")
+_NAME_LINE = re.compile(r"^name: *(\S+) *$", re.M)
 
 
 def name_problem(name: str) -> str | None:
@@ -79,15 +84,47 @@ def render_skeleton(name: str, spec_path: Path, *, elementwise: bool = False) ->
         name=name, elementwise=elementwise, schema=schema_ref(spec_path.parent), path=display_path(spec_path))
 
 
-def write_skeleton(name: str, out_dir: Path, *, elementwise: bool = False) -> Path:
-    """Write ``out_dir/<name>.yaml`` (creating ``out_dir``); never overwrites.
+def examples() -> list[str]:
+    """The names of opgen's example ops (``opgen new NAME --from EXAMPLE``), sorted."""
+    return sorted(p.stem for p in examples_dir().glob("*.yaml"))
+
+
+def render_example(example: str, name: str, spec_path: Path) -> str:
+    """The text of example op ``example`` renamed ``name``, to be written to ``spec_path``: its
+    ``name:`` line and ``$schema`` line rewritten, everything else as shipped.
+
+    Raises:
+        ValueError: no example op is called ``example`` (the message names the nearest one).
+    """
+    source = examples_dir() / f"{example}.yaml"
+    if not source.is_file():
+        from .diagnostics import nearest
+
+        hint = nearest(example, examples())
+        raise ValueError(f"no example op {example!r}" + (f"; did you mean {hint!r}?" if hint else "")
+                       + " ('opgen new --list-examples' lists them)")
+    text = source.read_text(encoding="utf-8")
+    text = _SCHEMA_LINE.sub("", text, count=1)
+    text = _NAME_LINE.sub(f"name: {name}", text, count=1)
+    header = (f"# yaml-language-server: $schema={schema_ref(spec_path.parent)}\n"
+              f"# Written by 'opgen new {name} --from {example}': opgen's example op {example}, renamed.\n")
+    return header + text
+
+
+def write_skeleton(name: str, out_dir: Path, *, elementwise: bool = False, example: str | None = None) -> Path:
+    """Write ``out_dir/<name>.yaml`` (creating ``out_dir``): the skeleton, or with ``example`` a
+    copy of that example op renamed ``name``; never overwrites.
 
     Raises:
         FileExistsError: the file exists already.
+        ValueError: ``example`` is no example op.
         OSError: it cannot be written.
     """
     path = out_dir / f"{name}.yaml"
-    text = render_skeleton(name, path, elementwise=elementwise)
+    if example is not None:
+        text = render_example(example, name, path)
+    else:
+        text = render_skeleton(name, path, elementwise=elementwise)
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(path, "x", encoding="utf-8") as fh:  # "x": refuse to overwrite, atomically
         fh.write(text)

@@ -56,6 +56,7 @@ def test_core_install_works_and_names_the_run_extra(venv: Path, tmp_path: Path) 
         assert r.returncode == 1, f"opgen {' '.join(argv)} -> {r.returncode}: {r.stderr}"
         assert "internal error" not in r.stderr and "Traceback" not in r.stderr
         assert "mindspore" in r.stderr and "pip install 'opgen[run]' (mindspore==2.10.0, numpy<2, ninja>=" in r.stderr
+        assert "or use PyTorch instead: --backend torch" in r.stderr  # the other way out
 
 
 def test_what_opgen_points_at_exists_after_a_wheel_install(venv: Path, tmp_path: Path) -> None:

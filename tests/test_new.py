@@ -60,3 +60,48 @@ def test_bad_name_is_a_usage_error(tmp_path: Path, name: str, capsys) -> None:  
     assert exc.value.code == 2
     assert "argument NAME" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_next_steps_are_the_chosen_backends(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "my_op", "--backend", "torch"]) == 0
+    out = capsys.readouterr().out
+    assert "for PyTorch (backend 'torch')" in out
+    steps = [ln.split("#", 1)[0].split() for ln in out.splitlines() if ln.startswith("  opgen ")]
+    assert [s[1] for s in steps] == ["validate", "generate", "build", "test"]
+    assert all(s[-2:] == ["--backend", "torch"] for s in steps[1:])
+    assert "generated/opgen_ops_torch" in out and "Function<T>" not in out
+    # [tool.opgen] backends = ["torch"]: the default, so no flag
+    (tmp_path / "pyproject.toml").write_text('[tool.opgen]\nbackends = ["torch"]\n')
+    assert main(["new", "other"]) == 0
+    out = capsys.readouterr().out
+    assert "for PyTorch" in out and "--backend" not in out
+
+
+def test_from_copies_a_shipped_example_renamed(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    assert "rms_norm" in skeleton.examples() and len(skeleton.examples()) == len(list((ROOT / "ops").glob("*.yaml")))
+    assert main(["new", "my_norm", "--from", "rms_norm"]) == 0
+    text = (tmp_path / "ops" / "my_norm.yaml").read_text()
+    assert text.startswith("# yaml-language-server: $schema=../schemas/op.schema.json\n")
+    assert "\nname: my_norm\n" in text and "kernel:" in text
+    assert "example op rms_norm" in capsys.readouterr().out
+    assert main(["validate", "-q", "ops/"]) == 0
+    assert main(["generate", "-q", "ops/", "-p", "my_ops", "--backend", "torch"]) == 0
+    assert (tmp_path / "generated" / "my_ops_torch" / "csrc" / "my_norm_torch.cc").is_file()
+    # a misspelt example: a usage error with the nearest name; nothing written
+    assert main(["new", "other", "--from", "rms_nrom"]) == 2
+    assert "did you mean 'rms_norm'?" in capsys.readouterr().err
+    assert not (tmp_path / "ops" / "other.yaml").exists()
+    assert main(["new", "--list-examples"]) == 0
+    assert "rms_norm" in capsys.readouterr().out.split()
+
+
+def test_missing_framework_names_both_ways_out() -> None:
+    from opgen import extras
+
+    text = extras.message("build", ["torch"], "torch")
+    assert "pip install 'opgen[torch]' (torch>=" in text and "--backend mindspore" in text
+    text = extras.message("test", ["mindspore"], "mindspore")
+    assert "pip install 'opgen[run]' (mindspore==" in text and "--backend torch" in text
+    assert "numpy<2" not in " ".join(extras.requirements("torch"))
