@@ -154,8 +154,9 @@ def render() -> str:
         "",
         schema.get("description", ""),
         "",
-        "One YAML file per op (`ops/<name>.yaml`). Start from `opgen new NAME`, which writes a commented "
-        "skeleton that validates as written. Editors that understand JSON Schema (VS Code's YAML "
+        "One YAML file per op (`ops/<name>.yaml`), for either framework. Start from `opgen new NAME`, which "
+        "writes a commented skeleton that validates as written, or from a copy of one of opgen's example ops: "
+        "`opgen new NAME --from rms_norm` (`opgen new --list-examples` lists them). Editors that understand JSON Schema (VS Code's YAML "
         "extension and others) complete and check every key below when the file starts with "
         "`# yaml-language-server: $schema=../schemas/op.schema.json`.",
         "",
@@ -178,6 +179,10 @@ def render() -> str:
     in_place = schema.get("x-opgen-in-place")
     if in_place:
         lines += ["", "## In-place, out-argument and output-less ops", "", *in_place]
+    frameworks = schema.get("x-opgen-frameworks")
+    if frameworks:
+        lines += ["", "## Which keys matter to which framework", "", *frameworks]
+    lines += ["", "## Dtypes in both vocabularies", "", *dtype_table()]
     lines += ["", "## Keys", ""]
     for k in all_keys:
         lines.append(f"### `{k.path}`")
@@ -197,6 +202,18 @@ def render() -> str:
             lines.append("Examples: " + ", ".join(f"`{_yaml_value(e)}`" for e in examples))
             lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def dtype_table() -> list[str]:
+    """The dtypes opgen knows, each in every vocabulary (from :data:`opgen.dtypes.DTYPES`, the one
+    table every translation reads): dtype name, MindSpore DataType, PyTorch dtype, C++ type."""
+    from .dtypes import DTYPES, FORMATS
+
+    lines = ["| dtype name (spec, numpy, MindSpore) | MindSpore DataType (spec rows) | PyTorch | C++ in a kernel body |",
+             "|---|---|---|---|"]
+    for d in DTYPES:
+        lines.append(f"| `{d.name}` | `{d.prefix}_{FORMATS[0]}` | `torch.{d.name}` | `{d.cpp}` |")
+    return lines
 
 
 def _anchor(path: str) -> str:
