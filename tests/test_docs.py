@@ -73,3 +73,25 @@ def test_shape_rules_in_words() -> None:
     assert words("x") == "the shape of `x`"
     assert words("[] if reduction != 'none' else x.shape") == \
         "a scalar (0-d) if `reduction != 'none'`, else the shape of `x`"
+
+
+def test_generated_docstrings_list_one_output_per_line() -> None:
+    """A multi-output op's ``Returns:`` has each output on its own line (layer_norm: y, mean, rstd),
+    and the torch package's docstring names the autograd Node it records (no autograd::Function)."""
+    import re
+
+    for path in ("generated/opgen_ops_torch/__init__.py", "generated/opgen_ops/custom.py",
+                 "generated/opgen_ops/function.py"):
+        text = (ROOT / path).read_text()
+        section = text.split("def layer_norm(", 1)[1].split("Returns:\n", 1)[1].split("\n\n", 1)[0]
+        assert [ln.split(" (", 1)[0].strip() for ln in section.splitlines()] == ["y", "mean", "rstd"], path
+        assert not re.search(r"\. {4,}\w+ \(Tensor\)", text), path  # two outputs run together on one line
+    torch_doc = (ROOT / "generated/opgen_ops_torch/__init__.py").read_text().split('"""', 2)[1]
+    assert "torch::autograd::Node" in torch_doc and "autograd::Function" not in torch_doc
+
+
+def test_spec_reference_gives_each_dtype_in_both_vocabularies() -> None:
+    page = (ROOT / "docs/spec-reference.md").read_text()
+    assert "| `float32` | `F32_Default` | `torch.float32` | `float` |" in page
+    assert "| `bfloat16` | `BF16_Default` | `torch.bfloat16` |" in page
+    assert "## Which keys matter to which framework" in page and "| `targets` | not read" in page

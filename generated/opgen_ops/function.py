@@ -125,6 +125,7 @@ def add(x, y) -> Any:
 
     Returns:
         out (Tensor): x + y. Shape: broadcast(x, y); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16), (x=int32, y=int32, out=int32), (x=int64, y=int64, out=int64)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -161,6 +162,7 @@ def add_n(x, zs) -> Any:
 
     Returns:
         out (Tensor): x + zs[0] + zs[1] + ..., of x's shape. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, zs=float32, out=float32), (x=float64, zs=float64, out=float64), (x=float16, zs=float16, out=float16), (x=bfloat16, zs=bfloat16, out=bfloat16), (x=int32, zs=int32, out=int32), (x=int64, zs=int64, out=int64)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -200,6 +202,7 @@ def avg_pool2d(x, kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2)
 
     Returns:
         out (Tensor): The window means, shape (N, C, H', W'). Shape: x.shape[:2] + [(x.shape[2] - kernel[0]) // stride[0] + 1, (x.shape[3] - kernel[1]) // stride[1] + 1]; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -236,6 +239,7 @@ def broadcast_to(x, shape: Sequence[int]) -> Any:
 
     Returns:
         out (Tensor): x repeated along the broadcast dims. Shape: shape; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16), (x=int32, out=int32), (x=int64, out=int64)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -289,6 +293,7 @@ def clip(x, min: float, max: float) -> Any:
 
     Returns:
         out (Tensor): x clipped to [min, max], same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -340,6 +345,7 @@ def concat(xs, axis: int = 0) -> Any:
 
     Returns:
         out (Tensor): The joined tensor. Shape: concat(xs, axis); dtype: xs.
+
     Raises:
         TypeError: dtypes outside the supported rows ((xs=float32, out=float32), (xs=float64, out=float64), (xs=float16, out=float16), (xs=bfloat16, out=bfloat16), (xs=int32, out=int32), (xs=int64, out=int64)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -396,6 +402,7 @@ def cumsum(x, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> 
 
     Returns:
         out (Tensor): The running sums, same shape as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -434,6 +441,7 @@ def div(x, y) -> Any:
 
     Returns:
         out (Tensor): x / y, of the broadcast shape of x and y. Shape: broadcast(x, y); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -491,7 +499,9 @@ def dropout(x, keep_prob: float = 0.5, seed: int = 0) -> Any:
         seed (int, default 0): Seed of the counter-based RNG; the same seed (and shape) gives the same mask.
 
     Returns:
-        y (Tensor): x * mask / keep_prob, same shape as x. Shape: x; dtype: x.        mask (Tensor): True where the element was kept. Shape: x; dtype: bool. Not differentiable.
+        y (Tensor): x * mask / keep_prob, same shape as x. Shape: x; dtype: x.
+        mask (Tensor): True where the element was kept. Shape: x; dtype: bool. Not differentiable.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, mask=bool), (x=float64, y=float64, mask=bool), (x=float16, y=float16, mask=bool), (x=bfloat16, y=bfloat16, mask=bool)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -527,6 +537,7 @@ def exp(x) -> Any:
 
     Returns:
         out (Tensor): exp(x), same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -581,6 +592,7 @@ def gather(x, indices, axis: int = 0) -> Any:
 
     Returns:
         out (Tensor): The gathered slices. Shape: gather(x, indices, axis); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, indices=int64, out=float32), (x=float64, indices=int64, out=float64), (x=float16, indices=int64, out=float16), (x=bfloat16, indices=int64, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -635,6 +647,7 @@ def gelu(x, approximate: str = 'none') -> Any:
 
     Returns:
         out (Tensor): gelu(x), same shape as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -689,7 +702,10 @@ def layer_norm(x, gamma = None, beta = None, eps: float = 1e-05) -> Any:
         eps (float, default 1e-05): Added to the variance before the square root.
 
     Returns:
-        y (Tensor): The normalized input. Shape: x; dtype: x.        mean (Tensor): Mean over the last axis. Shape: reduce(x, [-1], True); dtype: x. Not differentiable.        rstd (Tensor): Reciprocal standard deviation over the last axis. Shape: reduce(x, [-1], True); dtype: x. Not differentiable.
+        y (Tensor): The normalized input. Shape: x; dtype: x.
+        mean (Tensor): Mean over the last axis. Shape: reduce(x, [-1], True); dtype: x. Not differentiable.
+        rstd (Tensor): Reciprocal standard deviation over the last axis. Shape: reduce(x, [-1], True); dtype: x. Not differentiable.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, gamma=float32, beta=float32, y=float32, mean=float32, rstd=float32), (x=float64, gamma=float64, beta=float64, y=float64, mean=float64, rstd=float64), (x=float16, gamma=float16, beta=float16, y=float16, mean=float16, rstd=float16), (x=bfloat16, gamma=bfloat16, beta=bfloat16, y=bfloat16, mean=bfloat16, rstd=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -747,6 +763,7 @@ def leaky_relu(x, alpha: float = 0.01) -> Any:
 
     Returns:
         out (Tensor): leaky_relu(x), same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -783,6 +800,7 @@ def log(x) -> Any:
 
     Returns:
         out (Tensor): ln(x), same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -834,6 +852,7 @@ def log_softmax(x, axis: int = -1) -> Any:
 
     Returns:
         out (Tensor): Log-probabilities along `axis`, same shape as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -888,6 +907,7 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
 
     Returns:
         out (Tensor): The product, (M, N). Shape: matmul(a, b, transpose_a, transpose_b); dtype: a.
+
     Raises:
         TypeError: dtypes outside the supported rows ((a=float32, b=float32, out=float32), (a=float64, b=float64, out=float64), (a=float16, b=float16, out=float16), (a=bfloat16, b=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -928,6 +948,7 @@ def maximum(x, y) -> Any:
 
     Returns:
         out (Tensor): max(x, y), of the broadcast shape of x and y. Shape: broadcast(x, y); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -964,6 +985,7 @@ def mul(x, y) -> Any:
 
     Returns:
         out (Tensor): x * y, of the broadcast shape of x and y. Shape: broadcast(x, y); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1017,6 +1039,7 @@ def pad2d(x, paddings: Sequence[Sequence[int]] = ((1, 1), (1, 1)), value: float 
 
     Returns:
         out (Tensor): x padded, shape x.shape[:-2] + [H', W']. Shape: x.shape[:-2] + [x.shape[-2] + paddings[0][0] + paddings[0][1], x.shape[-1] + paddings[1][0] + paddings[1][1]]; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1055,6 +1078,7 @@ def pow(x, y) -> Any:
 
     Returns:
         out (Tensor): x ** y, of the broadcast shape of x and y. Shape: broadcast(x, y); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1110,6 +1134,7 @@ def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
 
     Returns:
         out (Tensor): The maxima. Shape: reduce(x, axis, keep_dims); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1163,6 +1188,7 @@ def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
 
     Returns:
         out (Tensor): The means. Shape: reduce(x, axis, keep_dims); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1216,6 +1242,7 @@ def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
 
     Returns:
         out (Tensor): The sums. Shape: reduce(x, axis, keep_dims); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1252,6 +1279,7 @@ def relu(x) -> Any:
 
     Returns:
         out (Tensor): max(x, 0), same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1303,6 +1331,7 @@ def rms_norm(x, weight, eps: float = 1e-06) -> Any:
 
     Returns:
         y (Tensor): The normalized, scaled input. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, weight=float32, y=float32), (x=float64, weight=float64, y=float64), (x=float16, weight=float16, y=float16), (x=bfloat16, weight=bfloat16, y=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1340,6 +1369,7 @@ def rsqrt(x) -> Any:
 
     Returns:
         out (Tensor): 1 / sqrt(x), same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1394,6 +1424,7 @@ def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> A
 
     Returns:
         out (Tensor): x + len(paddings) * scale * y + sum(paddings). Shape: broadcast(x, y); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1431,6 +1462,7 @@ def sigmoid(x) -> Any:
 
     Returns:
         out (Tensor): sigmoid(x), in (0, 1), same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1484,6 +1516,7 @@ def smooth_l1_loss(pred, target, beta: float = 1.0, reduction: str = 'none') -> 
 
     Returns:
         loss (Tensor): The loss, per element or reduced. Shape: [] if reduction != 'none' else pred.shape; dtype: pred.
+
     Raises:
         TypeError: dtypes outside the supported rows ((pred=float32, target=float32, loss=float32), (pred=float64, target=float64, loss=float64), (pred=float16, target=float16, loss=float16), (pred=bfloat16, target=bfloat16, loss=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1538,6 +1571,7 @@ def softmax(x, axis: int = -1) -> Any:
 
     Returns:
         out (Tensor): Probabilities along `axis`, same shape as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1575,6 +1609,7 @@ def softplus(x) -> Any:
 
     Returns:
         out (Tensor): softplus(x), positive, same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1609,6 +1644,7 @@ def sqrt(x) -> Any:
 
     Returns:
         out (Tensor): sqrt(x), same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1643,6 +1679,7 @@ def square(x) -> Any:
 
     Returns:
         out (Tensor): x squared, same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1678,6 +1715,7 @@ def sub(x, y) -> Any:
 
     Returns:
         out (Tensor): x - y, of the broadcast shape of x and y. Shape: broadcast(x, y); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1713,6 +1751,7 @@ def swiglu(x) -> Any:
 
     Returns:
         out (Tensor): silu(a) * b. Shape: x.shape[:-1] + [x.shape[-1] // 2]; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1747,6 +1786,7 @@ def tanh(x) -> Any:
 
     Returns:
         out (Tensor): tanh(x), in (-1, 1), same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1797,7 +1837,9 @@ def topk(x, k: int = 1) -> Any:
         k (int, default 1): How many entries to keep; at most x.shape[-1].
 
     Returns:
-        values (Tensor): The k largest entries of each row, largest first. Shape: x.shape[:-1] + [k]; dtype: x.        indices (Tensor): Their positions along the last axis of x. Shape: x.shape[:-1] + [k]; dtype: int64. Not differentiable.
+        values (Tensor): The k largest entries of each row, largest first. Shape: x.shape[:-1] + [k]; dtype: x.
+        indices (Tensor): Their positions along the last axis of x. Shape: x.shape[:-1] + [k]; dtype: int64. Not differentiable.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, values=float32, indices=int64), (x=float64, values=float64, indices=int64), (x=float16, values=float16, indices=int64), (x=bfloat16, values=bfloat16, indices=int64)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.
@@ -1836,6 +1878,7 @@ def where(cond, x, y) -> Any:
 
     Returns:
         out (Tensor): The selection, of the broadcast shape of cond, x and y. Shape: broadcast(cond, x, y); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((cond=bool, x=float32, y=float32, out=float32), (cond=bool, x=float64, y=float64, out=float64), (cond=bool, x=float16, y=float16, out=float16), (cond=bool, x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: shapes the shape rule rejects, or an attr outside its constraints.

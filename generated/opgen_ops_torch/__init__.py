@@ -6,8 +6,8 @@ Ops: adamw, add, add_n, avg_pool2d, broadcast_to, clip, concat, cumsum, div, dro
 Each op is a real PyTorch operator, ``torch.ops.opgen_ops_torch.<op>``: its schema and CPU kernel come
 from this package's C++ library (built at import when missing or stale, then loaded with
 ``torch.ops.load_library``), its fake kernel (``torch.library.register_fake``) from the spec's shape
-rules and contracts, its autograd (a C++ ``torch::autograd::Function`` on the Autograd key, in the
-same library) from the spec's backward body, through the operator
+rules and contracts, its autograd (a C++ kernel on the Autograd key, in the same library, that
+records a ``torch::autograd::Node`` per call) from the spec's backward body, through the operator
 ``torch.ops.opgen_ops_torch.<op>_backward``. ``opgen_ops_torch.<op>(...)``
 is the documented function that checks the attrs and calls it. ``opgen_ops_torch.reference``: numpy
 references.
@@ -153,6 +153,7 @@ def add(x, y) -> Any:
 
     Returns:
         out (Tensor): x + y. Shape: broadcast(x, y); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16), (x=int32, y=int32, out=int32), (x=int64, y=int64, out=int64)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -210,6 +211,7 @@ def add_n(x, zs) -> Any:
 
     Returns:
         out (Tensor): x + zs[0] + zs[1] + ..., of x's shape. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, zs=float32, out=float32), (x=float64, zs=float64, out=float64), (x=float16, zs=float16, out=float16), (x=bfloat16, zs=bfloat16, out=bfloat16), (x=int32, zs=int32, out=int32), (x=int64, zs=int64, out=int64)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -276,6 +278,7 @@ def avg_pool2d(x, kernel: Sequence[int] = (2, 2), stride: Sequence[int] = (2, 2)
 
     Returns:
         out (Tensor): The window means, shape (N, C, H', W'). Shape: x.shape[:2] + [(x.shape[2] - kernel[0]) // stride[0] + 1, (x.shape[3] - kernel[1]) // stride[1] + 1]; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -359,6 +362,7 @@ def broadcast_to(x, shape: Sequence[int]) -> Any:
 
     Returns:
         out (Tensor): x repeated along the broadcast dims. Shape: shape; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16), (x=int32, out=int32), (x=int64, out=int64)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -439,6 +443,7 @@ def clip(x, min: float, max: float) -> Any:
 
     Returns:
         out (Tensor): x clipped to [min, max], same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -512,6 +517,7 @@ def concat(xs, axis: int = 0) -> Any:
 
     Returns:
         out (Tensor): The joined tensor. Shape: concat(xs, axis); dtype: xs.
+
     Raises:
         TypeError: dtypes outside the supported rows ((xs=float32, out=float32), (xs=float64, out=float64), (xs=float16, out=float16), (xs=bfloat16, out=bfloat16), (xs=int32, out=int32), (xs=int64, out=int64)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -588,6 +594,7 @@ def cumsum(x, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> 
 
     Returns:
         out (Tensor): The running sums, same shape as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -659,6 +666,7 @@ def div(x, y) -> Any:
 
     Returns:
         out (Tensor): x / y, of the broadcast shape of x and y. Shape: broadcast(x, y); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -727,7 +735,9 @@ def dropout(x, keep_prob: float = 0.5, seed: int = 0) -> Any:
         seed (int, default 0): Seed of the counter-based RNG; the same seed (and shape) gives the same mask.
 
     Returns:
-        y (Tensor): x * mask / keep_prob, same shape as x. Shape: x; dtype: x.        mask (Tensor): True where the element was kept. Shape: x; dtype: bool. Not differentiable.
+        y (Tensor): x * mask / keep_prob, same shape as x. Shape: x; dtype: x.
+        mask (Tensor): True where the element was kept. Shape: x; dtype: bool. Not differentiable.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, mask=bool), (x=float64, y=float64, mask=bool), (x=float16, y=float16, mask=bool), (x=bfloat16, y=bfloat16, mask=bool)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -796,6 +806,7 @@ def exp(x) -> Any:
 
     Returns:
         out (Tensor): exp(x), same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -861,6 +872,7 @@ def gather(x, indices, axis: int = 0) -> Any:
 
     Returns:
         out (Tensor): The gathered slices. Shape: gather(x, indices, axis); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, indices=int64, out=float32), (x=float64, indices=int64, out=float64), (x=float16, indices=int64, out=float16), (x=bfloat16, indices=int64, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -936,6 +948,7 @@ def gelu(x, approximate: str = 'none') -> Any:
 
     Returns:
         out (Tensor): gelu(x), same shape as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -1012,7 +1025,10 @@ def layer_norm(x, gamma = None, beta = None, eps: float = 1e-05) -> Any:
         eps (float, default 1e-05): Added to the variance before the square root.
 
     Returns:
-        y (Tensor): The normalized input. Shape: x; dtype: x.        mean (Tensor): Mean over the last axis. Shape: reduce(x, [-1], True); dtype: x. Not differentiable.        rstd (Tensor): Reciprocal standard deviation over the last axis. Shape: reduce(x, [-1], True); dtype: x. Not differentiable.
+        y (Tensor): The normalized input. Shape: x; dtype: x.
+        mean (Tensor): Mean over the last axis. Shape: reduce(x, [-1], True); dtype: x. Not differentiable.
+        rstd (Tensor): Reciprocal standard deviation over the last axis. Shape: reduce(x, [-1], True); dtype: x. Not differentiable.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, gamma=float32, beta=float32, y=float32, mean=float32, rstd=float32), (x=float64, gamma=float64, beta=float64, y=float64, mean=float64, rstd=float64), (x=float16, gamma=float16, beta=float16, y=float16, mean=float16, rstd=float16), (x=bfloat16, gamma=bfloat16, beta=bfloat16, y=bfloat16, mean=bfloat16, rstd=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -1088,6 +1104,7 @@ def leaky_relu(x, alpha: float = 0.01) -> Any:
 
     Returns:
         out (Tensor): leaky_relu(x), same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -1157,6 +1174,7 @@ def log(x) -> Any:
 
     Returns:
         out (Tensor): ln(x), same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -1219,6 +1237,7 @@ def log_softmax(x, axis: int = -1) -> Any:
 
     Returns:
         out (Tensor): Log-probabilities along `axis`, same shape as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -1296,6 +1315,7 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
 
     Returns:
         out (Tensor): The product, (M, N). Shape: matmul(a, b, transpose_a, transpose_b); dtype: a.
+
     Raises:
         TypeError: dtypes outside the supported rows ((a=float32, b=float32, out=float32), (a=float64, b=float64, out=float64), (a=float16, b=float16, out=float16), (a=bfloat16, b=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -1368,6 +1388,7 @@ def maximum(x, y) -> Any:
 
     Returns:
         out (Tensor): max(x, y), of the broadcast shape of x and y. Shape: broadcast(x, y); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -1425,6 +1446,7 @@ def mul(x, y) -> Any:
 
     Returns:
         out (Tensor): x * y, of the broadcast shape of x and y. Shape: broadcast(x, y); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -1489,6 +1511,7 @@ def pad2d(x, paddings: Sequence[Sequence[int]] = ((1, 1), (1, 1)), value: float 
 
     Returns:
         out (Tensor): x padded, shape x.shape[:-2] + [H', W']. Shape: x.shape[:-2] + [x.shape[-2] + paddings[0][0] + paddings[0][1], x.shape[-1] + paddings[1][0] + paddings[1][1]]; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -1566,6 +1589,7 @@ def pow(x, y) -> Any:
 
     Returns:
         out (Tensor): x ** y, of the broadcast shape of x and y. Shape: broadcast(x, y); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -1632,6 +1656,7 @@ def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
 
     Returns:
         out (Tensor): The maxima. Shape: reduce(x, axis, keep_dims); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -1708,6 +1733,7 @@ def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
 
     Returns:
         out (Tensor): The means. Shape: reduce(x, axis, keep_dims); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -1784,6 +1810,7 @@ def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
 
     Returns:
         out (Tensor): The sums. Shape: reduce(x, axis, keep_dims); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -1848,6 +1875,7 @@ def relu(x) -> Any:
 
     Returns:
         out (Tensor): max(x, 0), same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -1910,6 +1938,7 @@ def rms_norm(x, weight, eps: float = 1e-06) -> Any:
 
     Returns:
         y (Tensor): The normalized, scaled input. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, weight=float32, y=float32), (x=float64, weight=float64, y=float64), (x=float16, weight=float16, y=float16), (x=bfloat16, weight=bfloat16, y=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -1983,6 +2012,7 @@ def rsqrt(x) -> Any:
 
     Returns:
         out (Tensor): 1 / sqrt(x), same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -2049,6 +2079,7 @@ def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> A
 
     Returns:
         out (Tensor): x + len(paddings) * scale * y + sum(paddings). Shape: broadcast(x, y); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -2118,6 +2149,7 @@ def sigmoid(x) -> Any:
 
     Returns:
         out (Tensor): sigmoid(x), in (0, 1), same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -2183,6 +2215,7 @@ def smooth_l1_loss(pred, target, beta: float = 1.0, reduction: str = 'none') -> 
 
     Returns:
         loss (Tensor): The loss, per element or reduced. Shape: [] if reduction != 'none' else pred.shape; dtype: pred.
+
     Raises:
         TypeError: dtypes outside the supported rows ((pred=float32, target=float32, loss=float32), (pred=float64, target=float64, loss=float64), (pred=float16, target=float16, loss=float16), (pred=bfloat16, target=bfloat16, loss=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -2262,6 +2295,7 @@ def softmax(x, axis: int = -1) -> Any:
 
     Returns:
         out (Tensor): Probabilities along `axis`, same shape as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -2332,6 +2366,7 @@ def softplus(x) -> Any:
 
     Returns:
         out (Tensor): softplus(x), positive, same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -2388,6 +2423,7 @@ def sqrt(x) -> Any:
 
     Returns:
         out (Tensor): sqrt(x), same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -2444,6 +2480,7 @@ def square(x) -> Any:
 
     Returns:
         out (Tensor): x squared, same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -2501,6 +2538,7 @@ def sub(x, y) -> Any:
 
     Returns:
         out (Tensor): x - y, of the broadcast shape of x and y. Shape: broadcast(x, y); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, y=float32, out=float32), (x=float64, y=float64, out=float64), (x=float16, y=float16, out=float16), (x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -2557,6 +2595,7 @@ def swiglu(x) -> Any:
 
     Returns:
         out (Tensor): silu(a) * b. Shape: x.shape[:-1] + [x.shape[-1] // 2]; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -2617,6 +2656,7 @@ def tanh(x) -> Any:
 
     Returns:
         out (Tensor): tanh(x), in (-1, 1), same shape and dtype as x. Shape: x; dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -2678,7 +2718,9 @@ def topk(x, k: int = 1) -> Any:
         k (int, default 1): How many entries to keep; at most x.shape[-1].
 
     Returns:
-        values (Tensor): The k largest entries of each row, largest first. Shape: x.shape[:-1] + [k]; dtype: x.        indices (Tensor): Their positions along the last axis of x. Shape: x.shape[:-1] + [k]; dtype: int64. Not differentiable.
+        values (Tensor): The k largest entries of each row, largest first. Shape: x.shape[:-1] + [k]; dtype: x.
+        indices (Tensor): Their positions along the last axis of x. Shape: x.shape[:-1] + [k]; dtype: int64. Not differentiable.
+
     Raises:
         TypeError: dtypes outside the supported rows ((x=float32, values=float32, indices=int64), (x=float64, values=float64, indices=int64), (x=float16, values=float16, indices=int64), (x=bfloat16, values=bfloat16, indices=int64)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
@@ -2754,6 +2796,7 @@ def where(cond, x, y) -> Any:
 
     Returns:
         out (Tensor): The selection, of the broadcast shape of cond, x and y. Shape: broadcast(cond, x, y); dtype: x.
+
     Raises:
         TypeError: dtypes outside the supported rows ((cond=bool, x=float32, y=float32, out=float32), (cond=bool, x=float64, y=float64, out=float64), (cond=bool, x=float16, y=float16, out=float16), (cond=bool, x=bfloat16, y=bfloat16, out=bfloat16)) or arguments of the wrong type.
         ValueError: a contract that does not hold, shapes the shape rule rejects, an attr outside its
