@@ -156,7 +156,8 @@ def render() -> str:
         "",
         "One YAML file per op (`ops/<name>.yaml`), for either framework. Start from `opgen new NAME`, which "
         "writes a commented skeleton that validates as written, or from a copy of one of opgen's example ops: "
-        "`opgen new NAME --from rms_norm` (`opgen new --list-examples` lists them). Editors that understand JSON Schema (VS Code's YAML "
+        "`opgen new NAME --from rms_norm` (`opgen new --list-examples` lists them). Editors that understand "
+        "JSON Schema (VS Code's YAML "
         "extension and others) complete and check every key below when the file starts with "
         "`# yaml-language-server: $schema=../schemas/op.schema.json`.",
         "",
@@ -209,8 +210,8 @@ def dtype_table() -> list[str]:
     table every translation reads): dtype name, MindSpore DataType, PyTorch dtype, C++ type."""
     from .dtypes import DTYPES, FORMATS
 
-    lines = ["| dtype name (spec, numpy, MindSpore) | MindSpore DataType (spec rows) | PyTorch | C++ in a kernel body |",
-             "|---|---|---|---|"]
+    lines = ["| dtype name (spec, numpy, MindSpore) | MindSpore DataType (spec rows) | PyTorch "
+             "| C++ in a kernel body |", "|---|---|---|---|"]
     for d in DTYPES:
         lines.append(f"| `{d.name}` | `{d.prefix}_{FORMATS[0]}` | `torch.{d.name}` | `{d.cpp}` |")
     return lines
