@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -40,7 +40,8 @@ def build_dir_of(pkg_dir: Path) -> str | None:
 
 
 def prebuilt_library(pkg_dir: Path, kind: str, framework: str, version: str, label: str,
-                     devices: Mapping[str, str | None] | None = None) -> str | None:
+                     devices: Mapping[str, str | None] | None = None,
+                     release: Callable[[str], str] | None = None) -> str | None:
     """The library ``kind`` of a wheel-installed package (``opgen wheel``), or None for a generated one.
 
     ``framework`` is the key under which ``_prebuilt.json`` records the framework's version
@@ -48,6 +49,9 @@ def prebuilt_library(pkg_dir: Path, kind: str, framework: str, version: str, lab
     ``devices``: what this process runs per device the wheel may have kernels for (PyTorch's
     ``{"cuda": torch.version.cuda}``, None for a CPU build): a library with CUDA kernels needs a
     CUDA build of the framework of the same CUDA major version.
+    ``release``: the part of a framework version that a library's binary compatibility follows
+    (PyTorch's ``2.13`` of ``2.13.0+cpu``: one C++ ABI per minor release, the same for its CPU and
+    CUDA builds); None: the whole version must match.
 
     The library is checked against the sha256 the wheel recorded (``_prebuilt.json``, else the
     wheel's ``RECORD``) before it is handed to the framework, once per process: a truncated, emptied or
@@ -81,12 +85,18 @@ def prebuilt_library(pkg_dir: Path, kind: str, framework: str, version: str, lab
         "platform": sysconfig.get_platform(),
     }
     for what, have in here.items():
-        if facts.get(what) != have:
+        built = facts.get(what)
+        if what == framework and release is not None and isinstance(built, str):
+            same = release(built) == release(have)
+            runs_under = f" (it runs under any {label} {release(built)}.x build)"
+        else:
+            same, runs_under = built == have, ""
+        if not same:
             raise ImportError(
                 f"package '{facts.get('package', pkg_dir.name)}' was built by opgen wheel for {what} "
-                f"{facts.get(what)} ({label} {facts.get(framework)}, Python {facts.get('python')}, "
-                f"{facts.get('platform')}), but this is {what} {have}: install a wheel built for it, or "
-                "run 'opgen wheel' again under this one"
+                f"{built} ({label} {facts.get(framework)}, Python {facts.get('python')}, "
+                f"{facts.get('platform')}){runs_under}, but this is {what} {have}: install a wheel built for it, "
+                "or run 'opgen wheel' again under this one"
             )
     recorded = facts.get("devices") if isinstance(facts.get("devices"), dict) else {}
     for device, running in (devices or {}).items():

@@ -198,9 +198,21 @@ def test_torch_wheel_installs_and_runs_without_a_compiler(tmp_path: Path, monkey
     run = subprocess.run([str(venv / "bin" / "python"), "-c", "import whl_ops_torch"], env=env,
                          cwd=tmp_path / "dist", capture_output=True, text=True)
     assert run.returncode != 0
-    assert "ImportError: package 'whl_ops_torch' was built by opgen wheel for torch 2.0.1 (PyTorch 2.0.1" \
+    assert "ImportError: package 'whl_ops_torch' was built by opgen wheel for torch 2.0.1 (PyTorch 2.0.1, " \
         in run.stderr, run.stderr[-2000:]
+    assert "(it runs under any PyTorch 2.0.x build), but this is torch" in run.stderr
     assert f"but this is torch {torch.__version__}" in run.stderr
+    # another build of the same release (a CUDA build, a patch release): the same C++ ABI, so it imports
+    release = ".".join(str(torch.__version__).split("+")[0].split(".")[:2])
+    record.write_text(json.dumps(dict(facts, torch=f"{release}.9+cu999")))
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", "import whl_ops_torch"], env=env,
+                         cwd=tmp_path / "dist", capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    # and pip is told the same: any build of this release, no exact local version (+cpu)
+    metadata = next(site.glob("whl_ops_torch-*.dist-info")).joinpath("METADATA").read_text()
+    requires = [ln for ln in metadata.splitlines() if ln.startswith("Requires-Dist:")]
+    assert f"Requires-Dist: torch=={release}.*" in requires and not any("+" in ln for ln in requires), requires
+    assert "Requires-Dist: opgen>=0.1.0,<0.2\n" in metadata
     # a wheel whose library holds CUDA kernels needs a CUDA build of torch of the same major version
     assert facts["devices"] == ({} if torch.version.cuda is None else facts["devices"])
     record.write_text(json.dumps(dict(facts, devices={"cuda": {"version": "7.5", "archs": ["90"]}})))

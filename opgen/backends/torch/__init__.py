@@ -100,10 +100,14 @@ class TorchBackend(Backend):
 
     def wheel_facts(self, package: str) -> WheelFacts:
         from . import build
+        from .runtime import torch_release
 
         version = build.torch_location()[2]
+        # any build of the release (CPU or CUDA, any patch): the import checks the same release
+        # (runtime.torch_release) and, for a library with CUDA kernels, the CUDA major version
         return WheelFacts(framework="torch", version=version, label="PyTorch",
-                          libraries={build.KIND: f"lib/lib{package}.so"}, requires=(f"torch=={version}", "numpy"))
+                          libraries={build.KIND: f"lib/lib{package}.so"},
+                          requires=(f"torch=={torch_release(version)}.*", "numpy"))
 
     def device_facts(self, pkg_dir: Path) -> Mapping[str, Mapping[str, object]]:
         from ...devices import cuda

@@ -54,6 +54,14 @@ def claim_namespace(namespace: str, path: str) -> None:
     _namespaces[namespace] = path
 
 
+def torch_release(version: str) -> str:
+    """The torch release whose builds share one C++ ABI: ``2.13`` of ``2.13.0+cpu``, ``2.13.1+cu128``
+    or ``2.13.0a0+git1234``. A library built against one of them loads under each (it links only
+    libtorch_cpu and c10, which every build of the release carries); its CUDA kernels, if any, are
+    checked apart (:func:`opgen.runtime.prebuilt_library`'s ``devices``)."""
+    return ".".join(version.split("+", 1)[0].split(".")[:2])
+
+
 def load_library(module_file: str) -> str:
     """Build (when missing or stale) and load the operator library of the package containing
     ``module_file``, held for the life of the process (``opgen clean`` leaves it in place); a
@@ -74,7 +82,7 @@ def load_library(module_file: str) -> str:
     runtime_base.require_sanitizer_runtime()
     pkg_dir = Path(module_file).parent.resolve()
     path = _base.prebuilt_library(pkg_dir, _torch_build.KIND, "torch", str(torch.__version__), "PyTorch",
-                                  {"cuda": getattr(torch.version, "cuda", None) or None})
+                                  {"cuda": getattr(torch.version, "cuda", None) or None}, release=torch_release)
     if path is None:
         for _ in range(3):
             built = _torch_build.build(pkg_dir, runtime_base.quiet(), build_dir=runtime_base.build_dir_of(pkg_dir))
