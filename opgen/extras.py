@@ -15,7 +15,7 @@ from importlib import metadata
 
 _FALLBACK = {
     "run": ("mindspore==2.10.0", "numpy<2", "ninja>=1.11"),
-    "torch": ("torch>=2.11", "numpy", "ninja>=1.11"),
+    "torch": ("torch>=2.13", "numpy", "ninja>=1.11"),
 }
 _EXTRA = {"mindspore": "run", "torch": "torch"}
 """Each backend's extra of opgen (``pip install 'opgen[<extra>]'``)."""
