@@ -1,9 +1,11 @@
-"""The README is true: its quick start runs as written (new op -> generate -> build -> import ->
-forward and gradient in PyNative and GRAPH_MODE), its commands parse, the cheap ones exit 0,
-and its links and fresh-machine commands exist.
+"""The README is true: its quick starts run as written (new op -> generate -> build -> test ->
+import -> forward and gradient: MindSpore in PyNative and GRAPH_MODE; PyTorch eager and compiled,
+in a fresh venv holding only torch and ``pip install '.[torch]'``), its commands parse, the cheap
+ones exit 0, and its links and fresh-machine commands exist.
 
-The quick start compiles one op (aot library + Function<T> extension): a minute or more on a
-2-core machine, once per build directory ($OPGEN_BUILD_DIR); later runs find it built.
+Each quick start compiles one op: a minute or more on a 2-core machine, once per build directory
+($OPGEN_BUILD_DIR); later runs find it built. The PyTorch one's venv is made once (torch from
+pip's cache, a few minutes) and kept under the build root; each run reinstalls opgen into it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def _block(marker: str) -> str:
+def _block(marker: str) -> str:  # markers: shell, python (MindSpore), torch-shell, torch-python
     """The fenced block right after ``<!-- quickstart:<marker> -->``."""
     m = re.search(rf"<!-- quickstart:{marker} -->\n```\w*\n(.*?)\n```", README, re.S)
     assert m, f"README has no quickstart:{marker} block"
@@ -91,6 +93,80 @@ def test_quick_start_as_written() -> None:
     got = [line.strip() for line in r.stdout.splitlines() if line.strip()]
     assert len(expected) == 6
     assert [" ".join(g.split()) for g in got] == [" ".join(e.split()) for e in expected]
+
+
+def _expected_prints(script: str) -> list[str]:
+    """The ``# result`` comment of every ``print(...)`` line of a quick-start script."""
+    return [line.rsplit("# ", 1)[1].strip() for line in script.splitlines()
+            if line.startswith("print(") and "# " in line]
+
+
+def _torch_venv(base: Path) -> Path:
+    """A venv holding torch (this process's version) and numpy 2, then ``pip install '<checkout>[torch]'``
+    as a PyTorch user runs it; made once under ``base``, opgen reinstalled from the checkout each call."""
+    import torch
+
+    venv = base / "venv"
+    py = venv / "bin" / "python"
+    version = str(torch.__version__).split("+")[0]
+    stamp = venv / ".torch-made"
+    if not stamp.is_file():
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+        r = subprocess.run([str(py), "-m", "pip", "install", "-q", f"torch=={version}", "numpy>=2"], text=True,
+                           capture_output=True, timeout=1800)
+        if r.returncode != 0:
+            pytest.skip(f"cannot install torch=={version} into a fresh venv here: {r.stderr[-800:]}")
+        stamp.write_text(version)
+    r = subprocess.run([str(py), "-m", "pip", "install", "-q", f"{ROOT}[torch]"], text=True, capture_output=True,
+                       timeout=1800)
+    if r.returncode != 0 and "No matching distribution" in r.stderr:
+        pytest.skip(f"cannot install opgen's dependencies here: {r.stderr[-800:]}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    # the checkout as it is now (pip keeps an installed opgen of the same version)
+    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(ROOT)],
+                       text=True, capture_output=True, timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return venv
+
+
+def test_torch_quick_start_in_a_fresh_venv() -> None:
+    """The PyTorch quick start, followed literally by a PyTorch user: a venv with torch (and numpy 2,
+    which the torch extra leaves alone), ``pip install '.[torch]'``, then the commands and the script."""
+    pytest.importorskip("torch")
+    from opgen.build import build_root
+
+    base = build_root() / "readme-torch"
+    venv = _torch_venv(base)
+    py = str(venv / "bin" / "python")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "OPGEN_PYNATIVE_PATH")}
+    env.update(NO_COLOR="1", PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    probe = ("import importlib.util as u, numpy, opgen; print(opgen.__file__); print(numpy.__version__); "
+             "print(u.find_spec('mindspore') is None)")
+    r = subprocess.run([py, "-c", probe], cwd=base, env=env, text=True, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    where, numpy_version, no_mindspore = r.stdout.split()
+    assert where.startswith(str(venv)) and numpy_version.startswith("2.") and no_mindspore == "True"
+
+    work = base / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    commands = _commands(_block("torch-shell"))
+    assert [c[1] for c in commands] == ["new", "validate", "generate", "build", "test"]
+    for argv in commands:
+        r = subprocess.run([str(venv / "bin" / "opgen"), *argv[1:]], cwd=work, env=env, text=True,
+                           capture_output=True, timeout=900)
+        assert r.returncode == 0, f"{' '.join(argv)} -> {r.returncode}\n{r.stdout}\n{r.stderr[-4000:]}"
+        assert "mindspore" not in (r.stdout + r.stderr).lower(), f"{' '.join(argv)} speaks of MindSpore:\n{r.stdout}"
+        if argv[1] == "new":  # the next steps printed are PyTorch's
+            assert "for PyTorch" in r.stdout and "--backend torch" in r.stdout
+    script = _block("torch-python")
+    (work / "quickstart.py").write_text(script)
+    r = subprocess.run([py, "quickstart.py"], cwd=work, env=env, text=True, capture_output=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-4000:]
+    expected = _expected_prints(script)
+    assert len(expected) == 3
+    assert [ln.strip() for ln in r.stdout.splitlines() if ln.strip()] == expected
 
 
 def _code_lines() -> list[str]:
