@@ -31,8 +31,11 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env_dir = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=300)
     py = env_dir / "bin" / "python"
+    # no PYTHONPATH: a checkout on it (with the opgen.egg-info that pip wheel leaves there) would
+    # make pip take opgen as installed and skip the wheel
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", *map(str, wheels.glob("*.whl")),
-                        *CORE_DEPS], text=True, capture_output=True, timeout=300)
+                        *CORE_DEPS], text=True, capture_output=True, timeout=300, env=env)
     if r.returncode != 0:
         pytest.skip(f"cannot install opgen's core dependencies here: {r.stderr[-500:]}")
     return env_dir
