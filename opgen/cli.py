@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from .model import BuildFlags
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+_LABELS = {"torch": "PyTorch", "mindspore": "MindSpore"}
+"""Each backend's framework, as messages name it."""
 EXIT_SPEC = 4
 """``opgen test``: no check failed, but kernels rejected drawn cases with their own errors (checks
 that belong in ``requires:``)."""
@@ -169,7 +171,8 @@ def _generate_one(args: argparse.Namespace, cfg: Config, backend: str) -> int:
             for rel in w.unchanged:
                 print(f"  unchanged {pkg}/{rel}")
         print(
-            f"opgen: {len(res.ops)} ops -> {pkg}: {len(w.written)} {verb}, {len(w.unchanged)} unchanged, "
+            f"opgen: {len(res.ops)} ops -> {pkg} ({_LABELS.get(backend, backend)}): {len(w.written)} {verb}, "
+            f"{len(w.unchanged)} unchanged, "
             f"{len(w.removed)} removed ({time.perf_counter() - started:.2f}s)"
         )
     if args.build and not args.dry_run:
@@ -452,7 +455,7 @@ def _next_steps(cfg: Config, out: Path, shown: str, name: str, backend_name: str
     from . import backends, extras
 
     backend = backends.get(backend_name)
-    label = {"torch": "PyTorch", "mindspore": "MindSpore"}.get(backend.name, backend.name)
+    label = _LABELS.get(backend.name, backend.name)
     configured = display_path(out) in [display_path(s) for s in cfg.specs]
     flag = "" if cfg.backends[0] == backend.name else f" --backend {backend.name}"
     pkg_dir = display_path(backend.package_dir(Path(cfg.output), cfg.package))
