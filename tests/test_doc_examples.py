@@ -119,3 +119,39 @@ def test_python_example_runs(where: str, framework: str, code: str) -> None:
                 if line.lstrip().startswith("print(") and "# " in line]
     got = [line.strip() for line in run.stdout.splitlines() if line.strip()]
     assert expected and got == expected, f"{where}: printed {got}, the page says {expected}"
+
+
+# ----------------------------------------------------------------------------- C++ without Python
+
+_CPP_EXAMPLE = re.compile(r"<!-- example:torch-cpp -->\n```cpp\n(.*?)\n```\n\n```bash\n(.*?)\n```", re.S)
+
+
+def test_torch_library_runs_from_a_cpp_program(tmp_path: Path) -> None:
+    """docs/torch.md's C++ program, built and run by the page's own shell lines (``python`` and
+    ``opgen`` this environment's): it loads the generated library with dlopen and calls an op
+    through the dispatcher, without Python, and prints what the page says."""
+    import os
+    import stat
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    m = _CPP_EXAMPLE.search((ROOT / "docs" / "torch.md").read_text(encoding="utf-8"))
+    assert m, "docs/torch.md has no example:torch-cpp block followed by its shell lines"
+    code, shell = m.groups()
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name, body in (("python", f'exec {sys.executable} "$@"'), ("opgen", f'exec {sys.executable} -m opgen "$@"')):
+        (bindir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bindir / name).chmod(stat.S_IRWXU)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "square.cc").write_text(code + "\n")
+    # a project whose [tool.opgen] names this checkout's torch package, so that the page's
+    # 'opgen build --backend torch' finds it from the program's folder
+    (work / "pyproject.toml").write_text(f'[tool.opgen]\noutput = "{ROOT / "generated"}"\nbackends = ["torch"]\n')
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1", PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    run = subprocess.run(["bash", "-ec", shell], cwd=work, env=env, text=True, capture_output=True, timeout=1800)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    expected = [ln.rsplit("# ", 1)[1].strip() for ln in shell.splitlines() if ln.startswith("./")]
+    assert run.stdout.split()[-1:] == expected, run.stdout
