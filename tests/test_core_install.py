@@ -77,6 +77,12 @@ def test_what_opgen_points_at_exists_after_a_wheel_install(venv: Path, tmp_path:
             seen += 1
             assert Path(path).is_absolute() and Path(path).is_file(), f"opgen {command} --help names {path}"
     assert seen
+    # the example ops ship in the wheel: 'opgen new NAME --from EXAMPLE' copies one, and it validates
+    r = _run(venv, tmp_path, "new", "my_norm", "--from", "rms_norm")
+    assert r.returncode == 0, r.stderr
+    r = _run(venv, tmp_path, "validate", "ops/my_norm.yaml")
+    assert r.returncode == 0, r.stderr
+    assert "rms_norm" in _run(venv, tmp_path, "new", "--list-examples").stdout.split()
     # the skeleton's command for the spec reference works as written
     cmd = re.search(r"'(opgen docs --spec-reference -o spec-reference.md)'", spec.replace("\n# ", " "))
     assert cmd
