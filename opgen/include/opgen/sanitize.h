@@ -8,7 +8,9 @@
 // size: reads and writes past either end hit ASan's redzones and are reported with the kernel's
 // stack (which names the YAML line through the bodies' #line directives). When the scope ends,
 // outputs are copied back into the framework's memory. Without ASan, everything here compiles
-// to nothing and the views point at the framework's memory, as always.
+// to nothing and the views point at the framework's memory, as always, except in checked mode
+// (OPGEN_CHECKED), where the scope also runs the checks the entry point registered (the PyTorch
+// outputs' guard bytes, opgen/torch.h) when the kernel is done.
 //
 // Shipped with opgen (not generated).
 #ifndef OPGEN_SANITIZE_H_
@@ -16,6 +18,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -76,6 +80,43 @@ E *shadow(E *data, int64_t numel) {
   active->push_back({const_cast<void *>(static_cast<const void *>(data)), std::move(copy), bytes,
                      !std::is_const<E>::value});
   return view;
+}
+#elif defined(OPGEN_CHECKED)
+namespace detail {
+/// Checks to run when the entry point's kernel is done (checked mode's output guards,
+/// opgen/torch.h): each throws (an opgen::Error) when what it guards was overwritten.
+inline std::vector<std::function<void()>> *&active_checks() {
+  thread_local std::vector<std::function<void()>> *active = nullptr;
+  return active;
+}
+}  // namespace detail
+
+/// Checked mode (OPGEN_CHECKED, no sanitizer): while it lives, the outputs the current thread's
+/// entry point allocates may register checks (detail::active_checks); at its end, when no
+/// exception is in flight, they run, and the first that fails throws out of the destructor.
+/// Every generated entry point declares its scope first inside its `try`, so its `catch` reports
+/// that error as the op's. Views see the framework's memory, as without this mode.
+class ShadowScope {
+ public:
+  ShadowScope() : prev_(detail::active_checks()) { detail::active_checks() = &checks_; }
+  ~ShadowScope() noexcept(false) {
+    detail::active_checks() = prev_;
+    if (std::uncaught_exceptions() == 0) {
+      for (auto &check : checks_) check();
+    }
+  }
+  ShadowScope(const ShadowScope &) = delete;
+  ShadowScope &operator=(const ShadowScope &) = delete;
+
+ private:
+  std::vector<std::function<void()>> checks_;
+  std::vector<std::function<void()>> *prev_;
+};
+
+/// Views see the framework's memory.
+template <typename E>
+E *shadow(E *data, int64_t) {
+  return data;
 }
 #else
 /// No sanitizer: a ShadowScope does nothing.
