@@ -103,8 +103,11 @@ def load(paths: str | Path | Sequence[str | Path], package: str | None = None,
         print(f"opgen: {len(res.ops)} op(s) -> {display_path(pkg_dir)}: {len(res.write.written)} written, "
               f"{len(res.write.unchanged)} unchanged", file=sys.stderr)
     options = backends.BuildOptions(build_dir=None if build_dir is None else str(build_dir), quiet=not verbose)
-    for kind in chosen.library_kinds:
-        chosen.build(pkg_dir, kind, options)
+    # the libraries it can build here; a device's (MindSpore's aot_gpu) builds when its package is
+    # imported under that device target
+    for kind in chosen.buildable_kinds(pkg_dir)[0]:
+        if kind not in chosen.device_kinds:
+            chosen.build(pkg_dir, kind, options)
     name = pkg_dir.name  # with the backend's suffix
     with _import_lock:  # the swap of sys.modules entries below, one thread at a time
         runtime.set_build_dir(pkg_dir, build_dir)

@@ -464,11 +464,12 @@ def test_ccache_launcher_second_cold_build_in_a_fresh_build_dir_is_all_hits(
         return {k: int(v) for k, v in (ln.split("\t")[:2] for ln in out.splitlines() if "\t" in ln)
                 if v.isdigit()}
 
-    first = [backends.build_library(package, kind, quiet=True, build_dir=tmp_path / "one") for kind in ms_build.KINDS]
+    kinds = ("aot", "ext")  # the CPU libraries (the spec has no GPU rows)
+    first = [backends.build_library(package, kind, quiet=True, build_dir=tmp_path / "one") for kind in kinds]
     s1 = stats()
     assert s1["cache_miss"] >= 6 and s1["direct_cache_hit"] == 0  # 2 kernel, 2 aot, 2 extension units
     again = [backends.build_library(package, kind, quiet=True, build_dir=tmp_path / "two")  # a fresh build dir
-             for kind in ms_build.KINDS]
+             for kind in kinds]
     s2 = stats()
     assert [len(r.compiled) for r in again] == [4, 2] and call_halve(again[0].path, [6.0]) == [3.0]
     hits = s2["direct_cache_hit"] + s2["preprocessed_cache_hit"]
@@ -477,7 +478,7 @@ def test_ccache_launcher_second_cold_build_in_a_fresh_build_dir_is_all_hits(
     monkeypatch.setenv("CXX", "g++")
     monkeypatch.setenv("OPGEN_CXX_LAUNCHER", ccache)
     assert all(backends.build_library(package, k, quiet=True, build_dir=tmp_path / "two").cached
-               for k in ms_build.KINDS)
+               for k in kinds)
     assert [r.path.name for r in first] == [r.path.name for r in again]
 
 

@@ -185,53 +185,8 @@ def test_the_stream_api_compiles_with_gxx(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-# The ops whose bodies are the generator's lowering of `elementwise:` (map/map_reduce_to/select and
-# opgen::math in generated lambdas), and gelu's `kernel:` body of the same blocks (its `[&](C v) -> C`
-# respelled too). square's and scale_add's bodies spell their lambdas otherwise.
-ELEMENTWISE_OPS = ["add", "broadcast_to", "clip", "div", "exp", "gelu", "leaky_relu", "log", "maximum", "mul", "pow",
-                   "relu", "rsqrt", "sigmoid", "softplus", "sqrt", "sub", "tanh", "where"]
-
-_LAMBDA = re.compile(r"\[&\]\((C [^()]*)\)( noexcept(?:\([^()]*\))?)? -> C")
-
-
-def device_spelling(body: str) -> str:
-    """A generated kernel header with its CPU lambdas respelled for CUDA, as the generator will
-    (the noexcept kept: nvcc accepts it on an extended lambda)."""
-    return _LAMBDA.sub(lambda m: f"[=] __host__ __device__({m.group(1)}){m.group(2) or ''} -> C", body)
-
-
-def test_device_spelling() -> None:
-    assert device_spelling("f([&](C x, C y) noexcept -> C { return x; }") == \
-        "f([=] __host__ __device__(C x, C y) noexcept -> C { return x; }"
-    assert device_spelling("[&](C d, C y) noexcept(!std::is_integral_v<C>) -> C {") == \
-        "[=] __host__ __device__(C d, C y) noexcept(!std::is_integral_v<C>) -> C {"
-    assert device_spelling("[&](C v) -> C {") == "[=] __host__ __device__(C v) -> C {"
-
-
-# Bodies of the row blocks alone (opgen::softmax, opgen::softmax_backward): no lambda to respell.
-ROW_OPS = ["softmax", "log_softmax"]
-
-
-def test_generated_elementwise_and_row_bodies_compile_for_cuda(tmp_path: Path) -> None:
-    unit = ["#define OPGEN_DEVICE_CUDA 1"]
-    for op in ELEMENTWISE_OPS + ROW_OPS:
-        header = (CSRC / f"{op}_kernel.h").read_text()
-        assert op in ROW_OPS or _LAMBDA.search(header), op
-        (tmp_path / f"{op}_kernel.h").write_text(device_spelling(header))
-        shutil.copy(CSRC / f"{op}_kernel_decl.h", tmp_path)
-        rows = (CSRC / f"{op}_kernel.cc").read_text()
-        # the float rows again for half and bfloat16 (every op of ops/ gets them: issue 31)
-        extra = [line.replace("float", low) for line in rows.splitlines()
-                 if line.startswith("template void") and "<float" in line
-                 for low in ("opgen::half", "opgen::bfloat16")]
-        rows = rows.replace(f"}}  // namespace {op}", "\n".join(extra) + f"\n}}  // namespace {op}")
-        (tmp_path / f"{op}_kernel.cc").write_text(rows)
-        unit.append(f'#include "{op}_kernel.cc"')
-    (tmp_path / "elementwise.cu").write_text("\n".join(unit) + "\n")
-    # warnings allowed: nvcc's front end warns (#177-D) where g++ does not, on an attr the generated
-    # body binds and does not use (broadcast_to's `shape`): the generator's to silence
-    nvcc("-I", str(tmp_path), "-c", str(tmp_path / "elementwise.cu"), "-o", str(tmp_path / "elementwise.o"),
-         werror=False)
+# The generated CUDA units themselves (every op of ops/ with GPU rows, as the generator writes them,
+# built and linked into MindSpore's GPU library): tests/test_cuda_build.py.
 
 
 @pytest.mark.skipif(cublas_include() is None, reason="cublas_v2.h not found (OPGEN_CUBLAS_INCLUDE, the toolkit, an "

@@ -59,7 +59,9 @@ def test_generate_killed_while_writing_keeps_old_package(tmp_path: Path) -> None
     assert _generate(work, "ops").returncode == 0
     pkg = work / "generated" / "opgen_ops"
     old = _snapshot(pkg)
-    assert len(old) == 5 * n + 10  # 5 C++ files per op, bindings.cc, 5 .py, 3 .pyi, manifest
+    # 8 C++ files per op (mul has GPU rows: its CUDA kernel layer and GPU aot entry points too),
+    # bindings.cc, 5 .py, 3 .pyi, manifest
+    assert len(old) == 8 * n + 10
     _write_specs(work / "ops", n - 10, "NEW")  # every file changes, 30 files go away
     rng = random.Random(7)
     outcomes: list[str] = []
@@ -83,7 +85,7 @@ def test_generate_killed_while_writing_keeps_old_package(tmp_path: Path) -> None
             assert alive
             outcomes.append("old")
             continue
-        assert len(now) == 5 * (n - 10) + 10, "a killed run left a mix of old and new files"
+        assert len(now) == 8 * (n - 10) + 10, "a killed run left a mix of old and new files"
         assert all(b"OLD product" not in data for data in now.values())
         outcomes.append("new" if alive else "finished")
         break  # the new package is complete: later kills would find nothing to do
@@ -97,7 +99,7 @@ def test_generate_killed_while_writing_keeps_old_package(tmp_path: Path) -> None
     assert r.returncode == 0, r.stderr
     assert not _staging(work / "generated")
     new = _snapshot(pkg)
-    assert len(new) == 5 * (n - 10) + 10 and b"NEW product" in new["custom.py"]
+    assert len(new) == 8 * (n - 10) + 10 and b"NEW product" in new["custom.py"]
     fresh = tmp_path / "fresh"
     _write_specs(fresh / "ops", n - 10, "NEW")
     assert _generate(fresh, "ops").returncode == 0

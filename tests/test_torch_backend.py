@@ -38,6 +38,7 @@ torch = pytest.importorskip("torch")
 
 from opgen import sampling, testing  # noqa: E402
 from opgen.backends.torch.context import SCHEMA_RESERVED, schema_name  # noqa: E402
+from opgen.backends.torch.testing import to_array, to_tensor  # noqa: E402
 from opgen.model import Op  # noqa: E402
 from opgen.pipeline import load_ops  # noqa: E402
 
@@ -64,14 +65,14 @@ class _Ref:
 
 def _call(pkg: Any, op: Op, arrays: list[np.ndarray], layout: tuple[int, ...], attrs: dict[str, Any],
           transform: Any = None) -> list[np.ndarray]:
-    tensors = [torch.from_numpy(np.array(a, copy=True)) for a in arrays]
+    tensors = [to_tensor(a) for a in arrays]  # a bfloat16 row's arrays as torch.bfloat16 (opgen.testing.BFLOAT16)
     if transform is not None:
         tensors = [transform(t) for t in tensors]
     args = testing.group(op, tensors, layout)
     out = getattr(pkg, op.name)(*args, **attrs)
     outs = [] if not op.outputs else [out] if len(op.outputs) == 1 else list(out)
     # then each input the op writes in place and does not return ('writes: true'), after the call
-    return [o.numpy() for o in outs] + [tensors[slot].numpy() for _, slot in testing.written_slots(op, layout)]
+    return [to_array(o) for o in outs] + [to_array(tensors[slot]) for _, slot in testing.written_slots(op, layout)]
 
 
 def _non_contiguous(t: Any) -> Any:
@@ -100,7 +101,7 @@ def test_forward(pkg: Any, ref: Any, op: Op) -> None:
                     shapes = list(case.out_shapes) + [arrays[s].shape for _, s in written]
                     for k, (name, col) in enumerate(testing.compared(op)):
                         dtype = row[col]
-                        assert got[k].dtype == np.dtype(dtype), f"{where} {name}"
+                        assert testing.dtype_name(got[k]) == dtype, f"{where} {name}"
                         assert got[k].shape == shapes[k], f"{where} {name}"
                         tol = testing.tolerance(dtype).forward
                         if tol:
