@@ -97,7 +97,8 @@ def test_hints_of_an_unconfigured_project_work_as_printed(tmp_path: Path, monkey
     assert main(["new", "my_op", "--elementwise", "-o", "specs"]) == 0
     out = capsys.readouterr().out
     steps = [shlex.split(line.split("#")[0]) for line in out.splitlines() if line.startswith("  opgen ")]
-    assert steps[1] == ["opgen", "generate", "specs/"] and steps[2] == ["opgen", "test", "my_op", "specs/"]
+    assert steps[1] == ["opgen", "generate", "specs/"] and steps[2] == ["opgen", "build"]
+    assert steps[3] == ["opgen", "test", "my_op", "specs/"]
     assert main(["validate", "specs", "-q"]) == 0
     assert main(["generate", "specs", "-p", "my_ops", "--check"]) == 1
     hint = _hint(capsys.readouterr().err)
