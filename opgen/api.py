@@ -14,6 +14,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from . import devices
 from . import shapes as lang
 from .check import identifiers, indent_python
 from .devices import Device
@@ -189,8 +190,7 @@ def _noexcept(cpp: str) -> str:
 def _functor(device: Device, params: str, cpp: str) -> str:
     """An elementwise expression as ``device``'s functor over compute-type scalars (the CPU's
     ``[&](C x) noexcept -> C {...}``, CUDA's ``[=] __host__ __device__ (C x) -> C {...}``)."""
-    spec = _noexcept(cpp) if device.name == "cpu" else ""
-    return f"{device.lambda_head()}({params}) {spec}-> C {{ return {cpp}; }}"
+    return f"{device.lambda_head()}({params}) {device.lambda_tail(_noexcept(cpp))}-> C {{ return {cpp}; }}"
 
 
 def _isa_cap(expr: Expr) -> str:
@@ -614,6 +614,13 @@ def op_context(op: Op, package: str, target: str) -> OpView:
         written_names=tuple(written),
         no_outputs=not outputs,
     )
+
+
+def device_contexts(op: Op, package: str) -> list[tuple[Device, OpView]]:
+    """The view of ``op`` for each device other than the CPU that its rows name (CUDA for ``GPU``
+    rows), in device order: what the kernel layer and each backend's device glue render from."""
+    return [(d, op_context(op, package, d.target)) for d in devices.of_rows([r.target for r in op.rows])
+            if d.name != "cpu"]
 
 
 def _body_view(body: Body) -> BodyView:

@@ -157,8 +157,7 @@ def core_files(emitter: Emitter, ops: Sequence[Op], contexts: Sequence[OpView]) 
         header = GENERATED_BY.format(sources=ctx.file)
         # the CPU's kernel layer (always: a call on a CPU tensor names the CPU rows it lacks), then
         # one per other device with rows: the same bodies, that device's lowering and namespace
-        others = [(d, api.op_context(op, package, d.target)) for d in devices.of_rows([r.target for r in op.rows])
-                  if d.name != "cpu"]
+        others = api.device_contexts(op, package)
         for device, view in [(devices.get("cpu"), ctx), *others]:
             stem = device.kernel_header.format(op=ctx.name)
             emitter.emit("kernel.h.j2", f"csrc/{stem}", header, op=view, device=device,

@@ -117,8 +117,10 @@ class Device(abc.ABC):
         ``[&]``, CUDA's ``[=] __host__ __device__`` (a device functor captures by value)."""
 
     @abc.abstractmethod
-    def lambda_tail(self, noexcept: bool) -> str:
-        """What follows the functor's parameter list, before ``-> C``."""
+    def lambda_tail(self, noexcept: str) -> str:
+        """What follows the functor's parameter list, before ``-> C``, given the expression's
+        ``noexcept`` specifier (``"noexcept "``; the CPU's SIMD loops run only non-throwing
+        functors, device code cannot throw at all)."""
 
     @abc.abstractmethod
     def unavailable(self) -> str | None:

@@ -66,8 +66,7 @@ class TorchBackend(Backend):
         items = []
         cpu = devices.get("cpu")
         for op, ctx in zip(ordered, contexts):
-            others = [(d, api.op_context(op, namespace, d.target)) for d in devices.of_rows([r.target for r in op.rows])
-                      if d.name != "cpu"]
+            others = api.device_contexts(op, namespace)
             t = torch_op(op, ctx, namespace, [(d.name, v) for d, v in others])
             items.append({"op": ctx, "t": t})
             header = GENERATED_BY.format(sources=ctx.file)

@@ -97,8 +97,8 @@ class CpuDevice(Device):
     def lambda_head(self) -> str:
         return "[&]"
 
-    def lambda_tail(self, noexcept: bool) -> str:
-        return " noexcept " if noexcept else " "
+    def lambda_tail(self, noexcept: str) -> str:
+        return noexcept
 
     def unavailable(self) -> str | None:
         return None

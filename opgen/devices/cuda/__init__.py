@@ -178,8 +178,8 @@ class CudaDevice(Device):
     def lambda_head(self) -> str:
         return "[=] __host__ __device__"
 
-    def lambda_tail(self, noexcept: bool) -> str:
-        return " "
+    def lambda_tail(self, noexcept: str) -> str:
+        return ""
 
     def unavailable(self) -> str | None:
         if find_nvcc() is None:
