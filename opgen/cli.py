@@ -334,6 +334,9 @@ def _cmd_wheel(args: argparse.Namespace) -> int:
         print(str(exc), file=sys.stderr)
         print(f"opgen: wheel of {display_path(pkg_dir)}: the build failed; no wheel written.", file=sys.stderr)
         return EXIT_ERRORS
+    except FileNotFoundError as exc:  # a package an older opgen generated (no _runtime/)
+        print(f"opgen wheel: {exc}", file=sys.stderr)
+        return EXIT_ERRORS
     if not args.quiet:
         print(f"opgen: wrote {display_path(wheel)}")
     return EXIT_OK

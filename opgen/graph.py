@@ -1,4 +1,4 @@
-"""Compatibility: the MindSpore graph helpers live in :mod:`opgen.backends.mindspore.graph`.
+"""Compatibility: the MindSpore graph helpers live in :mod:`opgen.runtime.mindspore_graph`.
 
 Packages generated (and wheels built) before the move import ``opgen.graph``; importing it
 gives that module itself (one module object: its registries and graph substitutions are
@@ -9,6 +9,6 @@ from __future__ import annotations
 
 import sys
 
-from .backends.mindspore import graph as _graph
+from .runtime import mindspore_graph as _graph
 
 sys.modules[__name__] = _graph

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .runtime import number_text as number_text  # one definition: the runtime's messages use it too
+
 
 def cpp_string(text: str) -> str:
     """A C++ string literal for ``text`` (UTF-8, every special character escaped)."""
@@ -22,17 +24,3 @@ def cpp_string(text: str) -> str:
             out.append(f'\\{byte:03o}')
     out.append('"')
     return "".join(out)
-
-
-def number_text(value: float) -> str:
-    """A number as messages and docs print it: an integral value as an int (``1000000000``, not
-    ``1e+09``: int attr ranges are stored as floats), any other float as its shortest round-trip
-    text (``0.1``, ``inf``)."""
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, int):
-        return str(value)
-    v = float(value)
-    if v.is_integer() and abs(v) < 2**63:
-        return str(int(v))
-    return repr(v)

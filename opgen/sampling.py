@@ -21,7 +21,7 @@ import numpy as np
 from . import shapes as lang
 from .literals import number_text
 from .model import DEFAULT_DOMAIN, Op, TestSettings
-from .shape_runtime import check_output
+from .runtime.shapes import check_output
 
 Array = Any
 """A numpy array (``numpy.ndarray``); kept loose for the type checker."""

@@ -108,7 +108,7 @@ def test_the_core_imports_no_framework() -> None:
     code = textwrap.dedent("""
         import sys
         import opgen.pipeline, opgen.check, opgen.shapes, opgen.render, opgen.testing, opgen.runtime
-        import opgen.shape_runtime
+        import opgen.runtime.shapes
         import opgen.backends.mindspore.views, opgen.backends.mindspore.runtime
         from opgen import backends, runtime
         from opgen.backends.mindspore import runtime as ms_runtime

@@ -1,13 +1,15 @@
 """opgen wheel: a wheel of a generated package with its libraries prebuilt, installed into a
-fresh venv that has MindSpore (and opgen's runtime) but no compiler on PATH and an empty build
-root; its ops run on both paths there (PyNative, GRAPH_MODE, gradients).  Under another
-MindSpore version its import fails naming the version it was built for. The same for a PyTorch
-package (``opgen wheel --backend torch``): eager and autograd in the fresh venv, and an ImportError
-naming both torch versions under another one.
+fresh venv that has MindSpore but no compiler on PATH and an empty build root; its ops run on both
+paths there (PyNative, GRAPH_MODE, gradients).  Under another MindSpore version its import fails
+naming the version it was built for. The same for a PyTorch package (``opgen wheel --backend
+torch``), in a fresh venv that has torch and its dependencies and nothing of the generator (no
+opgen, jinja2, jsonschema or yaml: the package carries its runtime, ``_runtime/``): eager and
+autograd there, and an ImportError naming both torch versions under another one.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import re
@@ -20,8 +22,6 @@ from pathlib import Path
 from opgen.backends.mindspore import build as ms_build
 from opgen.cli import main
 from opgen.pipeline import generate
-
-ROOT = Path(__file__).resolve().parents[1]
 
 HALVE = """
 name: halve
@@ -53,6 +53,8 @@ class Net(ms.nn.Cell):
     def construct(self, t):
         return whl_ops.halve(t)
 print("graph", Net()(x).asnumpy().tolist(), ms.grad(Net())(x).asnumpy().tolist())
+import sys
+print("generator modules", sorted({m.split(".")[0] for m in sys.modules} & {"opgen", "jinja2", "jsonschema", "yaml"}))
 """
 
 
@@ -67,15 +69,16 @@ def test_wheel_installs_and_runs_without_a_compiler(tmp_path: Path, monkeypatch)
     wheels = list((tmp_path / "dist").glob("whl_ops-0.1.0-*.whl"))
     assert len(wheels) == 1
 
-    # a fresh venv: MindSpore and opgen's runtime importable, no compiler, nothing built
+    # a fresh venv: MindSpore importable, nothing of the generator (opgen, jinja2...), no compiler, nothing built
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
-    (site / "deps.pth").write_text(f"{sysconfig.get_path('purelib')}\n{ROOT}\n")
+    (site / "deps.pth").write_text(f"{framework_site(tmp_path / 'ms-site', 'mindspore')}\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
                     "--no-deps", "--no-index", str(wheels[0])], check=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPGEN_", "CXX", "PYTHONPATH"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPGEN_", "CXX", "PYTHON"))}
     env.update(PATH=str(venv / "bin"), OPGEN_BUILD_DIR=str(tmp_path / "empty-build-root"), GLOG_v="3")
+    assert_no_generator(venv / "bin" / "python", env, tmp_path)
     script = tmp_path / "dist" / "use_wheel.py"  # GRAPH_MODE parses the Cell's source file
     script.write_text(SCRIPT)
     run = subprocess.run([str(venv / "bin" / "python"), str(script)], env=env, cwd=tmp_path / "dist",
@@ -85,6 +88,7 @@ def test_wheel_installs_and_runs_without_a_compiler(tmp_path: Path, monkeypatch)
     assert "function [1.0, -1.5] [0.5, 0.5]" in run.stdout
     assert "graph [1.0, -1.5] [0.5, 0.5]" in run.stdout
     assert "pynative path function" in run.stdout
+    assert "generator modules []" in run.stdout
     assert not (tmp_path / "empty-build-root").exists()  # nothing was built there
     assert "opgen: building" not in run.stderr
 
@@ -115,8 +119,8 @@ def _tampered_libraries_are_clear_errors(pkg: Path, facts: dict) -> None:  # typ
     ImportError naming the file (in-process: the check needs no MindSpore)."""
     import pytest
 
-    from opgen import runtime_base
-    from opgen.backends.mindspore import runtime as ms_runtime
+    from opgen.runtime import base as runtime_base
+    from opgen.runtime import mindspore as ms_runtime
 
     record = pkg / "_prebuilt.json"
     for kind in ("aot", "ext"):
@@ -147,6 +151,7 @@ def _tampered_libraries_are_clear_errors(pkg: Path, facts: dict) -> None:  # typ
 
 
 TORCH_SCRIPT = """
+import sys
 import torch
 import whl_ops_torch
 x = torch.tensor([2.0, -3.0], requires_grad=True)
@@ -154,13 +159,55 @@ y = whl_ops_torch.halve(x)
 y.sum().backward()
 print("eager", y.tolist(), x.grad.tolist())
 print("ops", torch.ops.whl_ops_torch.halve.default(x.detach()).tolist())
+print("runtime", whl_ops_torch._rt.__name__)
+print("generator modules", sorted({m.split(".")[0] for m in sys.modules} & {"opgen", "jinja2", "jsonschema", "yaml"}))
 """
+
+GENERATOR = ("opgen", "jinja2", "jsonschema", "yaml")
+"""Modules of the generator that a wheel's package must not need (nor import) at run time."""
+
+
+def framework_site(dest: Path, framework: str) -> Path:
+    """A folder of links to the installed files of ``framework`` and of what it requires, all the
+    way down, and nothing else: a venv whose ``.pth`` names it has the framework but not opgen,
+    jinja2, jsonschema or yaml (torch requires jinja2, read only by torch.compile's inductor: it is
+    left out, so a package that needs it fails here)."""
+    dest.mkdir()
+    todo, seen = [framework, "numpy"], {"jinja2", "markupsafe"}  # numpy: the wheels' other requirement
+    while todo:
+        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:  # an optional or platform-only requirement
+            continue
+        todo += [re.match(r"[A-Za-z0-9._-]+", r)[0] for r in dist.requires or () if "extra ==" not in r]  # type: ignore[index]
+        tops = {f.parts[0] for f in dist.files or () if f.parts[0] != ".." and not f.parts[0].endswith(".pth")}
+        for top in sorted(tops - {"__pycache__", "bin"}):
+            source = Path(str(dist.locate_file(top)))
+            if source.exists() and not (dest / top).exists():
+                (dest / top).symlink_to(source)
+    linked = sorted(p.name for p in dest.iterdir())
+    assert not any(m in linked or f"{m}.py" in linked for m in GENERATOR), linked
+    return dest
+
+
+def assert_no_generator(python: Path, env: dict[str, str], cwd: Path) -> None:
+    """None of :data:`GENERATOR` imports under ``python``."""
+    for module in GENERATOR:
+        absent = subprocess.run([str(python), "-c", f"import {module}"], env=env, cwd=cwd, capture_output=True,
+                                text=True)
+        assert f"No module named '{module}'" in absent.stderr, (module, absent.stderr[-500:])
 
 
 def test_torch_wheel_installs_and_runs_without_a_compiler(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """opgen wheel --backend torch: the PyTorch package's operator library prebuilt; a fresh venv with
-    no compiler and an empty build root runs it (eager and autograd); under another torch version the
-    import is an ImportError naming both versions. (~40 s: one small torch library.)"""
+    torch but not opgen (nor jinja2, jsonschema, yaml), no compiler and an empty build root runs it
+    (eager and autograd) from its own copy of the runtime, and declares no requirement on opgen;
+    under another torch version the import is an ImportError naming both versions. (~40 s: one small
+    torch library.)"""
     import pytest
 
     torch = pytest.importorskip("torch")
@@ -175,19 +222,22 @@ def test_torch_wheel_installs_and_runs_without_a_compiler(tmp_path: Path, monkey
     wheels = list((tmp_path / "dist").glob("whl_ops_torch-0.1.0-*.whl"))
     assert len(wheels) == 1
 
-    venv = tmp_path / "venv"
+    venv = tmp_path / "venv"  # torch and its dependencies, nothing of the generator
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
-    (site / "deps.pth").write_text(f"{sysconfig.get_path('purelib')}\n{ROOT}\n")
+    (site / "deps.pth").write_text(f"{framework_site(tmp_path / 'torch-site', 'torch')}\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
                     "--no-deps", "--no-index", str(wheels[0])], check=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPGEN_", "CXX", "PYTHONPATH"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPGEN_", "CXX", "PYTHON"))}
     env.update(PATH=str(venv / "bin"), OPGEN_BUILD_DIR=str(tmp_path / "empty-build-root"))
+    assert_no_generator(venv / "bin" / "python", env, tmp_path)
     run = subprocess.run([str(venv / "bin" / "python"), "-c", TORCH_SCRIPT], env=env, cwd=tmp_path / "dist",
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "eager [1.0, -1.5] [0.5, 0.5]" in run.stdout
     assert "ops [1.0, -1.5]" in run.stdout
+    assert "runtime whl_ops_torch._runtime.pytorch" in run.stdout
+    assert "generator modules []" in run.stdout
     assert not (tmp_path / "empty-build-root").exists()
     assert "opgen: building" not in run.stderr
 
@@ -212,7 +262,7 @@ def test_torch_wheel_installs_and_runs_without_a_compiler(tmp_path: Path, monkey
     metadata = next(site.glob("whl_ops_torch-*.dist-info")).joinpath("METADATA").read_text()
     requires = [ln for ln in metadata.splitlines() if ln.startswith("Requires-Dist:")]
     assert f"Requires-Dist: torch=={release}.*" in requires and not any("+" in ln for ln in requires), requires
-    assert "Requires-Dist: opgen>=0.1.0,<0.2\n" in metadata
+    assert not any("opgen" in ln for ln in requires), requires  # the package carries its runtime
     # a wheel whose library holds CUDA kernels needs a CUDA build of torch of the same major version
     assert facts["devices"] == ({} if torch.version.cuda is None else facts["devices"])
     record.write_text(json.dumps(dict(facts, devices={"cuda": {"version": "7.5", "archs": ["90"]}})))

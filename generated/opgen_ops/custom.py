@@ -34,9 +34,9 @@ from mindspore import Tensor as _Tensor
 from mindspore import ops
 from mindspore.common.dtype import TensorType as _TensorType
 
-from opgen import runtime as _rt
-from opgen.backends.mindspore import graph as _graph
-from opgen.backends.mindspore import runtime as _ms
+from . import _runtime as _rt
+from ._runtime import mindspore_graph as _graph
+from ._runtime import mindspore as _ms
 
 from . import meta as _meta
 

@@ -15,9 +15,9 @@ from typing import Any, Sequence
 
 from mindspore import Tensor as _Tensor
 
-from opgen import runtime as _rt
-from opgen.backends.mindspore import graph as _graph
-from opgen.backends.mindspore import runtime as _ms
+from . import _runtime as _rt
+from ._runtime import mindspore_graph as _graph
+from ._runtime import mindspore as _ms
 
 from . import meta as _meta
 

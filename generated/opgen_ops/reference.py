@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from opgen import runtime as _rt
+from . import _runtime as _rt
 
 _erf = np.vectorize(math.erf, otypes=[float])
 

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from opgen.backends.torch import runtime as _rt
+from ._runtime import pytorch as _rt
 
 LIBRARY = _rt.load_library(__file__)
 """The path of the loaded operator library."""

@@ -74,6 +74,9 @@ class Backend(abc.ABC):
     """The libraries ``opgen build`` makes for a package (``opgen build --only`` picks one)."""
     runtime_modules: ClassVar[tuple[str, ...]]
     """Python modules that building, importing and testing the package need (``mindspore``...)."""
+    shipped_runtime: ClassVar[tuple[str, ...]]
+    """The backend's modules of :mod:`opgen.runtime` (``pytorch``) that its packages carry a copy
+    of in ``<pkg>/_runtime/`` beside the neutral ones (:func:`opgen.render.runtime_files`)."""
     install_hint: ClassVar[str]
     """How to install what :attr:`runtime_modules` name (``pip install 'opgen[run]'``)."""
     target: ClassVar[str]

@@ -104,7 +104,7 @@ def to_python(node: Node, name: Callable[[str], str] = lambda n: n,
     """Python expression of ``node``: inputs are bound to their shapes (lists of ints; a list of
     shapes for a dynamic input; None for an absent optional input), attrs to their values;
     ``name(n)`` spells input/attr ``n``.  It calls only ``_rt.<name>`` helpers (those of
-    :mod:`opgen.shape_runtime`, bound for ints by :mod:`opgen.runtime` and for a framework's
+    :mod:`opgen.runtime.shapes`, bound for ints by :mod:`opgen.runtime` and for a framework's
     symbolic sizes by its backend's runtime), which raise ``ShapeError`` (a ValueError) for an
     index out of range, a division by zero, an int64 overflow or a shape function's own rule.
     ``tensor(n)``, when given, spells input ``n``'s shape instead of ``name(n)``."""

@@ -1,5 +1,5 @@
 """Evaluate a shape-language tree in Python: the generated Python expression
-(:func:`opgen.shapes.emit.to_python`), compiled once per tree and run over :mod:`opgen.shape_runtime` (ints).
+(:func:`opgen.shapes.emit.to_python`), compiled once per tree and run over :mod:`opgen.runtime.shapes` (ints).
 ``opgen test``'s sampler, ``opgen check`` and the tests use it; generated code embeds the same
 expression text."""
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from types import CodeType
 from typing import Any
 
-from .. import shape_runtime
+from ..runtime import shapes as shape_runtime
 from .emit import to_python
 from .nodes import Node
 
@@ -21,7 +21,7 @@ def evaluate(node: Node, env: Mapping[str, Any]) -> Any:
     None for an absent optional input) and attrs to values, by name in ``env``.
 
     Raises:
-        opgen.shape_runtime.ShapeError: (a ValueError) an index out of range, a division by zero, an
+        opgen.runtime.shapes.ShapeError: (a ValueError) an index out of range, a division by zero, an
             int64 overflow; ValueError: a shape function's rule (e.g. shapes that do not broadcast).
         KeyError: a name missing from ``env``.
     """

@@ -1,7 +1,7 @@
 """Shape functions of the shape language: one class per function, holding everything about it.
 
 Each :class:`ShapeFunction` says how a call is type-checked (its parameters), what it means in
-Python (a function of :mod:`opgen.shape_runtime`, bound for ints in :mod:`opgen.runtime` and
+Python (a function of :mod:`opgen.runtime.shapes`, bound for ints in :mod:`opgen.runtime` and
 for each backend's sizes in its runtime), in C++ (a function of ``opgen/sym.h``, which
 handles unknown dims and ranks and otherwise calls the same-named static rule of
 ``opgen/rules.h``), in words (the docs), and how ``opgen test`` draws input shapes for it
@@ -9,7 +9,7 @@ handles unknown dims and ranks and otherwise calls the same-named static rule of
 gradient of their input as a view of the output gradient (``kernel.grad_views``: its geometry,
 :attr:`ShapeFunction.grad_view_kind`, and the arguments that fix it; each backend spells the
 call).  Adding a function means adding one class here and its two runtime twins
-(``shape_runtime.py`` and ``rules.h``/``sym.h``), which tests compare.
+(``runtime/shapes.py`` and ``rules.h``/``sym.h``), which tests compare.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
 
-from .. import shape_runtime
+from ..runtime import shapes as shape_runtime
 from .emit import to_source
 from .nodes import AttrRef, Call, Const, ListOf, Node, ShapeError, ShapeOf, TensorRef, Type, tensors_used
 
@@ -62,7 +62,7 @@ class ShapeFunction:
     name: str = ""
     params: tuple[Param, ...] = ()
     variadic: bool = False  # broadcast(x, y, ...): every argument a tensor, two or more
-    runtime: str = ""  # the opgen.shape_runtime function (``_rt.<name>``)
+    runtime: str = ""  # the opgen.runtime.shapes function (``_rt.<name>``)
     cpp: str = ""  # the opgen::sym function
     styles: frozenset[str] = frozenset({"plain"})  # shape styles of opgen test it can realise
 

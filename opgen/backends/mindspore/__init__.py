@@ -30,6 +30,7 @@ class MindSporeBackend(Backend):
     library_kinds: ClassVar[tuple[str, ...]] = ("aot", "ext", "aot_gpu")
     device_kinds: ClassVar[Mapping[str, str]] = {"aot_gpu": "cuda"}
     runtime_modules: ClassVar[tuple[str, ...]] = ("mindspore",)
+    shipped_runtime: ClassVar[tuple[str, ...]] = ("mindspore", "mindspore_graph")
     install_hint: ClassVar[str] = "pip install 'opgen[run]'"
     target: ClassVar[str] = TARGET
     test_paths: ClassVar[Mapping[str, str]] = TEST_PATHS
@@ -43,7 +44,7 @@ class MindSporeBackend(Backend):
     def render(self, ops: Sequence[Op], package: str, out_prefix: str,
                package_flags: BuildFlags | None = None) -> dict[str, str]:
         from ... import api, devices, signatures
-        from ...render import GENERATED_BY, Emitter, core_files, sources_of
+        from ...render import GENERATED_BY, Emitter, core_files, runtime_files, sources_of
         from .views import ms_view
 
         ordered = sorted(ops, key=lambda o: o.name)
@@ -52,6 +53,7 @@ class MindSporeBackend(Backend):
         sources = sources_of(ordered)
         em = Emitter(package, out_prefix)
         core_files(em, ordered, contexts)
+        runtime_files(em, self.shipped_runtime)
         cpu, gpu = devices.get("cpu"), devices.get("cuda")
         gpu_views = {}
         for op, m in zip(ordered, ms_views):

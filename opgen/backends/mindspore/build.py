@@ -54,6 +54,7 @@ from ...build import (
     write_if_changed,
 )
 from ...resources import include_dir
+from ...runtime.mindspore import version as version
 from .. import BuildOptions
 from .facts import TARGET
 
@@ -287,19 +288,6 @@ def ext_target(pkg_dir: Path, *, ops_per_unit: int | None = None, pch: bool = Fa
         objects += (str(support_object(build_dir)[0]),)
     return Target("ext", name, sources, cflags, ldflags, units, "opgen/ms.h" if pch else None,
                   objects, kernels.sources, toolchain=f"mindspore {version()}")
-
-
-def version() -> str:
-    """MindSpore's version (from its metadata when it is not imported yet), or ``none``."""
-    module = sys.modules.get("mindspore")
-    if module is not None:
-        return str(getattr(module, "__version__", "unknown"))
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("mindspore")
-    except importlib.metadata.PackageNotFoundError:
-        return "none"
 
 
 def ensure_support(build_dir: str | os.PathLike[str] | None = None, quiet: bool = False) -> tuple[str, ...]:

@@ -18,9 +18,9 @@ from typing import assert_never
 from ... import shapes as lang
 from ...api import _sym, every_grad_is_dout, op_context, shape_cpp, shape_prelude_cpp
 from ...model import Attr, Op
+from ...runtime.mindspore import MAX_CALL_TENSORS
 from ...views import InputView, OpView, RowView
 from .facts import TARGET
-from .runtime import MAX_CALL_TENSORS
 
 DONE_COLUMN = "F32_Default"
 """The dtype_format column of the placeholder output of an op that writes an input in place: an
@@ -33,7 +33,7 @@ DONE_CPP = "opgen::aot::done"
 GRAD_VIEW_CPP = {"split": "opgen::ms::split_view", "unreduce": "opgen::ms::unreduce_view"}
 """The ``opgen/ms.h`` call of each gradient view geometry (:data:`opgen.shapes.GradViewKind`)."""
 GRAD_VIEW_PY = {"split": "_graph.split_view", "unreduce": "_graph.unreduce_view"}
-"""The ``opgen.backends.mindspore.graph`` call of each (graph-parseable ``ops.narrow`` / ``ops.broadcast_to``)."""
+"""The ``opgen.runtime.mindspore_graph`` call of each (graph-parseable ``ops.narrow`` / ``ops.broadcast_to``)."""
 
 
 def grad_view_call(kind: lang.GradViewKind, python: bool) -> str:
@@ -140,7 +140,7 @@ class MsOpView:
     """The ``run_<op>`` entry point's parameters."""
     list_sizes: tuple[int, ...]
     """Function<T>, an op with a list input: the item counts ``run_<op>`` dispatches on, 1 to
-    :data:`~opgen.backends.mindspore.runtime.MAX_CALL_TENSORS` (``()`` without a list input)."""
+    :data:`~opgen.runtime.mindspore.MAX_CALL_TENSORS` (``()`` without a list input)."""
     bind_params: str
     """The pybind11 function's parameters (list attrs as Python objects)."""
     bind_args: str

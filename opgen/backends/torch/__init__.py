@@ -46,6 +46,7 @@ class TorchBackend(Backend):
     package_suffix: ClassVar[str] = "_torch"
     library_kinds: ClassVar[tuple[str, ...]] = ("torch",)
     runtime_modules: ClassVar[tuple[str, ...]] = ("torch",)
+    shipped_runtime: ClassVar[tuple[str, ...]] = ("pytorch",)
     install_hint: ClassVar[str] = "pip install 'opgen[torch]'"
     target: ClassVar[str] = TARGET
     test_paths: ClassVar[Mapping[str, str]] = TEST_PATHS
@@ -54,7 +55,7 @@ class TorchBackend(Backend):
     def render(self, ops: Sequence[Op], package: str, out_prefix: str,
                package_flags: BuildFlags | None = None) -> dict[str, str]:
         from ... import api, devices, signatures
-        from ...render import GENERATED_BY, Emitter, core_files, sources_of
+        from ...render import GENERATED_BY, Emitter, core_files, runtime_files, sources_of
         from .context import torch_op
 
         namespace = package + self.package_suffix
@@ -63,6 +64,7 @@ class TorchBackend(Backend):
         sources = sources_of(ordered)
         em = Emitter(namespace, out_prefix)
         core_files(em, ordered, contexts)
+        runtime_files(em, self.shipped_runtime)
         items = []
         cpu = devices.get("cpu")
         for op, ctx in zip(ordered, contexts):
@@ -98,8 +100,8 @@ class TorchBackend(Backend):
                            ops_per_unit=options.ops_per_unit)
 
     def wheel_facts(self, package: str) -> WheelFacts:
+        from ...runtime.pytorch import torch_release
         from . import build
-        from .runtime import torch_release
 
         version = build.torch_location()[2]
         # any build of the release (CPU or CUDA, any patch): the import checks the same release

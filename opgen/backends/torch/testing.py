@@ -108,7 +108,7 @@ def _per_op(fn: Callable[..., Any], op: str) -> Callable[..., Any]:
 
 def _original(exc: BaseException) -> BaseException:
     """The op's own TypeError/ValueError: from a fake kernel, passed on by Dynamo
-    (:func:`opgen.backends.torch.runtime.traced`, without the text Dynamo appends), or behind a
+    (:func:`opgen.runtime.pytorch.traced`, without the text Dynamo appends), or behind a
     Dynamo error (an attr check in the traced wrapper: its ``__cause__`` chain, or the
     exception it was raised while handling: Dynamo's ``TorchRuntimeError`` comes from its
     ``Unsupported`` whose cause is the op's error), else ``exc``."""

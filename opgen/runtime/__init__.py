@@ -1,14 +1,21 @@
-"""Framework-neutral runtime helpers used by generated packages (not by the generator itself).
+"""The runtime of generated packages: what their modules import, and nothing of the generator.
 
-The shape and attr helpers the generated wrappers and references call (``_rt``), so that the
-rules they implement live in one place (the shape rules are :mod:`opgen.shape_runtime`'s, over
-plain ints, re-exported here), and the library loading every backend's runtime uses
-(:func:`package_library`: a wheel's prebuilt library, or a build when missing or stale, see
-:mod:`opgen.build`), re-exported from :mod:`opgen.runtime_base`, which backends' runtimes import
-(this module imports a backend only for the names that moved, :data:`_MOVED_TO_MINDSPORE`).
-A backend's own runtime sits in its package
-(:mod:`opgen.backends.mindspore.runtime`: ``aot_library``, ``load_extension``, ``reg_info``...).
-Nothing here imports a framework.
+Every package ``opgen generate`` writes carries a copy of this package as ``<pkg>/_runtime/``
+(:func:`opgen.render.runtime_files`: the neutral modules, ``__init__``, :mod:`~opgen.runtime.base`,
+:mod:`~opgen.runtime.env` and :mod:`~opgen.runtime.shapes`, and its backend's,
+:attr:`opgen.backends.Backend.shipped_runtime`), so a package and its wheel import and run
+where opgen is not installed; the copy names the opgen version that wrote it
+(``_runtime.OPGEN_VERSION``). So nothing in this package imports jinja2, jsonschema, yaml or any
+opgen module outside it; the one way back into opgen is :func:`base.generator`, for a package
+with no prebuilt libraries (built at import, as ``opgen generate`` wrote it).
+
+This module holds the shape and attr helpers the generated wrappers and references call
+(``_rt``), so that the rules they implement live in one place (the shape rules are
+:mod:`opgen.runtime.shapes`'s, over plain ints, re-exported here), and re-exports the library
+loading every backend's runtime uses (:func:`package_library`: a wheel's prebuilt library, or a
+build when missing or stale) from :mod:`opgen.runtime.base`. A backend's own runtime is a module
+beside it (:mod:`opgen.runtime.mindspore`: ``aot_library``, ``load_extension``, ``reg_info``...;
+:mod:`opgen.runtime.pytorch`). Nothing here imports a framework.
 """
 
 from __future__ import annotations
@@ -18,25 +25,36 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import build as _build
-from .literals import number_text
-from .runtime_base import build_dir_of as build_dir_of
-from .runtime_base import check_dtype_names as check_dtype_names
-from .runtime_base import load_library_module as load_library_module
-from .runtime_base import package_library as package_library
-from .runtime_base import prebuilt_library as prebuilt_library
-from .runtime_base import set_build_dir as set_build_dir
+from . import env as _env
+from .base import check_dtype_names as check_dtype_names
+from .base import load_library_module as load_library_module
+from .base import package_library as package_library
+from .base import prebuilt_library as prebuilt_library
 
 # The shape rules and the shape language's Python meaning over plain ints, defined once in
-# opgen.shape_runtime (a framework's symbolic sizes use the same definitions, see there);
+# opgen.runtime.shapes (a framework's symbolic sizes use the same definitions, see there);
 # generated packages call them here as ``_rt.<name>``: these are the same function objects.
-from .shape_runtime import *  # noqa: F403 - re-exported: shape_runtime.__all__
+from .shapes import *  # noqa: F403 - re-exported: shapes.__all__
+
+
+def number_text(value: float) -> str:
+    """A number as messages and docs print it: an integral value as an int (``1000000000``, not
+    ``1e+09``: int attr ranges are stored as floats), any other float as its shortest round-trip
+    text (``0.1``, ``inf``)."""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    v = float(value)
+    if v.is_integer() and abs(v) < 2**63:
+        return str(int(v))
+    return repr(v)
 
 
 def checked() -> bool:
     """Whether this process builds and loads the checked mode (``OPGEN_CHECK=1``: bounds-checked
     kernel views, see :func:`opgen.build.checked_flags`)."""
-    return bool(_build.checked_flags())
+    return _env.flag("OPGEN_CHECK")
 
 
 def shapes_known(shapes: Sequence[Any]) -> bool:
@@ -206,7 +224,7 @@ def flat_positions(layout: Sequence[int], inputs: Sequence[int]) -> tuple[int, .
 
 _MOVED_TO_MINDSPORE = frozenset({"aot_library", "load_extension", "reg_info", "encode_attr", "check_dtypes",
                                  "layout_suffix"})
-"""Names that moved to :mod:`opgen.backends.mindspore.runtime`; packages generated (and wheels
+"""Names that moved to :mod:`opgen.runtime.mindspore`; packages generated (and wheels
 built) before the move call them here, so they still resolve, lazily (this module imports no
 framework)."""
 
@@ -215,7 +233,7 @@ def __getattr__(name: str) -> Any:
     """Compatibility: ``opgen.runtime.aot_library`` and the other MindSpore names of
     :data:`_MOVED_TO_MINDSPORE`, for packages generated before they moved."""
     if name in _MOVED_TO_MINDSPORE:
-        from .backends.mindspore import runtime as ms_runtime
+        from . import mindspore as ms_runtime
 
         return getattr(ms_runtime, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
