@@ -76,7 +76,7 @@ def load(paths: str | Path | Sequence[str | Path], package: str | None = None,
         opgen.build.BuildError: a kernel does not compile (at its YAML line), or the build lock
             could not be had.
     """
-    from . import backends, runtime
+    from . import backends, runtime_base
     from . import build as _build
     from .pipeline import generate
 
@@ -110,7 +110,7 @@ def load(paths: str | Path | Sequence[str | Path], package: str | None = None,
             chosen.build(pkg_dir, kind, options)
     name = pkg_dir.name  # with the backend's suffix
     with _import_lock:  # the swap of sys.modules entries below, one thread at a time
-        runtime.set_build_dir(pkg_dir, build_dir)
+        runtime_base.set_build_dir(pkg_dir, build_dir)
         for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
             del sys.modules[mod]  # a load after an edit imports the new package, not the cached one
         spec = importlib.util.spec_from_file_location(name, pkg_dir / "__init__.py",
