@@ -316,9 +316,10 @@ def can_fail(op: Op) -> bool:
     """Whether the op's kernel may raise an error the Python wrapper cannot check before launch
     (data-dependent: an index out of range, an integer division by zero), so that its Custom
     path launches blocking in PyNative and the error reaches the call that caused it: a C++
-    body that throws, or an elementwise ``/`` over an integer row."""
+    body that throws (or raises on the device: ``opgen::raise_in_kernel``), or an elementwise
+    ``/`` over an integer row."""
     if op.kernel is not None:
-        return any("throw" in b.text for b in op.kernel.all_bodies)
+        return any("throw" in b.text or "raise_in_kernel" in b.text for b in op.kernel.all_bodies)
     if op.elementwise is None:  # pragma: no cover - a spec has one body
         return False
     exprs = [op.elementwise.forward, *(e for _, e, _ in op.elementwise.grads)]
@@ -391,7 +392,8 @@ def op_context(op: Op, package: str, target: str) -> OpView:
         ))
 
     # ---- kernel bodies -----------------------------------------------------------------
-    attr_prelude = tuple(f"const {a.cpp_type} &{a.name} = attrs.{a.name};" for a in attrs)
+    # (void): a body need not read every attr (nvcc warns of an unused reference, g++ does not)
+    attr_prelude = tuple(f"const {a.cpp_type} &{a.name} = attrs.{a.name}; (void){a.name};" for a in attrs)
     fw_lines: list[str] = []
     bw_blocks: list[BackwardBlock] = []
     used_by_grad: dict[str, set[str]] = {}

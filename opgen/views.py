@@ -214,7 +214,7 @@ class OpView:
     rows_cpp: str
     """:attr:`rows_text` as a C++ string literal."""
     attr_prelude: tuple[str, ...]
-    """C++ statements naming each attr in a kernel body (``const float &alpha = attrs.alpha;``)."""
+    """C++ statements naming each attr in a kernel body (``const float &alpha = attrs.alpha; (void)alpha;``)."""
     fw_lines: tuple[str, ...]
     """Generated forward statements (an elementwise op), else empty."""
     fw_body: BodyView | None

@@ -61,6 +61,13 @@ _ADAMW_ROWS = (  # CPU dtype_format: param, m, v, grad, step, lr, opgen_done
     ("F16_Default", "F16_Default", "F16_Default", "F16_Default", "I64_Default", "F16_Default", "F32_Default", ),
     ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "I64_Default", "BF16_Default", "F32_Default", ),
 )
+if _TARGET == "GPU":
+    _ADAMW_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "I64_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "I64_Default", "F64_Default", "F32_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", "F16_Default", "I64_Default", "F16_Default", "F32_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "I64_Default", "BF16_Default", "F32_Default", ),
+    )
 _ADAMW_REFUSAL = "adamw(): in-place op 'adamw' cannot be differentiated: it writes 'param', 'm', 'v' in place, which MindSpore's autograd does not track; call it outside ms.grad / ms.value_and_grad (e.g. after the gradient step), or use an op that returns a new tensor"
 _ADAMW_SINK = _ms.effect_sink("opgen_ops_adamw")
 """What a graph assigns the placeholder output of adamw to, so that it keeps each call (_graph.keep)."""
@@ -93,8 +100,6 @@ def _adamw_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], beta1: Any, 
 
 
 def _make_adamw(layout: Tuple[int, ...], dynamic: bool, beta1: Any, beta2: Any, eps: Any, weight_decay: Any, bias_correction: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"adamw(): device target {_TARGET} has no dtype_format rows for this op (ops/adamw.yaml has CPU rows only)")
     kinds = _meta.ADAMW["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.ADAMW["inputs"], kinds, layout)]
     attrs = [
@@ -517,6 +522,15 @@ _ADD_N_ROWS = (  # CPU dtype_format: x, zs, out
     ("I32_Default", "I32_Default", "I32_Default", ),
     ("I64_Default", "I64_Default", "I64_Default", ),
 )
+if _TARGET == "GPU":
+    _ADD_N_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", ),
+        ("I32_Default", "I32_Default", "I32_Default", ),
+        ("I64_Default", "I64_Default", "I64_Default", ),
+    )
 _ADD_N_BACKWARD_ROWS = (  # x, zs, out, dout, dx, dzs
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
@@ -525,6 +539,15 @@ _ADD_N_BACKWARD_ROWS = (  # x, zs, out, dout, dx, dzs
     ("I32_Default", "I32_Default", "I32_Default", "I32_Default", "I32_Default", "I32_Default", ),
     ("I64_Default", "I64_Default", "I64_Default", "I64_Default", "I64_Default", "I64_Default", ),
 )
+if _TARGET == "GPU":
+    _ADD_N_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
+        ("I32_Default", "I32_Default", "I32_Default", "I32_Default", "I32_Default", "I32_Default", ),
+        ("I64_Default", "I64_Default", "I64_Default", "I64_Default", "I64_Default", "I64_Default", ),
+    )
 
 
 def _add_n_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -544,8 +567,6 @@ def _add_n_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any
 
 
 def _make_add_n(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"add_n(): device target {_TARGET} has no dtype_format rows for this op (ops/add_n.yaml has CPU rows only)")
     kinds = _meta.ADD_N["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.ADD_N["inputs"], kinds, layout)]
     attrs = [
@@ -722,12 +743,26 @@ _AVG_POOL2D_ROWS = (  # CPU dtype_format: x, out
     ("F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _AVG_POOL2D_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", ),
+    )
 _AVG_POOL2D_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
     ("F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _AVG_POOL2D_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
+    )
 
 
 def _avg_pool2d_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], kernel: Any, stride: Any) -> Tuple[Any, ...]:
@@ -753,8 +788,6 @@ def _avg_pool2d_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], kernel:
 
 
 def _make_avg_pool2d(layout: Tuple[int, ...], dynamic: bool, kernel: Any, stride: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"avg_pool2d(): device target {_TARGET} has no dtype_format rows for this op (ops/avg_pool2d.yaml has CPU rows only)")
     kinds = _meta.AVG_POOL2D["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.AVG_POOL2D["inputs"], kinds, layout)]
     attrs = [
@@ -1364,6 +1397,15 @@ _CONCAT_ROWS = (  # CPU dtype_format: xs, out
     ("I32_Default", "I32_Default", ),
     ("I64_Default", "I64_Default", ),
 )
+if _TARGET == "GPU":
+    _CONCAT_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", ),
+        ("I32_Default", "I32_Default", ),
+        ("I64_Default", "I64_Default", ),
+    )
 _CONCAT_BACKWARD_ROWS = (  # xs, out, dout, dxs
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
@@ -1372,6 +1414,15 @@ _CONCAT_BACKWARD_ROWS = (  # xs, out, dout, dxs
     ("I32_Default", "I32_Default", "I32_Default", "I32_Default", ),
     ("I64_Default", "I64_Default", "I64_Default", "I64_Default", ),
 )
+if _TARGET == "GPU":
+    _CONCAT_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
+        ("I32_Default", "I32_Default", "I32_Default", "I32_Default", ),
+        ("I64_Default", "I64_Default", "I64_Default", "I64_Default", ),
+    )
 
 
 def _concat_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any) -> Tuple[Any, ...]:
@@ -1389,8 +1440,6 @@ def _concat_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any) 
 
 
 def _make_concat(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"concat(): device target {_TARGET} has no dtype_format rows for this op (ops/concat.yaml has CPU rows only)")
     kinds = _meta.CONCAT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CONCAT["inputs"], kinds, layout)]
     attrs = [
@@ -1573,12 +1622,26 @@ _CUMSUM_ROWS = (  # CPU dtype_format: x, out
     ("F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _CUMSUM_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", ),
+    )
 _CUMSUM_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
     ("F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _CUMSUM_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
+    )
 
 
 def _cumsum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any, exclusive: Any, reverse: Any) -> Tuple[Any, ...]:
@@ -1596,8 +1659,6 @@ def _cumsum_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any, 
 
 
 def _make_cumsum(layout: Tuple[int, ...], dynamic: bool, axis: Any, exclusive: Any, reverse: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"cumsum(): device target {_TARGET} has no dtype_format rows for this op (ops/cumsum.yaml has CPU rows only)")
     kinds = _meta.CUMSUM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.CUMSUM["inputs"], kinds, layout)]
     attrs = [
@@ -2009,12 +2070,26 @@ _DROPOUT_ROWS = (  # CPU dtype_format: x, y, mask
     ("F16_Default", "F16_Default", "BOOL_Default", ),
     ("BF16_Default", "BF16_Default", "BOOL_Default", ),
 )
+if _TARGET == "GPU":
+    _DROPOUT_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", "BOOL_Default", ),
+        ("F64_Default", "F64_Default", "BOOL_Default", ),
+        ("F16_Default", "F16_Default", "BOOL_Default", ),
+        ("BF16_Default", "BF16_Default", "BOOL_Default", ),
+    )
 _DROPOUT_BACKWARD_ROWS = (  # x, y, mask, dy, dmask, dx
     ("F32_Default", "F32_Default", "BOOL_Default", "F32_Default", "BOOL_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "BOOL_Default", "F64_Default", "BOOL_Default", "F64_Default", ),
     ("F16_Default", "F16_Default", "BOOL_Default", "F16_Default", "BOOL_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", "BOOL_Default", "BF16_Default", "BOOL_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _DROPOUT_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "BOOL_Default", "F32_Default", "BOOL_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "BOOL_Default", "F64_Default", "BOOL_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "BOOL_Default", "F16_Default", "BOOL_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BOOL_Default", "BF16_Default", "BOOL_Default", "BF16_Default", ),
+    )
 
 
 def _dropout_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], keep_prob: Any, seed: Any) -> Tuple[Any, ...]:
@@ -2032,8 +2107,6 @@ def _dropout_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], keep_prob:
 
 
 def _make_dropout(layout: Tuple[int, ...], dynamic: bool, keep_prob: Any, seed: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"dropout(): device target {_TARGET} has no dtype_format rows for this op (ops/dropout.yaml has CPU rows only)")
     kinds = _meta.DROPOUT["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.DROPOUT["inputs"], kinds, layout)]
     attrs = [
@@ -2443,12 +2516,26 @@ _GATHER_ROWS = (  # CPU dtype_format: x, indices, out
     ("F16_Default", "I64_Default", "F16_Default", ),
     ("BF16_Default", "I64_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _GATHER_ROWS = (  # GPU dtype_format
+        ("F32_Default", "I64_Default", "F32_Default", ),
+        ("F64_Default", "I64_Default", "F64_Default", ),
+        ("F16_Default", "I64_Default", "F16_Default", ),
+        ("BF16_Default", "I64_Default", "BF16_Default", ),
+    )
 _GATHER_BACKWARD_ROWS = (  # x, indices, out, dout, dx
     ("F32_Default", "I64_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "I64_Default", "F64_Default", "F64_Default", "F64_Default", ),
     ("F16_Default", "I64_Default", "F16_Default", "F16_Default", "F16_Default", ),
     ("BF16_Default", "I64_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _GATHER_BACKWARD_ROWS = (
+        ("F32_Default", "I64_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "I64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "I64_Default", "F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "I64_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
+    )
 
 
 def _gather_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any) -> Tuple[Any, ...]:
@@ -2466,8 +2553,6 @@ def _gather_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any) 
 
 
 def _make_gather(layout: Tuple[int, ...], dynamic: bool, axis: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"gather(): device target {_TARGET} has no dtype_format rows for this op (ops/gather.yaml has CPU rows only)")
     kinds = _meta.GATHER["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.GATHER["inputs"], kinds, layout)]
     attrs = [
@@ -2867,12 +2952,26 @@ _LAYER_NORM_ROWS = (  # CPU dtype_format: x, gamma, beta, y, mean, rstd
     ("F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _LAYER_NORM_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
+    )
 _LAYER_NORM_BACKWARD_ROWS = (  # x, gamma, beta, y, mean, rstd, dy, dmean, drstd, dx, dgamma, dbeta
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
     ("F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _LAYER_NORM_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
+    )
 
 
 def _layer_norm_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], eps: Any) -> Tuple[Any, ...]:
@@ -2890,8 +2989,6 @@ def _layer_norm_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], eps: An
 
 
 def _make_layer_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"layer_norm(): device target {_TARGET} has no dtype_format rows for this op (ops/layer_norm.yaml has CPU rows only)")
     kinds = _meta.LAYER_NORM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.LAYER_NORM["inputs"], kinds, layout)]
     attrs = [
@@ -3735,12 +3832,26 @@ _MATMUL_ROWS = (  # CPU dtype_format: a, b, out
     ("F16_Default", "F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _MATMUL_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", ),
+    )
 _MATMUL_BACKWARD_ROWS = (  # a, b, out, dout, da, db
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
     ("F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _MATMUL_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
+    )
 
 
 def _matmul_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], transpose_a: Any, transpose_b: Any) -> Tuple[Any, ...]:
@@ -3758,8 +3869,6 @@ def _matmul_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], transpose_a
 
 
 def _make_matmul(layout: Tuple[int, ...], dynamic: bool, transpose_a: Any, transpose_b: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"matmul(): device target {_TARGET} has no dtype_format rows for this op (ops/matmul.yaml has CPU rows only)")
     kinds = _meta.MATMUL["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.MATMUL["inputs"], kinds, layout)]
     attrs = [
@@ -4389,12 +4498,26 @@ _PAD2D_ROWS = (  # CPU dtype_format: x, out
     ("F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _PAD2D_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", ),
+    )
 _PAD2D_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
     ("F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _PAD2D_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
+    )
 
 
 def _pad2d_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], paddings: Any, value: Any) -> Tuple[Any, ...]:
@@ -4418,8 +4541,6 @@ def _pad2d_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], paddings: An
 
 
 def _make_pad2d(layout: Tuple[int, ...], dynamic: bool, paddings: Any, value: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"pad2d(): device target {_TARGET} has no dtype_format rows for this op (ops/pad2d.yaml has CPU rows only)")
     kinds = _meta.PAD2D["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.PAD2D["inputs"], kinds, layout)]
     attrs = [
@@ -4808,12 +4929,26 @@ _REDUCE_MAX_ROWS = (  # CPU dtype_format: x, out
     ("F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _REDUCE_MAX_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", ),
+    )
 _REDUCE_MAX_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
     ("F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _REDUCE_MAX_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
+    )
 
 
 def _reduce_max_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: Any, keep_dims: Any) -> Tuple[Any, ...]:
@@ -4831,8 +4966,6 @@ def _reduce_max_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], axis: A
 
 
 def _make_reduce_max(layout: Tuple[int, ...], dynamic: bool, axis: Any, keep_dims: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"reduce_max(): device target {_TARGET} has no dtype_format rows for this op (ops/reduce_max.yaml has CPU rows only)")
     kinds = _meta.REDUCE_MAX["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.REDUCE_MAX["inputs"], kinds, layout)]
     attrs = [
@@ -5633,12 +5766,26 @@ _RMS_NORM_ROWS = (  # CPU dtype_format: x, weight, y
     ("F16_Default", "F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _RMS_NORM_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", ),
+    )
 _RMS_NORM_BACKWARD_ROWS = (  # x, weight, y, dy, dx, dweight
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
     ("F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _RMS_NORM_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
+    )
 
 
 def _rms_norm_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], eps: Any) -> Tuple[Any, ...]:
@@ -5660,8 +5807,6 @@ def _rms_norm_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], eps: Any)
 
 
 def _make_rms_norm(layout: Tuple[int, ...], dynamic: bool, eps: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"rms_norm(): device target {_TARGET} has no dtype_format rows for this op (ops/rms_norm.yaml has CPU rows only)")
     kinds = _meta.RMS_NORM["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.RMS_NORM["inputs"], kinds, layout)]
     attrs = [
@@ -6490,12 +6635,26 @@ _SMOOTH_L1_LOSS_ROWS = (  # CPU dtype_format: pred, target, loss
     ("F16_Default", "F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _SMOOTH_L1_LOSS_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", ),
+    )
 _SMOOTH_L1_LOSS_BACKWARD_ROWS = (  # pred, target, loss, dloss, dpred, dtarget
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
     ("F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _SMOOTH_L1_LOSS_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
+    )
 
 
 def _smooth_l1_loss_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], beta: Any, reduction: Any) -> Tuple[Any, ...]:
@@ -6517,8 +6676,6 @@ def _smooth_l1_loss_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], bet
 
 
 def _make_smooth_l1_loss(layout: Tuple[int, ...], dynamic: bool, beta: Any, reduction: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"smooth_l1_loss(): device target {_TARGET} has no dtype_format rows for this op (ops/smooth_l1_loss.yaml has CPU rows only)")
     kinds = _meta.SMOOTH_L1_LOSS["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SMOOTH_L1_LOSS["inputs"], kinds, layout)]
     attrs = [
@@ -7803,12 +7960,26 @@ _SWIGLU_ROWS = (  # CPU dtype_format: x, out
     ("F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _SWIGLU_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", ),
+    )
 _SWIGLU_BACKWARD_ROWS = (  # x, out, dout, dx
     ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
     ("F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _SWIGLU_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "F32_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "F64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "F16_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "BF16_Default", "BF16_Default", ),
+    )
 
 
 def _swiglu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -7830,8 +8001,6 @@ def _swiglu_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...]) -> Tuple[An
 
 
 def _make_swiglu(layout: Tuple[int, ...], dynamic: bool) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"swiglu(): device target {_TARGET} has no dtype_format rows for this op (ops/swiglu.yaml has CPU rows only)")
     kinds = _meta.SWIGLU["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.SWIGLU["inputs"], kinds, layout)]
     attrs = [
@@ -8231,12 +8400,26 @@ _TOPK_ROWS = (  # CPU dtype_format: x, values, indices
     ("F16_Default", "F16_Default", "I64_Default", ),
     ("BF16_Default", "BF16_Default", "I64_Default", ),
 )
+if _TARGET == "GPU":
+    _TOPK_ROWS = (  # GPU dtype_format
+        ("F32_Default", "F32_Default", "I64_Default", ),
+        ("F64_Default", "F64_Default", "I64_Default", ),
+        ("F16_Default", "F16_Default", "I64_Default", ),
+        ("BF16_Default", "BF16_Default", "I64_Default", ),
+    )
 _TOPK_BACKWARD_ROWS = (  # x, values, indices, dvalues, dindices, dx
     ("F32_Default", "F32_Default", "I64_Default", "F32_Default", "I64_Default", "F32_Default", ),
     ("F64_Default", "F64_Default", "I64_Default", "F64_Default", "I64_Default", "F64_Default", ),
     ("F16_Default", "F16_Default", "I64_Default", "F16_Default", "I64_Default", "F16_Default", ),
     ("BF16_Default", "BF16_Default", "I64_Default", "BF16_Default", "I64_Default", "BF16_Default", ),
 )
+if _TARGET == "GPU":
+    _TOPK_BACKWARD_ROWS = (
+        ("F32_Default", "F32_Default", "I64_Default", "F32_Default", "I64_Default", "F32_Default", ),
+        ("F64_Default", "F64_Default", "I64_Default", "F64_Default", "I64_Default", "F64_Default", ),
+        ("F16_Default", "F16_Default", "I64_Default", "F16_Default", "I64_Default", "F16_Default", ),
+        ("BF16_Default", "BF16_Default", "I64_Default", "BF16_Default", "I64_Default", "BF16_Default", ),
+    )
 
 
 def _topk_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], k: Any) -> Tuple[Any, ...]:
@@ -8258,8 +8441,6 @@ def _topk_shapes(layout: Tuple[int, ...], shapes: Tuple[Any, ...], k: Any) -> Tu
 
 
 def _make_topk(layout: Tuple[int, ...], dynamic: bool, k: Any) -> Any:
-    if _TARGET != "CPU":
-        raise TypeError(f"topk(): device target {_TARGET} has no dtype_format rows for this op (ops/topk.yaml has CPU rows only)")
     kinds = _meta.TOPK["kinds"]
     inputs = [(n, k, c) for n, k, c in zip(_meta.TOPK["inputs"], kinds, layout)]
     attrs = [

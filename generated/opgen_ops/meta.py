@@ -27,6 +27,10 @@ ADAMW: Dict[str, Any] = {
         ("bfloat16", "bfloat16", "bfloat16", "bfloat16", "int64", "bfloat16", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", "float32", "float32", "int64", "float32", ),
+        ("float64", "float64", "float64", "float64", "int64", "float64", ),
+        ("float16", "float16", "float16", "float16", "int64", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", "bfloat16", "int64", "bfloat16", ),
     ),
     "source": 'ops/adamw.yaml',
 }
@@ -73,6 +77,12 @@ ADD_N: Dict[str, Any] = {
         ("int64", "int64", "int64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", "float32", ),
+        ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
+        ("int32", "int32", "int32", ),
+        ("int64", "int64", "int64", ),
     ),
     "source": 'ops/add_n.yaml',
 }
@@ -93,6 +103,10 @@ AVG_POOL2D: Dict[str, Any] = {
         ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/avg_pool2d.yaml',
 }
@@ -165,6 +179,12 @@ CONCAT: Dict[str, Any] = {
         ("int64", "int64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
+        ("int32", "int32", ),
+        ("int64", "int64", ),
     ),
     "source": 'ops/concat.yaml',
 }
@@ -186,6 +206,10 @@ CUMSUM: Dict[str, Any] = {
         ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/cumsum.yaml',
 }
@@ -228,6 +252,10 @@ DROPOUT: Dict[str, Any] = {
         ("bfloat16", "bfloat16", "bool", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", "bool", ),
+        ("float64", "float64", "bool", ),
+        ("float16", "float16", "bool", ),
+        ("bfloat16", "bfloat16", "bool", ),
     ),
     "source": 'ops/dropout.yaml',
 }
@@ -269,6 +297,10 @@ GATHER: Dict[str, Any] = {
         ("bfloat16", "int64", "bfloat16", ),
     ),
     "gpu_rows": (
+        ("float32", "int64", "float32", ),
+        ("float64", "int64", "float64", ),
+        ("float16", "int64", "float16", ),
+        ("bfloat16", "int64", "bfloat16", ),
     ),
     "source": 'ops/gather.yaml',
 }
@@ -311,6 +343,10 @@ LAYER_NORM: Dict[str, Any] = {
         ("bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", "float32", "float32", "float32", "float32", ),
+        ("float64", "float64", "float64", "float64", "float64", "float64", ),
+        ("float16", "float16", "float16", "float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/layer_norm.yaml',
 }
@@ -399,6 +435,10 @@ MATMUL: Dict[str, Any] = {
         ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", "float32", ),
+        ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/matmul.yaml',
 }
@@ -463,6 +503,10 @@ PAD2D: Dict[str, Any] = {
         ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/pad2d.yaml',
 }
@@ -505,6 +549,10 @@ REDUCE_MAX: Dict[str, Any] = {
         ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/reduce_max.yaml',
 }
@@ -594,6 +642,10 @@ RMS_NORM: Dict[str, Any] = {
         ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", "float32", ),
+        ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/rms_norm.yaml',
 }
@@ -682,6 +734,10 @@ SMOOTH_L1_LOSS: Dict[str, Any] = {
         ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", "float32", ),
+        ("float64", "float64", "float64", ),
+        ("float16", "float16", "float16", ),
+        ("bfloat16", "bfloat16", "bfloat16", ),
     ),
     "source": 'ops/smooth_l1_loss.yaml',
 }
@@ -811,6 +867,10 @@ SWIGLU: Dict[str, Any] = {
         ("bfloat16", "bfloat16", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", ),
+        ("float64", "float64", ),
+        ("float16", "float16", ),
+        ("bfloat16", "bfloat16", ),
     ),
     "source": 'ops/swiglu.yaml',
 }
@@ -852,6 +912,10 @@ TOPK: Dict[str, Any] = {
         ("bfloat16", "bfloat16", "int64", ),
     ),
     "gpu_rows": (
+        ("float32", "float32", "int64", ),
+        ("float64", "float64", "int64", ),
+        ("float16", "float16", "int64", ),
+        ("bfloat16", "bfloat16", "int64", ),
     ),
     "source": 'ops/topk.yaml',
 }

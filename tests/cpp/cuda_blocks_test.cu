@@ -405,8 +405,7 @@ void test_softmax(const char *name, double rtol) {
   }
 }
 
-#if defined(OPGEN_CUBLAS)
-// ------------------------------------------------------------------------ gemm (cuBLAS)
+// --------------------------------------------------- gemm (cuBLAS, or the tiled kernel without)
 
 template <typename T>
 void test_gemm(const char *name, double rtol) {
@@ -442,7 +441,71 @@ void test_gemm(const char *name, double rtol) {
     }
   compare(std::string("gemm ") + name + " alpha, beta, ldc", c.host(), want, rtol, rtol);
 }
-#endif
+
+// ---------------------------------------------- for_each_index, ReduceGroups, raise_in_kernel
+
+void test_for_each_index() {
+  // out[i] = 2 * i + x[i] over more indices than one grid covers (grid-stride)
+  const int64_t n = int64_t{65536} * 256 + 77;
+  const std::vector<float> xv = values<float>(n, -1, 1, 41);
+  Dev<float> x(Shape{n}, xv), out(Shape{n});
+  const float *xp = x.ptr;
+  float *op = out.ptr;
+  opgen::for_each_index(n, OPGEN_LAMBDA(int64_t i) { op[i] = 2.0f * static_cast<float>(i % 1000) + xp[i]; });
+  std::vector<float> want(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) want[static_cast<size_t>(i)] = 2.0f * static_cast<float>(i % 1000) + xv[static_cast<size_t>(i)];
+  compare("for_each_index", out.host(), want, 0, 0);
+  opgen::for_each_index(0, OPGEN_LAMBDA(int64_t i) { op[i] = -1.0f; });  // no launch
+  compare("for_each_index n = 0", out.host(), want, 0, 0);
+
+  // a thread per group of a reduction over axes {0, 2} of (3, 4, 5, 2): the group maxima
+  const Shape shape{3, 4, 5, 2}, kept{1, 4, 1, 2};
+  const opgen::ReduceGroups g = opgen::reduce_groups(shape, kept);
+  expect(g.groups == 8 && g.count == 15, "reduce_groups: 8 groups of 15");
+  const std::vector<float> av = values<float>(120, -1, 1, 42);
+  Dev<float> a(shape, av), m(Shape{8});
+  const float *ap = a.ptr;
+  float *mp = m.ptr;
+  opgen::for_each_index(g.groups, OPGEN_LAMBDA(int64_t k) {
+    const int64_t b = g.base(k);
+    float best = ap[b];
+    for (int64_t r = 1; r < g.count; ++r) best = fmaxf(best, ap[b + g.offset(r)]);
+    mp[k] = best;
+  });
+  std::vector<float> wm(8, -2.0f);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 5; ++k)
+        for (int l = 0; l < 2; ++l) {
+          float &w = wm[static_cast<size_t>(j * 2 + l)];
+          w = std::max(w, av[static_cast<size_t>(((i * 4 + j) * 5 + k) * 2 + l)]);
+        }
+  compare("for_each_index over ReduceGroups", m.host(), wm, 0, 0);
+
+  // raise_in_kernel: the element gets its defined value, check_device_errors throws the code's message
+  opgen::for_each_index(16, OPGEN_LAMBDA(int64_t i) {
+    if (i == 5) {
+      opgen::raise_in_kernel(opgen::cuda::kIndexOutOfRange);
+      op[i] = 0.0f;
+      return;
+    }
+    op[i] = 1.0f;
+  });
+  std::string msg;
+  try {
+    opgen::check_device_errors();
+  } catch (const opgen::Error &e) {
+    msg = e.what();
+  }
+  expect(msg == "index out of range", "raise_in_kernel then check_device_errors: '" + msg + "'");
+  msg.clear();
+  try {
+    opgen::check_device_errors();  // the word was cleared
+  } catch (const opgen::Error &e) {
+    msg = e.what();
+  }
+  expect(msg.empty(), "check_device_errors after clearing: '" + msg + "'");
+}
 
 // ------------------------------------------------------------------- 16-bit conversions
 
@@ -588,14 +651,12 @@ int run_all() {
     test_softmax<float>("float", 1e-5);
     test_softmax<double>("double", 1e-12);
     test_softmax<bfloat16>("bfloat16", 1.6e-2);
-#if defined(OPGEN_CUBLAS)
-    test_gemm<float>("float", 1e-5);  // TF32 is off by default in cuBLAS
+    // cuBLAS with -DOPGEN_CUBLAS (TF32 is off by default), opgen's tiled kernel without
+    test_gemm<float>("float", 1e-5);
     test_gemm<double>("double", 1e-12);
     test_gemm<half>("half", 4e-3);
     test_gemm<bfloat16>("bfloat16", 2e-2);
-#else
-    std::printf("cuda_blocks_test: gemm not tested (build with -DOPGEN_CUBLAS -lcublas)\n");
-#endif
+    test_for_each_index();
     test_math();
     test_conversions();
     test_streams_and_errors();

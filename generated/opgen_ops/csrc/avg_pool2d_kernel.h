@@ -24,8 +24,8 @@ template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
-  const std::vector<int64_t> &kernel = attrs.kernel;
-  const std::vector<int64_t> &stride = attrs.stride;
+  const std::vector<int64_t> &kernel = attrs.kernel; (void)kernel;
+  const std::vector<int64_t> &stride = attrs.stride; (void)stride;
 #line 37 "ops/avg_pool2d.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t P = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3), OH = out.dim(2), OW = out.dim(3);
@@ -57,8 +57,8 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
-  const std::vector<int64_t> &kernel = attrs.kernel;
-  const std::vector<int64_t> &stride = attrs.stride;
+  const std::vector<int64_t> &kernel = attrs.kernel; (void)kernel;
+  const std::vector<int64_t> &stride = attrs.stride; (void)stride;
 #line 57 "ops/avg_pool2d.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t P = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3), OH = dout.dim(2), OW = dout.dim(3);

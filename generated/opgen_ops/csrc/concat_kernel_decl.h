@@ -45,6 +45,27 @@ extern template void backward<int32_t, int32_t>(const Attrs &, const opgen::InLi
 extern template void forward<int64_t, int64_t>(const Attrs &, const opgen::InList<int64_t> &, const opgen::Out<int64_t> &);
 extern template void backward<int64_t, int64_t>(const Attrs &, const opgen::InList<int64_t> &, const opgen::In<int64_t> &, const opgen::In<int64_t> &, const opgen::OutList<int64_t> &);
 
+/// The CUDA device's forward and backward (concat_kernel.cu, target GPU):
+/// the same bodies over views of device memory, launched on opgen::cuda::current_stream().
+namespace cuda {
+template <typename xs_t, typename out_t>
+void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out<out_t> &out);
+template <typename xs_t, typename out_t>
+void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::OutList<xs_t> &dxs);
+extern template void forward<float, float>(const Attrs &, const opgen::InList<float> &, const opgen::Out<float> &);
+extern template void backward<float, float>(const Attrs &, const opgen::InList<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::OutList<float> &);
+extern template void forward<double, double>(const Attrs &, const opgen::InList<double> &, const opgen::Out<double> &);
+extern template void backward<double, double>(const Attrs &, const opgen::InList<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::OutList<double> &);
+extern template void forward<opgen::half, opgen::half>(const Attrs &, const opgen::InList<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void backward<opgen::half, opgen::half>(const Attrs &, const opgen::InList<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::OutList<opgen::half> &);
+extern template void forward<opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::InList<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+extern template void backward<opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::InList<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::OutList<opgen::bfloat16> &);
+extern template void forward<int32_t, int32_t>(const Attrs &, const opgen::InList<int32_t> &, const opgen::Out<int32_t> &);
+extern template void backward<int32_t, int32_t>(const Attrs &, const opgen::InList<int32_t> &, const opgen::In<int32_t> &, const opgen::In<int32_t> &, const opgen::OutList<int32_t> &);
+extern template void forward<int64_t, int64_t>(const Attrs &, const opgen::InList<int64_t> &, const opgen::Out<int64_t> &);
+extern template void backward<int64_t, int64_t>(const Attrs &, const opgen::InList<int64_t> &, const opgen::In<int64_t> &, const opgen::In<int64_t> &, const opgen::OutList<int64_t> &);
+}  // namespace cuda
+
 }  // namespace concat
 }  // namespace opgen_ops
 

@@ -24,9 +24,9 @@ template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
-  const int64_t &axis = attrs.axis;
-  const bool &exclusive = attrs.exclusive;
-  const bool &reverse = attrs.reverse;
+  const int64_t &axis = attrs.axis; (void)axis;
+  const bool &exclusive = attrs.exclusive; (void)exclusive;
+  const bool &reverse = attrs.reverse; (void)reverse;
 #line 38 "ops/cumsum.yaml"
   // View x as (outer, n, inner); each (outer, inner) pair is one run of n strided elements.
   using C = opgen::compute_t<x_t>;
@@ -58,9 +58,9 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
-  const int64_t &axis = attrs.axis;
-  const bool &exclusive = attrs.exclusive;
-  const bool &reverse = attrs.reverse;
+  const int64_t &axis = attrs.axis; (void)axis;
+  const bool &exclusive = attrs.exclusive; (void)exclusive;
+  const bool &reverse = attrs.reverse; (void)reverse;
 #line 58 "ops/cumsum.yaml"
   // dx[j] = sum of dout[k] over the k whose sum includes x[j]: a cumsum the other way round.
   using C = opgen::compute_t<x_t>;

@@ -42,6 +42,23 @@ extern template void backward<opgen::half, opgen::half>(const Attrs &, const opg
 extern template void forward<opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
 extern template void backward<opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
 
+/// The CUDA device's forward and backward (cumsum_kernel.cu, target GPU):
+/// the same bodies over views of device memory, launched on opgen::cuda::current_stream().
+namespace cuda {
+template <typename x_t, typename out_t>
+void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out);
+template <typename x_t, typename out_t>
+void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx);
+extern template void forward<float, float>(const Attrs &, const opgen::In<float> &, const opgen::Out<float> &);
+extern template void backward<float, float>(const Attrs &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &);
+extern template void forward<double, double>(const Attrs &, const opgen::In<double> &, const opgen::Out<double> &);
+extern template void backward<double, double>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &);
+extern template void forward<opgen::half, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void backward<opgen::half, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void forward<opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+extern template void backward<opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+}  // namespace cuda
+
 }  // namespace cumsum
 }  // namespace opgen_ops
 

@@ -41,6 +41,23 @@ extern template void backward<opgen::half, opgen::half, bool>(const Attrs &, con
 extern template void forward<opgen::bfloat16, opgen::bfloat16, bool>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<bool> &);
 extern template void backward<opgen::bfloat16, opgen::bfloat16, bool>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<bool> &, const opgen::In<opgen::bfloat16> &, const opgen::In<bool> &, const opgen::Out<opgen::bfloat16> &);
 
+/// The CUDA device's forward and backward (dropout_kernel.cu, target GPU):
+/// the same bodies over views of device memory, launched on opgen::cuda::current_stream().
+namespace cuda {
+template <typename x_t, typename y_t, typename mask_t>
+void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<y_t> &y, const opgen::Out<mask_t> &mask);
+template <typename x_t, typename y_t, typename mask_t>
+void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &y, const opgen::In<mask_t> &mask, const opgen::In<y_t> &dy, const opgen::In<mask_t> &dmask, const opgen::Out<x_t> &dx);
+extern template void forward<float, float, bool>(const Attrs &, const opgen::In<float> &, const opgen::Out<float> &, const opgen::Out<bool> &);
+extern template void backward<float, float, bool>(const Attrs &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<bool> &, const opgen::In<float> &, const opgen::In<bool> &, const opgen::Out<float> &);
+extern template void forward<double, double, bool>(const Attrs &, const opgen::In<double> &, const opgen::Out<double> &, const opgen::Out<bool> &);
+extern template void backward<double, double, bool>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<bool> &, const opgen::In<double> &, const opgen::In<bool> &, const opgen::Out<double> &);
+extern template void forward<opgen::half, opgen::half, bool>(const Attrs &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &, const opgen::Out<bool> &);
+extern template void backward<opgen::half, opgen::half, bool>(const Attrs &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<bool> &, const opgen::In<opgen::half> &, const opgen::In<bool> &, const opgen::Out<opgen::half> &);
+extern template void forward<opgen::bfloat16, opgen::bfloat16, bool>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<bool> &);
+extern template void backward<opgen::bfloat16, opgen::bfloat16, bool>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<bool> &, const opgen::In<opgen::bfloat16> &, const opgen::In<bool> &, const opgen::Out<opgen::bfloat16> &);
+}  // namespace cuda
+
 }  // namespace dropout
 }  // namespace opgen_ops
 

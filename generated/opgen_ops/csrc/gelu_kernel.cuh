@@ -26,7 +26,7 @@ template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
-  const std::string &approximate = attrs.approximate;
+  const std::string &approximate = attrs.approximate; (void)approximate;
 #line 29 "ops/gelu.yaml"
   using C = opgen::compute_t<x_t>;
   const C k = C(0.7978845608028654), c = C(0.044715);  // sqrt(2 / pi)
@@ -46,7 +46,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
-  const std::string &approximate = attrs.approximate;
+  const std::string &approximate = attrs.approximate; (void)approximate;
 #line 37 "ops/gelu.yaml"
   using C = opgen::compute_t<x_t>;
   const C k = C(0.7978845608028654), c = C(0.044715);

@@ -24,8 +24,8 @@ template <typename a_t, typename b_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &b, const opgen::Out<out_t> &out) {
   (void)attrs;
   OPGEN_NAME_VIEWS(a, b, out);  // checked mode's errors name them
-  const bool &transpose_a = attrs.transpose_a;
-  const bool &transpose_b = attrs.transpose_b;
+  const bool &transpose_a = attrs.transpose_a; (void)transpose_a;
+  const bool &transpose_b = attrs.transpose_b; (void)transpose_b;
 #line 33 "ops/matmul.yaml"
   // One BLAS call (opgen::gemm: OpenBLAS sgemm/dgemm; see docs/performance.md).
   const int64_t M = out.dim(0), N = out.dim(1), K = transpose_a ? a.dim(0) : a.dim(1);
@@ -42,8 +42,8 @@ void backward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> 
   (void)a;
   (void)b;
   (void)out;
-  const bool &transpose_a = attrs.transpose_a;
-  const bool &transpose_b = attrs.transpose_b;
+  const bool &transpose_a = attrs.transpose_a; (void)transpose_a;
+  const bool &transpose_b = attrs.transpose_b; (void)transpose_b;
 #line 37 "ops/matmul.yaml"
   // dA = dout @ op(b)^T (stored transposed when transpose_a), dB = op(a)^T @ dout (likewise).
   using C = opgen::compute_t<out_t>;

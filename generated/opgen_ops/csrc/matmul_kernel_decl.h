@@ -41,6 +41,23 @@ extern template void backward<opgen::half, opgen::half, opgen::half>(const Attrs
 extern template void forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
 extern template void backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
 
+/// The CUDA device's forward and backward (matmul_kernel.cu, target GPU):
+/// the same bodies over views of device memory, launched on opgen::cuda::current_stream().
+namespace cuda {
+template <typename a_t, typename b_t, typename out_t>
+void forward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &b, const opgen::Out<out_t> &out);
+template <typename a_t, typename b_t, typename out_t>
+void backward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &b, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<a_t> &da, const opgen::Out<b_t> &db);
+extern template void forward<float, float, float>(const Attrs &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &);
+extern template void backward<float, float, float>(const Attrs &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &, const opgen::Out<float> &);
+extern template void forward<double, double, double>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &);
+extern template void backward<double, double, double>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &, const opgen::Out<double> &);
+extern template void forward<opgen::half, opgen::half, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void backward<opgen::half, opgen::half, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+extern template void backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+}  // namespace cuda
+
 }  // namespace matmul
 }  // namespace opgen_ops
 

@@ -24,8 +24,8 @@ template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
-  const std::vector<int64_t> &axis = attrs.axis;
-  const bool &keep_dims = attrs.keep_dims;
+  const std::vector<int64_t> &axis = attrs.axis; (void)axis;
+  const bool &keep_dims = attrs.keep_dims; (void)keep_dims;
 #line 31 "ops/reduce_mean.yaml"
   // Sums (opgen/reduce.h) divided by the count.
   using A = opgen::sum_t<x_t>;
@@ -42,8 +42,8 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
-  const std::vector<int64_t> &axis = attrs.axis;
-  const bool &keep_dims = attrs.keep_dims;
+  const std::vector<int64_t> &axis = attrs.axis; (void)axis;
+  const bool &keep_dims = attrs.keep_dims; (void)keep_dims;
 #line 36 "ops/reduce_mean.yaml"
   // dx = dout / count, broadcast back over the reduced axes.
   using C = opgen::compute_t<x_t>;

@@ -24,7 +24,7 @@ template <typename x_t, typename values_t, typename indices_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<values_t> &values, const opgen::Out<indices_t> &indices) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, values, indices);  // checked mode's errors name them
-  const int64_t &k = attrs.k;
+  const int64_t &k = attrs.k; (void)k;
 #line 37 "ops/topk.yaml"
   const int64_t n = x.dim(-1), R = n ? x.numel / n : values.numel / (k ? k : 1);
   // rows in parallel, a chunk worth kParallelGrain elements (the default grain counts elements)
@@ -54,7 +54,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<value
   (void)x;
   (void)values;
   (void)indices;
-  const int64_t &k = attrs.k;
+  const int64_t &k = attrs.k; (void)k;
 #line 54 "ops/topk.yaml"
   const int64_t n = x.dim(-1), R = n ? x.numel / n : 0;
   std::fill(dx.data, dx.data + dx.numel, x_t(0));

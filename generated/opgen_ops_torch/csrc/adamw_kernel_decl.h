@@ -36,6 +36,17 @@ extern template void forward<double, double, double, double, int64_t, double>(co
 extern template void forward<opgen::half, opgen::half, opgen::half, opgen::half, int64_t, opgen::half>(const Attrs &, const opgen::Out<opgen::half> &, const opgen::Out<opgen::half> &, const opgen::Out<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<int64_t> &, const opgen::In<opgen::half> &);
 extern template void forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, int64_t, opgen::bfloat16>(const Attrs &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<int64_t> &, const opgen::In<opgen::bfloat16> &);
 
+/// The CUDA device's forward and backward (adamw_kernel.cu, target GPU):
+/// the same bodies over views of device memory, launched on opgen::cuda::current_stream().
+namespace cuda {
+template <typename param_t, typename m_t, typename v_t, typename grad_t, typename step_t, typename lr_t>
+void forward(const Attrs &attrs, const opgen::Out<param_t> &param, const opgen::Out<m_t> &m, const opgen::Out<v_t> &v, const opgen::In<grad_t> &grad, const opgen::In<step_t> &step, const opgen::In<lr_t> &lr);
+extern template void forward<float, float, float, float, int64_t, float>(const Attrs &, const opgen::Out<float> &, const opgen::Out<float> &, const opgen::Out<float> &, const opgen::In<float> &, const opgen::In<int64_t> &, const opgen::In<float> &);
+extern template void forward<double, double, double, double, int64_t, double>(const Attrs &, const opgen::Out<double> &, const opgen::Out<double> &, const opgen::Out<double> &, const opgen::In<double> &, const opgen::In<int64_t> &, const opgen::In<double> &);
+extern template void forward<opgen::half, opgen::half, opgen::half, opgen::half, int64_t, opgen::half>(const Attrs &, const opgen::Out<opgen::half> &, const opgen::Out<opgen::half> &, const opgen::Out<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<int64_t> &, const opgen::In<opgen::half> &);
+extern template void forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, int64_t, opgen::bfloat16>(const Attrs &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<int64_t> &, const opgen::In<opgen::bfloat16> &);
+}  // namespace cuda
+
 }  // namespace adamw
 }  // namespace opgen_ops_torch
 

@@ -44,6 +44,27 @@ extern template void backward<int32_t, int32_t, int32_t>(const Attrs &, const op
 extern template void forward<int64_t, int64_t, int64_t>(const Attrs &, const opgen::In<int64_t> &, const opgen::InList<int64_t> &, const opgen::Out<int64_t> &);
 extern template void backward<int64_t, int64_t, int64_t>(const Attrs &, const opgen::In<int64_t> &, const opgen::InList<int64_t> &, const opgen::In<int64_t> &, const opgen::In<int64_t> &, const opgen::Out<int64_t> &, const opgen::OutList<int64_t> &);
 
+/// The CUDA device's forward and backward (add_n_kernel.cu, target GPU):
+/// the same bodies over views of device memory, launched on opgen::cuda::current_stream().
+namespace cuda {
+template <typename x_t, typename zs_t, typename out_t>
+void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::InList<zs_t> &zs, const opgen::Out<out_t> &out);
+template <typename x_t, typename zs_t, typename out_t>
+void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::InList<zs_t> &zs, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx, const opgen::OutList<zs_t> &dzs);
+extern template void forward<float, float, float>(const Attrs &, const opgen::In<float> &, const opgen::InList<float> &, const opgen::Out<float> &);
+extern template void backward<float, float, float>(const Attrs &, const opgen::In<float> &, const opgen::InList<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &, const opgen::OutList<float> &);
+extern template void forward<double, double, double>(const Attrs &, const opgen::In<double> &, const opgen::InList<double> &, const opgen::Out<double> &);
+extern template void backward<double, double, double>(const Attrs &, const opgen::In<double> &, const opgen::InList<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &, const opgen::OutList<double> &);
+extern template void forward<opgen::half, opgen::half, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::InList<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void backward<opgen::half, opgen::half, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::InList<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &, const opgen::OutList<opgen::half> &);
+extern template void forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::InList<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+extern template void backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::InList<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::OutList<opgen::bfloat16> &);
+extern template void forward<int32_t, int32_t, int32_t>(const Attrs &, const opgen::In<int32_t> &, const opgen::InList<int32_t> &, const opgen::Out<int32_t> &);
+extern template void backward<int32_t, int32_t, int32_t>(const Attrs &, const opgen::In<int32_t> &, const opgen::InList<int32_t> &, const opgen::In<int32_t> &, const opgen::In<int32_t> &, const opgen::Out<int32_t> &, const opgen::OutList<int32_t> &);
+extern template void forward<int64_t, int64_t, int64_t>(const Attrs &, const opgen::In<int64_t> &, const opgen::InList<int64_t> &, const opgen::Out<int64_t> &);
+extern template void backward<int64_t, int64_t, int64_t>(const Attrs &, const opgen::In<int64_t> &, const opgen::InList<int64_t> &, const opgen::In<int64_t> &, const opgen::In<int64_t> &, const opgen::Out<int64_t> &, const opgen::OutList<int64_t> &);
+}  // namespace cuda
+
 }  // namespace add_n
 }  // namespace opgen_ops_torch
 

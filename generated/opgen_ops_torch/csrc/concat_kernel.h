@@ -24,7 +24,7 @@ template <typename xs_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out<out_t> &out) {
   (void)attrs;
   OPGEN_NAME_VIEWS(xs, out);  // checked mode's errors name them
-  const int64_t &axis = attrs.axis;
+  const int64_t &axis = attrs.axis; (void)axis;
 #line 27 "ops/concat.yaml"
   // View the tensors as (outer, size_i * inner) blocks and copy block rows in turn (each copy
   // split over the thread pool when large).
@@ -52,7 +52,7 @@ void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In
   OPGEN_NAME_VIEWS(xs, out, dout, dxs);
   (void)xs;
   (void)out;
-  const int64_t &axis = attrs.axis;
+  const int64_t &axis = attrs.axis; (void)axis;
 #line 46 "ops/concat.yaml"
   const int64_t ax = opgen::normalize_axes(axis, out.ndim)[0];
   int64_t outer = 1, inner = 1;

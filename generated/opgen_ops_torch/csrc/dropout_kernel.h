@@ -24,8 +24,8 @@ template <typename x_t, typename y_t, typename mask_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<y_t> &y, const opgen::Out<mask_t> &mask) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, y, mask);  // checked mode's errors name them
-  const float &keep_prob = attrs.keep_prob;
-  const int64_t &seed = attrs.seed;
+  const float &keep_prob = attrs.keep_prob; (void)keep_prob;
+  const int64_t &seed = attrs.seed; (void)seed;
 #line 43 "ops/dropout.yaml"
   using C = opgen::compute_t<x_t>;
   // keep_prob is in (0, 1]: the attr's range is checked before any kernel runs, on both paths.
@@ -55,8 +55,8 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
   (void)x;
   (void)y;
   (void)mask;
-  const float &keep_prob = attrs.keep_prob;
-  const int64_t &seed = attrs.seed;
+  const float &keep_prob = attrs.keep_prob; (void)keep_prob;
+  const int64_t &seed = attrs.seed; (void)seed;
 #line 60 "ops/dropout.yaml"
   using C = opgen::compute_t<x_t>;
   for (int64_t i = 0; i < dx.numel; ++i) dx[i] = mask[i] ? x_t(C(dy[i]) / C(keep_prob)) : x_t(0);

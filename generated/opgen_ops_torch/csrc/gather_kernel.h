@@ -24,7 +24,7 @@ template <typename x_t, typename indices_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indices_t> &indices, const opgen::Out<out_t> &out) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, indices, out);  // checked mode's errors name them
-  const int64_t &axis = attrs.axis;
+  const int64_t &axis = attrs.axis; (void)axis;
 #line 33 "ops/gather.yaml"
   // View x as (outer, n, inner) and out as (outer, K, inner), K = indices.numel.
   const int64_t ax = opgen::normalize_axes(axis, x.ndim)[0];
@@ -56,7 +56,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indic
   (void)x;
   (void)indices;
   (void)out;
-  const int64_t &axis = attrs.axis;
+  const int64_t &axis = attrs.axis; (void)axis;
 #line 52 "ops/gather.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t ax = opgen::normalize_axes(axis, x.ndim)[0];

@@ -40,6 +40,23 @@ extern template void backward<opgen::half, int64_t, opgen::half>(const Attrs &, 
 extern template void forward<opgen::bfloat16, int64_t, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<int64_t> &, const opgen::Out<opgen::bfloat16> &);
 extern template void backward<opgen::bfloat16, int64_t, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<int64_t> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
 
+/// The CUDA device's forward and backward (gather_kernel.cu, target GPU):
+/// the same bodies over views of device memory, launched on opgen::cuda::current_stream().
+namespace cuda {
+template <typename x_t, typename indices_t, typename out_t>
+void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indices_t> &indices, const opgen::Out<out_t> &out);
+template <typename x_t, typename indices_t, typename out_t>
+void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indices_t> &indices, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx);
+extern template void forward<float, int64_t, float>(const Attrs &, const opgen::In<float> &, const opgen::In<int64_t> &, const opgen::Out<float> &);
+extern template void backward<float, int64_t, float>(const Attrs &, const opgen::In<float> &, const opgen::In<int64_t> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &);
+extern template void forward<double, int64_t, double>(const Attrs &, const opgen::In<double> &, const opgen::In<int64_t> &, const opgen::Out<double> &);
+extern template void backward<double, int64_t, double>(const Attrs &, const opgen::In<double> &, const opgen::In<int64_t> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &);
+extern template void forward<opgen::half, int64_t, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::In<int64_t> &, const opgen::Out<opgen::half> &);
+extern template void backward<opgen::half, int64_t, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::In<int64_t> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void forward<opgen::bfloat16, int64_t, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<int64_t> &, const opgen::Out<opgen::bfloat16> &);
+extern template void backward<opgen::bfloat16, int64_t, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<int64_t> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+}  // namespace cuda
+
 }  // namespace gather
 }  // namespace opgen_ops_torch
 

@@ -26,7 +26,7 @@ template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
-  const int64_t &axis = attrs.axis;
+  const int64_t &axis = attrs.axis; (void)axis;
 #line 28 "ops/log_softmax.yaml"
   // Rows (or columns) in parallel, vector max / exp / sum (opgen/reduce.h).
   opgen::softmax(x, opgen::normalize_axes(axis, x.ndim)[0], out, /*log=*/true);
@@ -41,7 +41,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
-  const int64_t &axis = attrs.axis;
+  const int64_t &axis = attrs.axis; (void)axis;
 #line 31 "ops/log_softmax.yaml"
   // dx = dy - exp(y) * sum(dy) along the axis (opgen/reduce.h).
   opgen::softmax_backward(out, dout, opgen::normalize_axes(axis, out.ndim)[0], dx, /*log=*/true);

@@ -24,8 +24,8 @@ template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
-  const std::vector<int64_t> &axis = attrs.axis;
-  const bool &keep_dims = attrs.keep_dims;
+  const std::vector<int64_t> &axis = attrs.axis; (void)axis;
+  const bool &keep_dims = attrs.keep_dims; (void)keep_dims;
 #line 34 "ops/reduce_max.yaml"
   // Vector row or column maxima, in parallel (opgen/reduce.h); NaN sticks.
   opgen::reduce_max(x, opgen::reduce_shape(x.shape_vector(), axis, true), out);
@@ -40,8 +40,8 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
-  const std::vector<int64_t> &axis = attrs.axis;
-  const bool &keep_dims = attrs.keep_dims;
+  const std::vector<int64_t> &axis = attrs.axis; (void)axis;
+  const bool &keep_dims = attrs.keep_dims; (void)keep_dims;
 #line 37 "ops/reduce_max.yaml"
   // Count the elements equal to each group's maximum, then give each of them dout / count.
   using C = opgen::compute_t<x_t>;

@@ -40,6 +40,23 @@ extern template void backward<opgen::half, opgen::half, opgen::half>(const Attrs
 extern template void forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
 extern template void backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
 
+/// The CUDA device's forward and backward (rms_norm_kernel.cu, target GPU):
+/// the same bodies over views of device memory, launched on opgen::cuda::current_stream().
+namespace cuda {
+template <typename x_t, typename weight_t, typename y_t>
+void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight_t> &weight, const opgen::Out<y_t> &y);
+template <typename x_t, typename weight_t, typename y_t>
+void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight_t> &weight, const opgen::In<y_t> &y, const opgen::In<y_t> &dy, const opgen::Out<x_t> &dx, const opgen::Out<weight_t> &dweight);
+extern template void forward<float, float, float>(const Attrs &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &);
+extern template void backward<float, float, float>(const Attrs &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<float> &, const opgen::Out<float> &, const opgen::Out<float> &);
+extern template void forward<double, double, double>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &);
+extern template void backward<double, double, double>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<double> &, const opgen::Out<double> &, const opgen::Out<double> &);
+extern template void forward<opgen::half, opgen::half, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void backward<opgen::half, opgen::half, opgen::half>(const Attrs &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &, const opgen::Out<opgen::half> &);
+extern template void forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+extern template void backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &);
+}  // namespace cuda
+
 }  // namespace rms_norm
 }  // namespace opgen_ops_torch
 

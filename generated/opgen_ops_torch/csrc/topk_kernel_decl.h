@@ -40,6 +40,23 @@ extern template void backward<opgen::half, opgen::half, int64_t>(const Attrs &, 
 extern template void forward<opgen::bfloat16, opgen::bfloat16, int64_t>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<int64_t> &);
 extern template void backward<opgen::bfloat16, opgen::bfloat16, int64_t>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<int64_t> &, const opgen::In<opgen::bfloat16> &, const opgen::In<int64_t> &, const opgen::Out<opgen::bfloat16> &);
 
+/// The CUDA device's forward and backward (topk_kernel.cu, target GPU):
+/// the same bodies over views of device memory, launched on opgen::cuda::current_stream().
+namespace cuda {
+template <typename x_t, typename values_t, typename indices_t>
+void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<values_t> &values, const opgen::Out<indices_t> &indices);
+template <typename x_t, typename values_t, typename indices_t>
+void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<values_t> &values, const opgen::In<indices_t> &indices, const opgen::In<values_t> &dvalues, const opgen::In<indices_t> &dindices, const opgen::Out<x_t> &dx);
+extern template void forward<float, float, int64_t>(const Attrs &, const opgen::In<float> &, const opgen::Out<float> &, const opgen::Out<int64_t> &);
+extern template void backward<float, float, int64_t>(const Attrs &, const opgen::In<float> &, const opgen::In<float> &, const opgen::In<int64_t> &, const opgen::In<float> &, const opgen::In<int64_t> &, const opgen::Out<float> &);
+extern template void forward<double, double, int64_t>(const Attrs &, const opgen::In<double> &, const opgen::Out<double> &, const opgen::Out<int64_t> &);
+extern template void backward<double, double, int64_t>(const Attrs &, const opgen::In<double> &, const opgen::In<double> &, const opgen::In<int64_t> &, const opgen::In<double> &, const opgen::In<int64_t> &, const opgen::Out<double> &);
+extern template void forward<opgen::half, opgen::half, int64_t>(const Attrs &, const opgen::In<opgen::half> &, const opgen::Out<opgen::half> &, const opgen::Out<int64_t> &);
+extern template void backward<opgen::half, opgen::half, int64_t>(const Attrs &, const opgen::In<opgen::half> &, const opgen::In<opgen::half> &, const opgen::In<int64_t> &, const opgen::In<opgen::half> &, const opgen::In<int64_t> &, const opgen::Out<opgen::half> &);
+extern template void forward<opgen::bfloat16, opgen::bfloat16, int64_t>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::Out<opgen::bfloat16> &, const opgen::Out<int64_t> &);
+extern template void backward<opgen::bfloat16, opgen::bfloat16, int64_t>(const Attrs &, const opgen::In<opgen::bfloat16> &, const opgen::In<opgen::bfloat16> &, const opgen::In<int64_t> &, const opgen::In<opgen::bfloat16> &, const opgen::In<int64_t> &, const opgen::Out<opgen::bfloat16> &);
+}  // namespace cuda
+
 }  // namespace topk
 }  // namespace opgen_ops_torch
 

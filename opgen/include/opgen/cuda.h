@@ -8,8 +8,11 @@
 //   opgen::map<MaxIsa>(out, f, ins...)                   out = f(ins...), the inputs broadcast
 //   opgen::map_reduce_to<MaxIsa>(grad, iter_shape, f, ins...)   f over iter_shape, summed into grad
 //   opgen::reduce_sum / reduce_max(x, kept, out), softmax / softmax_backward(..., axis, ..., log)
-//   opgen::gemm(trans_a, trans_b, M, N, K, [alpha,] a, [lda,] b, [ldb, beta,] c [, ldc])   cuBLAS,
-//                                                     with -DOPGEN_CUBLAS (and -lcublas)
+//   opgen::gemm(trans_a, trans_b, M, N, K, [alpha,] a, [lda,] b, [ldb, beta,] c [, ldc])   cuBLAS
+//                                   with -DOPGEN_CUBLAS (and -lcublas), a tiled kernel without
+//   opgen::for_each_index(n, f[, cost])                 f(i) for i < n, a thread per index
+//   opgen::check_device_errors()                        throws what device code raised
+//   opgen::Workspace<T> ws(n)                           a body's scratch (cudaMallocAsync)
 //
 // with the CPU signatures (MaxIsa accepted and ignored) and `f` a `__host__ __device__` functor
 // (an nvcc --extended-lambda `[=] __host__ __device__ (C x) -> C { ... }` that captures its attrs
@@ -87,17 +90,6 @@ class StreamScope {
 inline void check(cudaError_t err, const char *what) {
   if (err != cudaSuccess) {
     throw Error(std::string(what) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
-  }
-}
-
-/// The message of a device error code (opgen::cuda::ErrorCode, opgen/device.h).
-inline std::string error_message(unsigned code) {
-  switch (code) {
-    case kNoError: return "no error";
-    case kIntegerDivisionByZero: return "integer division by zero";
-    case kIntegerDivisionOverflow: return "integer division overflows";
-    case kIndexOutOfRange: return "index out of range";
-    default: return "device error " + std::to_string(code);
   }
 }
 
@@ -769,6 +761,60 @@ void softmax_backward(const In<E> &y, const In<E> &dy, int64_t axis, const Out<O
   cuda::detail::check_launch("opgen::softmax_backward");
 }
 
+// ------------------------------------------------------------------ for_each_index (portable)
+
+namespace detail {
+/// f(i) for every i in [0, n): a grid-stride loop (64-bit indices).
+template <typename F>
+__global__ void for_each_kernel(int64_t n, F f) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) f(i);
+}
+}  // namespace detail
+
+/// Calls f(i) once for every i in [0, n) on the current CUDA stream, a thread per index (a
+/// grid-stride loop of kBlockThreads-thread blocks): opgen/kernel.h's portable loop. f is a
+/// `__host__ __device__` functor (OPGEN_LAMBDA(int64_t i) {...}) capturing by value; `cost` (the
+/// CPU's chunk size) is ignored. Throws opgen::Error when the launch fails. Asynchronous.
+template <typename F>
+void for_each_index(int64_t n, F &&f, int64_t cost = 1) {
+  (void)cost;
+  if (n <= 0) return;
+  detail::for_each_kernel<std::decay_t<F>>
+      <<<detail::grid_for(n, kBlockThreads), kBlockThreads, 0, current_stream()>>>(n, f);
+  detail::check_launch("opgen::for_each_index");
+}
+
+/// Scratch memory of a kernel body on CUDA: `n` elements of T (uninitialised) of device memory
+/// from the stream-ordered allocator (cudaMallocAsync on the current stream; cudaFreeAsync on the
+/// same stream when it goes out of scope), for the body's launches on that stream. The CPU
+/// signature (opgen/kernel.h). Throws opgen::Error when the allocation fails.
+template <typename T>
+class Workspace {
+ public:
+  explicit Workspace(int64_t n) : stream_(current_stream()) {
+    if (n > 0) {
+      check(cudaMallocAsync(reinterpret_cast<void **>(&ptr_), sizeof(T) * static_cast<size_t>(n), stream_),
+            ("opgen::Workspace: cudaMallocAsync of " + std::to_string(n) + " elements").c_str());
+    }
+  }
+  ~Workspace() {
+    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);
+  }
+  Workspace(const Workspace &) = delete;
+  Workspace &operator=(const Workspace &) = delete;
+  T *data() const { return ptr_; }
+
+ private:
+  T *ptr_ = nullptr;
+  cudaStream_t stream_;
+};
+
+/// After a for_each_index whose functor may call raise_in_kernel: synchronises the current stream
+/// and throws the first code raised in this unit (check_errors). A synchronisation per call: a
+/// body calls it only where bad input can reach device code (an index, a step count).
+static inline void check_device_errors() { check_errors(current_stream()); }
+
 // ------------------------------------------------------------------------- gemm (cuBLAS)
 
 #if defined(OPGEN_CUBLAS)
@@ -849,6 +895,64 @@ template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T *a, const T *b, T *c) {
   gemm(trans_a, trans_b, M, N, K, compute_t<T>(1), a, trans_a ? M : K, b, trans_b ? K : N, compute_t<T>(0), c, N);
 }
+#else  // no cuBLAS: a tiled kernel of opgen's own
+
+namespace detail {
+constexpr int kGemmTile = 16;
+/// c = alpha * op(a) @ op(b) + beta * c (row-major, leading dimensions lda, ldb, ldc): a
+/// kGemmTile x kGemmTile tile of c per block, the tiles of op(a) and op(b) staged in shared
+/// memory, sums in acc_t. c is not read when beta is 0.
+template <typename T, typename C, typename A>
+__global__ void gemm_tiled_kernel(bool ta, bool tb, int64_t M, int64_t N, int64_t K, A alpha, const T *a, int64_t lda,
+                                  const T *b, int64_t ldb, A beta, T *c, int64_t ldc) {
+  __shared__ A as[kGemmTile][kGemmTile + 1];
+  __shared__ A bs[kGemmTile][kGemmTile + 1];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t row = int64_t(blockIdx.y) * kGemmTile + ty, col = int64_t(blockIdx.x) * kGemmTile + tx;
+  A acc = A(0);
+  for (int64_t k0 = 0; k0 < K; k0 += kGemmTile) {
+    const int64_t ka = k0 + tx, kb = k0 + ty;
+    as[ty][tx] = row < M && ka < K ? A(C(ta ? a[ka * lda + row] : a[row * lda + ka])) : A(0);
+    bs[ty][tx] = kb < K && col < N ? A(C(tb ? b[col * ldb + kb] : b[kb * ldb + col])) : A(0);
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kGemmTile; ++kk) acc += as[ty][kk] * bs[kk][tx];
+    __syncthreads();
+  }
+  if (row < M && col < N) {
+    T &out = c[row * ldc + col];
+    out = T(C(beta == A(0) ? alpha * acc : alpha * acc + beta * A(C(out))));
+  }
+}
+}  // namespace detail
+
+/// c (M x N, leading dimension ldc) = alpha * op(a) @ op(b) + beta * c, row-major, on the current
+/// CUDA stream, without cuBLAS (a toolkit without it, as CI's): a shared-memory tiled kernel of
+/// opgen's own, sums in float for float, half and bfloat16 and in double for double. Correct for
+/// every size, and far from cuBLAS's speed: build with cuBLAS (-DOPGEN_CUBLAS, opgen does when
+/// the toolkit has it) for speed. Throws opgen::Error when M needs more than 65535 tile rows or
+/// the launch fails.
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, compute_t<T> alpha, const T *a, int64_t lda,
+          const T *b, int64_t ldb, compute_t<T> beta, T *c, int64_t ldc) {
+  using E = std::remove_cv_t<T>;
+  using C = compute_t<E>;
+  using A = cuda::detail::acc_t<C>;
+  constexpr int kTile = cuda::detail::kGemmTile;
+  if (M <= 0 || N <= 0) return;
+  const int64_t gx = (N + kTile - 1) / kTile, gy = (M + kTile - 1) / kTile;
+  if (gy > 65535 || gx > std::numeric_limits<int32_t>::max()) throw Error("opgen::gemm on CUDA: the matrix is too large for the kernel without cuBLAS");
+  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), block(kTile, kTile);
+  cuda::detail::gemm_tiled_kernel<E, C, A><<<grid, block, 0, cuda::current_stream()>>>(
+      trans_a, trans_b, M, N, K, A(alpha), a, lda, b, ldb, A(beta), c, ldc);
+  cuda::detail::check_launch("opgen::gemm");
+}
+
+/// c (M x N) = op(a) @ op(b) for contiguous row-major a, b and c (device pointers).
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T *a, const T *b, T *c) {
+  gemm(trans_a, trans_b, M, N, K, compute_t<T>(1), a, trans_a ? M : K, b, trans_b ? K : N, compute_t<T>(0), c, N);
+}
 #endif  // OPGEN_CUBLAS
 
 }  // namespace cuda
@@ -859,9 +963,10 @@ using cuda::reduce_max;
 using cuda::reduce_sum;
 using cuda::softmax;
 using cuda::softmax_backward;
-#if defined(OPGEN_CUBLAS)
+using cuda::for_each_index;
+using cuda::check_device_errors;
+using cuda::Workspace;
 using cuda::gemm;
-#endif
 
 }  // namespace opgen
 

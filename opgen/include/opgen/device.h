@@ -18,6 +18,8 @@
 #ifndef OPGEN_DEVICE_H_
 #define OPGEN_DEVICE_H_
 
+#include <string>
+
 #if defined(__CUDACC__)
 /// `__host__ __device__` under nvcc, nothing otherwise: a function both CPU and CUDA code call.
 #define OPGEN_HD __host__ __device__
@@ -50,8 +52,22 @@ enum ErrorCode : unsigned {
   kIntegerDivisionByZero = 1,   // "integer division by zero" (opgen::math::div)
   kIntegerDivisionOverflow = 2, // "integer division overflows" (opgen::math::div: INT_MIN / -1)
   kIndexOutOfRange = 3,         // "index out of range"
+  kInvalidValue = 4,            // "an input's value is outside the op's domain"
   kFirstUserCode = 256,         // a body's own codes: "device error <code>"
 };
+
+/// The message of a device error code (ErrorCode): what opgen::cuda::check_errors and, on the
+/// CPU, opgen::raise_in_kernel throw. Host only.
+inline std::string error_message(unsigned code) {
+  switch (code) {
+    case kNoError: return "no error";
+    case kIntegerDivisionByZero: return "integer division by zero";
+    case kIntegerDivisionOverflow: return "integer division overflows";
+    case kIndexOutOfRange: return "index out of range";
+    case kInvalidValue: return "an input's value is outside the op's domain (its docstring says which)";
+    default: return "device error " + std::to_string(code);
+  }
+}
 
 #if defined(__CUDACC__)
 namespace detail {

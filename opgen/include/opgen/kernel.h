@@ -370,6 +370,79 @@ bool same_shape(const View<A> &a, const View<B> &b) {
 // Kept for kernel bodies written against the old name.
 #define OPGEN_VECTORIZE_LOOP OPGEN_SIMD
 
+
+// ------------------------------------------------- portable loops (both devices, opgen/devices.md)
+
+/// In a functor of opgen::for_each_index: reports a bad input found at one index (an index out of
+/// range, a value outside the op's domain) by its code (opgen::cuda::ErrorCode, opgen/device.h).
+/// On the CPU it throws opgen::Error(error_message(code)), which for_each_index rethrows; in CUDA
+/// device code it records the code in the unit's device error word and returns, so the functor
+/// gives its element a defined value (or writes nothing) and the body calls
+/// opgen::check_device_errors() after the loop, which throws the same opgen::Error on the host.
+OPGEN_HD inline void raise_in_kernel(unsigned code) {
+#if defined(__CUDA_ARCH__)
+  cuda::raise_on_device(code);
+#else
+  throw Error(cuda::error_message(code));
+#endif
+}
+
+/// The groups of a reduction of a row-major array of shape `shape` to `kept` (shape with 1 on the
+/// reduced axes: reduce_shape(..., true)): group g (kept element g, row-major) holds the `count`
+/// elements at base(g) + offset(r), r in [0, count). Plain data with OPGEN_HD members: a functor
+/// of for_each_index captures it by value and walks its group on either device. Built on the
+/// host by reduce_groups.
+struct ReduceGroups {
+  static constexpr int kMaxDims = 16;
+  int nkept = 0, nreduced = 0;  // dims of size > 1 of each kind, innermost first
+  int64_t kept_size[kMaxDims] = {}, kept_stride[kMaxDims] = {};
+  int64_t red_size[kMaxDims] = {}, red_stride[kMaxDims] = {};
+  int64_t groups = 1, count = 1;
+
+  /// Offset (elements) of group g's first element.
+  OPGEN_HD int64_t base(int64_t g) const {
+    int64_t off = 0;
+    for (int d = 0; d < nkept; ++d) {
+      off += (g % kept_size[d]) * kept_stride[d];
+      g /= kept_size[d];
+    }
+    return off;
+  }
+  /// Offset (elements) of the r-th element of a group from its first.
+  OPGEN_HD int64_t offset(int64_t r) const {
+    int64_t off = 0;
+    for (int d = 0; d < nreduced; ++d) {
+      off += (r % red_size[d]) * red_stride[d];
+      r /= red_size[d];
+    }
+    return off;
+  }
+};
+
+/// The ReduceGroups of `shape` reduced to `kept` (same rank, each kept dim 1 or shape's). Throws
+/// opgen::Error when kept does not fit shape or more than ReduceGroups::kMaxDims dims of either
+/// kind have a size above 1.
+inline ReduceGroups reduce_groups(const Shape &shape, const Shape &kept) {
+  if (kept.size() != shape.size()) throw Error("reduce_groups: the kept shape's rank differs from the array's");
+  ReduceGroups g;
+  int64_t stride = 1;
+  for (size_t k = shape.size(); k-- > 0;) {
+    const int64_t n = shape[k];
+    if (kept[k] != 1 && kept[k] != n) throw Error("reduce_groups: the kept shape does not fit the array");
+    if (n != 1) {
+      const bool reduced = kept[k] == 1;
+      int &nd = reduced ? g.nreduced : g.nkept;
+      if (nd == ReduceGroups::kMaxDims) throw Error("reduce_groups: more than 16 dimensions of one kind");
+      (reduced ? g.red_size : g.kept_size)[nd] = n;
+      (reduced ? g.red_stride : g.kept_stride)[nd] = stride;
+      ++nd;
+      (reduced ? g.count : g.groups) *= n;
+    }
+    stride *= n;
+  }
+  return g;
+}
+
 #if !defined(OPGEN_DEVICE_CUDA)  // the CPU loops; opgen/cuda.h has the CUDA ones
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(OPGEN_NO_DISPATCH)
 #define OPGEN_AVX2_DISPATCH 1
@@ -718,6 +791,46 @@ template <int MaxIsa = 2, typename OutE, typename F, typename... InE>
 void map_reduce_to(Out<OutE> grad, const Shape &iter_shape, F &&f, In<InE>... ins) {
   detail::map_reduce_impl<MaxIsa>(grad, iter_shape, f, std::make_tuple(ins...), std::index_sequence_for<InE...>{});
 }
+
+/// Calls f(i) once for every i in [0, n), in no set order and possibly concurrently: the portable
+/// loop of a kernel body (docs/kernel-api.md "On CUDA"). On the CPU, chunks of indices run on the
+/// thread pool (parallel_for, a chunk worth kParallelGrain element operations, `cost` being the
+/// operations of one call: a row's length when f does a row); on CUDA (opgen/cuda.h) a
+/// grid-stride kernel gives each index a thread, on the current stream. f is
+/// `OPGEN_LAMBDA(int64_t i) { ... }`: it captures views and sizes by value, reads any element and
+/// writes only the elements index i owns. The first exception f throws is rethrown here.
+template <typename F>
+void for_each_index(int64_t n, F &&f, int64_t cost = 1) {
+  parallel_for(n, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, cost)), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) f(i);
+  });
+}
+
+/// Scratch memory of a kernel body: `n` elements of T, freed when it goes out of scope: host memory
+/// on the CPU (value-initialised); on CUDA (opgen/cuda.h) device memory from the stream-ordered
+/// allocator on the current stream, for the body's own launches. For what a body cannot keep in
+/// its outputs (per-row statistics that a column pass reads). Throws opgen::Error when the memory
+/// cannot be had.
+template <typename T>
+class Workspace {
+ public:
+  explicit Workspace(int64_t n) {
+    try {
+      buf_.resize(static_cast<size_t>(std::max<int64_t>(n, 0)));
+    } catch (const std::bad_alloc &) {
+      throw Error("opgen::Workspace: cannot allocate " + std::to_string(n) + " elements");
+    }
+  }
+  T *data() { return buf_.data(); }
+
+ private:
+  std::vector<T> buf_;
+};
+
+/// After a for_each_index whose functor may call raise_in_kernel: nothing on the CPU (the error
+/// was thrown at once); on CUDA, synchronises the stream and throws the first code raised
+/// (opgen/cuda.h).
+inline void check_device_errors() {}
 
 #endif  // !OPGEN_DEVICE_CUDA
 
