@@ -226,10 +226,11 @@ inline void describe(std::vector<std::string> *got, const std::string &name, con
 
 /// The checks that run, before the kernel writes anything, in each call of an op that writes some
 /// of its inputs in place (``writes: true`` or an aliased output), so that a call they refuse
-/// changes nothing: each raises a Python ValueError "<op>(): ..." naming the inputs. A written
-/// input is refused when it
-///   - is an inference tensor (made under torch.inference_mode()) outside inference mode (torch's
-///     own in-place ops raise there too, but after writing it);
+/// changes nothing: each raises a Python ValueError "<op>(): ..." naming the inputs (the first,
+/// torch's RuntimeError). A written input is refused when it
+///   - is an inference tensor (made under torch.inference_mode()) outside inference mode: torch's
+///     "Inplace update to inference tensor outside InferenceMode is not allowed", naming the op and
+///     the input (torch's own in-place ops raise it after writing the tensor);
 ///   - has internal overlap: more than one of its elements at one memory location (an expanded
 ///     or zero-stride tensor; at::has_internal_overlap says Yes), which no write can give a value;
 ///   - overlaps another input in part (at::get_overlap_status: Partial), as torch's own in-place
@@ -264,9 +265,10 @@ class WriteCheck {
     for (size_t i = 0; i < args_.size(); ++i) {
       const Arg &w = args_[i];
       if (!w.written) continue;
-      if (w.t.is_inference() && !c10::InferenceMode::is_enabled()) {
-        refuse("'" + w.name + "' is an inference tensor (made under torch.inference_mode()), which cannot be " +
-               "written in place outside inference mode; clone() it, or call the op under torch.inference_mode()");
+      if (w.t.is_inference() && !c10::InferenceMode::is_enabled()) {  // torch's error, as its own ops raise it
+        TORCH_CHECK(false, "Inplace update to inference tensor outside InferenceMode is not allowed: ", op_,
+                    "() writes '", w.name, "', an inference tensor (made under torch.inference_mode()), in place; ",
+                    "clone() it, or call the op under torch.inference_mode()");
       }
       if (at::has_internal_overlap(w.t) == at::MemOverlap::Yes) {
         refuse("'" + w.name + "' is written in place, but more than one of its elements refers to a single " +
