@@ -129,6 +129,7 @@ def _adamw_shapes(param, m, v, grad, step, lr, beta1, beta2, eps, weight_decay, 
 @torch.library.register_fake("opgen_ops_torch::adamw")
 def _adamw_fake(param, m, v, grad, step, lr, beta1=0.9, beta2=0.999, eps=1e-08, weight_decay=0.01, bias_correction=True):  # type: ignore[no-untyped-def]
     try:
+        _rt.check_written("adamw", (("param", param), ("m", m), ("v", v),))
         _rt.row_of("adamw", _ADAMW_ROWS, ('param', 'm', 'v', 'grad', 'step', 'lr'), (param, m, v, grad, step, lr,), '(param=float32, m=float32, v=float32, grad=float32, step=int64, lr=float32), (param=float64, m=float64, v=float64, grad=float64, step=int64, lr=float64), (param=float16, m=float16, v=float16, grad=float16, step=int64, lr=float16), (param=bfloat16, m=bfloat16, v=bfloat16, grad=bfloat16, step=int64, lr=bfloat16)')
         shapes = _adamw_shapes(param.shape, m.shape, v.shape, grad.shape, step.shape, lr.shape, beta1, beta2, eps, weight_decay, bias_correction, )
     except (TypeError, ValueError) as exc:  # the op's own error: torch.compile and torch.export pass it on as it is

@@ -284,6 +284,23 @@ def row_of(op: str, rows: Sequence[Sequence[torch.dtype]], names: Sequence[str],
     raise TypeError(f"{op}(): unsupported dtypes ({', '.join(got)}); supported dtype_format rows: {rows_text}")
 
 
+def check_written(op: str, written: Sequence[tuple[str, Any]]) -> None:
+    """In the fake kernel of an op that writes inputs in place (``torch.compile``, ``torch.export``):
+    refuse a written input of which more than one element is at one memory location (an expanded
+    or zero-stride tensor), with the C++ kernel's message (``opgen::pt::WriteCheck``), while the
+    graph is traced, so that nothing of the call is written. (Inductor would refuse it too, while
+    compiling, but without the op's name.)
+
+    Raises:
+        ValueError: such a written input (names the op and the input).
+    """
+    for name, t in written:
+        if torch._debug_has_internal_overlap(t) == 1:  # MemOverlap::Yes
+            raise ValueError(f"{op}(): '{name}' is written in place, but more than one of its elements refers to a "
+                             "single memory location (an expanded or zero-stride tensor); pass a tensor of its own "
+                             "(clone() it)")
+
+
 def _dtype_is(t: Any, want: torch.dtype) -> bool:
     if t is None:
         return True

@@ -21,6 +21,14 @@ namespace adamw {
 /// The forward of 'adamw' (documented in Python: no doc text in C++).
 void forward_op(const at::Tensor &param_arg, const at::Tensor &m_arg, const at::Tensor &v_arg, const at::Tensor &grad_arg, const at::Tensor &step_arg, const at::Tensor &lr_arg, double beta1, double beta2, double eps, double weight_decay, bool bias_correction) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
+  opgen::pt::WriteCheck writes("adamw", false);
+  writes.written("param", param_arg);
+  writes.written("m", m_arg);
+  writes.written("v", v_arg);
+  writes.read("grad", grad_arg);
+  writes.read("step", step_arg);
+  writes.read("lr", lr_arg);
+  writes.check();  // before anything is written: a refused call changes nothing
   const at::Tensor param = opgen::pt::contiguous(param_arg);
   const at::Tensor m = opgen::pt::contiguous(m_arg);
   const at::Tensor v = opgen::pt::contiguous(v_arg);
@@ -102,18 +110,29 @@ void forward_op(const at::Tensor &param_arg, const at::Tensor &m_arg, const at::
 /// The Autograd kernel of 'adamw', which writes param, m, v in place and has no
 /// gradient: a call autograd would record (grad mode on, an input that requires grad) is refused, as
 /// is a forward-mode tangent on an input (it would be dropped), any other runs the operator below
-/// autograd and bumps the version of what it wrote.
+/// autograd (its ADInplaceOrView kernel, below, bumps the versions).
 void autograd_op(const at::Tensor &param_arg, const at::Tensor &m_arg, const at::Tensor &v_arg, const at::Tensor &grad_arg, const at::Tensor &step_arg, const at::Tensor &lr_arg, double beta1, double beta2, double eps, double weight_decay, bool bias_correction) {
   static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::adamw", "").typed<void(const at::Tensor &, const at::Tensor &, const at::Tensor &, const at::Tensor &, const at::Tensor &, const at::Tensor &, double, double, double, double, bool)>();
   opgen::pt::ag::no_tangents("adamw", param_arg, m_arg, v_arg, grad_arg, step_arg, lr_arg);
   TORCH_CHECK(!opgen::pt::ag::wanted(param_arg, m_arg, v_arg, grad_arg, step_arg, lr_arg), "adamw(): in-place op 'adamw' cannot be differentiated: it writes 'param', 'm', 'v' in place and has no gradient, but an input requires grad; call it under torch.no_grad(), or on tensors that do not require grad");
+  at::AutoDispatchBelowAutograd guard;
+  op.call(param_arg, m_arg, v_arg, grad_arg, step_arg, lr_arg, beta1, beta2, eps, weight_decay, bias_correction);
+}
+
+/// The ADInplaceOrView kernel of 'adamw', as torch's own in-place ops have one: the operator
+/// below it, then the version of each input it wrote bumped. It runs wherever a written input is a
+/// normal tensor -- grad mode, torch.no_grad(), torch.inference_mode() (which skips the Autograd
+/// kernel) and torch.compile's traced graphs --, so that a backward that saved one of them before
+/// the write raises "modified by an inplace operation" instead of using its new values.
+void inplace_op(const at::Tensor &param_arg, const at::Tensor &m_arg, const at::Tensor &v_arg, const at::Tensor &grad_arg, const at::Tensor &step_arg, const at::Tensor &lr_arg, double beta1, double beta2, double eps, double weight_decay, bool bias_correction) {
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("opgen_ops_torch::adamw", "").typed<void(const at::Tensor &, const at::Tensor &, const at::Tensor &, const at::Tensor &, const at::Tensor &, const at::Tensor &, double, double, double, double, bool)>();
   {
     at::AutoDispatchBelowADInplaceOrView guard;
     op.call(param_arg, m_arg, v_arg, grad_arg, step_arg, lr_arg, beta1, beta2, eps, weight_decay, bias_correction);
   }
-  param_arg.unsafeGetTensorImpl()->bump_version();  // torch's own in-place ops do
-  m_arg.unsafeGetTensorImpl()->bump_version();  // torch's own in-place ops do
-  v_arg.unsafeGetTensorImpl()->bump_version();  // torch's own in-place ops do
+  param_arg.unsafeGetTensorImpl()->bump_version();  // torch::autograd::increment_version
+  m_arg.unsafeGetTensorImpl()->bump_version();  // torch::autograd::increment_version
+  v_arg.unsafeGetTensorImpl()->bump_version();  // torch::autograd::increment_version
 }
 
 }  // namespace adamw
@@ -129,4 +148,8 @@ TORCH_LIBRARY_IMPL(opgen_ops_torch, CPU, m) {
 
 TORCH_LIBRARY_IMPL(opgen_ops_torch, Autograd, m) {
   m.impl("adamw", &opgen_ops_torch::adamw::autograd_op);
+}
+
+TORCH_LIBRARY_IMPL(opgen_ops_torch, ADInplaceOrView, m) {
+  m.impl("adamw", &opgen_ops_torch::adamw::inplace_op);
 }

@@ -255,6 +255,14 @@ class TorchOp:
     """An op that writes an input: the error of a call that would need its gradient."""
     fake_return_py: str = ""
     """An op that writes an input: what its fake kernel returns (its own outputs, empty; None for none)."""
+    write_check: tuple[str, ...] = ()
+    """An op that writes an input: C++ statements at the top of each forward kernel (before anything
+    is written) that refuse a written input no in-place write can serve (``opgen::pt::WriteCheck``:
+    an inference tensor outside inference mode, internal overlap, overlap with another input)."""
+    no_history: bool = False
+    """The op has no differentiable output and writes no input: its Autograd kernel runs it below
+    autograd and returns its outputs without history (no ``grad_fn``), where torch's fallback for an
+    operator without one would give them a ``grad_fn`` that warns at backward."""
 
 
 def _cpp_type(kind: str) -> str:
@@ -427,7 +435,20 @@ def torch_op(op: Op, ctx: OpView, namespace: str, device_views: Sequence[tuple[s
         returns_py=_returns_py(op, made) if op.has_effects else "",
         refusal=refusal(op),
         fake_return_py=_fake_return_py([op.outputs.index(o) for o in made], out_dtypes),
+        write_check=_write_check(op),
+        no_history=not ctx.grad_flows and not op.has_effects,
     )
+
+
+def _write_check(op: Op) -> tuple[str, ...]:
+    """The C++ of ``opgen::pt::WriteCheck`` over the arguments of an op that writes an input (none
+    for another op): every input, written or read, then the check (opgen/torch.h says the rules)."""
+    written = {x.name for x in op.written_inputs}
+    if not written:
+        return ()
+    lines = [f'opgen::pt::WriteCheck writes("{op.name}", {"true" if op.elementwise is not None else "false"});']
+    lines += [f'writes.{"written" if x.name in written else "read"}("{x.name}", {x.name}_arg);' for x in op.inputs]
+    return (*lines, "writes.check();  // before anything is written: a refused call changes nothing")
 
 
 def _fake_return_py(made: list[int], dtypes: list[str]) -> str:

@@ -18,12 +18,14 @@
 #ifndef OPGEN_TORCH_H_
 #define OPGEN_TORCH_H_
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/List.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/zeros.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
 #include <cstdint>
@@ -221,6 +223,96 @@ inline void describe(std::vector<std::string> *got, const std::string &name, con
 [[noreturn]] inline void kernel_error(const char *op, const std::exception &e) {
   throw c10::ValueError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, std::string(op) + "(): " + e.what());
 }
+
+/// The checks that run, before the kernel writes anything, in each call of an op that writes some
+/// of its inputs in place (``writes: true`` or an aliased output), so that a call they refuse
+/// changes nothing: each raises a Python ValueError "<op>(): ..." naming the inputs (the first,
+/// torch's RuntimeError). A written input is refused when it
+///   - is an inference tensor (made under torch.inference_mode()) outside inference mode: torch's
+///     "Inplace update to inference tensor outside InferenceMode is not allowed", naming the op and
+///     the input (torch's own in-place ops raise it after writing the tensor);
+///   - has internal overlap: more than one of its elements at one memory location (an expanded
+///     or zero-stride tensor; at::has_internal_overlap says Yes), which no write can give a value;
+///   - overlaps another input in part (at::get_overlap_status: Partial), as torch's own in-place
+///     ops refuse it ("some elements of the input tensor and the written-to tensor refer to a
+///     single memory location");
+///   - is the same memory as another written input (two writes of one element), or, for an op
+///     with a kernel body (``kernel:``, which may read any element after writing some), as an
+///     input it reads; an ``elementwise:`` op reads each element before writing it, so ``x += x``
+///     runs, as torch's own ``x.add_(x)`` does.
+/// Overlap torch cannot decide cheaply (TooHard: a tensor that is not dense) is let through, as
+/// torch lets it through: such a tensor is not contiguous, so the kernel reads or writes a
+/// contiguous copy of it, taken before the kernel runs.
+/// Usage (generated, templates/torch/op.cc.j2): one ``written``/``read`` per input, then ``check``.
+class WriteCheck {
+ public:
+  /// For op ``op``; ``elementwise``: the op is an ``elementwise:`` spec (see above).
+  WriteCheck(const char *op, bool elementwise) : op_(op), elementwise_(elementwise) {}
+
+  /// An input the op writes in place.
+  void written(const char *name, const at::Tensor &t) { add(name, t, true); }
+  /// An input the op only reads (an absent optional input: nothing; a list input: each tensor).
+  void read(const char *name, const at::Tensor &t) { add(name, t, false); }
+  void read(const char *name, const std::optional<at::Tensor> &t) {
+    if (t.has_value()) add(name, *t, false);
+  }
+  void read(const char *name, at::TensorList ts) {
+    for (size_t k = 0; k < ts.size(); ++k) add(std::string(name) + "[" + std::to_string(k) + "]", ts[k], false);
+  }
+
+  /// Raises the op's ValueError for the first written input that breaks a rule above.
+  void check() const {
+    for (size_t i = 0; i < args_.size(); ++i) {
+      const Arg &w = args_[i];
+      if (!w.written) continue;
+      if (w.t.is_inference() && !c10::InferenceMode::is_enabled()) {  // torch's error, as its own ops raise it
+        TORCH_CHECK(false, "Inplace update to inference tensor outside InferenceMode is not allowed: ", op_,
+                    "() writes '", w.name, "', an inference tensor (made under torch.inference_mode()), in place; ",
+                    "clone() it, or call the op under torch.inference_mode()");
+      }
+      if (at::has_internal_overlap(w.t) == at::MemOverlap::Yes) {
+        refuse("'" + w.name + "' is written in place, but more than one of its elements refers to a single " +
+               "memory location (an expanded or zero-stride tensor); pass a tensor of its own (clone() it)");
+      }
+      for (size_t j = 0; j < args_.size(); ++j) {
+        const Arg &x = args_[j];
+        if (j == i || (x.written && j < i)) continue;  // each pair of written inputs once
+        const at::MemOverlapStatus status = at::get_overlap_status(w.t, x.t);
+        if (status == at::MemOverlapStatus::Partial) {
+          refuse("'" + w.name + "' (written in place) and '" + x.name + "' overlap in memory in part: some " +
+                 "elements of one are elements of the other; pass a copy of one of them (clone())");
+        }
+        if (status == at::MemOverlapStatus::Full && x.written) {
+          refuse("'" + w.name + "' and '" + x.name + "' are the same memory, and both are written in place; " +
+                 "pass tensors of their own");
+        }
+        if (status == at::MemOverlapStatus::Full && !elementwise_) {
+          refuse("'" + w.name + "' (written in place) and '" + x.name + "' are the same memory, which the " +
+                 "kernel could read after writing it; pass a copy of '" + x.name + "' (clone())");
+        }
+      }
+    }
+  }
+
+ private:
+  struct Arg {
+    std::string name;
+    at::Tensor t;
+    bool written;
+  };
+
+  void add(std::string name, const at::Tensor &t, bool written) {
+    if (t.defined()) args_.push_back(Arg{std::move(name), t, written});
+  }
+
+  [[noreturn]] void refuse(const std::string &what) const {
+    throw c10::ValueError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, std::string(op_) + "(): " + what);
+  }
+
+  const char *op_;
+  bool elementwise_;
+  std::vector<Arg> args_;
+};
 
 /// A list attr's values as the kernel layer's Attrs hold them.
 template <typename T, typename A>
