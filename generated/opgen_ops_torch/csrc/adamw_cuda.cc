@@ -24,6 +24,14 @@ void forward_op(const at::Tensor &param_arg, const at::Tensor &m_arg, const at::
   // every tensor on one CUDA device (the op's error otherwise); its guard, torch's current stream
   const at::Device opgen_device = opgen::pt::cuda::common_device("adamw", param_arg, m_arg, v_arg, grad_arg, step_arg, lr_arg);
   const opgen::pt::cuda::DeviceScope opgen_scope(opgen_device);
+  opgen::pt::WriteCheck writes("adamw", false);
+  writes.written("param", param_arg);
+  writes.written("m", m_arg);
+  writes.written("v", v_arg);
+  writes.read("grad", grad_arg);
+  writes.read("step", step_arg);
+  writes.read("lr", lr_arg);
+  writes.check();  // before anything is written: a refused call changes nothing
   const at::Tensor param = opgen::pt::contiguous(param_arg);
   const at::Tensor m = opgen::pt::contiguous(m_arg);
   const at::Tensor v = opgen::pt::contiguous(v_arg);
