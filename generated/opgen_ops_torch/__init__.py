@@ -45,6 +45,8 @@ def _adamw_check_traced(beta1, beta2, eps, weight_decay, bias_correction):  # ty
     """adamw's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("adamw", {"beta1": beta1, "beta2": beta2, "eps": eps, "weight_decay": weight_decay, "bias_correction": bias_correction}, _ADAMW_ATTRS)
+
+
 _ADAMW_ROWS = ((torch.float32, torch.float32, torch.float32, torch.float32, torch.int64, torch.float32, ), (torch.float64, torch.float64, torch.float64, torch.float64, torch.int64, torch.float64, ), (torch.float16, torch.float16, torch.float16, torch.float16, torch.int64, torch.float16, ), (torch.bfloat16, torch.bfloat16, torch.bfloat16, torch.bfloat16, torch.int64, torch.bfloat16, ), )
 _adamw_op = _ops.adamw.default
 
@@ -276,6 +278,8 @@ def _avg_pool2d_check_traced(kernel, stride):  # type: ignore[no-untyped-def]
     """avg_pool2d's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("avg_pool2d", {"kernel": kernel, "stride": stride}, _AVG_POOL2D_ATTRS)
+
+
 _AVG_POOL2D_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _avg_pool2d_op = _ops.avg_pool2d.default
 
@@ -368,6 +372,8 @@ def _broadcast_to_check_traced(shape):  # type: ignore[no-untyped-def]
     """broadcast_to's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("broadcast_to", {"shape": shape}, _BROADCAST_TO_ATTRS)
+
+
 _BROADCAST_TO_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), (torch.int32, ), (torch.int64, ), )
 _broadcast_to_op = _ops.broadcast_to.default
 
@@ -454,6 +460,8 @@ def _clip_check_traced(min, max):  # type: ignore[no-untyped-def]
     """clip's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("clip", {"min": min, "max": max}, _CLIP_ATTRS)
+
+
 _CLIP_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _clip_op = _ops.clip.default
 
@@ -539,6 +547,8 @@ def _concat_check_traced(axis):  # type: ignore[no-untyped-def]
     """concat's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("concat", {"axis": axis}, _CONCAT_ATTRS)
+
+
 _CONCAT_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), (torch.int32, ), (torch.int64, ), )
 _concat_op = _ops.concat.default
 
@@ -617,6 +627,8 @@ def _cumsum_check_traced(axis, exclusive, reverse):  # type: ignore[no-untyped-d
     """cumsum's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("cumsum", {"axis": axis, "exclusive": exclusive, "reverse": reverse}, _CUMSUM_ATTRS)
+
+
 _CUMSUM_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _cumsum_op = _ops.cumsum.default
 
@@ -764,6 +776,8 @@ def _dropout_check_traced(keep_prob, seed):  # type: ignore[no-untyped-def]
     """dropout's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("dropout", {"keep_prob": keep_prob, "seed": seed}, _DROPOUT_ATTRS)
+
+
 _DROPOUT_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _dropout_op = _ops.dropout.default
 
@@ -910,6 +924,8 @@ def _gather_check_traced(axis):  # type: ignore[no-untyped-def]
     """gather's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("gather", {"axis": axis}, _GATHER_ATTRS)
+
+
 _GATHER_ROWS = ((torch.float32, torch.int64, ), (torch.float64, torch.int64, ), (torch.float16, torch.int64, ), (torch.bfloat16, torch.int64, ), )
 _gather_op = _ops.gather.default
 
@@ -996,6 +1012,8 @@ def _gelu_check_traced(approximate):  # type: ignore[no-untyped-def]
     """gelu's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("gelu", {"approximate": approximate}, _GELU_ATTRS)
+
+
 _GELU_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _gelu_op = _ops.gelu.default
 
@@ -1079,6 +1097,8 @@ def _layer_norm_check_traced(eps):  # type: ignore[no-untyped-def]
     """layer_norm's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("layer_norm", {"eps": eps}, _LAYER_NORM_ATTRS)
+
+
 _LAYER_NORM_ROWS = ((torch.float32, torch.float32, torch.float32, ), (torch.float64, torch.float64, torch.float64, ), (torch.float16, torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, torch.bfloat16, ), )
 _layer_norm_op = _ops.layer_norm.default
 
@@ -1166,6 +1186,8 @@ def _leaky_relu_check_traced(alpha):  # type: ignore[no-untyped-def]
     """leaky_relu's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("leaky_relu", {"alpha": alpha}, _LEAKY_RELU_ATTRS)
+
+
 _LEAKY_RELU_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _leaky_relu_op = _ops.leaky_relu.default
 
@@ -1306,6 +1328,8 @@ def _log_softmax_check_traced(axis):  # type: ignore[no-untyped-def]
     """log_softmax's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("log_softmax", {"axis": axis}, _LOG_SOFTMAX_ATTRS)
+
+
 _LOG_SOFTMAX_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _log_softmax_op = _ops.log_softmax.default
 
@@ -1390,6 +1414,8 @@ def _matmul_check_traced(transpose_a, transpose_b):  # type: ignore[no-untyped-d
     """matmul's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("matmul", {"transpose_a": transpose_a, "transpose_b": transpose_b}, _MATMUL_ATTRS)
+
+
 _MATMUL_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, ), )
 _matmul_op = _ops.matmul.default
 
@@ -1593,6 +1619,8 @@ def _pad2d_check_traced(paddings, value):  # type: ignore[no-untyped-def]
     """pad2d's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("pad2d", {"paddings": paddings, "value": value}, _PAD2D_ATTRS)
+
+
 _PAD2D_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _pad2d_op = _ops.pad2d.default
 
@@ -1743,6 +1771,8 @@ def _reduce_max_check_traced(axis, keep_dims):  # type: ignore[no-untyped-def]
     """reduce_max's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("reduce_max", {"axis": axis, "keep_dims": keep_dims}, _REDUCE_MAX_ATTRS)
+
+
 _REDUCE_MAX_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _reduce_max_op = _ops.reduce_max.default
 
@@ -1830,6 +1860,8 @@ def _reduce_mean_check_traced(axis, keep_dims):  # type: ignore[no-untyped-def]
     """reduce_mean's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("reduce_mean", {"axis": axis, "keep_dims": keep_dims}, _REDUCE_MEAN_ATTRS)
+
+
 _REDUCE_MEAN_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _reduce_mean_op = _ops.reduce_mean.default
 
@@ -1914,6 +1946,8 @@ def _reduce_sum_check_traced(axis, keep_dims):  # type: ignore[no-untyped-def]
     """reduce_sum's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("reduce_sum", {"axis": axis, "keep_dims": keep_dims}, _REDUCE_SUM_ATTRS)
+
+
 _REDUCE_SUM_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _reduce_sum_op = _ops.reduce_sum.default
 
@@ -2049,6 +2083,8 @@ def _rms_norm_check_traced(eps):  # type: ignore[no-untyped-def]
     """rms_norm's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("rms_norm", {"eps": eps}, _RMS_NORM_ATTRS)
+
+
 _RMS_NORM_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, ), )
 _rms_norm_op = _ops.rms_norm.default
 
@@ -2194,6 +2230,8 @@ def _scale_add_check_traced(scale, paddings):  # type: ignore[no-untyped-def]
     """scale_add's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("scale_add", {"scale": scale, "paddings": paddings}, _SCALE_ADD_ATTRS)
+
+
 _SCALE_ADD_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, ), )
 _scale_add_op = _ops.scale_add.default
 
@@ -2338,6 +2376,8 @@ def _smooth_l1_loss_check_traced(beta, reduction):  # type: ignore[no-untyped-de
     """smooth_l1_loss's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("smooth_l1_loss", {"beta": beta, "reduction": reduction}, _SMOOTH_L1_LOSS_ATTRS)
+
+
 _SMOOTH_L1_LOSS_ROWS = ((torch.float32, torch.float32, ), (torch.float64, torch.float64, ), (torch.float16, torch.float16, ), (torch.bfloat16, torch.bfloat16, ), )
 _smooth_l1_loss_op = _ops.smooth_l1_loss.default
 
@@ -2427,6 +2467,8 @@ def _softmax_check_traced(axis):  # type: ignore[no-untyped-def]
     """softmax's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("softmax", {"axis": axis}, _SOFTMAX_ATTRS)
+
+
 _SOFTMAX_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _softmax_op = _ops.softmax.default
 
@@ -2858,6 +2900,8 @@ def _topk_check_traced(k):  # type: ignore[no-untyped-def]
     """topk's attr check while torch.compile traces it: Dynamo runs this function on the traced
     values (SymInts included) instead of tracing it, so the op's own error reaches the caller."""
     _rt.check_attrs_traced("topk", {"k": k}, _TOPK_ATTRS)
+
+
 _TOPK_ROWS = ((torch.float32, ), (torch.float64, ), (torch.float16, ), (torch.bfloat16, ), )
 _topk_op = _ops.topk.default
 

@@ -177,7 +177,7 @@ inline at::Tensor empty(const Shape &shape, at::ScalarType dtype, at::Device dev
 namespace detail {
 /// The bytes of a tensor of `shape` and `dtype`; throws opgen::Error (the op's ValueError) when
 /// they overflow int64, where at::empty says "Storage size calculation overflowed" naming no op
-/// (the fake kernels refuse the same shapes: opgen.backends.torch.runtime.fake_output).
+/// (the fake kernels refuse the same shapes: opgen.runtime.pytorch.fake_output).
 inline int64_t output_bytes(const char *name, const Shape &shape, at::ScalarType dtype) {
   const int64_t numel = numel_of(shape.data(), static_cast<int>(shape.size()));
   const int64_t item = static_cast<int64_t>(c10::elementSize(dtype));
