@@ -21,7 +21,7 @@ from .devices import Device
 from .devices import for_target as device_for_target
 from .exprs import Expr
 from .literals import cpp_string
-from .model import ATTR_CPP, Attr, Body, BuildFlags, Input, Op, Output
+from .model import Attr, Body, BuildFlags, Input, Op, Output, attr_cpp_type
 from .views import AttrView, BackwardBlock, BodyView, InputView, OpView, OutputView, ReferenceView, RowView, SavedView
 
 LINE_RESET = "//@@opgen-line-reset@@"
@@ -76,14 +76,15 @@ def line_directive(body: Body) -> str:
     return f"#line {max(body.location.line, 1)} {cpp_string(body.location.file)}"
 
 
-def cpp_float(value: float) -> str:
-    """C++ float32 expression for ``value``, infinities and NaN included."""
+def cpp_float(value: float, float_cpp: str = "float") -> str:
+    """C++ expression of type ``float_cpp`` (``float`` or ``double``) for ``value``, infinities and
+    NaN included."""
     v = float(value)
     if math.isnan(v):
-        return "std::numeric_limits<float>::quiet_NaN()"
+        return f"std::numeric_limits<{float_cpp}>::quiet_NaN()"
     if math.isinf(v):
-        return ("-" if v < 0 else "") + "std::numeric_limits<float>::infinity()"
-    return f"{v!r}f"
+        return ("-" if v < 0 else "") + f"std::numeric_limits<{float_cpp}>::infinity()"
+    return f"{v!r}f" if float_cpp == "float" else repr(v)
 
 
 def py_value(value: Any) -> str:
@@ -100,22 +101,23 @@ def py_value(value: Any) -> str:
     return repr(value)
 
 
-def cpp_literal(attr: Attr, value: Any) -> str:
-    """C++ literal for an attr value of the attr's type (lists of any element type included)."""
-    return _cpp_value(attr.type, value)
+def cpp_literal(attr: Attr, value: Any, float_cpp: str = "float") -> str:
+    """C++ literal for an attr value of the attr's type (lists of any element type included), its
+    floats of type ``float_cpp``."""
+    return _cpp_value(attr.type, value, float_cpp)
 
 
-def _cpp_value(t: str, value: Any) -> str:
+def _cpp_value(t: str, value: Any, float_cpp: str = "float") -> str:
     if t == "int":
         return f"int64_t{{{int(value)}}}"
     if t == "float":
-        return cpp_float(value)
+        return cpp_float(value, float_cpp)
     if t == "bool":
         return "true" if value else "false"
     if t == "str":
         return f"std::string({cpp_string(str(value))})"
     elem = t[len("list["):-1]  # list[int], list[float], list[bool], list[str]
-    return ATTR_CPP[t] + "{" + ", ".join(_cpp_value(elem, v) for v in value) + "}"
+    return attr_cpp_type(t, float_cpp) + "{" + ", ".join(_cpp_value(elem, v, float_cpp) for v in value) + "}"
 
 
 def py_literal(attr: Attr, value: Any) -> str:
@@ -347,7 +349,7 @@ def _kernel_signatures(inputs: Sequence[Input], outputs: Sequence[Output], diff:
     return {"forward_params": ", ".join(fw), "backward_params": ", ".join(bw)}
 
 
-def op_context(op: Op, package: str, target: str) -> OpView:
+def op_context(op: Op, package: str, target: str, float_attr: str = "float") -> OpView:
     """The framework-neutral view of ``op`` for templates (:class:`opgen.views.OpView`).
 
     Args:
@@ -355,6 +357,7 @@ def op_context(op: Op, package: str, target: str) -> OpView:
         package: the generated package's name (its C++ namespace).
         target: the dtype_format target whose rows the view has (``CPU``; ``GPU`` for the CUDA
             kernel layer): its device lowers the ``elementwise:`` expressions.
+        float_attr: the C++ type of float attrs in the kernel layer (:attr:`OpView.float_attr_cpp`).
 
     Raises:
         ValueError: no device builds ``target`` (``opgen validate`` refuses such rows first).
@@ -393,7 +396,8 @@ def op_context(op: Op, package: str, target: str) -> OpView:
 
     # ---- kernel bodies -----------------------------------------------------------------
     # (void): a body need not read every attr (nvcc warns of an unused reference, g++ does not)
-    attr_prelude = tuple(f"const {a.cpp_type} &{a.name} = attrs.{a.name}; (void){a.name};" for a in attrs)
+    attr_prelude = tuple(f"const {attr_cpp_type(a.type, float_attr)} &{a.name} = attrs.{a.name}; (void){a.name};"
+                         for a in attrs)
     fw_lines: list[str] = []
     bw_blocks: list[BackwardBlock] = []
     used_by_grad: dict[str, set[str]] = {}
@@ -558,11 +562,11 @@ def op_context(op: Op, package: str, target: str) -> OpView:
             AttrView(
                 name=a.name,
                 type=a.type,
-                cpp_type=a.cpp_type,
+                cpp_type=attr_cpp_type(a.type, float_attr),
                 py_type=PY_ATTR_TYPE[a.type],
                 has_default=a.has_default,
                 py_default=py_literal(a, a.default) if a.has_default else "",
-                cpp_default=cpp_literal(a, a.default) if a.has_default else "",
+                cpp_default=cpp_literal(a, a.default, float_attr) if a.has_default else "",
                 doc=" ".join(a.doc.split()),
                 range_py=py_value(list(a.range)) if a.range else "None",
                 choices_py=py_value(tuple(a.choices)) if a.choices else None,
@@ -615,13 +619,15 @@ def op_context(op: Op, package: str, target: str) -> OpView:
         has_effects=op.has_effects,
         written_names=tuple(written),
         no_outputs=not outputs,
+        float_attr_cpp=float_attr,
     )
 
 
-def device_contexts(op: Op, package: str) -> list[tuple[Device, OpView]]:
+def device_contexts(op: Op, package: str, float_attr: str = "float") -> list[tuple[Device, OpView]]:
     """The view of ``op`` for each device other than the CPU that its rows name (CUDA for ``GPU``
-    rows), in device order: what the kernel layer and each backend's device glue render from."""
-    return [(d, op_context(op, package, d.target)) for d in devices.of_rows([r.target for r in op.rows])
+    rows), in device order: what the kernel layer and each backend's device glue render from
+    (``float_attr``: :func:`op_context`'s)."""
+    return [(d, op_context(op, package, d.target, float_attr)) for d in devices.of_rows([r.target for r in op.rows])
             if d.name != "cpu"]
 
 

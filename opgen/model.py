@@ -101,7 +101,16 @@ ATTR_CPP = {
     "list[list[int]]": "std::vector<std::vector<int64_t>>",
     "list[list[float]]": "std::vector<std::vector<float>>",
 }
-"""C++ type of each attr type (float attrs are float32: that is what AotExtra carries)."""
+"""C++ type of each attr type (float attrs are float32: that is what AotExtra carries; a backend
+may hold them wider, :func:`attr_cpp_type`)."""
+
+
+def attr_cpp_type(attr_type: str, float_cpp: str = "float") -> str:
+    """C++ type of an attr of spec type ``attr_type`` whose floats are ``float_cpp`` (``float`` or
+    ``double``): ``std::vector<double>`` for ``list[float]`` with ``double``."""
+    cpp = ATTR_CPP[attr_type]
+    leaf = attr_type.replace("list[", "").rstrip("]")
+    return cpp.replace("float", float_cpp) if leaf == "float" else cpp
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,7 @@ def core_files(emitter: Emitter, ops: Sequence[Op], contexts: Sequence[OpView]) 
         header = GENERATED_BY.format(sources=ctx.file)
         # the CPU's kernel layer (always: a call on a CPU tensor names the CPU rows it lacks), then
         # one per other device with rows: the same bodies, that device's lowering and namespace
-        others = api.device_contexts(op, package)
+        others = api.device_contexts(op, package, ctx.float_attr_cpp)
         for device, view in [(devices.get("cpu"), ctx), *others]:
             stem = device.kernel_header.format(op=ctx.name)
             emitter.emit("kernel.h.j2", f"csrc/{stem}", header, op=view, device=device,

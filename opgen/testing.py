@@ -231,6 +231,9 @@ class Package(abc.ABC):
     """The paths of its other devices' kernels (``opgen test --device``: torch's ``eager-cuda``...)."""
     target: str
     """The dtype_format target whose rows the package's kernels have."""
+    float_attr: str = "float"
+    """The C++ type its kernels hold a float attr in (:attr:`opgen.views.OpView.float_attr_cpp`):
+    the references get the attr at that precision."""
 
     def __init__(self, module: str, directory: Path):
         self.module = module
@@ -589,9 +592,12 @@ def _path_rows(pkg: Package, op: Op, path: str) -> list[list[str]]:
     return rows
 
 
-def _ref_attrs(op: Op, attrs: Mapping[str, Any]) -> dict[str, Any]:
-    """Attr values as the kernels see them: float attrs are float32 in C++ (AotExtra)."""
+def _ref_attrs(op: Op, attrs: Mapping[str, Any], float_attr: str = "float") -> dict[str, Any]:
+    """Attr values as the kernels see them: float attrs are float32 in MindSpore's C++ (AotExtra),
+    doubles in PyTorch's (``float_attr``: :attr:`Package.float_attr`)."""
     out = dict(attrs)
+    if float_attr == "double":
+        return out
     for a in op.attrs:
         if a.type == "float":
             out[a.name] = float(np.float32(attrs[a.name]))
@@ -632,7 +638,7 @@ def _reference_forward(pkg: Package, op: Op, attrs: Mapping[str, Any],
     if ref is None:
         raise CheckError(f"no numpy reference for '{op.name}' in {pkg.module}.reference; "
                          "give the spec a 'reference' body")
-    kw = _ref_attrs(op, attrs)
+    kw = _ref_attrs(op, attrs, pkg.float_attr)
 
     def run(arrays: Sequence[Array]) -> list[Array]:
         # copies: a reference writes an input the op writes in place ('writes: true') in place
@@ -684,7 +690,7 @@ def _check_reference(pkg: Package, op: Op, attrs: Mapping[str, Any], settings: O
         return
     diff_in = [i for i, x in enumerate(op.inputs) if x.differentiable]
     diff_out = [k for k, o in enumerate(op.outputs) if o.differentiable]
-    kw = _ref_attrs(op, attrs)
+    kw = _ref_attrs(op, attrs, pkg.float_attr)
     for case in shape_cases(op, attrs, rng, settings):
         tally.context = f"reference grads, {case.describe()}"
         arrays = _draw(rng, op, case, f64, settings)

@@ -259,3 +259,7 @@ class OpView:
     """The inputs it writes in place, in order."""
     no_outputs: bool = False
     """``outputs: []``: a call returns None."""
+    float_attr_cpp: str = "float"
+    """The C++ type of a float attr (and of a float list's items) in the kernel layer's ``Attrs``:
+    ``float`` for MindSpore (AotExtra carries float32), ``double`` for PyTorch (its schema's
+    ``float``); the bodies convert it to the row's compute type."""

@@ -71,7 +71,7 @@ def test_gpu_rows_render_cuda_units_for_both_frameworks(tmp_path: Path) -> None:
     glue = pt["csrc/twice_cuda.cc"]
     assert "TORCH_LIBRARY_IMPL(p_torch, CUDA, m)" in glue and "TORCH_LIBRARY_FRAGMENT" not in glue
     assert "cuda::forward<opgen::bfloat16, opgen::bfloat16>" in glue
-    assert "opgen::pt::empty(out_shape, at::kBFloat16, opgen_device)" in glue
+    assert 'opgen::pt::output("twice", "out", out_shape, at::kBFloat16, opgen_device)' in glue
     cpu = pt["csrc/twice_torch.cc"]
     assert "TORCH_LIBRARY_IMPL(p_torch, CPU, m)" in cpu and "TORCH_LIBRARY_FRAGMENT(p_torch, m)" in cpu
     # one row index on both devices: the CPU kernel dispatches row 0 only, the autograd node all

@@ -59,6 +59,8 @@ def ref() -> Any:
 
 
 class _Ref:
+    float_attr = "double"  # the torch kernels' float attrs (opgen.backends.torch.facts.FLOAT_ATTR)
+
     def __init__(self, module: Any):
         self.reference = module
 

@@ -135,7 +135,7 @@ def dropout(x, keep_prob, seed):  # type: ignore[no-untyped-def]
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         z = z ^ (z >> np.uint64(31))
     mask = ((z >> np.uint64(40)).astype(np.float64) * 2.0**-24 < np.float32(keep_prob)).reshape(np.shape(x))
-    scale = np.asarray(np.float32(keep_prob), dtype=x.dtype)
+    scale = np.asarray(keep_prob, dtype=x.dtype)
     return np.where(mask, x / scale, 0).astype(x.dtype), mask
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from . import env as _env
@@ -89,15 +89,27 @@ _SCALAR: dict[str, tuple[type, ...]] = {
 _PY = {"int": int, "float": float, "bool": bool, "str": str}
 
 
-def check_attrs(op: str, values: Mapping[str, Any], spec: Mapping[str, Mapping[str, Any]]) -> tuple[Any, ...]:
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def check_attrs(op: str, values: Mapping[str, Any], spec: Mapping[str, Mapping[str, Any]],
+                symbolic: Mapping[str, tuple[type, ...]] | None = None,
+                concrete: Callable[[Any], Any] = _as_is) -> tuple[Any, ...]:
     """Check attr values against their declared types and constraints; return them normalised.
 
     Floats become ``float``, lists become tuples (hashable, usable as a cache key).
+
+    ``symbolic``: per scalar attr type (``int``, ``float``), a framework's symbolic classes a value
+    of it may also be (``torch.SymInt`` while ``torch.compile(dynamic=True)`` traces): such a value
+    is kept as it is (never made a constant), its range compared symbolically (a guard), and
+    ``concrete`` gives the value an error message shows.
 
     Raises:
         TypeError: an attr of the wrong type (the message names the op, the attr and the type).
         ValueError: an attr outside its range or choices.
     """
+    sym = symbolic or {}
     out = []
     for name, value in values.items():
         info = spec[name]
@@ -110,28 +122,28 @@ def check_attrs(op: str, values: Mapping[str, Any], spec: Mapping[str, Mapping[s
             for r in value:
                 if not isinstance(r, (list, tuple)):
                     raise TypeError(f"{op}(): attr '{name}' must be a {typ}, got a row {type(r).__name__} {r!r}")
-                rows.append(tuple(_scalar(op, name, inner, v, typ) for v in r))
+                rows.append(tuple(_scalar(op, name, inner, v, typ, sym, concrete) for v in r))
             norm: Any = tuple(rows)
             checked = [v for r in rows for v in r]
         elif typ.startswith("list["):
             inner = typ[5:-1]
             if not isinstance(value, (list, tuple)):
                 raise TypeError(f"{op}(): attr '{name}' must be a {typ}, got {type(value).__name__}")
-            items = [_scalar(op, name, inner, v, typ) for v in value]
+            items = [_scalar(op, name, inner, v, typ, sym, concrete) for v in value]
             norm = tuple(items)
             checked = items
         else:
-            norm = _scalar(op, name, typ, value, typ)
+            norm = _scalar(op, name, typ, value, typ, sym, concrete)
             checked = [norm]
         rng = info.get("range")
         if rng is not None:
             for v in checked:
                 if not rng[0] <= v <= rng[1]:
-                    raise ValueError(f"{op}(): attr '{name}' = {value!r} is outside "
+                    raise ValueError(f"{op}(): attr '{name}' = {_shown(value, concrete)!r} is outside "
                                      f"[{number_text(rng[0])}, {number_text(rng[1])}]")
         choices = info.get("choices")
         if choices is not None and norm not in choices:
-            raise ValueError(f"{op}(): attr '{name}' = {value!r} is not one of {list(choices)}")
+            raise ValueError(f"{op}(): attr '{name}' = {_shown(value, concrete)!r} is not one of {list(choices)}")
         out.append(norm)
     return tuple(out)
 
@@ -178,12 +190,24 @@ def _is_bool(value: Any) -> bool:
     return isinstance(value, bool) or type(value).__name__ == "bool_"  # numpy.bool_
 
 
-def _scalar(op: str, name: str, typ: str, value: Any, full: str) -> Any:
-    """``value`` as the plain Python scalar of attr type ``typ`` (what CustomRegOp and caches take)."""
+def _shown(value: Any, concrete: Callable[[Any], Any]) -> Any:
+    """An attr value as an error message shows it: symbolic scalars made concrete, in lists too."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_shown(v, concrete) for v in value)
+    return concrete(value)
+
+
+def _scalar(op: str, name: str, typ: str, value: Any, full: str,
+            symbolic: Mapping[str, tuple[type, ...]] | None = None, concrete: Callable[[Any], Any] = _as_is) -> Any:
+    """``value`` as the plain Python scalar of attr type ``typ`` (what CustomRegOp and caches take);
+    a value of one of ``symbolic[typ]``'s classes as it is (see :func:`check_attrs`)."""
+    if symbolic and isinstance(value, symbolic.get(typ, ())):
+        return value
     ok = _is_bool(value) if typ == "bool" else isinstance(value, _SCALAR[typ]) and not _is_bool(value)
     if not ok:
         article = "an" if full[0] in "aeiou" else "a"
-        raise TypeError(f"{op}(): attr '{name}' must be {article} {full}, got {type(value).__name__} {value!r}")
+        raise TypeError(f"{op}(): attr '{name}' must be {article} {full}, got {type(value).__name__} "
+                        f"{_shown(value, concrete)!r}")
     plain = _PY[typ](value)
     if typ == "int" and not -(2**63) <= plain < 2**63:
         raise ValueError(f"{op}(): attr '{name}' = {value!r} does not fit an int attr (int64: -2**63 to 2**63-1)")

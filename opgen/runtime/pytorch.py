@@ -113,8 +113,10 @@ def _sym_max(*xs: Any) -> Any:
     return out
 
 
-def _as_is(v: Any) -> Any:
-    return v
+def _fit(v: Any) -> Any:
+    """Shape arithmetic's result: a SymInt as it is, an int checked to fit int64 (a meta or fake
+    tensor's sizes: the CPU kernel's error, not torch's "Overflow when unpacking long long")."""
+    return v if isinstance(v, torch.SymInt) else _shapes.fit_int64(v)
 
 
 def _concrete(v: Any) -> Any:
@@ -124,10 +126,10 @@ def _concrete(v: Any) -> Any:
     return int(v) if isinstance(v, torch.SymInt) else v
 
 
-SYM_DIMS = _shapes.Dims(keep=_keep, scalars=(int, torch.SymInt), imin=_sym_min, imax=_sym_max, fit=_as_is,
+SYM_DIMS = _shapes.Dims(keep=_keep, scalars=(int, torch.SymInt), imin=_sym_min, imax=_sym_max, fit=_fit,
                         int64_checks=False, concrete=_concrete)
-"""Ints or ``torch.SymInt``: dims kept symbolic, ``torch.sym_min``/``sym_max``, no int64 checks
-(the rules and messages are :mod:`opgen.runtime.shapes`'s)."""
+"""Ints or ``torch.SymInt``: dims kept symbolic, ``torch.sym_min``/``sym_max``, int64 checks on
+plain ints only (the rules and messages are :mod:`opgen.runtime.shapes`'s)."""
 
 _SYM = _shapes.helpers(SYM_DIMS)
 broadcast_shape = _SYM.broadcast_shape
@@ -217,7 +219,53 @@ def traced(exc: ValueError | TypeError) -> Exception:
     return error
 
 
+_SYMBOLIC_ATTRS: dict[str, tuple[type, ...]] = {"int": (torch.SymInt,), "float": (torch.SymFloat, torch.SymInt)}
+"""The symbolic values an int or float attr may be while ``torch.compile(dynamic=True)`` traces."""
+
+
+def check_attrs_traced(op: str, values: dict[str, Any], spec: dict[str, dict[str, Any]]) -> None:
+    """:func:`opgen.runtime.check_attrs` while ``torch.compile`` traces the op (the generated wrapper
+    calls it through a function given to ``torch.compiler.allow_in_graph``, which Dynamo runs on the
+    traced values instead of tracing its bytecode): an int attr may be a ``torch.SymInt`` (``k``
+    from a shape), kept symbolic (its range becomes a guard) and shown as an int in a message.
+
+    Dynamo cannot trace the check itself: formatting a SymInt failed ("Failed to trace builtin
+    operator str", "repr_impl not implemented"), and any exception raised in traced code reaches
+    the caller as Dynamo's "Observed exception" under ``fullgraph=True``. Raised from here, the
+    op's error passes as it is (:func:`traced`).
+
+    Raises:
+        TypeError: (class ``OpTypeError``) an attr of the wrong type.
+        ValueError: (class ``OpValueError``) an attr outside its range or choices.
+    """
+    try:
+        check_attrs(op, values, spec, symbolic=_SYMBOLIC_ATTRS, concrete=_concrete)
+    except (TypeError, ValueError) as exc:
+        raise traced(exc) from None
+
+
 # ----------------------------------------------------------------------------- autograd helpers
+
+
+def fake_output(op: str, name: str, shape: Sequence[Any], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """An output of a fake kernel (``torch.empty`` of ``shape``), where a shape of plain ints (a
+    meta or fake tensor's sizes) whose bytes overflow int64 raises the C++ kernel's error
+    (``opgen::pt::output``), not torch's "Storage size calculation overflowed".
+
+    Raises:
+        ValueError: (passed on by torch.compile, :func:`traced`) too many bytes for int64.
+    """
+    dims = list(shape)
+    if all(type(d) is int for d in dims):
+        numel = 1
+        for d in dims:
+            numel *= d
+        item = dtype.itemsize
+        if numel * item > _shapes.INT64_MAX:
+            text = "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
+            raise traced(ValueError(f"{op}(): output '{name}' would have shape {text}, more bytes ({item} per "
+                                    "element) than int64 can count"))
+    return torch.empty(dims, dtype=dtype, device=device)
 
 
 def refused(op: str, inputs: Sequence[tuple[str, Any, str]]) -> None:
@@ -233,7 +281,7 @@ def refused(op: str, inputs: Sequence[tuple[str, Any, str]]) -> None:
         TypeError: ``<op>(): input 'x' must be a Tensor, got ndarray`` (a numpy array, a list, None
             or a number where a tensor goes; the dispatcher's own message did not say which op
             function refused it, and for None it said "There were no tensor arguments"), an item
-            of a list input that is not a Tensor, a sparse or quantized tensor, or one on a device
+            of a list input that is not a Tensor, a sparse, quantized or nested tensor, or one on a device
             its library has no kernels for (CUDA without GPU rows or a CUDA build; any other).
         ValueError: an empty list for a list input (``concat([])``).
     """
@@ -253,8 +301,8 @@ def refused(op: str, inputs: Sequence[tuple[str, Any, str]]) -> None:
             if not isinstance(v, torch.Tensor):
                 what = "a Tensor or None" if kind == "optional" else "a Tensor"
                 raise TypeError(f"{op}(): {label} must be {what}, got {type(v).__name__}") from None
-            if v.layout != torch.strided or v.is_quantized:
-                kind_of = "quantized" if v.is_quantized else str(v.layout)
+            if v.layout != torch.strided or v.is_quantized or v.is_nested:
+                kind_of = "quantized" if v.is_quantized else "nested" if v.is_nested else str(v.layout)
                 raise TypeError(f"{op}(): {label} must be a dense (strided) tensor, got a {kind_of} tensor") from None
             if v.device.type not in ("cpu", "meta"):
                 # the dispatcher found no kernel for its device: none is generated or built for it

@@ -57,7 +57,12 @@ def _fact_value(value: Any) -> str:
     return str(int(value))
 
 
-def _i64(v: int) -> int:
+def fit_int64(v: int) -> int:
+    """``v``, an int, checked to fit int64 (what shape arithmetic on ints returns).
+
+    Raises:
+        ShapeError: it does not.
+    """
     if not INT64_MIN <= v <= INT64_MAX:
         raise ShapeError("shape arithmetic overflows int64")
     return v
@@ -73,6 +78,11 @@ def _int_max(*xs: Any) -> int:
     return int(max(xs))
 
 
+def _plain(*values: Any) -> bool:
+    """Whether every value is a plain int (no framework's symbol)."""
+    return all(type(v) is int for v in values)
+
+
 @dataclass(frozen=True)
 class Dims:
     """What a backend's shapes hold, for :func:`helpers`.
@@ -84,7 +94,9 @@ class Dims:
         fit: the result of shape arithmetic (``+ - * // neg``): checked to fit int64 for ints
             (:class:`ShapeError` otherwise), returned as it is for symbols.
         int64_checks: whether ``concat`` and ``check_output`` check that a joined axis and an
-            output's element count fit int64 (ints only: on a symbol it would become a guard).
+            output's element count fit int64 always (True: ints), or only where the values are
+            plain ints (False: on a symbol the check would become a guard; a framework's
+            concrete sizes, a meta or fake tensor's, are still checked).
         concrete: the shapes and attr values a contract's error shows, as ints (None: they are).
     """
 
@@ -97,7 +109,7 @@ class Dims:
     concrete: Callable[[Any], Any] | None = None
 
 
-INT_DIMS = Dims(keep=int, scalars=(int,), imin=_int_min, imax=_int_max, fit=_i64, int64_checks=True)
+INT_DIMS = Dims(keep=int, scalars=(int,), imin=_int_min, imax=_int_max, fit=fit_int64, int64_checks=True)
 """Plain ints: the strategy of :mod:`opgen.runtime` (MindSpore packages, references, ``opgen test``)."""
 
 
@@ -243,7 +255,7 @@ def helpers(dims: Dims) -> Helpers:
                 if d != ax and keep(s[d]) != out[d]:
                     raise _fail(op, f"concat: tensor {i} has shape {_shape_text(s)}, which differs from "
                                     f"{_shape_text(xs[0])} outside axis {ax}")
-            if int64_checks and keep(s[ax]) > INT64_MAX - out[ax]:
+            if (int64_checks or _plain(s[ax], out[ax])) and keep(s[ax]) > INT64_MAX - out[ax]:
                 raise _fail(op, f"concat: the joined axis {ax} would have more than 2**63 - 1 entries")
             out[ax] = out[ax] + keep(s[ax])
         return out
@@ -362,7 +374,7 @@ def helpers(dims: Dims) -> Helpers:
         for d in dims:
             if d < 0:
                 raise ShapeError(f"output '{output}' would have shape {_shape_text(dims)}, with a negative dim")
-        if int64_checks:
+        if int64_checks or _plain(*dims):
             numel = 1
             for d in dims:
                 numel *= d

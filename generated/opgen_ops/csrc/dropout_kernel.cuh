@@ -28,11 +28,12 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<y_t> 
   OPGEN_NAME_VIEWS(x, y, mask);  // checked mode's errors name them
   const float &keep_prob = attrs.keep_prob; (void)keep_prob;
   const int64_t &seed = attrs.seed; (void)seed;
-#line 64 "ops/dropout.yaml"
+#line 67 "ops/dropout.yaml"
   // The CPU body's SplitMix64 stream, a thread per element: the same mask on both devices.
   using C = opgen::compute_t<x_t>;
   const uint64_t s = static_cast<uint64_t>(seed);
-  const auto kp = keep_prob;
+  const float p = static_cast<float>(keep_prob);  // the mask's threshold: float32, as the CPU body's
+  const auto kp = keep_prob;  // the scale: the attr's precision
   const x_t *xp = x.data;
   y_t *yp = y.data;
   mask_t *mp = mask.data;
@@ -41,11 +42,11 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<y_t> 
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     z ^= z >> 31;
-    const bool keep = static_cast<float>(z >> 40) * 0x1p-24f < kp;
+    const bool keep = static_cast<float>(z >> 40) * 0x1p-24f < p;
     mp[i] = keep;
     yp[i] = keep ? y_t(C(xp[i]) / C(kp)) : y_t(C(0));
   });
-#line 49 "generated/opgen_ops/csrc/dropout_kernel.cuh"
+#line 50 "generated/opgen_ops/csrc/dropout_kernel.cuh"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -59,14 +60,14 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
   (void)mask;
   const float &keep_prob = attrs.keep_prob; (void)keep_prob;
   const int64_t &seed = attrs.seed; (void)seed;
-#line 81 "ops/dropout.yaml"
+#line 85 "ops/dropout.yaml"
   using C = opgen::compute_t<x_t>;
   const auto kp = keep_prob;
   const mask_t *mp = mask.data;
   const y_t *gp = dy.data;
   x_t *dp = dx.data;
   opgen::for_each_index(dx.numel, OPGEN_LAMBDA(int64_t i) { dp[i] = mp[i] ? x_t(C(gp[i]) / C(kp)) : x_t(C(0)); });
-#line 70 "generated/opgen_ops/csrc/dropout_kernel.cuh"
+#line 71 "generated/opgen_ops/csrc/dropout_kernel.cuh"
 }
 
 }  // namespace cuda

@@ -32,18 +32,21 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<y_t> 
   // (No error raised here: a body that can raise one makes the Custom path wait for the kernel on every
   // PyNative call, so that its error reaches the call.)
   const uint64_t s = static_cast<uint64_t>(seed);
+  // the mask compares with keep_prob as float32 on both frameworks (one mask per seed); the scale is
+  // keep_prob at the attr's precision (a double on PyTorch) in the row's compute type
+  const float p = static_cast<float>(keep_prob);
   opgen::parallel_for(x.numel, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       uint64_t z = s + (static_cast<uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ULL;  // SplitMix64 at position i
       z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
       z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
       z ^= z >> 31;
-      const bool keep = static_cast<float>(z >> 40) * 0x1p-24f < keep_prob;
+      const bool keep = static_cast<float>(z >> 40) * 0x1p-24f < p;
       mask[i] = keep;
       y[i] = keep ? y_t(C(x[i]) / C(keep_prob)) : y_t(0);
     }
   });
-#line 47 "generated/opgen_ops/csrc/dropout_kernel.h"
+#line 50 "generated/opgen_ops/csrc/dropout_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -57,10 +60,10 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
   (void)mask;
   const float &keep_prob = attrs.keep_prob; (void)keep_prob;
   const int64_t &seed = attrs.seed; (void)seed;
-#line 60 "ops/dropout.yaml"
+#line 63 "ops/dropout.yaml"
   using C = opgen::compute_t<x_t>;
   for (int64_t i = 0; i < dx.numel; ++i) dx[i] = mask[i] ? x_t(C(dy[i]) / C(keep_prob)) : x_t(0);
-#line 64 "generated/opgen_ops/csrc/dropout_kernel.h"
+#line 67 "generated/opgen_ops/csrc/dropout_kernel.h"
 }
 
 }  // namespace dropout

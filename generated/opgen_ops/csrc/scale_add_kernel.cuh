@@ -31,7 +31,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &
 #line 35 "ops/scale_add.yaml"
   using C = opgen::compute_t<out_t>;
   C pad = 0;
-  for (float p : paddings) pad += C(p);
+  for (const auto p : paddings) pad += C(p);  // float on MindSpore, double on PyTorch
   const C k = C(scale) * C(paddings.size());  // scale * y once per padding
   opgen::map(out, OPGEN_LAMBDA(C a, C b) -> C { return a + k * b + pad; }, x, y);
 #line 38 "generated/opgen_ops/csrc/scale_add_kernel.cuh"

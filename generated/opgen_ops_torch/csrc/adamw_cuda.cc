@@ -39,10 +39,10 @@ void forward_op(const at::Tensor &param_arg, const at::Tensor &m_arg, const at::
   const at::Tensor step = opgen::pt::contiguous(step_arg);
   const at::Tensor lr = opgen::pt::contiguous(lr_arg);
   Attrs attrs;
-  attrs.beta1 = static_cast<float>(beta1);
-  attrs.beta2 = static_cast<float>(beta2);
-  attrs.eps = static_cast<float>(eps);
-  attrs.weight_decay = static_cast<float>(weight_decay);
+  attrs.beta1 = beta1;
+  attrs.beta2 = beta2;
+  attrs.eps = eps;
+  attrs.weight_decay = weight_decay;
   attrs.bias_correction = bias_correction;
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(param, at::kFloat) && opgen::pt::dtype_is(m, at::kFloat) && opgen::pt::dtype_is(v, at::kFloat) && opgen::pt::dtype_is(grad, at::kFloat) && opgen::pt::dtype_is(step, at::kLong) && opgen::pt::dtype_is(lr, at::kFloat)) row = 0;

@@ -26,10 +26,10 @@ template <typename param_t, typename m_t, typename v_t, typename grad_t, typenam
 void forward(const Attrs &attrs, const opgen::Out<param_t> &param, const opgen::Out<m_t> &m, const opgen::Out<v_t> &v, const opgen::In<grad_t> &grad, const opgen::In<step_t> &step, const opgen::In<lr_t> &lr) {
   (void)attrs;
   OPGEN_NAME_VIEWS(param, m, v, grad, step, lr);  // checked mode's errors name them
-  const float &beta1 = attrs.beta1; (void)beta1;
-  const float &beta2 = attrs.beta2; (void)beta2;
-  const float &eps = attrs.eps; (void)eps;
-  const float &weight_decay = attrs.weight_decay; (void)weight_decay;
+  const double &beta1 = attrs.beta1; (void)beta1;
+  const double &beta2 = attrs.beta2; (void)beta2;
+  const double &eps = attrs.eps; (void)eps;
+  const double &weight_decay = attrs.weight_decay; (void)weight_decay;
   const bool &bias_correction = attrs.bias_correction; (void)bias_correction;
 #line 96 "ops/adamw.yaml"
   // A thread per element. step and lr are read on the device (each thread reads the two scalars;

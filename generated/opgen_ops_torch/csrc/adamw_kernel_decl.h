@@ -19,10 +19,10 @@ namespace adamw {
 
 /// Attrs of 'adamw' (documented in Python: no doc text in C++).
 struct Attrs {
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-08f;
-  float weight_decay = 0.01f;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-08;
+  double weight_decay = 0.01;
   bool bias_correction = true;
 };
 

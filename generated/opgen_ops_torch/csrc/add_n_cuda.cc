@@ -50,32 +50,32 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::TensorList zs_arg) {
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen_s_x, "out");
     switch (row) {
       case 0: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kFloat, opgen_device);
+        at::Tensor out = opgen::pt::output("add_n", "out", out_shape, at::kFloat, opgen_device);
         cuda::forward<float, float, float>(attrs, opgen::pt::in<float>(x), opgen::pt::in_list<float>(zs), opgen::pt::out<float>(out));
         return out;
       }
       case 1: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kDouble, opgen_device);
+        at::Tensor out = opgen::pt::output("add_n", "out", out_shape, at::kDouble, opgen_device);
         cuda::forward<double, double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::in_list<double>(zs), opgen::pt::out<double>(out));
         return out;
       }
       case 2: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf, opgen_device);
+        at::Tensor out = opgen::pt::output("add_n", "out", out_shape, at::kHalf, opgen_device);
         cuda::forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::in_list<opgen::half>(zs), opgen::pt::out<opgen::half>(out));
         return out;
       }
       case 3: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16, opgen_device);
+        at::Tensor out = opgen::pt::output("add_n", "out", out_shape, at::kBFloat16, opgen_device);
         cuda::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::in_list<opgen::bfloat16>(zs), opgen::pt::out<opgen::bfloat16>(out));
         return out;
       }
       case 4: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kInt, opgen_device);
+        at::Tensor out = opgen::pt::output("add_n", "out", out_shape, at::kInt, opgen_device);
         cuda::forward<int32_t, int32_t, int32_t>(attrs, opgen::pt::in<int32_t>(x), opgen::pt::in_list<int32_t>(zs), opgen::pt::out<int32_t>(out));
         return out;
       }
       case 5: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kLong, opgen_device);
+        at::Tensor out = opgen::pt::output("add_n", "out", out_shape, at::kLong, opgen_device);
         cuda::forward<int64_t, int64_t, int64_t>(attrs, opgen::pt::in<int64_t>(x), opgen::pt::in_list<int64_t>(zs), opgen::pt::out<int64_t>(out));
         return out;
       }
@@ -99,12 +99,12 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
     switch (row) {
       case 0: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kFloat, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("add_n_backward", "dx", sv.shape(0), at::kFloat, opgen_device);
         std::vector<at::Tensor> dzs;
         bool want_zs = false;
         for (size_t k = 0; k < n_dyn; ++k) want_zs = want_zs || needs.get(1 + k);
         if (want_zs) {
-          for (size_t k = 0; k < n_dyn; ++k) dzs.push_back(opgen::pt::empty(sv.shape(1 + k), at::kFloat, opgen_device));
+          for (size_t k = 0; k < n_dyn; ++k) dzs.push_back(opgen::pt::output("add_n_backward", "dzs", sv.shape(1 + k), at::kFloat, opgen_device));
         }
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1 + n_dyn), at::kFloat, opgen_device);
         cuda::backward<float, float, float>(attrs, sv.in<float>(0), sv.in_list<float>(1, n_dyn), sv.in<float>(1 + n_dyn), opgen::pt::in<float>(dout), opgen::pt::out<float>(dx), opgen::pt::out_list<float>(dzs));
@@ -116,12 +116,12 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 1: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kDouble, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("add_n_backward", "dx", sv.shape(0), at::kDouble, opgen_device);
         std::vector<at::Tensor> dzs;
         bool want_zs = false;
         for (size_t k = 0; k < n_dyn; ++k) want_zs = want_zs || needs.get(1 + k);
         if (want_zs) {
-          for (size_t k = 0; k < n_dyn; ++k) dzs.push_back(opgen::pt::empty(sv.shape(1 + k), at::kDouble, opgen_device));
+          for (size_t k = 0; k < n_dyn; ++k) dzs.push_back(opgen::pt::output("add_n_backward", "dzs", sv.shape(1 + k), at::kDouble, opgen_device));
         }
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1 + n_dyn), at::kDouble, opgen_device);
         cuda::backward<double, double, double>(attrs, sv.in<double>(0), sv.in_list<double>(1, n_dyn), sv.in<double>(1 + n_dyn), opgen::pt::in<double>(dout), opgen::pt::out<double>(dx), opgen::pt::out_list<double>(dzs));
@@ -133,12 +133,12 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 2: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("add_n_backward", "dx", sv.shape(0), at::kHalf, opgen_device);
         std::vector<at::Tensor> dzs;
         bool want_zs = false;
         for (size_t k = 0; k < n_dyn; ++k) want_zs = want_zs || needs.get(1 + k);
         if (want_zs) {
-          for (size_t k = 0; k < n_dyn; ++k) dzs.push_back(opgen::pt::empty(sv.shape(1 + k), at::kHalf, opgen_device));
+          for (size_t k = 0; k < n_dyn; ++k) dzs.push_back(opgen::pt::output("add_n_backward", "dzs", sv.shape(1 + k), at::kHalf, opgen_device));
         }
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1 + n_dyn), at::kHalf, opgen_device);
         cuda::backward<opgen::half, opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in_list<opgen::half>(1, n_dyn), sv.in<opgen::half>(1 + n_dyn), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(dx), opgen::pt::out_list<opgen::half>(dzs));
@@ -150,12 +150,12 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 3: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("add_n_backward", "dx", sv.shape(0), at::kBFloat16, opgen_device);
         std::vector<at::Tensor> dzs;
         bool want_zs = false;
         for (size_t k = 0; k < n_dyn; ++k) want_zs = want_zs || needs.get(1 + k);
         if (want_zs) {
-          for (size_t k = 0; k < n_dyn; ++k) dzs.push_back(opgen::pt::empty(sv.shape(1 + k), at::kBFloat16, opgen_device));
+          for (size_t k = 0; k < n_dyn; ++k) dzs.push_back(opgen::pt::output("add_n_backward", "dzs", sv.shape(1 + k), at::kBFloat16, opgen_device));
         }
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1 + n_dyn), at::kBFloat16, opgen_device);
         cuda::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in_list<opgen::bfloat16>(1, n_dyn), sv.in<opgen::bfloat16>(1 + n_dyn), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(dx), opgen::pt::out_list<opgen::bfloat16>(dzs));
@@ -167,12 +167,12 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 4: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kInt, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("add_n_backward", "dx", sv.shape(0), at::kInt, opgen_device);
         std::vector<at::Tensor> dzs;
         bool want_zs = false;
         for (size_t k = 0; k < n_dyn; ++k) want_zs = want_zs || needs.get(1 + k);
         if (want_zs) {
-          for (size_t k = 0; k < n_dyn; ++k) dzs.push_back(opgen::pt::empty(sv.shape(1 + k), at::kInt, opgen_device));
+          for (size_t k = 0; k < n_dyn; ++k) dzs.push_back(opgen::pt::output("add_n_backward", "dzs", sv.shape(1 + k), at::kInt, opgen_device));
         }
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1 + n_dyn), at::kInt, opgen_device);
         cuda::backward<int32_t, int32_t, int32_t>(attrs, sv.in<int32_t>(0), sv.in_list<int32_t>(1, n_dyn), sv.in<int32_t>(1 + n_dyn), opgen::pt::in<int32_t>(dout), opgen::pt::out<int32_t>(dx), opgen::pt::out_list<int32_t>(dzs));
@@ -184,12 +184,12 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 5: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kLong, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("add_n_backward", "dx", sv.shape(0), at::kLong, opgen_device);
         std::vector<at::Tensor> dzs;
         bool want_zs = false;
         for (size_t k = 0; k < n_dyn; ++k) want_zs = want_zs || needs.get(1 + k);
         if (want_zs) {
-          for (size_t k = 0; k < n_dyn; ++k) dzs.push_back(opgen::pt::empty(sv.shape(1 + k), at::kLong, opgen_device));
+          for (size_t k = 0; k < n_dyn; ++k) dzs.push_back(opgen::pt::output("add_n_backward", "dzs", sv.shape(1 + k), at::kLong, opgen_device));
         }
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1 + n_dyn), at::kLong, opgen_device);
         cuda::backward<int64_t, int64_t, int64_t>(attrs, sv.in<int64_t>(0), sv.in_list<int64_t>(1, n_dyn), sv.in<int64_t>(1 + n_dyn), opgen::pt::in<int64_t>(dout), opgen::pt::out<int64_t>(dx), opgen::pt::out_list<int64_t>(dzs));

@@ -48,32 +48,32 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef shape) {
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::List::of(attrs.shape), "out");
     switch (row) {
       case 0: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kFloat, opgen_device);
+        at::Tensor out = opgen::pt::output("broadcast_to", "out", out_shape, at::kFloat, opgen_device);
         cuda::forward<float, float>(attrs, opgen::pt::in<float>(x), opgen::pt::out<float>(out));
         return out;
       }
       case 1: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kDouble, opgen_device);
+        at::Tensor out = opgen::pt::output("broadcast_to", "out", out_shape, at::kDouble, opgen_device);
         cuda::forward<double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::out<double>(out));
         return out;
       }
       case 2: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf, opgen_device);
+        at::Tensor out = opgen::pt::output("broadcast_to", "out", out_shape, at::kHalf, opgen_device);
         cuda::forward<opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::out<opgen::half>(out));
         return out;
       }
       case 3: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16, opgen_device);
+        at::Tensor out = opgen::pt::output("broadcast_to", "out", out_shape, at::kBFloat16, opgen_device);
         cuda::forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::out<opgen::bfloat16>(out));
         return out;
       }
       case 4: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kInt, opgen_device);
+        at::Tensor out = opgen::pt::output("broadcast_to", "out", out_shape, at::kInt, opgen_device);
         cuda::forward<int32_t, int32_t>(attrs, opgen::pt::in<int32_t>(x), opgen::pt::out<int32_t>(out));
         return out;
       }
       case 5: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kLong, opgen_device);
+        at::Tensor out = opgen::pt::output("broadcast_to", "out", out_shape, at::kLong, opgen_device);
         cuda::forward<int64_t, int64_t>(attrs, opgen::pt::in<int64_t>(x), opgen::pt::out<int64_t>(out));
         return out;
       }
@@ -97,7 +97,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
     switch (row) {
       case 0: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kFloat, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("broadcast_to_backward", "dx", sv.shape(0), at::kFloat, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kFloat, opgen_device);
         cuda::backward<float, float>(attrs, sv.in<float>(0), sv.in<float>(1), opgen::pt::in<float>(dout), opgen::pt::out<float>(dx));
         if (dx.defined()) grads.push_back(dx);
@@ -105,7 +105,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 1: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kDouble, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("broadcast_to_backward", "dx", sv.shape(0), at::kDouble, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kDouble, opgen_device);
         cuda::backward<double, double>(attrs, sv.in<double>(0), sv.in<double>(1), opgen::pt::in<double>(dout), opgen::pt::out<double>(dx));
         if (dx.defined()) grads.push_back(dx);
@@ -113,7 +113,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 2: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("broadcast_to_backward", "dx", sv.shape(0), at::kHalf, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kHalf, opgen_device);
         cuda::backward<opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(dx));
         if (dx.defined()) grads.push_back(dx);
@@ -121,7 +121,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 3: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("broadcast_to_backward", "dx", sv.shape(0), at::kBFloat16, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kBFloat16, opgen_device);
         cuda::backward<opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(dx));
         if (dx.defined()) grads.push_back(dx);
@@ -129,7 +129,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 4: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kInt, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("broadcast_to_backward", "dx", sv.shape(0), at::kInt, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kInt, opgen_device);
         cuda::backward<int32_t, int32_t>(attrs, sv.in<int32_t>(0), sv.in<int32_t>(1), opgen::pt::in<int32_t>(dout), opgen::pt::out<int32_t>(dx));
         if (dx.defined()) grads.push_back(dx);
@@ -137,7 +137,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 5: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kLong, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("broadcast_to_backward", "dx", sv.shape(0), at::kLong, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kLong, opgen_device);
         cuda::backward<int64_t, int64_t>(attrs, sv.in<int64_t>(0), sv.in<int64_t>(1), opgen::pt::in<int64_t>(dout), opgen::pt::out<int64_t>(dx));
         if (dx.defined()) grads.push_back(dx);

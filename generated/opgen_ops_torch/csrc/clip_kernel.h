@@ -24,8 +24,8 @@ template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
-  const float &min = attrs.min; (void)min;
-  const float &max = attrs.max; (void)max;
+  const double &min = attrs.min; (void)min;
+  const double &max = attrs.max; (void)max;
   using C = opgen::common_compute_t<out_t, x_t>;
   // out = minimum(maximum(x, min), max)
   opgen::map<opgen::kMemoryBoundIsa>(out, [&](C x) noexcept -> C { return opgen::math::minimum(opgen::math::maximum(x, C(min)), C(max)); }, x);
@@ -39,8 +39,8 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
-  const float &min = attrs.min; (void)min;
-  const float &max = attrs.max; (void)max;
+  const double &min = attrs.min; (void)min;
+  const double &max = attrs.max; (void)max;
   using C = opgen::common_compute_t<out_t, x_t>;
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {

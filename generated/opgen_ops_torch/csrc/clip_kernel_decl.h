@@ -19,8 +19,8 @@ namespace clip {
 
 /// Attrs of 'clip' (documented in Python: no doc text in C++).
 struct Attrs {
-  float min;
-  float max;
+  double min;
+  double max;
 };
 
 /// Forward: fills out from x.

@@ -46,32 +46,32 @@ at::Tensor forward_op(at::TensorList xs_arg, int64_t axis) {
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::concat(opgen_s_xs, opgen::sym::Int{static_cast<int64_t>(attrs.axis)}), "out");
     switch (row) {
       case 0: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kFloat, opgen_device);
+        at::Tensor out = opgen::pt::output("concat", "out", out_shape, at::kFloat, opgen_device);
         cuda::forward<float, float>(attrs, opgen::pt::in_list<float>(xs), opgen::pt::out<float>(out));
         return out;
       }
       case 1: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kDouble, opgen_device);
+        at::Tensor out = opgen::pt::output("concat", "out", out_shape, at::kDouble, opgen_device);
         cuda::forward<double, double>(attrs, opgen::pt::in_list<double>(xs), opgen::pt::out<double>(out));
         return out;
       }
       case 2: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf, opgen_device);
+        at::Tensor out = opgen::pt::output("concat", "out", out_shape, at::kHalf, opgen_device);
         cuda::forward<opgen::half, opgen::half>(attrs, opgen::pt::in_list<opgen::half>(xs), opgen::pt::out<opgen::half>(out));
         return out;
       }
       case 3: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16, opgen_device);
+        at::Tensor out = opgen::pt::output("concat", "out", out_shape, at::kBFloat16, opgen_device);
         cuda::forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in_list<opgen::bfloat16>(xs), opgen::pt::out<opgen::bfloat16>(out));
         return out;
       }
       case 4: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kInt, opgen_device);
+        at::Tensor out = opgen::pt::output("concat", "out", out_shape, at::kInt, opgen_device);
         cuda::forward<int32_t, int32_t>(attrs, opgen::pt::in_list<int32_t>(xs), opgen::pt::out<int32_t>(out));
         return out;
       }
       case 5: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kLong, opgen_device);
+        at::Tensor out = opgen::pt::output("concat", "out", out_shape, at::kLong, opgen_device);
         cuda::forward<int64_t, int64_t>(attrs, opgen::pt::in_list<int64_t>(xs), opgen::pt::out<int64_t>(out));
         return out;
       }

@@ -43,32 +43,32 @@ at::Tensor forward_op(at::TensorList xs_arg, int64_t axis) {
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::concat(opgen_s_xs, opgen::sym::Int{static_cast<int64_t>(attrs.axis)}), "out");
     switch (row) {
       case 0: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kFloat);
+        at::Tensor out = opgen::pt::output("concat", "out", out_shape, at::kFloat);
         forward<float, float>(attrs, opgen::pt::in_list<float>(xs), opgen::pt::out<float>(out));
         return out;
       }
       case 1: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kDouble);
+        at::Tensor out = opgen::pt::output("concat", "out", out_shape, at::kDouble);
         forward<double, double>(attrs, opgen::pt::in_list<double>(xs), opgen::pt::out<double>(out));
         return out;
       }
       case 2: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf);
+        at::Tensor out = opgen::pt::output("concat", "out", out_shape, at::kHalf);
         forward<opgen::half, opgen::half>(attrs, opgen::pt::in_list<opgen::half>(xs), opgen::pt::out<opgen::half>(out));
         return out;
       }
       case 3: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16);
+        at::Tensor out = opgen::pt::output("concat", "out", out_shape, at::kBFloat16);
         forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in_list<opgen::bfloat16>(xs), opgen::pt::out<opgen::bfloat16>(out));
         return out;
       }
       case 4: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kInt);
+        at::Tensor out = opgen::pt::output("concat", "out", out_shape, at::kInt);
         forward<int32_t, int32_t>(attrs, opgen::pt::in_list<int32_t>(xs), opgen::pt::out<int32_t>(out));
         return out;
       }
       case 5: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kLong);
+        at::Tensor out = opgen::pt::output("concat", "out", out_shape, at::kLong);
         forward<int64_t, int64_t>(attrs, opgen::pt::in_list<int64_t>(xs), opgen::pt::out<int64_t>(out));
         return out;
       }

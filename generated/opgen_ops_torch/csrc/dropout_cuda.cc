@@ -27,7 +27,7 @@ std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, double ke
   const opgen::pt::cuda::DeviceScope opgen_scope(opgen_device);
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   Attrs attrs;
-  attrs.keep_prob = static_cast<float>(keep_prob);
+  attrs.keep_prob = keep_prob;
   attrs.seed = seed;
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat)) row = 0;
@@ -47,26 +47,26 @@ std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, double ke
     const opgen::Shape mask_shape = opgen::sym::to_shape(opgen_s_x, "mask");
     switch (row) {
       case 0: {
-        at::Tensor y = opgen::pt::empty(y_shape, at::kFloat, opgen_device);
-        at::Tensor mask = opgen::pt::empty(mask_shape, at::kBool, opgen_device);
+        at::Tensor y = opgen::pt::output("dropout", "y", y_shape, at::kFloat, opgen_device);
+        at::Tensor mask = opgen::pt::output("dropout", "mask", mask_shape, at::kBool, opgen_device);
         cuda::forward<float, float, bool>(attrs, opgen::pt::in<float>(x), opgen::pt::out<float>(y), opgen::pt::out<bool>(mask));
         return std::make_tuple(y, mask);
       }
       case 1: {
-        at::Tensor y = opgen::pt::empty(y_shape, at::kDouble, opgen_device);
-        at::Tensor mask = opgen::pt::empty(mask_shape, at::kBool, opgen_device);
+        at::Tensor y = opgen::pt::output("dropout", "y", y_shape, at::kDouble, opgen_device);
+        at::Tensor mask = opgen::pt::output("dropout", "mask", mask_shape, at::kBool, opgen_device);
         cuda::forward<double, double, bool>(attrs, opgen::pt::in<double>(x), opgen::pt::out<double>(y), opgen::pt::out<bool>(mask));
         return std::make_tuple(y, mask);
       }
       case 2: {
-        at::Tensor y = opgen::pt::empty(y_shape, at::kHalf, opgen_device);
-        at::Tensor mask = opgen::pt::empty(mask_shape, at::kBool, opgen_device);
+        at::Tensor y = opgen::pt::output("dropout", "y", y_shape, at::kHalf, opgen_device);
+        at::Tensor mask = opgen::pt::output("dropout", "mask", mask_shape, at::kBool, opgen_device);
         cuda::forward<opgen::half, opgen::half, bool>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::out<opgen::half>(y), opgen::pt::out<bool>(mask));
         return std::make_tuple(y, mask);
       }
       case 3: {
-        at::Tensor y = opgen::pt::empty(y_shape, at::kBFloat16, opgen_device);
-        at::Tensor mask = opgen::pt::empty(mask_shape, at::kBool, opgen_device);
+        at::Tensor y = opgen::pt::output("dropout", "y", y_shape, at::kBFloat16, opgen_device);
+        at::Tensor mask = opgen::pt::output("dropout", "mask", mask_shape, at::kBool, opgen_device);
         cuda::forward<opgen::bfloat16, opgen::bfloat16, bool>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::out<opgen::bfloat16>(y), opgen::pt::out<bool>(mask));
         return std::make_tuple(y, mask);
       }
@@ -83,7 +83,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   const opgen::pt::cuda::DeviceScope opgen_scope(opgen_device);
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
-  attrs.keep_prob = static_cast<float>(keep_prob);
+  attrs.keep_prob = keep_prob;
   attrs.seed = seed;
   std::vector<at::Tensor> grads;
   try {
@@ -91,7 +91,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
     switch (row) {
       case 0: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kFloat, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("dropout_backward", "dx", sv.shape(0), at::kFloat, opgen_device);
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(1), at::kFloat, opgen_device);
         const at::Tensor dmask = opgen::pt::dout(douts, 1, sv.shape(2), at::kBool, opgen_device);
         cuda::backward<float, float, bool>(attrs, sv.in<float>(0), sv.in<float>(1), sv.in<bool>(2), opgen::pt::in<float>(dy), opgen::pt::in<bool>(dmask), opgen::pt::out<float>(dx));
@@ -100,7 +100,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 1: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kDouble, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("dropout_backward", "dx", sv.shape(0), at::kDouble, opgen_device);
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(1), at::kDouble, opgen_device);
         const at::Tensor dmask = opgen::pt::dout(douts, 1, sv.shape(2), at::kBool, opgen_device);
         cuda::backward<double, double, bool>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<bool>(2), opgen::pt::in<double>(dy), opgen::pt::in<bool>(dmask), opgen::pt::out<double>(dx));
@@ -109,7 +109,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 2: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("dropout_backward", "dx", sv.shape(0), at::kHalf, opgen_device);
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(1), at::kHalf, opgen_device);
         const at::Tensor dmask = opgen::pt::dout(douts, 1, sv.shape(2), at::kBool, opgen_device);
         cuda::backward<opgen::half, opgen::half, bool>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<bool>(2), opgen::pt::in<opgen::half>(dy), opgen::pt::in<bool>(dmask), opgen::pt::out<opgen::half>(dx));
@@ -118,7 +118,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 3: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("dropout_backward", "dx", sv.shape(0), at::kBFloat16, opgen_device);
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(1), at::kBFloat16, opgen_device);
         const at::Tensor dmask = opgen::pt::dout(douts, 1, sv.shape(2), at::kBool, opgen_device);
         cuda::backward<opgen::bfloat16, opgen::bfloat16, bool>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<bool>(2), opgen::pt::in<opgen::bfloat16>(dy), opgen::pt::in<bool>(dmask), opgen::pt::out<opgen::bfloat16>(dx));

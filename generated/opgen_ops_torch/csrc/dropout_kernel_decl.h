@@ -19,7 +19,7 @@ namespace dropout {
 
 /// Attrs of 'dropout' (documented in Python: no doc text in C++).
 struct Attrs {
-  float keep_prob = 0.5f;
+  double keep_prob = 0.5;
   int64_t seed = int64_t{0};
 };
 

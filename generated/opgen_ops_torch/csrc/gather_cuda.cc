@@ -48,22 +48,22 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &indices_arg, in
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::gather(opgen_s_x, opgen_s_indices, opgen::sym::Int{static_cast<int64_t>(attrs.axis)}), "out");
     switch (row) {
       case 0: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kFloat, opgen_device);
+        at::Tensor out = opgen::pt::output("gather", "out", out_shape, at::kFloat, opgen_device);
         cuda::forward<float, int64_t, float>(attrs, opgen::pt::in<float>(x), opgen::pt::in<int64_t>(indices), opgen::pt::out<float>(out));
         return out;
       }
       case 1: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kDouble, opgen_device);
+        at::Tensor out = opgen::pt::output("gather", "out", out_shape, at::kDouble, opgen_device);
         cuda::forward<double, int64_t, double>(attrs, opgen::pt::in<double>(x), opgen::pt::in<int64_t>(indices), opgen::pt::out<double>(out));
         return out;
       }
       case 2: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf, opgen_device);
+        at::Tensor out = opgen::pt::output("gather", "out", out_shape, at::kHalf, opgen_device);
         cuda::forward<opgen::half, int64_t, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::in<int64_t>(indices), opgen::pt::out<opgen::half>(out));
         return out;
       }
       case 3: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16, opgen_device);
+        at::Tensor out = opgen::pt::output("gather", "out", out_shape, at::kBFloat16, opgen_device);
         cuda::forward<opgen::bfloat16, int64_t, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::in<int64_t>(indices), opgen::pt::out<opgen::bfloat16>(out));
         return out;
       }
@@ -87,7 +87,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
     switch (row) {
       case 0: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kFloat, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("gather_backward", "dx", sv.shape(0), at::kFloat, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kFloat, opgen_device);
         cuda::backward<float, int64_t, float>(attrs, sv.in<float>(0), sv.in<int64_t>(1), sv.in<float>(2), opgen::pt::in<float>(dout), opgen::pt::out<float>(dx));
         if (dx.defined()) grads.push_back(dx);
@@ -95,7 +95,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 1: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kDouble, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("gather_backward", "dx", sv.shape(0), at::kDouble, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kDouble, opgen_device);
         cuda::backward<double, int64_t, double>(attrs, sv.in<double>(0), sv.in<int64_t>(1), sv.in<double>(2), opgen::pt::in<double>(dout), opgen::pt::out<double>(dx));
         if (dx.defined()) grads.push_back(dx);
@@ -103,7 +103,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 2: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("gather_backward", "dx", sv.shape(0), at::kHalf, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kHalf, opgen_device);
         cuda::backward<opgen::half, int64_t, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<int64_t>(1), sv.in<opgen::half>(2), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(dx));
         if (dx.defined()) grads.push_back(dx);
@@ -111,7 +111,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 3: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("gather_backward", "dx", sv.shape(0), at::kBFloat16, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kBFloat16, opgen_device);
         cuda::backward<opgen::bfloat16, int64_t, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<int64_t>(1), sv.in<opgen::bfloat16>(2), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(dx));
         if (dx.defined()) grads.push_back(dx);

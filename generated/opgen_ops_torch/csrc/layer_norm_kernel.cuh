@@ -26,7 +26,7 @@ template <typename x_t, typename gamma_t, typename beta_t, typename y_t, typenam
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_t> &gamma, const opgen::In<beta_t> &beta, const opgen::Out<y_t> &y, const opgen::Out<mean_t> &mean, const opgen::Out<rstd_t> &rstd) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, gamma, beta, y, mean, rstd);  // checked mode's errors name them
-  const float &eps = attrs.eps; (void)eps;
+  const double &eps = attrs.eps; (void)eps;
 #line 156 "ops/layer_norm.yaml"
   // A thread per row: mean, variance and the row, in compute_t (rows side by side are strided by
   // D: the portable baseline, not yet a warp per row).
@@ -75,7 +75,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma
   (void)y;
   (void)mean;
   (void)rstd;
-  const float &eps = attrs.eps; (void)eps;
+  const double &eps = attrs.eps; (void)eps;
 #line 189 "ops/layer_norm.yaml"
   // A thread per row recomputes mean and rstd in compute_t (a 16-bit row's saved ones are too
   // coarse for dx's cancellation), keeps them in a workspace and writes

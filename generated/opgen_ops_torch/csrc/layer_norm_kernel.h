@@ -24,7 +24,7 @@ template <typename x_t, typename gamma_t, typename beta_t, typename y_t, typenam
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_t> &gamma, const opgen::In<beta_t> &beta, const opgen::Out<y_t> &y, const opgen::Out<mean_t> &mean, const opgen::Out<rstd_t> &rstd) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, gamma, beta, y, mean, rstd);  // checked mode's errors name them
-  const float &eps = attrs.eps; (void)eps;
+  const double &eps = attrs.eps; (void)eps;
 #line 45 "ops/layer_norm.yaml"
   // Rows in parallel; mean, variance and the output are vector loops over a row.
   using C = opgen::compute_t<x_t>;
@@ -78,7 +78,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma
   (void)y;
   (void)mean;
   (void)rstd;
-  const float &eps = attrs.eps; (void)eps;
+  const double &eps = attrs.eps; (void)eps;
 #line 83 "ops/layer_norm.yaml"
   // One pass over the rows, as ATen's layer_norm backward reads x and dy once: per row, with
   // xhat = (x - mean) * rstd and g = dy * gamma, the two row sums of

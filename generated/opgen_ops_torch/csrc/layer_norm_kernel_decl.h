@@ -19,7 +19,7 @@ namespace layer_norm {
 
 /// Attrs of 'layer_norm' (documented in Python: no doc text in C++).
 struct Attrs {
-  float eps = 1e-05f;
+  double eps = 1e-05;
   std::vector<int64_t> opgen_layout;  // aot path: tensors per input (required, optional, optional)
 };
 

@@ -25,7 +25,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x_ar
   const at::Tensor gamma = opgen::pt::contiguous(gamma_arg);
   const at::Tensor beta = opgen::pt::contiguous(beta_arg);
   Attrs attrs;
-  attrs.eps = static_cast<float>(eps);
+  attrs.eps = eps;
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat) && opgen::pt::dtype_is(gamma, at::kFloat) && opgen::pt::dtype_is(beta, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble) && opgen::pt::dtype_is(gamma, at::kDouble) && opgen::pt::dtype_is(beta, at::kDouble)) row = 1;
@@ -47,30 +47,30 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x_ar
     const opgen::Shape rstd_shape = opgen::sym::to_shape(opgen::sym::reduce(opgen_s_x, opgen::sym::List({opgen::sym::Int{-1}}), opgen::sym::Bool{true}), "rstd");
     switch (row) {
       case 0: {
-        at::Tensor y = opgen::pt::empty(y_shape, at::kFloat);
-        at::Tensor mean = opgen::pt::empty(mean_shape, at::kFloat);
-        at::Tensor rstd = opgen::pt::empty(rstd_shape, at::kFloat);
+        at::Tensor y = opgen::pt::output("layer_norm", "y", y_shape, at::kFloat);
+        at::Tensor mean = opgen::pt::output("layer_norm", "mean", mean_shape, at::kFloat);
+        at::Tensor rstd = opgen::pt::output("layer_norm", "rstd", rstd_shape, at::kFloat);
         forward<float, float, float, float, float, float>(attrs, opgen::pt::in<float>(x), opgen::pt::in<float>(gamma), opgen::pt::in<float>(beta), opgen::pt::out<float>(y), opgen::pt::out<float>(mean), opgen::pt::out<float>(rstd));
         return std::make_tuple(y, mean, rstd);
       }
       case 1: {
-        at::Tensor y = opgen::pt::empty(y_shape, at::kDouble);
-        at::Tensor mean = opgen::pt::empty(mean_shape, at::kDouble);
-        at::Tensor rstd = opgen::pt::empty(rstd_shape, at::kDouble);
+        at::Tensor y = opgen::pt::output("layer_norm", "y", y_shape, at::kDouble);
+        at::Tensor mean = opgen::pt::output("layer_norm", "mean", mean_shape, at::kDouble);
+        at::Tensor rstd = opgen::pt::output("layer_norm", "rstd", rstd_shape, at::kDouble);
         forward<double, double, double, double, double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::in<double>(gamma), opgen::pt::in<double>(beta), opgen::pt::out<double>(y), opgen::pt::out<double>(mean), opgen::pt::out<double>(rstd));
         return std::make_tuple(y, mean, rstd);
       }
       case 2: {
-        at::Tensor y = opgen::pt::empty(y_shape, at::kHalf);
-        at::Tensor mean = opgen::pt::empty(mean_shape, at::kHalf);
-        at::Tensor rstd = opgen::pt::empty(rstd_shape, at::kHalf);
+        at::Tensor y = opgen::pt::output("layer_norm", "y", y_shape, at::kHalf);
+        at::Tensor mean = opgen::pt::output("layer_norm", "mean", mean_shape, at::kHalf);
+        at::Tensor rstd = opgen::pt::output("layer_norm", "rstd", rstd_shape, at::kHalf);
         forward<opgen::half, opgen::half, opgen::half, opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::in<opgen::half>(gamma), opgen::pt::in<opgen::half>(beta), opgen::pt::out<opgen::half>(y), opgen::pt::out<opgen::half>(mean), opgen::pt::out<opgen::half>(rstd));
         return std::make_tuple(y, mean, rstd);
       }
       case 3: {
-        at::Tensor y = opgen::pt::empty(y_shape, at::kBFloat16);
-        at::Tensor mean = opgen::pt::empty(mean_shape, at::kBFloat16);
-        at::Tensor rstd = opgen::pt::empty(rstd_shape, at::kBFloat16);
+        at::Tensor y = opgen::pt::output("layer_norm", "y", y_shape, at::kBFloat16);
+        at::Tensor mean = opgen::pt::output("layer_norm", "mean", mean_shape, at::kBFloat16);
+        at::Tensor rstd = opgen::pt::output("layer_norm", "rstd", rstd_shape, at::kBFloat16);
         forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::in<opgen::bfloat16>(gamma), opgen::pt::in<opgen::bfloat16>(beta), opgen::pt::out<opgen::bfloat16>(y), opgen::pt::out<opgen::bfloat16>(mean), opgen::pt::out<opgen::bfloat16>(rstd));
         return std::make_tuple(y, mean, rstd);
       }
@@ -86,18 +86,18 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
-  attrs.eps = static_cast<float>(eps);
+  attrs.eps = eps;
   std::vector<at::Tensor> grads;
   try {
     opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     switch (row) {
       case 0: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kFloat);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("layer_norm_backward", "dx", sv.shape(0), at::kFloat);
         at::Tensor dgamma;
-        if (sv.present(1) && needs.get(1)) dgamma = opgen::pt::empty(sv.shape(1), at::kFloat);
+        if (sv.present(1) && needs.get(1)) dgamma = opgen::pt::output("layer_norm_backward", "dgamma", sv.shape(1), at::kFloat);
         at::Tensor dbeta;
-        if (sv.present(2) && needs.get(2)) dbeta = opgen::pt::empty(sv.shape(2), at::kFloat);
+        if (sv.present(2) && needs.get(2)) dbeta = opgen::pt::output("layer_norm_backward", "dbeta", sv.shape(2), at::kFloat);
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(3), at::kFloat);
         const at::Tensor dmean = opgen::pt::dout(douts, 1, sv.shape(4), at::kFloat);
         const at::Tensor drstd = opgen::pt::dout(douts, 2, sv.shape(5), at::kFloat);
@@ -109,11 +109,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 1: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kDouble);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("layer_norm_backward", "dx", sv.shape(0), at::kDouble);
         at::Tensor dgamma;
-        if (sv.present(1) && needs.get(1)) dgamma = opgen::pt::empty(sv.shape(1), at::kDouble);
+        if (sv.present(1) && needs.get(1)) dgamma = opgen::pt::output("layer_norm_backward", "dgamma", sv.shape(1), at::kDouble);
         at::Tensor dbeta;
-        if (sv.present(2) && needs.get(2)) dbeta = opgen::pt::empty(sv.shape(2), at::kDouble);
+        if (sv.present(2) && needs.get(2)) dbeta = opgen::pt::output("layer_norm_backward", "dbeta", sv.shape(2), at::kDouble);
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(3), at::kDouble);
         const at::Tensor dmean = opgen::pt::dout(douts, 1, sv.shape(4), at::kDouble);
         const at::Tensor drstd = opgen::pt::dout(douts, 2, sv.shape(5), at::kDouble);
@@ -125,11 +125,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 2: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("layer_norm_backward", "dx", sv.shape(0), at::kHalf);
         at::Tensor dgamma;
-        if (sv.present(1) && needs.get(1)) dgamma = opgen::pt::empty(sv.shape(1), at::kHalf);
+        if (sv.present(1) && needs.get(1)) dgamma = opgen::pt::output("layer_norm_backward", "dgamma", sv.shape(1), at::kHalf);
         at::Tensor dbeta;
-        if (sv.present(2) && needs.get(2)) dbeta = opgen::pt::empty(sv.shape(2), at::kHalf);
+        if (sv.present(2) && needs.get(2)) dbeta = opgen::pt::output("layer_norm_backward", "dbeta", sv.shape(2), at::kHalf);
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(3), at::kHalf);
         const at::Tensor dmean = opgen::pt::dout(douts, 1, sv.shape(4), at::kHalf);
         const at::Tensor drstd = opgen::pt::dout(douts, 2, sv.shape(5), at::kHalf);
@@ -141,11 +141,11 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 3: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("layer_norm_backward", "dx", sv.shape(0), at::kBFloat16);
         at::Tensor dgamma;
-        if (sv.present(1) && needs.get(1)) dgamma = opgen::pt::empty(sv.shape(1), at::kBFloat16);
+        if (sv.present(1) && needs.get(1)) dgamma = opgen::pt::output("layer_norm_backward", "dgamma", sv.shape(1), at::kBFloat16);
         at::Tensor dbeta;
-        if (sv.present(2) && needs.get(2)) dbeta = opgen::pt::empty(sv.shape(2), at::kBFloat16);
+        if (sv.present(2) && needs.get(2)) dbeta = opgen::pt::output("layer_norm_backward", "dbeta", sv.shape(2), at::kBFloat16);
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(3), at::kBFloat16);
         const at::Tensor dmean = opgen::pt::dout(douts, 1, sv.shape(4), at::kBFloat16);
         const at::Tensor drstd = opgen::pt::dout(douts, 2, sv.shape(5), at::kBFloat16);

@@ -24,7 +24,7 @@ template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
-  const float &alpha = attrs.alpha; (void)alpha;
+  const double &alpha = attrs.alpha; (void)alpha;
   using C = opgen::common_compute_t<out_t, x_t>;
   // out = x if x > 0 else alpha * x
   opgen::map<opgen::kMemoryBoundIsa>(out, [&](C x) noexcept -> C { return opgen::select((x > C(0.0)), C(x), C((C(alpha) * x))); }, x);
@@ -38,7 +38,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   OPGEN_NAME_VIEWS(x, out, dout, dx);
   (void)x;
   (void)out;
-  const float &alpha = attrs.alpha; (void)alpha;
+  const double &alpha = attrs.alpha; (void)alpha;
   using C = opgen::common_compute_t<out_t, x_t>;
   const opgen::Shape iter_shape = dout.shape_vector();
   if (dx) {

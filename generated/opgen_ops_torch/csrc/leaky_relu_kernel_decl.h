@@ -19,7 +19,7 @@ namespace leaky_relu {
 
 /// Attrs of 'leaky_relu' (documented in Python: no doc text in C++).
 struct Attrs {
-  float alpha = 0.01f;
+  double alpha = 0.01;
 };
 
 /// Forward: fills out from x.

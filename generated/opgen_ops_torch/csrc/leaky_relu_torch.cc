@@ -23,7 +23,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, double alpha) {
   const opgen::pt::TorchThreads threads;  // opgen's pool within torch.get_num_threads()
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   Attrs attrs;
-  attrs.alpha = static_cast<float>(alpha);
+  attrs.alpha = alpha;
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble)) row = 1;
@@ -41,22 +41,22 @@ at::Tensor forward_op(const at::Tensor &x_arg, double alpha) {
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen_s_x, "out");
     switch (row) {
       case 0: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kFloat);
+        at::Tensor out = opgen::pt::output("leaky_relu", "out", out_shape, at::kFloat);
         forward<float, float>(attrs, opgen::pt::in<float>(x), opgen::pt::out<float>(out));
         return out;
       }
       case 1: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kDouble);
+        at::Tensor out = opgen::pt::output("leaky_relu", "out", out_shape, at::kDouble);
         forward<double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::out<double>(out));
         return out;
       }
       case 2: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf);
+        at::Tensor out = opgen::pt::output("leaky_relu", "out", out_shape, at::kHalf);
         forward<opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::out<opgen::half>(out));
         return out;
       }
       case 3: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16);
+        at::Tensor out = opgen::pt::output("leaky_relu", "out", out_shape, at::kBFloat16);
         forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::out<opgen::bfloat16>(out));
         return out;
       }
@@ -72,14 +72,14 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
-  attrs.alpha = static_cast<float>(alpha);
+  attrs.alpha = alpha;
   std::vector<at::Tensor> grads;
   try {
     opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     switch (row) {
       case 0: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kFloat);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("leaky_relu_backward", "dx", sv.shape(0), at::kFloat);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kFloat);
         backward<float, float>(attrs, sv.in<float>(0), sv.in<float>(1), opgen::pt::in<float>(dout), opgen::pt::out<float>(dx));
         if (dx.defined()) grads.push_back(dx);
@@ -87,7 +87,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 1: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kDouble);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("leaky_relu_backward", "dx", sv.shape(0), at::kDouble);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kDouble);
         backward<double, double>(attrs, sv.in<double>(0), sv.in<double>(1), opgen::pt::in<double>(dout), opgen::pt::out<double>(dx));
         if (dx.defined()) grads.push_back(dx);
@@ -95,7 +95,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 2: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("leaky_relu_backward", "dx", sv.shape(0), at::kHalf);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kHalf);
         backward<opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(dx));
         if (dx.defined()) grads.push_back(dx);
@@ -103,7 +103,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 3: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("leaky_relu_backward", "dx", sv.shape(0), at::kBFloat16);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kBFloat16);
         backward<opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(dx));
         if (dx.defined()) grads.push_back(dx);

@@ -45,22 +45,22 @@ at::Tensor forward_op(const at::Tensor &a_arg, const at::Tensor &b_arg, bool tra
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::matmul(opgen_s_a, opgen_s_b, opgen::sym::Bool{static_cast<bool>(attrs.transpose_a)}, opgen::sym::Bool{static_cast<bool>(attrs.transpose_b)}), "out");
     switch (row) {
       case 0: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kFloat);
+        at::Tensor out = opgen::pt::output("matmul", "out", out_shape, at::kFloat);
         forward<float, float, float>(attrs, opgen::pt::in<float>(a), opgen::pt::in<float>(b), opgen::pt::out<float>(out));
         return out;
       }
       case 1: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kDouble);
+        at::Tensor out = opgen::pt::output("matmul", "out", out_shape, at::kDouble);
         forward<double, double, double>(attrs, opgen::pt::in<double>(a), opgen::pt::in<double>(b), opgen::pt::out<double>(out));
         return out;
       }
       case 2: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf);
+        at::Tensor out = opgen::pt::output("matmul", "out", out_shape, at::kHalf);
         forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(a), opgen::pt::in<opgen::half>(b), opgen::pt::out<opgen::half>(out));
         return out;
       }
       case 3: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16);
+        at::Tensor out = opgen::pt::output("matmul", "out", out_shape, at::kBFloat16);
         forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(a), opgen::pt::in<opgen::bfloat16>(b), opgen::pt::out<opgen::bfloat16>(out));
         return out;
       }
@@ -84,9 +84,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
     switch (row) {
       case 0: {
         at::Tensor da;
-        if (sv.present(0) && needs.get(0)) da = opgen::pt::empty(sv.shape(0), at::kFloat);
+        if (sv.present(0) && needs.get(0)) da = opgen::pt::output("matmul_backward", "da", sv.shape(0), at::kFloat);
         at::Tensor db;
-        if (sv.present(1) && needs.get(1)) db = opgen::pt::empty(sv.shape(1), at::kFloat);
+        if (sv.present(1) && needs.get(1)) db = opgen::pt::output("matmul_backward", "db", sv.shape(1), at::kFloat);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kFloat);
         backward<float, float, float>(attrs, sv.in<float>(0), sv.in<float>(1), sv.in<float>(2), opgen::pt::in<float>(dout), opgen::pt::out<float>(da), opgen::pt::out<float>(db));
         if (da.defined()) grads.push_back(da);
@@ -95,9 +95,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 1: {
         at::Tensor da;
-        if (sv.present(0) && needs.get(0)) da = opgen::pt::empty(sv.shape(0), at::kDouble);
+        if (sv.present(0) && needs.get(0)) da = opgen::pt::output("matmul_backward", "da", sv.shape(0), at::kDouble);
         at::Tensor db;
-        if (sv.present(1) && needs.get(1)) db = opgen::pt::empty(sv.shape(1), at::kDouble);
+        if (sv.present(1) && needs.get(1)) db = opgen::pt::output("matmul_backward", "db", sv.shape(1), at::kDouble);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kDouble);
         backward<double, double, double>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<double>(2), opgen::pt::in<double>(dout), opgen::pt::out<double>(da), opgen::pt::out<double>(db));
         if (da.defined()) grads.push_back(da);
@@ -106,9 +106,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 2: {
         at::Tensor da;
-        if (sv.present(0) && needs.get(0)) da = opgen::pt::empty(sv.shape(0), at::kHalf);
+        if (sv.present(0) && needs.get(0)) da = opgen::pt::output("matmul_backward", "da", sv.shape(0), at::kHalf);
         at::Tensor db;
-        if (sv.present(1) && needs.get(1)) db = opgen::pt::empty(sv.shape(1), at::kHalf);
+        if (sv.present(1) && needs.get(1)) db = opgen::pt::output("matmul_backward", "db", sv.shape(1), at::kHalf);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kHalf);
         backward<opgen::half, opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<opgen::half>(2), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(da), opgen::pt::out<opgen::half>(db));
         if (da.defined()) grads.push_back(da);
@@ -117,9 +117,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 3: {
         at::Tensor da;
-        if (sv.present(0) && needs.get(0)) da = opgen::pt::empty(sv.shape(0), at::kBFloat16);
+        if (sv.present(0) && needs.get(0)) da = opgen::pt::output("matmul_backward", "da", sv.shape(0), at::kBFloat16);
         at::Tensor db;
-        if (sv.present(1) && needs.get(1)) db = opgen::pt::empty(sv.shape(1), at::kBFloat16);
+        if (sv.present(1) && needs.get(1)) db = opgen::pt::output("matmul_backward", "db", sv.shape(1), at::kBFloat16);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kBFloat16);
         backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<opgen::bfloat16>(2), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(da), opgen::pt::out<opgen::bfloat16>(db));
         if (da.defined()) grads.push_back(da);

@@ -25,7 +25,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   (void)attrs;
   OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
   const std::vector<std::vector<int64_t>> &paddings = attrs.paddings; (void)paddings;
-  const float &value = attrs.value; (void)value;
+  const double &value = attrs.value; (void)value;
 #line 36 "ops/pad2d.yaml"
   const int64_t H = x.dim(x.ndim - 2), W = x.dim(x.ndim - 1), OH = out.dim(out.ndim - 2), OW = out.dim(out.ndim - 1);
   const int64_t top = paddings[0][0], left = paddings[1][0];  // a list[list[int]] attr: std::vector<std::vector<int64_t>>
@@ -53,7 +53,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   (void)x;
   (void)out;
   const std::vector<std::vector<int64_t>> &paddings = attrs.paddings; (void)paddings;
-  const float &value = attrs.value; (void)value;
+  const double &value = attrs.value; (void)value;
 #line 51 "ops/pad2d.yaml"
   const int64_t H = x.dim(x.ndim - 2), W = x.dim(x.ndim - 1), OH = dout.dim(dout.ndim - 2), OW = dout.dim(dout.ndim - 1);
   const int64_t top = paddings[0][0], left = paddings[1][0];

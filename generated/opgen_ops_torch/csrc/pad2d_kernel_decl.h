@@ -20,7 +20,7 @@ namespace pad2d {
 /// Attrs of 'pad2d' (documented in Python: no doc text in C++).
 struct Attrs {
   std::vector<std::vector<int64_t>> paddings = std::vector<std::vector<int64_t>>{std::vector<int64_t>{int64_t{1}, int64_t{1}}, std::vector<int64_t>{int64_t{1}, int64_t{1}}};
-  float value = 0.0f;
+  double value = 0.0;
 };
 
 /// Forward: fills out from x.

@@ -42,22 +42,22 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_d
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::reduce(opgen_s_x, opgen::sym::List::of(attrs.axis), opgen::sym::Bool{static_cast<bool>(attrs.keep_dims)}), "out");
     switch (row) {
       case 0: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kFloat);
+        at::Tensor out = opgen::pt::output("reduce_sum", "out", out_shape, at::kFloat);
         forward<float, float>(attrs, opgen::pt::in<float>(x), opgen::pt::out<float>(out));
         return out;
       }
       case 1: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kDouble);
+        at::Tensor out = opgen::pt::output("reduce_sum", "out", out_shape, at::kDouble);
         forward<double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::out<double>(out));
         return out;
       }
       case 2: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf);
+        at::Tensor out = opgen::pt::output("reduce_sum", "out", out_shape, at::kHalf);
         forward<opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::out<opgen::half>(out));
         return out;
       }
       case 3: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16);
+        at::Tensor out = opgen::pt::output("reduce_sum", "out", out_shape, at::kBFloat16);
         forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::out<opgen::bfloat16>(out));
         return out;
       }

@@ -26,7 +26,7 @@ template <typename x_t, typename weight_t, typename y_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight_t> &weight, const opgen::Out<y_t> &y) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, weight, y);  // checked mode's errors name them
-  const float &eps = attrs.eps; (void)eps;
+  const double &eps = attrs.eps; (void)eps;
 #line 95 "ops/rms_norm.yaml"
   // A thread per row: its mean square, then the row (rows side by side are strided by D: the
   // portable baseline, not yet a warp per row).
@@ -56,7 +56,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weigh
   (void)x;
   (void)weight;
   (void)y;
-  const float &eps = attrs.eps; (void)eps;
+  const double &eps = attrs.eps; (void)eps;
 #line 112 "ops/rms_norm.yaml"
   // A thread per row: s = 1 / sqrt(mean(x**2) + eps), kept in a workspace, and
   // dx = s * g - s**3 * x * sum(g * x) / D with g = dy * weight; then a thread per column:

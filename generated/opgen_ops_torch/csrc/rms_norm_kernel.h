@@ -24,7 +24,7 @@ template <typename x_t, typename weight_t, typename y_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight_t> &weight, const opgen::Out<y_t> &y) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, weight, y);  // checked mode's errors name them
-  const float &eps = attrs.eps; (void)eps;
+  const double &eps = attrs.eps; (void)eps;
 #line 33 "ops/rms_norm.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.dim(-1), R = D ? x.numel / D : 0;
@@ -55,7 +55,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weigh
   (void)x;
   (void)weight;
   (void)y;
-  const float &eps = attrs.eps; (void)eps;
+  const double &eps = attrs.eps; (void)eps;
 #line 51 "ops/rms_norm.yaml"
   // One pass over the rows, as layer_norm's: per row s = 1 / sqrt(mean(x**2) + eps), then
   // dx = s * g - s**3 * x * sum(g * x) / D with g = dy * weight; dweight = sum over rows of

@@ -19,7 +19,7 @@ namespace rms_norm {
 
 /// Attrs of 'rms_norm' (documented in Python: no doc text in C++).
 struct Attrs {
-  float eps = 1e-06f;
+  double eps = 1e-06;
 };
 
 /// Forward: fills y from x, weight.

@@ -24,7 +24,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &weight_arg, dou
   const at::Tensor x = opgen::pt::contiguous(x_arg);
   const at::Tensor weight = opgen::pt::contiguous(weight_arg);
   Attrs attrs;
-  attrs.eps = static_cast<float>(eps);
+  attrs.eps = eps;
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(x, at::kFloat) && opgen::pt::dtype_is(weight, at::kFloat)) row = 0;
   if (row < 0 && opgen::pt::dtype_is(x, at::kDouble) && opgen::pt::dtype_is(weight, at::kDouble)) row = 1;
@@ -46,22 +46,22 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &weight_arg, dou
     const opgen::Shape y_shape = opgen::sym::to_shape(opgen_s_x, "y");
     switch (row) {
       case 0: {
-        at::Tensor y = opgen::pt::empty(y_shape, at::kFloat);
+        at::Tensor y = opgen::pt::output("rms_norm", "y", y_shape, at::kFloat);
         forward<float, float, float>(attrs, opgen::pt::in<float>(x), opgen::pt::in<float>(weight), opgen::pt::out<float>(y));
         return y;
       }
       case 1: {
-        at::Tensor y = opgen::pt::empty(y_shape, at::kDouble);
+        at::Tensor y = opgen::pt::output("rms_norm", "y", y_shape, at::kDouble);
         forward<double, double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::in<double>(weight), opgen::pt::out<double>(y));
         return y;
       }
       case 2: {
-        at::Tensor y = opgen::pt::empty(y_shape, at::kHalf);
+        at::Tensor y = opgen::pt::output("rms_norm", "y", y_shape, at::kHalf);
         forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::in<opgen::half>(weight), opgen::pt::out<opgen::half>(y));
         return y;
       }
       case 3: {
-        at::Tensor y = opgen::pt::empty(y_shape, at::kBFloat16);
+        at::Tensor y = opgen::pt::output("rms_norm", "y", y_shape, at::kBFloat16);
         forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::in<opgen::bfloat16>(weight), opgen::pt::out<opgen::bfloat16>(y));
         return y;
       }
@@ -77,16 +77,16 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   const opgen::pt::TorchThreads threads;
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
-  attrs.eps = static_cast<float>(eps);
+  attrs.eps = eps;
   std::vector<at::Tensor> grads;
   try {
     opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
     switch (row) {
       case 0: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kFloat);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("rms_norm_backward", "dx", sv.shape(0), at::kFloat);
         at::Tensor dweight;
-        if (sv.present(1) && needs.get(1)) dweight = opgen::pt::empty(sv.shape(1), at::kFloat);
+        if (sv.present(1) && needs.get(1)) dweight = opgen::pt::output("rms_norm_backward", "dweight", sv.shape(1), at::kFloat);
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(2), at::kFloat);
         backward<float, float, float>(attrs, sv.in<float>(0), sv.in<float>(1), sv.in<float>(2), opgen::pt::in<float>(dy), opgen::pt::out<float>(dx), opgen::pt::out<float>(dweight));
         if (dx.defined()) grads.push_back(dx);
@@ -95,9 +95,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 1: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kDouble);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("rms_norm_backward", "dx", sv.shape(0), at::kDouble);
         at::Tensor dweight;
-        if (sv.present(1) && needs.get(1)) dweight = opgen::pt::empty(sv.shape(1), at::kDouble);
+        if (sv.present(1) && needs.get(1)) dweight = opgen::pt::output("rms_norm_backward", "dweight", sv.shape(1), at::kDouble);
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(2), at::kDouble);
         backward<double, double, double>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<double>(2), opgen::pt::in<double>(dy), opgen::pt::out<double>(dx), opgen::pt::out<double>(dweight));
         if (dx.defined()) grads.push_back(dx);
@@ -106,9 +106,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 2: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("rms_norm_backward", "dx", sv.shape(0), at::kHalf);
         at::Tensor dweight;
-        if (sv.present(1) && needs.get(1)) dweight = opgen::pt::empty(sv.shape(1), at::kHalf);
+        if (sv.present(1) && needs.get(1)) dweight = opgen::pt::output("rms_norm_backward", "dweight", sv.shape(1), at::kHalf);
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(2), at::kHalf);
         backward<opgen::half, opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<opgen::half>(2), opgen::pt::in<opgen::half>(dy), opgen::pt::out<opgen::half>(dx), opgen::pt::out<opgen::half>(dweight));
         if (dx.defined()) grads.push_back(dx);
@@ -117,9 +117,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 3: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("rms_norm_backward", "dx", sv.shape(0), at::kBFloat16);
         at::Tensor dweight;
-        if (sv.present(1) && needs.get(1)) dweight = opgen::pt::empty(sv.shape(1), at::kBFloat16);
+        if (sv.present(1) && needs.get(1)) dweight = opgen::pt::output("rms_norm_backward", "dweight", sv.shape(1), at::kBFloat16);
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(2), at::kBFloat16);
         backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<opgen::bfloat16>(2), opgen::pt::in<opgen::bfloat16>(dy), opgen::pt::out<opgen::bfloat16>(dx), opgen::pt::out<opgen::bfloat16>(dweight));
         if (dx.defined()) grads.push_back(dx);

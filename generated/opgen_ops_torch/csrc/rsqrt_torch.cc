@@ -40,22 +40,22 @@ at::Tensor forward_op(const at::Tensor &x_arg) {
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen_s_x, "out");
     switch (row) {
       case 0: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kFloat);
+        at::Tensor out = opgen::pt::output("rsqrt", "out", out_shape, at::kFloat);
         forward<float, float>(attrs, opgen::pt::in<float>(x), opgen::pt::out<float>(out));
         return out;
       }
       case 1: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kDouble);
+        at::Tensor out = opgen::pt::output("rsqrt", "out", out_shape, at::kDouble);
         forward<double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::out<double>(out));
         return out;
       }
       case 2: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf);
+        at::Tensor out = opgen::pt::output("rsqrt", "out", out_shape, at::kHalf);
         forward<opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::out<opgen::half>(out));
         return out;
       }
       case 3: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16);
+        at::Tensor out = opgen::pt::output("rsqrt", "out", out_shape, at::kBFloat16);
         forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::out<opgen::bfloat16>(out));
         return out;
       }
@@ -77,7 +77,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
     switch (row) {
       case 0: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kFloat);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("rsqrt_backward", "dx", sv.shape(0), at::kFloat);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kFloat);
         backward<float, float>(attrs, sv.in<float>(0), sv.in<float>(1), opgen::pt::in<float>(dout), opgen::pt::out<float>(dx));
         if (dx.defined()) grads.push_back(dx);
@@ -85,7 +85,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 1: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kDouble);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("rsqrt_backward", "dx", sv.shape(0), at::kDouble);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kDouble);
         backward<double, double>(attrs, sv.in<double>(0), sv.in<double>(1), opgen::pt::in<double>(dout), opgen::pt::out<double>(dx));
         if (dx.defined()) grads.push_back(dx);
@@ -93,7 +93,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 2: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("rsqrt_backward", "dx", sv.shape(0), at::kHalf);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kHalf);
         backward<opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(dx));
         if (dx.defined()) grads.push_back(dx);
@@ -101,7 +101,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 3: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("rsqrt_backward", "dx", sv.shape(0), at::kBFloat16);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kBFloat16);
         backward<opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(dx));
         if (dx.defined()) grads.push_back(dx);

@@ -24,12 +24,12 @@ template <typename x_t, typename y_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &y, const opgen::Out<out_t> &out) {
   (void)attrs;
   OPGEN_NAME_VIEWS(x, y, out);  // checked mode's errors name them
-  const float &scale = attrs.scale; (void)scale;
-  const std::vector<float> &paddings = attrs.paddings; (void)paddings;
+  const double &scale = attrs.scale; (void)scale;
+  const std::vector<double> &paddings = attrs.paddings; (void)paddings;
 #line 35 "ops/scale_add.yaml"
   using C = opgen::compute_t<out_t>;
   C pad = 0;
-  for (float p : paddings) pad += C(p);
+  for (const auto p : paddings) pad += C(p);  // float on MindSpore, double on PyTorch
   const C k = C(scale) * C(paddings.size());  // scale * y once per padding
   opgen::map(out, OPGEN_LAMBDA(C a, C b) -> C { return a + k * b + pad; }, x, y);
 #line 36 "generated/opgen_ops_torch/csrc/scale_add_kernel.h"
@@ -44,8 +44,8 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
   (void)x;
   (void)y;
   (void)out;
-  const float &scale = attrs.scale; (void)scale;
-  const std::vector<float> &paddings = attrs.paddings; (void)paddings;
+  const double &scale = attrs.scale; (void)scale;
+  const std::vector<double> &paddings = attrs.paddings; (void)paddings;
   if (dx) {
 #line 42 "ops/scale_add.yaml"
     using C = opgen::compute_t<x_t>;

@@ -19,8 +19,8 @@ namespace scale_add {
 
 /// Attrs of 'scale_add' (documented in Python: no doc text in C++).
 struct Attrs {
-  float scale = 1.0f;
-  std::vector<float> paddings = std::vector<float>{0.0f};
+  double scale = 1.0;
+  std::vector<double> paddings = std::vector<double>{0.0};
 };
 
 /// Forward: fills out from x, y.

@@ -28,7 +28,7 @@ at::Tensor forward_op(const at::Tensor &pred_arg, const at::Tensor &target_arg, 
   const at::Tensor pred = opgen::pt::contiguous(pred_arg);
   const at::Tensor target = opgen::pt::contiguous(target_arg);
   Attrs attrs;
-  attrs.beta = static_cast<float>(beta);
+  attrs.beta = beta;
   attrs.reduction = std::string(reduction);
   int64_t row = -1;
   if (row < 0 && opgen::pt::dtype_is(pred, at::kFloat) && opgen::pt::dtype_is(target, at::kFloat)) row = 0;
@@ -51,22 +51,22 @@ at::Tensor forward_op(const at::Tensor &pred_arg, const at::Tensor &target_arg, 
     const opgen::Shape loss_shape = opgen::sym::to_shape(opgen::sym::choose(opgen::sym::ne(attrs.reduction, std::string("none")), [&] { return opgen::sym::List(); }, [&] { return opgen_s_pred; }), "loss");
     switch (row) {
       case 0: {
-        at::Tensor loss = opgen::pt::empty(loss_shape, at::kFloat, opgen_device);
+        at::Tensor loss = opgen::pt::output("smooth_l1_loss", "loss", loss_shape, at::kFloat, opgen_device);
         cuda::forward<float, float, float>(attrs, opgen::pt::in<float>(pred), opgen::pt::in<float>(target), opgen::pt::out<float>(loss));
         return loss;
       }
       case 1: {
-        at::Tensor loss = opgen::pt::empty(loss_shape, at::kDouble, opgen_device);
+        at::Tensor loss = opgen::pt::output("smooth_l1_loss", "loss", loss_shape, at::kDouble, opgen_device);
         cuda::forward<double, double, double>(attrs, opgen::pt::in<double>(pred), opgen::pt::in<double>(target), opgen::pt::out<double>(loss));
         return loss;
       }
       case 2: {
-        at::Tensor loss = opgen::pt::empty(loss_shape, at::kHalf, opgen_device);
+        at::Tensor loss = opgen::pt::output("smooth_l1_loss", "loss", loss_shape, at::kHalf, opgen_device);
         cuda::forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(pred), opgen::pt::in<opgen::half>(target), opgen::pt::out<opgen::half>(loss));
         return loss;
       }
       case 3: {
-        at::Tensor loss = opgen::pt::empty(loss_shape, at::kBFloat16, opgen_device);
+        at::Tensor loss = opgen::pt::output("smooth_l1_loss", "loss", loss_shape, at::kBFloat16, opgen_device);
         cuda::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(pred), opgen::pt::in<opgen::bfloat16>(target), opgen::pt::out<opgen::bfloat16>(loss));
         return loss;
       }
@@ -83,7 +83,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   const opgen::pt::cuda::DeviceScope opgen_scope(opgen_device);
   const opgen::pt::Saved sv(saved, shapes, ranks);
   Attrs attrs;
-  attrs.beta = static_cast<float>(beta);
+  attrs.beta = beta;
   attrs.reduction = std::string(reduction);
   std::vector<at::Tensor> grads;
   try {
@@ -91,9 +91,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
     switch (row) {
       case 0: {
         at::Tensor dpred;
-        if (sv.present(0) && needs.get(0)) dpred = opgen::pt::empty(sv.shape(0), at::kFloat, opgen_device);
+        if (sv.present(0) && needs.get(0)) dpred = opgen::pt::output("smooth_l1_loss_backward", "dpred", sv.shape(0), at::kFloat, opgen_device);
         at::Tensor dtarget;
-        if (sv.present(1) && needs.get(1)) dtarget = opgen::pt::empty(sv.shape(1), at::kFloat, opgen_device);
+        if (sv.present(1) && needs.get(1)) dtarget = opgen::pt::output("smooth_l1_loss_backward", "dtarget", sv.shape(1), at::kFloat, opgen_device);
         const at::Tensor dloss = opgen::pt::dout(douts, 0, sv.shape(2), at::kFloat, opgen_device);
         cuda::backward<float, float, float>(attrs, sv.in<float>(0), sv.in<float>(1), sv.in<float>(2), opgen::pt::in<float>(dloss), opgen::pt::out<float>(dpred), opgen::pt::out<float>(dtarget));
         if (dpred.defined()) grads.push_back(dpred);
@@ -102,9 +102,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 1: {
         at::Tensor dpred;
-        if (sv.present(0) && needs.get(0)) dpred = opgen::pt::empty(sv.shape(0), at::kDouble, opgen_device);
+        if (sv.present(0) && needs.get(0)) dpred = opgen::pt::output("smooth_l1_loss_backward", "dpred", sv.shape(0), at::kDouble, opgen_device);
         at::Tensor dtarget;
-        if (sv.present(1) && needs.get(1)) dtarget = opgen::pt::empty(sv.shape(1), at::kDouble, opgen_device);
+        if (sv.present(1) && needs.get(1)) dtarget = opgen::pt::output("smooth_l1_loss_backward", "dtarget", sv.shape(1), at::kDouble, opgen_device);
         const at::Tensor dloss = opgen::pt::dout(douts, 0, sv.shape(2), at::kDouble, opgen_device);
         cuda::backward<double, double, double>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<double>(2), opgen::pt::in<double>(dloss), opgen::pt::out<double>(dpred), opgen::pt::out<double>(dtarget));
         if (dpred.defined()) grads.push_back(dpred);
@@ -113,9 +113,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 2: {
         at::Tensor dpred;
-        if (sv.present(0) && needs.get(0)) dpred = opgen::pt::empty(sv.shape(0), at::kHalf, opgen_device);
+        if (sv.present(0) && needs.get(0)) dpred = opgen::pt::output("smooth_l1_loss_backward", "dpred", sv.shape(0), at::kHalf, opgen_device);
         at::Tensor dtarget;
-        if (sv.present(1) && needs.get(1)) dtarget = opgen::pt::empty(sv.shape(1), at::kHalf, opgen_device);
+        if (sv.present(1) && needs.get(1)) dtarget = opgen::pt::output("smooth_l1_loss_backward", "dtarget", sv.shape(1), at::kHalf, opgen_device);
         const at::Tensor dloss = opgen::pt::dout(douts, 0, sv.shape(2), at::kHalf, opgen_device);
         cuda::backward<opgen::half, opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<opgen::half>(2), opgen::pt::in<opgen::half>(dloss), opgen::pt::out<opgen::half>(dpred), opgen::pt::out<opgen::half>(dtarget));
         if (dpred.defined()) grads.push_back(dpred);
@@ -124,9 +124,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 3: {
         at::Tensor dpred;
-        if (sv.present(0) && needs.get(0)) dpred = opgen::pt::empty(sv.shape(0), at::kBFloat16, opgen_device);
+        if (sv.present(0) && needs.get(0)) dpred = opgen::pt::output("smooth_l1_loss_backward", "dpred", sv.shape(0), at::kBFloat16, opgen_device);
         at::Tensor dtarget;
-        if (sv.present(1) && needs.get(1)) dtarget = opgen::pt::empty(sv.shape(1), at::kBFloat16, opgen_device);
+        if (sv.present(1) && needs.get(1)) dtarget = opgen::pt::output("smooth_l1_loss_backward", "dtarget", sv.shape(1), at::kBFloat16, opgen_device);
         const at::Tensor dloss = opgen::pt::dout(douts, 0, sv.shape(2), at::kBFloat16, opgen_device);
         cuda::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<opgen::bfloat16>(2), opgen::pt::in<opgen::bfloat16>(dloss), opgen::pt::out<opgen::bfloat16>(dpred), opgen::pt::out<opgen::bfloat16>(dtarget));
         if (dpred.defined()) grads.push_back(dpred);

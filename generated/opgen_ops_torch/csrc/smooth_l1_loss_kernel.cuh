@@ -26,7 +26,7 @@ template <typename pred_t, typename target_t, typename loss_t>
 void forward(const Attrs &attrs, const opgen::In<pred_t> &pred, const opgen::In<target_t> &target, const opgen::Out<loss_t> &loss) {
   (void)attrs;
   OPGEN_NAME_VIEWS(pred, target, loss);  // checked mode's errors name them
-  const float &beta = attrs.beta; (void)beta;
+  const double &beta = attrs.beta; (void)beta;
   const std::string &reduction = attrs.reduction; (void)reduction;
 #line 78 "ops/smooth_l1_loss.yaml"
   // 'none': a map; 'sum' and 'mean': the same functor summed into the 0-d loss by map_reduce_to
@@ -59,7 +59,7 @@ void backward(const Attrs &attrs, const opgen::In<pred_t> &pred, const opgen::In
   (void)pred;
   (void)target;
   (void)loss;
-  const float &beta = attrs.beta; (void)beta;
+  const double &beta = attrs.beta; (void)beta;
   const std::string &reduction = attrs.reduction; (void)reduction;
 #line 97 "ops/smooth_l1_loss.yaml"
   // dpred = clamp(d / beta, -1, 1) * dloss (dloss broadcast from 0-d for 'sum' and 'mean', scaled

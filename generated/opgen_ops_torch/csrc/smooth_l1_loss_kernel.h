@@ -24,7 +24,7 @@ template <typename pred_t, typename target_t, typename loss_t>
 void forward(const Attrs &attrs, const opgen::In<pred_t> &pred, const opgen::In<target_t> &target, const opgen::Out<loss_t> &loss) {
   (void)attrs;
   OPGEN_NAME_VIEWS(pred, target, loss);  // checked mode's errors name them
-  const float &beta = attrs.beta; (void)beta;
+  const double &beta = attrs.beta; (void)beta;
   const std::string &reduction = attrs.reduction; (void)reduction;
 #line 38 "ops/smooth_l1_loss.yaml"
   using C = opgen::compute_t<pred_t>;
@@ -52,7 +52,7 @@ void backward(const Attrs &attrs, const opgen::In<pred_t> &pred, const opgen::In
   (void)pred;
   (void)target;
   (void)loss;
-  const float &beta = attrs.beta; (void)beta;
+  const double &beta = attrs.beta; (void)beta;
   const std::string &reduction = attrs.reduction; (void)reduction;
 #line 52 "ops/smooth_l1_loss.yaml"
   // dpred = clamp(d / beta, -1, 1) * dloss (per element for 'none', the reduced dloss scaled

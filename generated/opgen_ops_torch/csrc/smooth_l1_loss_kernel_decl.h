@@ -19,7 +19,7 @@ namespace smooth_l1_loss {
 
 /// Attrs of 'smooth_l1_loss' (documented in Python: no doc text in C++).
 struct Attrs {
-  float beta = 1.0f;
+  double beta = 1.0;
   std::string reduction = std::string("none");
 };
 

@@ -47,22 +47,22 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &y_arg) {
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::broadcast({opgen_s_x, opgen_s_y}), "out");
     switch (row) {
       case 0: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kFloat, opgen_device);
+        at::Tensor out = opgen::pt::output("sub", "out", out_shape, at::kFloat, opgen_device);
         cuda::forward<float, float, float>(attrs, opgen::pt::in<float>(x), opgen::pt::in<float>(y), opgen::pt::out<float>(out));
         return out;
       }
       case 1: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kDouble, opgen_device);
+        at::Tensor out = opgen::pt::output("sub", "out", out_shape, at::kDouble, opgen_device);
         cuda::forward<double, double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::in<double>(y), opgen::pt::out<double>(out));
         return out;
       }
       case 2: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf, opgen_device);
+        at::Tensor out = opgen::pt::output("sub", "out", out_shape, at::kHalf, opgen_device);
         cuda::forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::in<opgen::half>(y), opgen::pt::out<opgen::half>(out));
         return out;
       }
       case 3: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16, opgen_device);
+        at::Tensor out = opgen::pt::output("sub", "out", out_shape, at::kBFloat16, opgen_device);
         cuda::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::in<opgen::bfloat16>(y), opgen::pt::out<opgen::bfloat16>(out));
         return out;
       }
@@ -85,9 +85,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
     switch (row) {
       case 0: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kFloat, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("sub_backward", "dx", sv.shape(0), at::kFloat, opgen_device);
         at::Tensor dy;
-        if (sv.present(1) && needs.get(1)) dy = opgen::pt::empty(sv.shape(1), at::kFloat, opgen_device);
+        if (sv.present(1) && needs.get(1)) dy = opgen::pt::output("sub_backward", "dy", sv.shape(1), at::kFloat, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kFloat, opgen_device);
         cuda::backward<float, float, float>(attrs, sv.in<float>(0), sv.in<float>(1), sv.in<float>(2), opgen::pt::in<float>(dout), opgen::pt::out<float>(dx), opgen::pt::out<float>(dy));
         if (dx.defined()) grads.push_back(dx);
@@ -96,9 +96,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 1: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kDouble, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("sub_backward", "dx", sv.shape(0), at::kDouble, opgen_device);
         at::Tensor dy;
-        if (sv.present(1) && needs.get(1)) dy = opgen::pt::empty(sv.shape(1), at::kDouble, opgen_device);
+        if (sv.present(1) && needs.get(1)) dy = opgen::pt::output("sub_backward", "dy", sv.shape(1), at::kDouble, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kDouble, opgen_device);
         cuda::backward<double, double, double>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<double>(2), opgen::pt::in<double>(dout), opgen::pt::out<double>(dx), opgen::pt::out<double>(dy));
         if (dx.defined()) grads.push_back(dx);
@@ -107,9 +107,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 2: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("sub_backward", "dx", sv.shape(0), at::kHalf, opgen_device);
         at::Tensor dy;
-        if (sv.present(1) && needs.get(1)) dy = opgen::pt::empty(sv.shape(1), at::kHalf, opgen_device);
+        if (sv.present(1) && needs.get(1)) dy = opgen::pt::output("sub_backward", "dy", sv.shape(1), at::kHalf, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kHalf, opgen_device);
         cuda::backward<opgen::half, opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<opgen::half>(2), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(dx), opgen::pt::out<opgen::half>(dy));
         if (dx.defined()) grads.push_back(dx);
@@ -118,9 +118,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 3: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16, opgen_device);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("sub_backward", "dx", sv.shape(0), at::kBFloat16, opgen_device);
         at::Tensor dy;
-        if (sv.present(1) && needs.get(1)) dy = opgen::pt::empty(sv.shape(1), at::kBFloat16, opgen_device);
+        if (sv.present(1) && needs.get(1)) dy = opgen::pt::output("sub_backward", "dy", sv.shape(1), at::kBFloat16, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kBFloat16, opgen_device);
         cuda::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<opgen::bfloat16>(2), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(dx), opgen::pt::out<opgen::bfloat16>(dy));
         if (dx.defined()) grads.push_back(dx);

@@ -44,26 +44,26 @@ std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, int64_t k
     const opgen::Shape indices_shape = opgen::sym::to_shape(opgen::sym::join(opgen::sym::slice(opgen_s_x, opgen::sym::Int{0}, false, opgen::sym::Int{-1}, true), opgen::sym::List({opgen::sym::Int{static_cast<int64_t>(attrs.k)}})), "indices");
     switch (row) {
       case 0: {
-        at::Tensor values = opgen::pt::empty(values_shape, at::kFloat);
-        at::Tensor indices = opgen::pt::empty(indices_shape, at::kLong);
+        at::Tensor values = opgen::pt::output("topk", "values", values_shape, at::kFloat);
+        at::Tensor indices = opgen::pt::output("topk", "indices", indices_shape, at::kLong);
         forward<float, float, int64_t>(attrs, opgen::pt::in<float>(x), opgen::pt::out<float>(values), opgen::pt::out<int64_t>(indices));
         return std::make_tuple(values, indices);
       }
       case 1: {
-        at::Tensor values = opgen::pt::empty(values_shape, at::kDouble);
-        at::Tensor indices = opgen::pt::empty(indices_shape, at::kLong);
+        at::Tensor values = opgen::pt::output("topk", "values", values_shape, at::kDouble);
+        at::Tensor indices = opgen::pt::output("topk", "indices", indices_shape, at::kLong);
         forward<double, double, int64_t>(attrs, opgen::pt::in<double>(x), opgen::pt::out<double>(values), opgen::pt::out<int64_t>(indices));
         return std::make_tuple(values, indices);
       }
       case 2: {
-        at::Tensor values = opgen::pt::empty(values_shape, at::kHalf);
-        at::Tensor indices = opgen::pt::empty(indices_shape, at::kLong);
+        at::Tensor values = opgen::pt::output("topk", "values", values_shape, at::kHalf);
+        at::Tensor indices = opgen::pt::output("topk", "indices", indices_shape, at::kLong);
         forward<opgen::half, opgen::half, int64_t>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::out<opgen::half>(values), opgen::pt::out<int64_t>(indices));
         return std::make_tuple(values, indices);
       }
       case 3: {
-        at::Tensor values = opgen::pt::empty(values_shape, at::kBFloat16);
-        at::Tensor indices = opgen::pt::empty(indices_shape, at::kLong);
+        at::Tensor values = opgen::pt::output("topk", "values", values_shape, at::kBFloat16);
+        at::Tensor indices = opgen::pt::output("topk", "indices", indices_shape, at::kLong);
         forward<opgen::bfloat16, opgen::bfloat16, int64_t>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::out<opgen::bfloat16>(values), opgen::pt::out<int64_t>(indices));
         return std::make_tuple(values, indices);
       }
@@ -86,7 +86,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
     switch (row) {
       case 0: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kFloat);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("topk_backward", "dx", sv.shape(0), at::kFloat);
         const at::Tensor dvalues = opgen::pt::dout(douts, 0, sv.shape(1), at::kFloat);
         const at::Tensor dindices = opgen::pt::dout(douts, 1, sv.shape(2), at::kLong);
         backward<float, float, int64_t>(attrs, sv.in<float>(0), sv.in<float>(1), sv.in<int64_t>(2), opgen::pt::in<float>(dvalues), opgen::pt::in<int64_t>(dindices), opgen::pt::out<float>(dx));
@@ -95,7 +95,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 1: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kDouble);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("topk_backward", "dx", sv.shape(0), at::kDouble);
         const at::Tensor dvalues = opgen::pt::dout(douts, 0, sv.shape(1), at::kDouble);
         const at::Tensor dindices = opgen::pt::dout(douts, 1, sv.shape(2), at::kLong);
         backward<double, double, int64_t>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<int64_t>(2), opgen::pt::in<double>(dvalues), opgen::pt::in<int64_t>(dindices), opgen::pt::out<double>(dx));
@@ -104,7 +104,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 2: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kHalf);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("topk_backward", "dx", sv.shape(0), at::kHalf);
         const at::Tensor dvalues = opgen::pt::dout(douts, 0, sv.shape(1), at::kHalf);
         const at::Tensor dindices = opgen::pt::dout(douts, 1, sv.shape(2), at::kLong);
         backward<opgen::half, opgen::half, int64_t>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<int64_t>(2), opgen::pt::in<opgen::half>(dvalues), opgen::pt::in<int64_t>(dindices), opgen::pt::out<opgen::half>(dx));
@@ -113,7 +113,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 3: {
         at::Tensor dx;
-        if (sv.present(0) && needs.get(0)) dx = opgen::pt::empty(sv.shape(0), at::kBFloat16);
+        if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("topk_backward", "dx", sv.shape(0), at::kBFloat16);
         const at::Tensor dvalues = opgen::pt::dout(douts, 0, sv.shape(1), at::kBFloat16);
         const at::Tensor dindices = opgen::pt::dout(douts, 1, sv.shape(2), at::kLong);
         backward<opgen::bfloat16, opgen::bfloat16, int64_t>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<int64_t>(2), opgen::pt::in<opgen::bfloat16>(dvalues), opgen::pt::in<int64_t>(dindices), opgen::pt::out<opgen::bfloat16>(dx));

@@ -46,22 +46,22 @@ at::Tensor forward_op(const at::Tensor &cond_arg, const at::Tensor &x_arg, const
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::broadcast({opgen_s_cond, opgen_s_x, opgen_s_y}), "out");
     switch (row) {
       case 0: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kFloat);
+        at::Tensor out = opgen::pt::output("where", "out", out_shape, at::kFloat);
         forward<bool, float, float, float>(attrs, opgen::pt::in<bool>(cond), opgen::pt::in<float>(x), opgen::pt::in<float>(y), opgen::pt::out<float>(out));
         return out;
       }
       case 1: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kDouble);
+        at::Tensor out = opgen::pt::output("where", "out", out_shape, at::kDouble);
         forward<bool, double, double, double>(attrs, opgen::pt::in<bool>(cond), opgen::pt::in<double>(x), opgen::pt::in<double>(y), opgen::pt::out<double>(out));
         return out;
       }
       case 2: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kHalf);
+        at::Tensor out = opgen::pt::output("where", "out", out_shape, at::kHalf);
         forward<bool, opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<bool>(cond), opgen::pt::in<opgen::half>(x), opgen::pt::in<opgen::half>(y), opgen::pt::out<opgen::half>(out));
         return out;
       }
       case 3: {
-        at::Tensor out = opgen::pt::empty(out_shape, at::kBFloat16);
+        at::Tensor out = opgen::pt::output("where", "out", out_shape, at::kBFloat16);
         forward<bool, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<bool>(cond), opgen::pt::in<opgen::bfloat16>(x), opgen::pt::in<opgen::bfloat16>(y), opgen::pt::out<opgen::bfloat16>(out));
         return out;
       }
@@ -83,9 +83,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
     switch (row) {
       case 0: {
         at::Tensor dx;
-        if (sv.present(1) && needs.get(1)) dx = opgen::pt::empty(sv.shape(1), at::kFloat);
+        if (sv.present(1) && needs.get(1)) dx = opgen::pt::output("where_backward", "dx", sv.shape(1), at::kFloat);
         at::Tensor dy;
-        if (sv.present(2) && needs.get(2)) dy = opgen::pt::empty(sv.shape(2), at::kFloat);
+        if (sv.present(2) && needs.get(2)) dy = opgen::pt::output("where_backward", "dy", sv.shape(2), at::kFloat);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(3), at::kFloat);
         backward<bool, float, float, float>(attrs, sv.in<bool>(0), sv.in<float>(1), sv.in<float>(2), sv.in<float>(3), opgen::pt::in<float>(dout), opgen::pt::out<float>(dx), opgen::pt::out<float>(dy));
         if (dx.defined()) grads.push_back(dx);
@@ -94,9 +94,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 1: {
         at::Tensor dx;
-        if (sv.present(1) && needs.get(1)) dx = opgen::pt::empty(sv.shape(1), at::kDouble);
+        if (sv.present(1) && needs.get(1)) dx = opgen::pt::output("where_backward", "dx", sv.shape(1), at::kDouble);
         at::Tensor dy;
-        if (sv.present(2) && needs.get(2)) dy = opgen::pt::empty(sv.shape(2), at::kDouble);
+        if (sv.present(2) && needs.get(2)) dy = opgen::pt::output("where_backward", "dy", sv.shape(2), at::kDouble);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(3), at::kDouble);
         backward<bool, double, double, double>(attrs, sv.in<bool>(0), sv.in<double>(1), sv.in<double>(2), sv.in<double>(3), opgen::pt::in<double>(dout), opgen::pt::out<double>(dx), opgen::pt::out<double>(dy));
         if (dx.defined()) grads.push_back(dx);
@@ -105,9 +105,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 2: {
         at::Tensor dx;
-        if (sv.present(1) && needs.get(1)) dx = opgen::pt::empty(sv.shape(1), at::kHalf);
+        if (sv.present(1) && needs.get(1)) dx = opgen::pt::output("where_backward", "dx", sv.shape(1), at::kHalf);
         at::Tensor dy;
-        if (sv.present(2) && needs.get(2)) dy = opgen::pt::empty(sv.shape(2), at::kHalf);
+        if (sv.present(2) && needs.get(2)) dy = opgen::pt::output("where_backward", "dy", sv.shape(2), at::kHalf);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(3), at::kHalf);
         backward<bool, opgen::half, opgen::half, opgen::half>(attrs, sv.in<bool>(0), sv.in<opgen::half>(1), sv.in<opgen::half>(2), sv.in<opgen::half>(3), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(dx), opgen::pt::out<opgen::half>(dy));
         if (dx.defined()) grads.push_back(dx);
@@ -116,9 +116,9 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
       }
       case 3: {
         at::Tensor dx;
-        if (sv.present(1) && needs.get(1)) dx = opgen::pt::empty(sv.shape(1), at::kBFloat16);
+        if (sv.present(1) && needs.get(1)) dx = opgen::pt::output("where_backward", "dx", sv.shape(1), at::kBFloat16);
         at::Tensor dy;
-        if (sv.present(2) && needs.get(2)) dy = opgen::pt::empty(sv.shape(2), at::kBFloat16);
+        if (sv.present(2) && needs.get(2)) dy = opgen::pt::output("where_backward", "dy", sv.shape(2), at::kBFloat16);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(3), at::kBFloat16);
         backward<bool, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<bool>(0), sv.in<opgen::bfloat16>(1), sv.in<opgen::bfloat16>(2), sv.in<opgen::bfloat16>(3), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(dx), opgen::pt::out<opgen::bfloat16>(dy));
         if (dx.defined()) grads.push_back(dx);

@@ -23,7 +23,7 @@ from ...devices import DeviceName
 from ...model import BuildFlags, Op
 from .. import Backend, BuildOptions, WheelFacts
 from . import facts
-from .facts import DEVICE_TEST_PATHS, TARGET, TEST_PATHS
+from .facts import DEVICE_TEST_PATHS, FLOAT_ATTR, TARGET, TEST_PATHS
 
 if TYPE_CHECKING:
     from ...testing import Package as TestPackage
@@ -60,7 +60,9 @@ class TorchBackend(Backend):
 
         namespace = package + self.package_suffix
         ordered = sorted(ops, key=lambda o: o.name)
-        contexts = [api.op_context(op, namespace, self.target) for op in ordered]
+        # float attrs as doubles in the kernel layer: the schema's `float` is a double, and a float64
+        # row computes with the value the caller gave (the bodies convert it to the row's compute type)
+        contexts = [api.op_context(op, namespace, self.target, FLOAT_ATTR) for op in ordered]
         sources = sources_of(ordered)
         em = Emitter(namespace, out_prefix)
         core_files(em, ordered, contexts)
@@ -68,7 +70,7 @@ class TorchBackend(Backend):
         items = []
         cpu = devices.get("cpu")
         for op, ctx in zip(ordered, contexts):
-            others = api.device_contexts(op, namespace)
+            others = api.device_contexts(op, namespace, FLOAT_ATTR)
             t = torch_op(op, ctx, namespace, [(d.name, v) for d, v in others])
             items.append({"op": ctx, "t": t})
             header = GENERATED_BY.format(sources=ctx.file)

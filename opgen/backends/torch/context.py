@@ -27,6 +27,7 @@ from ... import api, dtypes
 from ... import shapes as lang
 from ...model import Attr, Op
 from ...views import OpView
+from .facts import FLOAT_ATTR
 
 AT_SCALAR = {
     "float32": "at::kFloat", "float64": "at::kDouble", "float16": "at::kHalf", "bfloat16": "at::kBFloat16",
@@ -113,18 +114,19 @@ def _schema_default(a: Attr) -> str:
 
 
 def _attr_assign(a: Attr) -> str:
-    """C++ statement storing the kernel's argument ``a.name`` into the kernel layer's Attrs."""
+    """C++ statement storing the kernel's argument ``a.name`` into the kernel layer's Attrs (float
+    attrs as the doubles the schema passes: :data:`opgen.backends.torch.facts.FLOAT_ATTR`)."""
     t = a.type
     if t in ("int", "bool"):
         return f"attrs.{a.name} = {a.name};"
     if t == "float":
-        return f"attrs.{a.name} = static_cast<float>({a.name});"
+        return f"attrs.{a.name} = {a.name};"
     if t == "str":
         return f"attrs.{a.name} = std::string({a.name});"
     if t == "list[int]":
         return f"attrs.{a.name} = opgen::pt::to_vector<int64_t>({a.name});"
     if t == "list[float]":
-        return f"attrs.{a.name} = opgen::pt::to_vector<float>({a.name});"
+        return f"attrs.{a.name} = opgen::pt::to_vector<{FLOAT_ATTR}>({a.name});"
     if t == "list[bool]":
         return f"attrs.{a.name} = opgen::pt::to_vector<bool>({a.name});"
     if t == "list[str]":
@@ -132,7 +134,7 @@ def _attr_assign(a: Attr) -> str:
     if t == "list[list[int]]":
         return f"attrs.{a.name} = opgen::pt::rows<int64_t>({a.name});"
     if t == "list[list[float]]":
-        return f"attrs.{a.name} = opgen::pt::rows<float>({a.name});"
+        return f"attrs.{a.name} = opgen::pt::rows<{FLOAT_ATTR}>({a.name});"
     raise AssertionError(t)  # pragma: no cover
 
 
@@ -434,7 +436,7 @@ def torch_op(op: Op, ctx: OpView, namespace: str, device_views: Sequence[tuple[s
                         for n in written),
         returns_py=_returns_py(op, made) if op.has_effects else "",
         refusal=refusal(op),
-        fake_return_py=_fake_return_py([op.outputs.index(o) for o in made], out_dtypes),
+        fake_return_py=_fake_return_py(op, [op.outputs.index(o) for o in made], out_dtypes),
         write_check=_write_check(op),
         no_history=not ctx.grad_flows and not op.has_effects,
     )
@@ -451,10 +453,11 @@ def _write_check(op: Op) -> tuple[str, ...]:
     return (*lines, "writes.check();  // before anything is written: a refused call changes nothing")
 
 
-def _fake_return_py(made: list[int], dtypes: list[str]) -> str:
+def _fake_return_py(op: Op, made: list[int], dtypes: list[str]) -> str:
     """The fake kernel's return value of an op that writes an input: the outputs of its own
-    (by index among the outputs) as empty tensors, one, a tuple, or None."""
-    empties = [f"torch.empty(shapes[{k}], dtype={dtypes[k]}, device=device)" for k in made]
+    (by index among the outputs) as empty tensors (``runtime.fake_output``), one, a tuple, or None."""
+    empties = [f"_rt.fake_output({op.name!r}, {op.outputs[k].name!r}, shapes[{k}], {dtypes[k]}, device)"
+               for k in made]
     if not empties:
         return "None"
     return empties[0] if len(empties) == 1 else "(" + "".join(e + ", " for e in empties) + ")"

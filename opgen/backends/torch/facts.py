@@ -11,6 +11,11 @@ from pathlib import Path
 TARGET = "CPU"
 """The spec's dtype_format target whose rows the torch backend builds."""
 
+FLOAT_ATTR = "double"
+"""The C++ type of a float attr in the kernel layer (:attr:`opgen.views.OpView.float_attr_cpp`):
+the schema's ``float`` is a double, which reaches every row as the caller gave it (a float64
+row computes with it; a float32 row converts it to its compute type, as before)."""
+
 TEST_PATHS: Mapping[str, str] = {"eager": "eager", "compiled": "compiled"}
 """The paths ``opgen test`` checks each op on, each with its short name in the results table
 (:attr:`opgen.backends.Backend.test_paths`)."""

@@ -67,6 +67,7 @@ class TorchPackage(Package):
     paths = PATHS
     device_paths = CUDA_PATHS
     target = facts.TARGET
+    float_attr = facts.FLOAT_ATTR
 
     def __init__(self, module: str, directory: Path):
         super().__init__(module, directory)

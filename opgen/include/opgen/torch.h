@@ -30,6 +30,8 @@
 
 #include <cstdint>
 #include <exception>
+#include <limits>
+#include <new>
 #ifdef OPGEN_CHECKED
 #include <sys/mman.h>
 #include <unistd.h>
@@ -172,6 +174,54 @@ inline at::Tensor empty(const Shape &shape, at::ScalarType dtype) {
 }
 inline at::Tensor empty(const Shape &shape, at::ScalarType dtype, at::Device device) {
   return at::empty(at::IntArrayRef(shape), at::TensorOptions().dtype(dtype).device(device));
+}
+
+namespace detail {
+/// The bytes of a tensor of `shape` and `dtype`; throws opgen::Error (the op's ValueError) when
+/// they overflow int64, where at::empty says "Storage size calculation overflowed" naming no op
+/// (the fake kernels refuse the same shapes: opgen.runtime.pytorch.fake_output).
+inline int64_t output_bytes(const char *name, const Shape &shape, at::ScalarType dtype) {
+  const int64_t numel = numel_of(shape.data(), static_cast<int>(shape.size()));
+  const int64_t item = static_cast<int64_t>(c10::elementSize(dtype));
+  if (numel > std::numeric_limits<int64_t>::max() / item) {
+    throw Error("output '" + std::string(name) + "' would have shape " + shape_str(shape) + ", more bytes (" +
+                std::to_string(item) + " per element) than int64 can count");
+  }
+  return numel * item;
+}
+
+/// Runs `allocate` (at::empty); an allocation failure is rethrown as the same exception type
+/// (c10::OutOfMemoryError, torch.OutOfMemoryError; c10::Error, RuntimeError: the CPU allocator's
+/// "can't allocate memory"; std::bad_alloc as c10::OutOfMemoryError) naming the op, the output,
+/// its shape and its size before the allocator's own message.
+template <typename F>
+at::Tensor allocate_output(const char *op, const char *name, const Shape &shape, at::ScalarType dtype, F &&allocate) {
+  const int64_t bytes = output_bytes(name, shape, dtype);
+  const auto what = [&](const char *cause) {
+    return std::string(op) + "(): cannot allocate output '" + name + "' of shape " + shape_str(shape) + " (" +
+           std::to_string(bytes) + " bytes): " + cause;
+  };
+  try {
+    return allocate();
+  } catch (const c10::OutOfMemoryError &e) {
+    throw c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, what(e.what_without_backtrace()));
+  } catch (const c10::Error &e) {
+    throw c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, what(e.what_without_backtrace()));
+  } catch (const std::bad_alloc &e) {
+    throw c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, what(e.what()));
+  }
+}
+}  // namespace detail
+
+/// An output (or a gradient) of op `op` named `name`: opgen::pt::empty, with an error naming the
+/// op and the output where its bytes overflow int64 (opgen::Error: the op's ValueError) or the
+/// allocation fails (detail::allocate_output).
+inline at::Tensor output(const char *op, const char *name, const Shape &shape, at::ScalarType dtype) {
+  return detail::allocate_output(op, name, shape, dtype, [&] { return empty(shape, dtype); });
+}
+inline at::Tensor output(const char *op, const char *name, const Shape &shape, at::ScalarType dtype,
+                         at::Device device) {
+  return detail::allocate_output(op, name, shape, dtype, [&] { return empty(shape, dtype, device); });
 }
 
 /// Whether `t` has dtype `want`; an absent optional input (undefined) matches any row.
