@@ -618,6 +618,8 @@ def op_context(op: Op, package: str, target: str, float_attr: str = "float") -> 
         has_list_attr=any(a.is_list for a in attrs),
         has_effects=op.has_effects,
         written_names=tuple(written),
+        fw_roles="".join("w" if n in written else "-" for n in in_names) + "o" * len(out_names),
+        bw_roles="-" * (len(in_names) + 2 * len(out_names)) + "g" * len(diff),
         no_outputs=not outputs,
         float_attr_cpp=float_attr,
     )

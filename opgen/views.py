@@ -257,6 +257,11 @@ class OpView:
     """The op writes an input in place (:attr:`opgen.model.Op.has_effects`): no gradient, kept and ordered in graphs."""
     written_names: tuple[str, ...] = ()
     """The inputs it writes in place, in order."""
+    fw_roles: str = ""
+    """The forward kernel's views' roles for checked mode's errors (``OPGEN_NAME_VIEWS_AS``, opgen/kernel.h), one
+    character per input then output: ``w`` an input written in place, ``-`` another input, ``o`` an output."""
+    bw_roles: str = ""
+    """The backward kernel's: ``-`` for each input, output and output gradient, ``g`` for each input gradient."""
     no_outputs: bool = False
     """``outputs: []``: a call returns None."""
     float_attr_cpp: str = "float"

@@ -97,7 +97,7 @@ extern "C" int opgen_ops_adamw_forward(int nparam, void **params, int *ndims, in
                                    void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1, 1, 1, 1};
@@ -118,6 +118,7 @@ extern "C" int opgen_ops_adamw_forward(int nparam, void **params, int *ndims, in
       const auto lr = cur.one<const float>();
       opgen::aot::done(cur.one<float>());
       opgen_op::cuda::forward<float, float, float, float, int64_t, float>(attrs, param, m, v, grad, step, lr);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64", "float64", "int64", "float64", "float32"};
@@ -134,6 +135,7 @@ extern "C" int opgen_ops_adamw_forward(int nparam, void **params, int *ndims, in
       const auto lr = cur.one<const double>();
       opgen::aot::done(cur.one<float>());
       opgen_op::cuda::forward<double, double, double, double, int64_t, double>(attrs, param, m, v, grad, step, lr);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16", "float16", "int64", "float16", "float32"};
@@ -150,6 +152,7 @@ extern "C" int opgen_ops_adamw_forward(int nparam, void **params, int *ndims, in
       const auto lr = cur.one<const opgen::half>();
       opgen::aot::done(cur.one<float>());
       opgen_op::cuda::forward<opgen::half, opgen::half, opgen::half, opgen::half, int64_t, opgen::half>(attrs, param, m, v, grad, step, lr);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16", "int64", "bfloat16", "float32"};
@@ -166,6 +169,7 @@ extern "C" int opgen_ops_adamw_forward(int nparam, void **params, int *ndims, in
       const auto lr = cur.one<const opgen::bfloat16>();
       opgen::aot::done(cur.one<float>());
       opgen_op::cuda::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, int64_t, opgen::bfloat16>(attrs, param, m, v, grad, step, lr);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

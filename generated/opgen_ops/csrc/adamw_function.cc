@@ -60,7 +60,7 @@ class Adamw : public Function<Adamw> {
     }
     TensorPtrList outputs;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_param = opgen::sym::from_shape(param_h->shape());
       const opgen::sym::List opgen_s_m = opgen::sym::from_shape(m_h->shape());
@@ -77,21 +77,25 @@ class Adamw : public Function<Adamw> {
       switch (row) {
         case 0: {
           forward<float, float, float, float, int64_t, float>(attrs, opgen::ms::view_at<float>(param_w, param), opgen::ms::view_at<float>(m_w, m), opgen::ms::view_at<float>(v_w, v), opgen::ms::in<float>(grad_h), opgen::ms::in<int64_t>(step_h), opgen::ms::in<float>(lr_h));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {param, m, v};
           break;
         }
         case 1: {
           forward<double, double, double, double, int64_t, double>(attrs, opgen::ms::view_at<double>(param_w, param), opgen::ms::view_at<double>(m_w, m), opgen::ms::view_at<double>(v_w, v), opgen::ms::in<double>(grad_h), opgen::ms::in<int64_t>(step_h), opgen::ms::in<double>(lr_h));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {param, m, v};
           break;
         }
         case 2: {
           forward<opgen::half, opgen::half, opgen::half, opgen::half, int64_t, opgen::half>(attrs, opgen::ms::view_at<opgen::half>(param_w, param), opgen::ms::view_at<opgen::half>(m_w, m), opgen::ms::view_at<opgen::half>(v_w, v), opgen::ms::in<opgen::half>(grad_h), opgen::ms::in<int64_t>(step_h), opgen::ms::in<opgen::half>(lr_h));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {param, m, v};
           break;
         }
         case 3: {
           forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, int64_t, opgen::bfloat16>(attrs, opgen::ms::view_at<opgen::bfloat16>(param_w, param), opgen::ms::view_at<opgen::bfloat16>(m_w, m), opgen::ms::view_at<opgen::bfloat16>(v_w, v), opgen::ms::in<opgen::bfloat16>(grad_h), opgen::ms::in<int64_t>(step_h), opgen::ms::in<opgen::bfloat16>(lr_h));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {param, m, v};
           break;
         }

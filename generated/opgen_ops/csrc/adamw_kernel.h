@@ -23,7 +23,7 @@ namespace adamw {
 template <typename param_t, typename m_t, typename v_t, typename grad_t, typename step_t, typename lr_t>
 void forward(const Attrs &attrs, const opgen::Out<param_t> &param, const opgen::Out<m_t> &m, const opgen::Out<v_t> &v, const opgen::In<grad_t> &grad, const opgen::In<step_t> &step, const opgen::In<lr_t> &lr) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(param, m, v, grad, step, lr);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("www---", param, m, v, grad, step, lr);  // checked mode's errors name them
   const float &beta1 = attrs.beta1; (void)beta1;
   const float &beta2 = attrs.beta2; (void)beta2;
   const float &eps = attrs.eps; (void)eps;

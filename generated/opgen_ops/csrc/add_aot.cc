@@ -59,7 +59,7 @@ extern "C" int opgen_ops_add_forward(int nparam, void **params, int *ndims, int6
                                    void *stream, void *extra) {
   (void)stream;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1};
@@ -73,6 +73,7 @@ extern "C" int opgen_ops_add_forward(int nparam, void **params, int *ndims, int6
       const auto y = cur.one<const float>();
       const auto out = cur.one<float>();
       opgen_op::forward<float, float, float>(attrs, x, y, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64"};
@@ -82,6 +83,7 @@ extern "C" int opgen_ops_add_forward(int nparam, void **params, int *ndims, int6
       const auto y = cur.one<const double>();
       const auto out = cur.one<double>();
       opgen_op::forward<double, double, double>(attrs, x, y, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16"};
@@ -91,6 +93,7 @@ extern "C" int opgen_ops_add_forward(int nparam, void **params, int *ndims, int6
       const auto y = cur.one<const opgen::half>();
       const auto out = cur.one<opgen::half>();
       opgen_op::forward<opgen::half, opgen::half, opgen::half>(attrs, x, y, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16"};
@@ -100,6 +103,7 @@ extern "C" int opgen_ops_add_forward(int nparam, void **params, int *ndims, int6
       const auto y = cur.one<const opgen::bfloat16>();
       const auto out = cur.one<opgen::bfloat16>();
       opgen_op::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, x, y, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow4[] = {"int32", "int32", "int32"};
@@ -109,6 +113,7 @@ extern "C" int opgen_ops_add_forward(int nparam, void **params, int *ndims, int6
       const auto y = cur.one<const int32_t>();
       const auto out = cur.one<int32_t>();
       opgen_op::forward<int32_t, int32_t, int32_t>(attrs, x, y, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow5[] = {"int64", "int64", "int64"};
@@ -118,6 +123,7 @@ extern "C" int opgen_ops_add_forward(int nparam, void **params, int *ndims, int6
       const auto y = cur.one<const int64_t>();
       const auto out = cur.one<int64_t>();
       opgen_op::forward<int64_t, int64_t, int64_t>(attrs, x, y, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
@@ -132,7 +138,7 @@ extern "C" int opgen_ops_add_backward(int nparam, void **params, int *ndims, int
                                     void *stream, void *extra) {
   (void)stream;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1, 1, 1};
@@ -149,6 +155,7 @@ extern "C" int opgen_ops_add_backward(int nparam, void **params, int *ndims, int
       const auto dx = cur.one<float>();
       const auto dy = cur.one<float>();
       opgen_op::backward<float, float, float>(attrs, x, y, out, dout, dx, dy);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64", "float64", "float64", "float64"};
@@ -161,6 +168,7 @@ extern "C" int opgen_ops_add_backward(int nparam, void **params, int *ndims, int
       const auto dx = cur.one<double>();
       const auto dy = cur.one<double>();
       opgen_op::backward<double, double, double>(attrs, x, y, out, dout, dx, dy);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16", "float16", "float16", "float16"};
@@ -173,6 +181,7 @@ extern "C" int opgen_ops_add_backward(int nparam, void **params, int *ndims, int
       const auto dx = cur.one<opgen::half>();
       const auto dy = cur.one<opgen::half>();
       opgen_op::backward<opgen::half, opgen::half, opgen::half>(attrs, x, y, out, dout, dx, dy);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16"};
@@ -185,6 +194,7 @@ extern "C" int opgen_ops_add_backward(int nparam, void **params, int *ndims, int
       const auto dx = cur.one<opgen::bfloat16>();
       const auto dy = cur.one<opgen::bfloat16>();
       opgen_op::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, x, y, out, dout, dx, dy);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow4[] = {"int32", "int32", "int32", "int32", "int32", "int32"};
@@ -197,6 +207,7 @@ extern "C" int opgen_ops_add_backward(int nparam, void **params, int *ndims, int
       const auto dx = cur.one<int32_t>();
       const auto dy = cur.one<int32_t>();
       opgen_op::backward<int32_t, int32_t, int32_t>(attrs, x, y, out, dout, dx, dy);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow5[] = {"int64", "int64", "int64", "int64", "int64", "int64"};
@@ -209,6 +220,7 @@ extern "C" int opgen_ops_add_backward(int nparam, void **params, int *ndims, int
       const auto dx = cur.one<int64_t>();
       const auto dy = cur.one<int64_t>();
       opgen_op::backward<int64_t, int64_t, int64_t>(attrs, x, y, out, dout, dx, dy);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

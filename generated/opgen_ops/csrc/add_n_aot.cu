@@ -83,7 +83,7 @@ extern "C" int opgen_ops_add_n_forward(int nparam, void **params, int *ndims, in
                                    void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {attrs.opgen_layout[0], attrs.opgen_layout[1], 1};
@@ -97,6 +97,7 @@ extern "C" int opgen_ops_add_n_forward(int nparam, void **params, int *ndims, in
       const auto zs = cur.list<const float>(attrs.opgen_layout[1]);
       const auto out = cur.one<float>();
       opgen_op::cuda::forward<float, float, float>(attrs, x, zs, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64"};
@@ -106,6 +107,7 @@ extern "C" int opgen_ops_add_n_forward(int nparam, void **params, int *ndims, in
       const auto zs = cur.list<const double>(attrs.opgen_layout[1]);
       const auto out = cur.one<double>();
       opgen_op::cuda::forward<double, double, double>(attrs, x, zs, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16"};
@@ -115,6 +117,7 @@ extern "C" int opgen_ops_add_n_forward(int nparam, void **params, int *ndims, in
       const auto zs = cur.list<const opgen::half>(attrs.opgen_layout[1]);
       const auto out = cur.one<opgen::half>();
       opgen_op::cuda::forward<opgen::half, opgen::half, opgen::half>(attrs, x, zs, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16"};
@@ -124,6 +127,7 @@ extern "C" int opgen_ops_add_n_forward(int nparam, void **params, int *ndims, in
       const auto zs = cur.list<const opgen::bfloat16>(attrs.opgen_layout[1]);
       const auto out = cur.one<opgen::bfloat16>();
       opgen_op::cuda::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, x, zs, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow4[] = {"int32", "int32", "int32"};
@@ -133,6 +137,7 @@ extern "C" int opgen_ops_add_n_forward(int nparam, void **params, int *ndims, in
       const auto zs = cur.list<const int32_t>(attrs.opgen_layout[1]);
       const auto out = cur.one<int32_t>();
       opgen_op::cuda::forward<int32_t, int32_t, int32_t>(attrs, x, zs, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow5[] = {"int64", "int64", "int64"};
@@ -142,6 +147,7 @@ extern "C" int opgen_ops_add_n_forward(int nparam, void **params, int *ndims, in
       const auto zs = cur.list<const int64_t>(attrs.opgen_layout[1]);
       const auto out = cur.one<int64_t>();
       opgen_op::cuda::forward<int64_t, int64_t, int64_t>(attrs, x, zs, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
@@ -160,7 +166,7 @@ extern "C" int opgen_ops_add_n_backward(int nparam, void **params, int *ndims, i
                                     void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {attrs.opgen_layout[0], attrs.opgen_layout[1], 1, 1, attrs.opgen_layout[0], attrs.opgen_layout[1]};
@@ -177,6 +183,7 @@ extern "C" int opgen_ops_add_n_backward(int nparam, void **params, int *ndims, i
       const auto dx = cur.one<float>();
       const auto dzs = cur.list<float>(attrs.opgen_layout[1]);
       opgen_op::cuda::backward<float, float, float>(attrs, x, zs, out, dout, dx, dzs);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64", "float64", "float64", "float64"};
@@ -189,6 +196,7 @@ extern "C" int opgen_ops_add_n_backward(int nparam, void **params, int *ndims, i
       const auto dx = cur.one<double>();
       const auto dzs = cur.list<double>(attrs.opgen_layout[1]);
       opgen_op::cuda::backward<double, double, double>(attrs, x, zs, out, dout, dx, dzs);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16", "float16", "float16", "float16"};
@@ -201,6 +209,7 @@ extern "C" int opgen_ops_add_n_backward(int nparam, void **params, int *ndims, i
       const auto dx = cur.one<opgen::half>();
       const auto dzs = cur.list<opgen::half>(attrs.opgen_layout[1]);
       opgen_op::cuda::backward<opgen::half, opgen::half, opgen::half>(attrs, x, zs, out, dout, dx, dzs);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16"};
@@ -213,6 +222,7 @@ extern "C" int opgen_ops_add_n_backward(int nparam, void **params, int *ndims, i
       const auto dx = cur.one<opgen::bfloat16>();
       const auto dzs = cur.list<opgen::bfloat16>(attrs.opgen_layout[1]);
       opgen_op::cuda::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, x, zs, out, dout, dx, dzs);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow4[] = {"int32", "int32", "int32", "int32", "int32", "int32"};
@@ -225,6 +235,7 @@ extern "C" int opgen_ops_add_n_backward(int nparam, void **params, int *ndims, i
       const auto dx = cur.one<int32_t>();
       const auto dzs = cur.list<int32_t>(attrs.opgen_layout[1]);
       opgen_op::cuda::backward<int32_t, int32_t, int32_t>(attrs, x, zs, out, dout, dx, dzs);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow5[] = {"int64", "int64", "int64", "int64", "int64", "int64"};
@@ -237,6 +248,7 @@ extern "C" int opgen_ops_add_n_backward(int nparam, void **params, int *ndims, i
       const auto dx = cur.one<int64_t>();
       const auto dzs = cur.list<int64_t>(attrs.opgen_layout[1]);
       opgen_op::cuda::backward<int64_t, int64_t, int64_t>(attrs, x, zs, out, dout, dx, dzs);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

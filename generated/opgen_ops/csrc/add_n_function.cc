@@ -50,7 +50,7 @@ class AddN : public Function<AddN> {
     }
     TensorPtrList outputs;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       const std::vector<opgen::sym::List> opgen_s_zs = opgen::sym::from_shapes(opgen::ms::shapes_of(zs_h));
@@ -60,36 +60,42 @@ class AddN : public Function<AddN> {
         case 0: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat32, out_shape);
           forward<float, float, float>(attrs, opgen::ms::in<float>(x_h), opgen::ms::in_list<float>(zs_h), opgen::ms::out<float>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 1: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat64, out_shape);
           forward<double, double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::in_list<double>(zs_h), opgen::ms::out<double>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 2: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat16, out_shape);
           forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::in_list<opgen::half>(zs_h), opgen::ms::out<opgen::half>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 3: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeBFloat16, out_shape);
           forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::in_list<opgen::bfloat16>(zs_h), opgen::ms::out<opgen::bfloat16>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 4: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeInt32, out_shape);
           forward<int32_t, int32_t, int32_t>(attrs, opgen::ms::in<int32_t>(x_h), opgen::ms::in_list<int32_t>(zs_h), opgen::ms::out<int32_t>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 5: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeInt64, out_shape);
           forward<int64_t, int64_t, int64_t>(attrs, opgen::ms::in<int64_t>(x_h), opgen::ms::in_list<int64_t>(zs_h), opgen::ms::out<int64_t>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
@@ -122,7 +128,7 @@ class AddN : public Function<AddN> {
     TensorPtr dx = nullptr;
     TensorPtrList dzs;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);
@@ -132,6 +138,7 @@ class AddN : public Function<AddN> {
             for (const auto &s : zs_shapes) dzs.push_back(opgen::ms::empty(mindspore::kNumberTypeFloat32, s));
           }
           backward<float, float, float>(attrs, opgen::ms::shape_only<float>(x_shape), opgen::ms::shape_only_list<float>(zs_shapes), opgen::ms::shape_only<float>(out_shape), opgen::ms::in<float>(dout_h), opgen::ms::out<float>(dx), opgen::ms::out_list<float>(dzs));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 1: {
@@ -142,6 +149,7 @@ class AddN : public Function<AddN> {
             for (const auto &s : zs_shapes) dzs.push_back(opgen::ms::empty(mindspore::kNumberTypeFloat64, s));
           }
           backward<double, double, double>(attrs, opgen::ms::shape_only<double>(x_shape), opgen::ms::shape_only_list<double>(zs_shapes), opgen::ms::shape_only<double>(out_shape), opgen::ms::in<double>(dout_h), opgen::ms::out<double>(dx), opgen::ms::out_list<double>(dzs));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 2: {
@@ -152,6 +160,7 @@ class AddN : public Function<AddN> {
             for (const auto &s : zs_shapes) dzs.push_back(opgen::ms::empty(mindspore::kNumberTypeFloat16, s));
           }
           backward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::shape_only<opgen::half>(x_shape), opgen::ms::shape_only_list<opgen::half>(zs_shapes), opgen::ms::shape_only<opgen::half>(out_shape), opgen::ms::in<opgen::half>(dout_h), opgen::ms::out<opgen::half>(dx), opgen::ms::out_list<opgen::half>(dzs));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 3: {
@@ -162,6 +171,7 @@ class AddN : public Function<AddN> {
             for (const auto &s : zs_shapes) dzs.push_back(opgen::ms::empty(mindspore::kNumberTypeBFloat16, s));
           }
           backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::shape_only<opgen::bfloat16>(x_shape), opgen::ms::shape_only_list<opgen::bfloat16>(zs_shapes), opgen::ms::shape_only<opgen::bfloat16>(out_shape), opgen::ms::in<opgen::bfloat16>(dout_h), opgen::ms::out<opgen::bfloat16>(dx), opgen::ms::out_list<opgen::bfloat16>(dzs));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 4: {
@@ -172,6 +182,7 @@ class AddN : public Function<AddN> {
             for (const auto &s : zs_shapes) dzs.push_back(opgen::ms::empty(mindspore::kNumberTypeInt32, s));
           }
           backward<int32_t, int32_t, int32_t>(attrs, opgen::ms::shape_only<int32_t>(x_shape), opgen::ms::shape_only_list<int32_t>(zs_shapes), opgen::ms::shape_only<int32_t>(out_shape), opgen::ms::in<int32_t>(dout_h), opgen::ms::out<int32_t>(dx), opgen::ms::out_list<int32_t>(dzs));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 5: {
@@ -182,6 +193,7 @@ class AddN : public Function<AddN> {
             for (const auto &s : zs_shapes) dzs.push_back(opgen::ms::empty(mindspore::kNumberTypeInt64, s));
           }
           backward<int64_t, int64_t, int64_t>(attrs, opgen::ms::shape_only<int64_t>(x_shape), opgen::ms::shape_only_list<int64_t>(zs_shapes), opgen::ms::shape_only<int64_t>(out_shape), opgen::ms::in<int64_t>(dout_h), opgen::ms::out<int64_t>(dx), opgen::ms::out_list<int64_t>(dzs));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
       }

@@ -80,7 +80,7 @@ extern "C" int opgen_ops_broadcast_to_forward(int nparam, void **params, int *nd
                                    void *stream, void *extra) {
   (void)stream;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1};
@@ -93,6 +93,7 @@ extern "C" int opgen_ops_broadcast_to_forward(int nparam, void **params, int *nd
       const auto x = cur.one<const float>();
       const auto out = cur.one<float>();
       opgen_op::forward<float, float>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64"};
@@ -101,6 +102,7 @@ extern "C" int opgen_ops_broadcast_to_forward(int nparam, void **params, int *nd
       const auto x = cur.one<const double>();
       const auto out = cur.one<double>();
       opgen_op::forward<double, double>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16"};
@@ -109,6 +111,7 @@ extern "C" int opgen_ops_broadcast_to_forward(int nparam, void **params, int *nd
       const auto x = cur.one<const opgen::half>();
       const auto out = cur.one<opgen::half>();
       opgen_op::forward<opgen::half, opgen::half>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16"};
@@ -117,6 +120,7 @@ extern "C" int opgen_ops_broadcast_to_forward(int nparam, void **params, int *nd
       const auto x = cur.one<const opgen::bfloat16>();
       const auto out = cur.one<opgen::bfloat16>();
       opgen_op::forward<opgen::bfloat16, opgen::bfloat16>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow4[] = {"int32", "int32"};
@@ -125,6 +129,7 @@ extern "C" int opgen_ops_broadcast_to_forward(int nparam, void **params, int *nd
       const auto x = cur.one<const int32_t>();
       const auto out = cur.one<int32_t>();
       opgen_op::forward<int32_t, int32_t>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow5[] = {"int64", "int64"};
@@ -133,6 +138,7 @@ extern "C" int opgen_ops_broadcast_to_forward(int nparam, void **params, int *nd
       const auto x = cur.one<const int64_t>();
       const auto out = cur.one<int64_t>();
       opgen_op::forward<int64_t, int64_t>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
@@ -151,7 +157,7 @@ extern "C" int opgen_ops_broadcast_to_backward(int nparam, void **params, int *n
                                     void *stream, void *extra) {
   (void)stream;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1};
@@ -166,6 +172,7 @@ extern "C" int opgen_ops_broadcast_to_backward(int nparam, void **params, int *n
       const auto dout = cur.one<const float>();
       const auto dx = cur.one<float>();
       opgen_op::backward<float, float>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64", "float64"};
@@ -176,6 +183,7 @@ extern "C" int opgen_ops_broadcast_to_backward(int nparam, void **params, int *n
       const auto dout = cur.one<const double>();
       const auto dx = cur.one<double>();
       opgen_op::backward<double, double>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16", "float16"};
@@ -186,6 +194,7 @@ extern "C" int opgen_ops_broadcast_to_backward(int nparam, void **params, int *n
       const auto dout = cur.one<const opgen::half>();
       const auto dx = cur.one<opgen::half>();
       opgen_op::backward<opgen::half, opgen::half>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16"};
@@ -196,6 +205,7 @@ extern "C" int opgen_ops_broadcast_to_backward(int nparam, void **params, int *n
       const auto dout = cur.one<const opgen::bfloat16>();
       const auto dx = cur.one<opgen::bfloat16>();
       opgen_op::backward<opgen::bfloat16, opgen::bfloat16>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow4[] = {"int32", "int32", "int32", "int32"};
@@ -206,6 +216,7 @@ extern "C" int opgen_ops_broadcast_to_backward(int nparam, void **params, int *n
       const auto dout = cur.one<const int32_t>();
       const auto dx = cur.one<int32_t>();
       opgen_op::backward<int32_t, int32_t>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow5[] = {"int64", "int64", "int64", "int64"};
@@ -216,6 +227,7 @@ extern "C" int opgen_ops_broadcast_to_backward(int nparam, void **params, int *n
       const auto dout = cur.one<const int64_t>();
       const auto dx = cur.one<int64_t>();
       opgen_op::backward<int64_t, int64_t>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

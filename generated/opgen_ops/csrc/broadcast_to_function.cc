@@ -45,7 +45,7 @@ class BroadcastTo : public Function<BroadcastTo> {
     }
     TensorPtrList outputs;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       opgen::sym::require([&] { return opgen::sym::eq(opgen::sym::broadcast({opgen_s_x, opgen::sym::List::of(attrs.shape)}), opgen::sym::List::of(attrs.shape)); }, "broadcast(x, shape) == shape", {opgen::sym::fact("x", opgen_s_x), opgen::sym::fact_value("shape", attrs.shape)});
@@ -54,36 +54,42 @@ class BroadcastTo : public Function<BroadcastTo> {
         case 0: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat32, out_shape);
           forward<float, float>(attrs, opgen::ms::in<float>(x_h), opgen::ms::out<float>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 1: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat64, out_shape);
           forward<double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::out<double>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 2: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat16, out_shape);
           forward<opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::out<opgen::half>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 3: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeBFloat16, out_shape);
           forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::out<opgen::bfloat16>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 4: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeInt32, out_shape);
           forward<int32_t, int32_t>(attrs, opgen::ms::in<int32_t>(x_h), opgen::ms::out<int32_t>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 5: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeInt64, out_shape);
           forward<int64_t, int64_t>(attrs, opgen::ms::in<int64_t>(x_h), opgen::ms::out<int64_t>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
@@ -115,7 +121,7 @@ class BroadcastTo : public Function<BroadcastTo> {
     TensorPtr dx = nullptr;
     TensorPtr dx_is_dout = nullptr;  // the grad is dout itself (no copy)
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) {
@@ -126,6 +132,7 @@ class BroadcastTo : public Function<BroadcastTo> {
             }
           }
           backward<float, float>(attrs, opgen::ms::shape_only<float>(x_shape), opgen::ms::shape_only<float>(out_shape), opgen::ms::in<float>(dout_h), opgen::ms::out<float>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 1: {
@@ -137,6 +144,7 @@ class BroadcastTo : public Function<BroadcastTo> {
             }
           }
           backward<double, double>(attrs, opgen::ms::shape_only<double>(x_shape), opgen::ms::shape_only<double>(out_shape), opgen::ms::in<double>(dout_h), opgen::ms::out<double>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 2: {
@@ -148,6 +156,7 @@ class BroadcastTo : public Function<BroadcastTo> {
             }
           }
           backward<opgen::half, opgen::half>(attrs, opgen::ms::shape_only<opgen::half>(x_shape), opgen::ms::shape_only<opgen::half>(out_shape), opgen::ms::in<opgen::half>(dout_h), opgen::ms::out<opgen::half>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 3: {
@@ -159,6 +168,7 @@ class BroadcastTo : public Function<BroadcastTo> {
             }
           }
           backward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::shape_only<opgen::bfloat16>(x_shape), opgen::ms::shape_only<opgen::bfloat16>(out_shape), opgen::ms::in<opgen::bfloat16>(dout_h), opgen::ms::out<opgen::bfloat16>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 4: {
@@ -170,6 +180,7 @@ class BroadcastTo : public Function<BroadcastTo> {
             }
           }
           backward<int32_t, int32_t>(attrs, opgen::ms::shape_only<int32_t>(x_shape), opgen::ms::shape_only<int32_t>(out_shape), opgen::ms::in<int32_t>(dout_h), opgen::ms::out<int32_t>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 5: {
@@ -181,6 +192,7 @@ class BroadcastTo : public Function<BroadcastTo> {
             }
           }
           backward<int64_t, int64_t>(attrs, opgen::ms::shape_only<int64_t>(x_shape), opgen::ms::shape_only<int64_t>(out_shape), opgen::ms::in<int64_t>(dout_h), opgen::ms::out<int64_t>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
       }

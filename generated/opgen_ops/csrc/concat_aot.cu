@@ -83,7 +83,7 @@ extern "C" int opgen_ops_concat_forward(int nparam, void **params, int *ndims, i
                                    void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {attrs.opgen_layout[0], 1};
@@ -96,6 +96,7 @@ extern "C" int opgen_ops_concat_forward(int nparam, void **params, int *ndims, i
       const auto xs = cur.list<const float>(attrs.opgen_layout[0]);
       const auto out = cur.one<float>();
       opgen_op::cuda::forward<float, float>(attrs, xs, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64"};
@@ -104,6 +105,7 @@ extern "C" int opgen_ops_concat_forward(int nparam, void **params, int *ndims, i
       const auto xs = cur.list<const double>(attrs.opgen_layout[0]);
       const auto out = cur.one<double>();
       opgen_op::cuda::forward<double, double>(attrs, xs, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16"};
@@ -112,6 +114,7 @@ extern "C" int opgen_ops_concat_forward(int nparam, void **params, int *ndims, i
       const auto xs = cur.list<const opgen::half>(attrs.opgen_layout[0]);
       const auto out = cur.one<opgen::half>();
       opgen_op::cuda::forward<opgen::half, opgen::half>(attrs, xs, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16"};
@@ -120,6 +123,7 @@ extern "C" int opgen_ops_concat_forward(int nparam, void **params, int *ndims, i
       const auto xs = cur.list<const opgen::bfloat16>(attrs.opgen_layout[0]);
       const auto out = cur.one<opgen::bfloat16>();
       opgen_op::cuda::forward<opgen::bfloat16, opgen::bfloat16>(attrs, xs, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow4[] = {"int32", "int32"};
@@ -128,6 +132,7 @@ extern "C" int opgen_ops_concat_forward(int nparam, void **params, int *ndims, i
       const auto xs = cur.list<const int32_t>(attrs.opgen_layout[0]);
       const auto out = cur.one<int32_t>();
       opgen_op::cuda::forward<int32_t, int32_t>(attrs, xs, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow5[] = {"int64", "int64"};
@@ -136,6 +141,7 @@ extern "C" int opgen_ops_concat_forward(int nparam, void **params, int *ndims, i
       const auto xs = cur.list<const int64_t>(attrs.opgen_layout[0]);
       const auto out = cur.one<int64_t>();
       opgen_op::cuda::forward<int64_t, int64_t>(attrs, xs, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
@@ -154,7 +160,7 @@ extern "C" int opgen_ops_concat_backward(int nparam, void **params, int *ndims, 
                                     void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {attrs.opgen_layout[0], 1, 1, attrs.opgen_layout[0]};
@@ -169,6 +175,7 @@ extern "C" int opgen_ops_concat_backward(int nparam, void **params, int *ndims, 
       const auto dout = cur.one<const float>();
       const auto dxs = cur.list<float>(attrs.opgen_layout[0]);
       opgen_op::cuda::backward<float, float>(attrs, xs, out, dout, dxs);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64", "float64"};
@@ -179,6 +186,7 @@ extern "C" int opgen_ops_concat_backward(int nparam, void **params, int *ndims, 
       const auto dout = cur.one<const double>();
       const auto dxs = cur.list<double>(attrs.opgen_layout[0]);
       opgen_op::cuda::backward<double, double>(attrs, xs, out, dout, dxs);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16", "float16"};
@@ -189,6 +197,7 @@ extern "C" int opgen_ops_concat_backward(int nparam, void **params, int *ndims, 
       const auto dout = cur.one<const opgen::half>();
       const auto dxs = cur.list<opgen::half>(attrs.opgen_layout[0]);
       opgen_op::cuda::backward<opgen::half, opgen::half>(attrs, xs, out, dout, dxs);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16"};
@@ -199,6 +208,7 @@ extern "C" int opgen_ops_concat_backward(int nparam, void **params, int *ndims, 
       const auto dout = cur.one<const opgen::bfloat16>();
       const auto dxs = cur.list<opgen::bfloat16>(attrs.opgen_layout[0]);
       opgen_op::cuda::backward<opgen::bfloat16, opgen::bfloat16>(attrs, xs, out, dout, dxs);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow4[] = {"int32", "int32", "int32", "int32"};
@@ -209,6 +219,7 @@ extern "C" int opgen_ops_concat_backward(int nparam, void **params, int *ndims, 
       const auto dout = cur.one<const int32_t>();
       const auto dxs = cur.list<int32_t>(attrs.opgen_layout[0]);
       opgen_op::cuda::backward<int32_t, int32_t>(attrs, xs, out, dout, dxs);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow5[] = {"int64", "int64", "int64", "int64"};
@@ -219,6 +230,7 @@ extern "C" int opgen_ops_concat_backward(int nparam, void **params, int *ndims, 
       const auto dout = cur.one<const int64_t>();
       const auto dxs = cur.list<int64_t>(attrs.opgen_layout[0]);
       opgen_op::cuda::backward<int64_t, int64_t>(attrs, xs, out, dout, dxs);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

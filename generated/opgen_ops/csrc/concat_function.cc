@@ -49,7 +49,7 @@ class Concat : public Function<Concat> {
     }
     TensorPtrList outputs;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       // contracts (requires) and output shapes, from the spec's shape expressions
       const std::vector<opgen::sym::List> opgen_s_xs = opgen::sym::from_shapes(opgen::ms::shapes_of(xs_h));
       const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::concat(opgen_s_xs, opgen::sym::Int{static_cast<int64_t>(attrs.axis)}), "out");
@@ -57,36 +57,42 @@ class Concat : public Function<Concat> {
         case 0: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat32, out_shape);
           forward<float, float>(attrs, opgen::ms::in_list<float>(xs_h), opgen::ms::out<float>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 1: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat64, out_shape);
           forward<double, double>(attrs, opgen::ms::in_list<double>(xs_h), opgen::ms::out<double>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 2: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat16, out_shape);
           forward<opgen::half, opgen::half>(attrs, opgen::ms::in_list<opgen::half>(xs_h), opgen::ms::out<opgen::half>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 3: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeBFloat16, out_shape);
           forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in_list<opgen::bfloat16>(xs_h), opgen::ms::out<opgen::bfloat16>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 4: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeInt32, out_shape);
           forward<int32_t, int32_t>(attrs, opgen::ms::in_list<int32_t>(xs_h), opgen::ms::out<int32_t>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 5: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeInt64, out_shape);
           forward<int64_t, int64_t>(attrs, opgen::ms::in_list<int64_t>(xs_h), opgen::ms::out<int64_t>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }

@@ -59,7 +59,7 @@ extern "C" int opgen_ops_div_forward(int nparam, void **params, int *ndims, int6
                                    void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1};
@@ -73,6 +73,7 @@ extern "C" int opgen_ops_div_forward(int nparam, void **params, int *ndims, int6
       const auto y = cur.one<const float>();
       const auto out = cur.one<float>();
       opgen_op::cuda::forward<float, float, float>(attrs, x, y, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64"};
@@ -82,6 +83,7 @@ extern "C" int opgen_ops_div_forward(int nparam, void **params, int *ndims, int6
       const auto y = cur.one<const double>();
       const auto out = cur.one<double>();
       opgen_op::cuda::forward<double, double, double>(attrs, x, y, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16"};
@@ -91,6 +93,7 @@ extern "C" int opgen_ops_div_forward(int nparam, void **params, int *ndims, int6
       const auto y = cur.one<const opgen::half>();
       const auto out = cur.one<opgen::half>();
       opgen_op::cuda::forward<opgen::half, opgen::half, opgen::half>(attrs, x, y, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16"};
@@ -100,6 +103,7 @@ extern "C" int opgen_ops_div_forward(int nparam, void **params, int *ndims, int6
       const auto y = cur.one<const opgen::bfloat16>();
       const auto out = cur.one<opgen::bfloat16>();
       opgen_op::cuda::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, x, y, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
@@ -114,7 +118,7 @@ extern "C" int opgen_ops_div_backward(int nparam, void **params, int *ndims, int
                                     void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1, 1, 1};
@@ -131,6 +135,7 @@ extern "C" int opgen_ops_div_backward(int nparam, void **params, int *ndims, int
       const auto dx = cur.one<float>();
       const auto dy = cur.one<float>();
       opgen_op::cuda::backward<float, float, float>(attrs, x, y, out, dout, dx, dy);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64", "float64", "float64", "float64"};
@@ -143,6 +148,7 @@ extern "C" int opgen_ops_div_backward(int nparam, void **params, int *ndims, int
       const auto dx = cur.one<double>();
       const auto dy = cur.one<double>();
       opgen_op::cuda::backward<double, double, double>(attrs, x, y, out, dout, dx, dy);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16", "float16", "float16", "float16"};
@@ -155,6 +161,7 @@ extern "C" int opgen_ops_div_backward(int nparam, void **params, int *ndims, int
       const auto dx = cur.one<opgen::half>();
       const auto dy = cur.one<opgen::half>();
       opgen_op::cuda::backward<opgen::half, opgen::half, opgen::half>(attrs, x, y, out, dout, dx, dy);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16"};
@@ -167,6 +174,7 @@ extern "C" int opgen_ops_div_backward(int nparam, void **params, int *ndims, int
       const auto dx = cur.one<opgen::bfloat16>();
       const auto dy = cur.one<opgen::bfloat16>();
       opgen_op::cuda::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, x, y, out, dout, dx, dy);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

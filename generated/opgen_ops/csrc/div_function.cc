@@ -44,7 +44,7 @@ class Div : public Function<Div> {
     }
     TensorPtrList outputs;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       const opgen::sym::List opgen_s_y = opgen::sym::from_shape(y_h->shape());
@@ -53,24 +53,28 @@ class Div : public Function<Div> {
         case 0: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat32, out_shape);
           forward<float, float, float>(attrs, opgen::ms::in<float>(x_h), opgen::ms::in<float>(y_h), opgen::ms::out<float>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 1: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat64, out_shape);
           forward<double, double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::in<double>(y_h), opgen::ms::out<double>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 2: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat16, out_shape);
           forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::in<opgen::half>(y_h), opgen::ms::out<opgen::half>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 3: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeBFloat16, out_shape);
           forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::in<opgen::bfloat16>(y_h), opgen::ms::out<opgen::bfloat16>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
@@ -106,30 +110,34 @@ class Div : public Function<Div> {
     TensorPtr dx = nullptr;
     TensorPtr dy = nullptr;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);
           if (ctx->NeedsInputGrad(1)) dy = opgen::ms::empty(mindspore::kNumberTypeFloat32, y_shape);
           backward<float, float, float>(attrs, opgen::ms::shape_only<float>(x_shape), opgen::ms::in<float>(y_h), opgen::ms::in<float>(out_h), opgen::ms::in<float>(dout_h), opgen::ms::out<float>(dx), opgen::ms::out<float>(dy));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 1: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);
           if (ctx->NeedsInputGrad(1)) dy = opgen::ms::empty(mindspore::kNumberTypeFloat64, y_shape);
           backward<double, double, double>(attrs, opgen::ms::shape_only<double>(x_shape), opgen::ms::in<double>(y_h), opgen::ms::in<double>(out_h), opgen::ms::in<double>(dout_h), opgen::ms::out<double>(dx), opgen::ms::out<double>(dy));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 2: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat16, x_shape);
           if (ctx->NeedsInputGrad(1)) dy = opgen::ms::empty(mindspore::kNumberTypeFloat16, y_shape);
           backward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::shape_only<opgen::half>(x_shape), opgen::ms::in<opgen::half>(y_h), opgen::ms::in<opgen::half>(out_h), opgen::ms::in<opgen::half>(dout_h), opgen::ms::out<opgen::half>(dx), opgen::ms::out<opgen::half>(dy));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 3: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeBFloat16, x_shape);
           if (ctx->NeedsInputGrad(1)) dy = opgen::ms::empty(mindspore::kNumberTypeBFloat16, y_shape);
           backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::shape_only<opgen::bfloat16>(x_shape), opgen::ms::in<opgen::bfloat16>(y_h), opgen::ms::in<opgen::bfloat16>(out_h), opgen::ms::in<opgen::bfloat16>(dout_h), opgen::ms::out<opgen::bfloat16>(dx), opgen::ms::out<opgen::bfloat16>(dy));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
       }

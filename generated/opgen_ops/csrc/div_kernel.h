@@ -23,7 +23,7 @@ namespace div {
 template <typename x_t, typename y_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &y, const opgen::Out<out_t> &out) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, y, out);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("--o", x, y, out);  // checked mode's errors name them
   using C = opgen::common_compute_t<out_t, x_t, y_t>;
   // out = x / y
   opgen::map<opgen::kMemoryBoundIsa>(out, [&](C x, C y) noexcept(!std::is_integral_v<C>) -> C { return opgen::math::div(x, y); }, x, y);
@@ -34,7 +34,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &
 template <typename x_t, typename y_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &y, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx, const opgen::Out<y_t> &dy) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, y, out, dout, dx, dy);
+  OPGEN_NAME_VIEWS_AS("----gg", x, y, out, dout, dx, dy);
   (void)x;
   (void)y;
   (void)out;

@@ -44,7 +44,7 @@ class Dropout : public Function<Dropout> {
     }
     TensorPtrList outputs;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       const opgen::Shape y_shape = opgen::sym::to_shape(opgen_s_x, "y");
@@ -54,6 +54,7 @@ class Dropout : public Function<Dropout> {
           TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeFloat32, y_shape);
           TensorPtr mask = opgen::ms::empty(mindspore::kNumberTypeBool, mask_shape);
           forward<float, float, bool>(attrs, opgen::ms::in<float>(x_h), opgen::ms::out<float>(y), opgen::ms::out<bool>(mask));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {y, mask};
           break;
         }
@@ -61,6 +62,7 @@ class Dropout : public Function<Dropout> {
           TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeFloat64, y_shape);
           TensorPtr mask = opgen::ms::empty(mindspore::kNumberTypeBool, mask_shape);
           forward<double, double, bool>(attrs, opgen::ms::in<double>(x_h), opgen::ms::out<double>(y), opgen::ms::out<bool>(mask));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {y, mask};
           break;
         }
@@ -68,6 +70,7 @@ class Dropout : public Function<Dropout> {
           TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeFloat16, y_shape);
           TensorPtr mask = opgen::ms::empty(mindspore::kNumberTypeBool, mask_shape);
           forward<opgen::half, opgen::half, bool>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::out<opgen::half>(y), opgen::ms::out<bool>(mask));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {y, mask};
           break;
         }
@@ -75,6 +78,7 @@ class Dropout : public Function<Dropout> {
           TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeBFloat16, y_shape);
           TensorPtr mask = opgen::ms::empty(mindspore::kNumberTypeBool, mask_shape);
           forward<opgen::bfloat16, opgen::bfloat16, bool>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::out<opgen::bfloat16>(y), opgen::ms::out<bool>(mask));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {y, mask};
           break;
         }
@@ -111,26 +115,30 @@ class Dropout : public Function<Dropout> {
     const TensorPtr dmask_h = opgen::ms::host(grad_outputs[1]);
     TensorPtr dx = nullptr;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);
           backward<float, float, bool>(attrs, opgen::ms::shape_only<float>(x_shape), opgen::ms::shape_only<float>(y_shape), opgen::ms::in<bool>(mask_h), opgen::ms::in<float>(dy_h), opgen::ms::in<bool>(dmask_h), opgen::ms::out<float>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 1: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);
           backward<double, double, bool>(attrs, opgen::ms::shape_only<double>(x_shape), opgen::ms::shape_only<double>(y_shape), opgen::ms::in<bool>(mask_h), opgen::ms::in<double>(dy_h), opgen::ms::in<bool>(dmask_h), opgen::ms::out<double>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 2: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat16, x_shape);
           backward<opgen::half, opgen::half, bool>(attrs, opgen::ms::shape_only<opgen::half>(x_shape), opgen::ms::shape_only<opgen::half>(y_shape), opgen::ms::in<bool>(mask_h), opgen::ms::in<opgen::half>(dy_h), opgen::ms::in<bool>(dmask_h), opgen::ms::out<opgen::half>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 3: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeBFloat16, x_shape);
           backward<opgen::bfloat16, opgen::bfloat16, bool>(attrs, opgen::ms::shape_only<opgen::bfloat16>(x_shape), opgen::ms::shape_only<opgen::bfloat16>(y_shape), opgen::ms::in<bool>(mask_h), opgen::ms::in<opgen::bfloat16>(dy_h), opgen::ms::in<bool>(dmask_h), opgen::ms::out<opgen::bfloat16>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
       }

@@ -80,7 +80,7 @@ extern "C" int opgen_ops_gather_forward(int nparam, void **params, int *ndims, i
                                    void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1};
@@ -94,6 +94,7 @@ extern "C" int opgen_ops_gather_forward(int nparam, void **params, int *ndims, i
       const auto indices = cur.one<const int64_t>();
       const auto out = cur.one<float>();
       opgen_op::cuda::forward<float, int64_t, float>(attrs, x, indices, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "int64", "float64"};
@@ -103,6 +104,7 @@ extern "C" int opgen_ops_gather_forward(int nparam, void **params, int *ndims, i
       const auto indices = cur.one<const int64_t>();
       const auto out = cur.one<double>();
       opgen_op::cuda::forward<double, int64_t, double>(attrs, x, indices, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "int64", "float16"};
@@ -112,6 +114,7 @@ extern "C" int opgen_ops_gather_forward(int nparam, void **params, int *ndims, i
       const auto indices = cur.one<const int64_t>();
       const auto out = cur.one<opgen::half>();
       opgen_op::cuda::forward<opgen::half, int64_t, opgen::half>(attrs, x, indices, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "int64", "bfloat16"};
@@ -121,6 +124,7 @@ extern "C" int opgen_ops_gather_forward(int nparam, void **params, int *ndims, i
       const auto indices = cur.one<const int64_t>();
       const auto out = cur.one<opgen::bfloat16>();
       opgen_op::cuda::forward<opgen::bfloat16, int64_t, opgen::bfloat16>(attrs, x, indices, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
@@ -139,7 +143,7 @@ extern "C" int opgen_ops_gather_backward(int nparam, void **params, int *ndims, 
                                     void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1, 1};
@@ -155,6 +159,7 @@ extern "C" int opgen_ops_gather_backward(int nparam, void **params, int *ndims, 
       const auto dout = cur.one<const float>();
       const auto dx = cur.one<float>();
       opgen_op::cuda::backward<float, int64_t, float>(attrs, x, indices, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "int64", "float64", "float64", "float64"};
@@ -166,6 +171,7 @@ extern "C" int opgen_ops_gather_backward(int nparam, void **params, int *ndims, 
       const auto dout = cur.one<const double>();
       const auto dx = cur.one<double>();
       opgen_op::cuda::backward<double, int64_t, double>(attrs, x, indices, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "int64", "float16", "float16", "float16"};
@@ -177,6 +183,7 @@ extern "C" int opgen_ops_gather_backward(int nparam, void **params, int *ndims, 
       const auto dout = cur.one<const opgen::half>();
       const auto dx = cur.one<opgen::half>();
       opgen_op::cuda::backward<opgen::half, int64_t, opgen::half>(attrs, x, indices, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "int64", "bfloat16", "bfloat16", "bfloat16"};
@@ -188,6 +195,7 @@ extern "C" int opgen_ops_gather_backward(int nparam, void **params, int *ndims, 
       const auto dout = cur.one<const opgen::bfloat16>();
       const auto dx = cur.one<opgen::bfloat16>();
       opgen_op::cuda::backward<opgen::bfloat16, int64_t, opgen::bfloat16>(attrs, x, indices, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

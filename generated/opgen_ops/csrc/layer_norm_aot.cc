@@ -85,7 +85,7 @@ extern "C" int opgen_ops_layer_norm_forward(int nparam, void **params, int *ndim
                                    void *stream, void *extra) {
   (void)stream;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {attrs.opgen_layout[0], attrs.opgen_layout[1], attrs.opgen_layout[2], 1, 1, 1};
@@ -102,6 +102,7 @@ extern "C" int opgen_ops_layer_norm_forward(int nparam, void **params, int *ndim
       const auto mean = cur.one<float>();
       const auto rstd = cur.one<float>();
       opgen_op::forward<float, float, float, float, float, float>(attrs, x, gamma, beta, y, mean, rstd);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64", "float64", "float64", "float64"};
@@ -114,6 +115,7 @@ extern "C" int opgen_ops_layer_norm_forward(int nparam, void **params, int *ndim
       const auto mean = cur.one<double>();
       const auto rstd = cur.one<double>();
       opgen_op::forward<double, double, double, double, double, double>(attrs, x, gamma, beta, y, mean, rstd);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16", "float16", "float16", "float16"};
@@ -126,6 +128,7 @@ extern "C" int opgen_ops_layer_norm_forward(int nparam, void **params, int *ndim
       const auto mean = cur.one<opgen::half>();
       const auto rstd = cur.one<opgen::half>();
       opgen_op::forward<opgen::half, opgen::half, opgen::half, opgen::half, opgen::half, opgen::half>(attrs, x, gamma, beta, y, mean, rstd);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16"};
@@ -138,6 +141,7 @@ extern "C" int opgen_ops_layer_norm_forward(int nparam, void **params, int *ndim
       const auto mean = cur.one<opgen::bfloat16>();
       const auto rstd = cur.one<opgen::bfloat16>();
       opgen_op::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, x, gamma, beta, y, mean, rstd);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
@@ -156,7 +160,7 @@ extern "C" int opgen_ops_layer_norm_backward(int nparam, void **params, int *ndi
                                     void *stream, void *extra) {
   (void)stream;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {attrs.opgen_layout[0], attrs.opgen_layout[1], attrs.opgen_layout[2], 1, 1, 1, 1, 1, 1, attrs.opgen_layout[0], attrs.opgen_layout[1], attrs.opgen_layout[2]};
@@ -179,6 +183,7 @@ extern "C" int opgen_ops_layer_norm_backward(int nparam, void **params, int *ndi
       const auto dgamma = cur.maybe<float>(attrs.opgen_layout[1]);
       const auto dbeta = cur.maybe<float>(attrs.opgen_layout[2]);
       opgen_op::backward<float, float, float, float, float, float>(attrs, x, gamma, beta, y, mean, rstd, dy, dmean, drstd, dx, dgamma, dbeta);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64", "float64", "float64", "float64", "float64", "float64", "float64", "float64", "float64", "float64"};
@@ -197,6 +202,7 @@ extern "C" int opgen_ops_layer_norm_backward(int nparam, void **params, int *ndi
       const auto dgamma = cur.maybe<double>(attrs.opgen_layout[1]);
       const auto dbeta = cur.maybe<double>(attrs.opgen_layout[2]);
       opgen_op::backward<double, double, double, double, double, double>(attrs, x, gamma, beta, y, mean, rstd, dy, dmean, drstd, dx, dgamma, dbeta);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16", "float16", "float16", "float16", "float16", "float16", "float16", "float16", "float16", "float16"};
@@ -215,6 +221,7 @@ extern "C" int opgen_ops_layer_norm_backward(int nparam, void **params, int *ndi
       const auto dgamma = cur.maybe<opgen::half>(attrs.opgen_layout[1]);
       const auto dbeta = cur.maybe<opgen::half>(attrs.opgen_layout[2]);
       opgen_op::backward<opgen::half, opgen::half, opgen::half, opgen::half, opgen::half, opgen::half>(attrs, x, gamma, beta, y, mean, rstd, dy, dmean, drstd, dx, dgamma, dbeta);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16"};
@@ -233,6 +240,7 @@ extern "C" int opgen_ops_layer_norm_backward(int nparam, void **params, int *ndi
       const auto dgamma = cur.maybe<opgen::bfloat16>(attrs.opgen_layout[1]);
       const auto dbeta = cur.maybe<opgen::bfloat16>(attrs.opgen_layout[2]);
       opgen_op::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, x, gamma, beta, y, mean, rstd, dy, dmean, drstd, dx, dgamma, dbeta);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

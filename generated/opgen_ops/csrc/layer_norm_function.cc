@@ -48,7 +48,7 @@ class LayerNorm : public Function<LayerNorm> {
     }
     TensorPtrList outputs;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       const opgen::Shape y_shape = opgen::sym::to_shape(opgen_s_x, "y");
@@ -60,6 +60,7 @@ class LayerNorm : public Function<LayerNorm> {
           TensorPtr mean = opgen::ms::empty(mindspore::kNumberTypeFloat32, mean_shape);
           TensorPtr rstd = opgen::ms::empty(mindspore::kNumberTypeFloat32, rstd_shape);
           forward<float, float, float, float, float, float>(attrs, opgen::ms::in<float>(x_h), opgen::ms::in<float>(gamma_h), opgen::ms::in<float>(beta_h), opgen::ms::out<float>(y), opgen::ms::out<float>(mean), opgen::ms::out<float>(rstd));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {y, mean, rstd};
           break;
         }
@@ -68,6 +69,7 @@ class LayerNorm : public Function<LayerNorm> {
           TensorPtr mean = opgen::ms::empty(mindspore::kNumberTypeFloat64, mean_shape);
           TensorPtr rstd = opgen::ms::empty(mindspore::kNumberTypeFloat64, rstd_shape);
           forward<double, double, double, double, double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::in<double>(gamma_h), opgen::ms::in<double>(beta_h), opgen::ms::out<double>(y), opgen::ms::out<double>(mean), opgen::ms::out<double>(rstd));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {y, mean, rstd};
           break;
         }
@@ -76,6 +78,7 @@ class LayerNorm : public Function<LayerNorm> {
           TensorPtr mean = opgen::ms::empty(mindspore::kNumberTypeFloat16, mean_shape);
           TensorPtr rstd = opgen::ms::empty(mindspore::kNumberTypeFloat16, rstd_shape);
           forward<opgen::half, opgen::half, opgen::half, opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::in<opgen::half>(gamma_h), opgen::ms::in<opgen::half>(beta_h), opgen::ms::out<opgen::half>(y), opgen::ms::out<opgen::half>(mean), opgen::ms::out<opgen::half>(rstd));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {y, mean, rstd};
           break;
         }
@@ -84,6 +87,7 @@ class LayerNorm : public Function<LayerNorm> {
           TensorPtr mean = opgen::ms::empty(mindspore::kNumberTypeBFloat16, mean_shape);
           TensorPtr rstd = opgen::ms::empty(mindspore::kNumberTypeBFloat16, rstd_shape);
           forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::in<opgen::bfloat16>(gamma_h), opgen::ms::in<opgen::bfloat16>(beta_h), opgen::ms::out<opgen::bfloat16>(y), opgen::ms::out<opgen::bfloat16>(mean), opgen::ms::out<opgen::bfloat16>(rstd));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {y, mean, rstd};
           break;
         }
@@ -138,13 +142,14 @@ class LayerNorm : public Function<LayerNorm> {
     TensorPtr dgamma = nullptr;
     TensorPtr dbeta = nullptr;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);
           if (gamma_present && ctx->NeedsInputGrad(1)) dgamma = opgen::ms::empty(mindspore::kNumberTypeFloat32, gamma_shape);
           if (beta_present && ctx->NeedsInputGrad(2)) dbeta = opgen::ms::empty(mindspore::kNumberTypeFloat32, beta_shape);
           backward<float, float, float, float, float, float>(attrs, opgen::ms::in<float>(x_h), opgen::ms::in<float>(gamma_h), (beta_present ? opgen::ms::shape_only<float>(beta_shape) : opgen::In<float>{}), opgen::ms::shape_only<float>(y_shape), opgen::ms::in<float>(mean_h), opgen::ms::in<float>(rstd_h), opgen::ms::in<float>(dy_h), opgen::ms::in<float>(dmean_h), opgen::ms::in<float>(drstd_h), opgen::ms::out<float>(dx), opgen::ms::out<float>(dgamma), opgen::ms::out<float>(dbeta));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 1: {
@@ -152,6 +157,7 @@ class LayerNorm : public Function<LayerNorm> {
           if (gamma_present && ctx->NeedsInputGrad(1)) dgamma = opgen::ms::empty(mindspore::kNumberTypeFloat64, gamma_shape);
           if (beta_present && ctx->NeedsInputGrad(2)) dbeta = opgen::ms::empty(mindspore::kNumberTypeFloat64, beta_shape);
           backward<double, double, double, double, double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::in<double>(gamma_h), (beta_present ? opgen::ms::shape_only<double>(beta_shape) : opgen::In<double>{}), opgen::ms::shape_only<double>(y_shape), opgen::ms::in<double>(mean_h), opgen::ms::in<double>(rstd_h), opgen::ms::in<double>(dy_h), opgen::ms::in<double>(dmean_h), opgen::ms::in<double>(drstd_h), opgen::ms::out<double>(dx), opgen::ms::out<double>(dgamma), opgen::ms::out<double>(dbeta));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 2: {
@@ -159,6 +165,7 @@ class LayerNorm : public Function<LayerNorm> {
           if (gamma_present && ctx->NeedsInputGrad(1)) dgamma = opgen::ms::empty(mindspore::kNumberTypeFloat16, gamma_shape);
           if (beta_present && ctx->NeedsInputGrad(2)) dbeta = opgen::ms::empty(mindspore::kNumberTypeFloat16, beta_shape);
           backward<opgen::half, opgen::half, opgen::half, opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::in<opgen::half>(gamma_h), (beta_present ? opgen::ms::shape_only<opgen::half>(beta_shape) : opgen::In<opgen::half>{}), opgen::ms::shape_only<opgen::half>(y_shape), opgen::ms::in<opgen::half>(mean_h), opgen::ms::in<opgen::half>(rstd_h), opgen::ms::in<opgen::half>(dy_h), opgen::ms::in<opgen::half>(dmean_h), opgen::ms::in<opgen::half>(drstd_h), opgen::ms::out<opgen::half>(dx), opgen::ms::out<opgen::half>(dgamma), opgen::ms::out<opgen::half>(dbeta));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 3: {
@@ -166,6 +173,7 @@ class LayerNorm : public Function<LayerNorm> {
           if (gamma_present && ctx->NeedsInputGrad(1)) dgamma = opgen::ms::empty(mindspore::kNumberTypeBFloat16, gamma_shape);
           if (beta_present && ctx->NeedsInputGrad(2)) dbeta = opgen::ms::empty(mindspore::kNumberTypeBFloat16, beta_shape);
           backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::in<opgen::bfloat16>(gamma_h), (beta_present ? opgen::ms::shape_only<opgen::bfloat16>(beta_shape) : opgen::In<opgen::bfloat16>{}), opgen::ms::shape_only<opgen::bfloat16>(y_shape), opgen::ms::in<opgen::bfloat16>(mean_h), opgen::ms::in<opgen::bfloat16>(rstd_h), opgen::ms::in<opgen::bfloat16>(dy_h), opgen::ms::in<opgen::bfloat16>(dmean_h), opgen::ms::in<opgen::bfloat16>(drstd_h), opgen::ms::out<opgen::bfloat16>(dx), opgen::ms::out<opgen::bfloat16>(dgamma), opgen::ms::out<opgen::bfloat16>(dbeta));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
       }

@@ -25,7 +25,7 @@ namespace cuda {
 template <typename x_t, typename gamma_t, typename beta_t, typename y_t, typename mean_t, typename rstd_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_t> &gamma, const opgen::In<beta_t> &beta, const opgen::Out<y_t> &y, const opgen::Out<mean_t> &mean, const opgen::Out<rstd_t> &rstd) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, gamma, beta, y, mean, rstd);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("---ooo", x, gamma, beta, y, mean, rstd);  // checked mode's errors name them
   const float &eps = attrs.eps; (void)eps;
 #line 156 "ops/layer_norm.yaml"
   // A thread per row: mean, variance and the row, in compute_t (rows side by side are strided by
@@ -68,7 +68,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_
 template <typename x_t, typename gamma_t, typename beta_t, typename y_t, typename mean_t, typename rstd_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_t> &gamma, const opgen::In<beta_t> &beta, const opgen::In<y_t> &y, const opgen::In<mean_t> &mean, const opgen::In<rstd_t> &rstd, const opgen::In<y_t> &dy, const opgen::In<mean_t> &dmean, const opgen::In<rstd_t> &drstd, const opgen::Out<x_t> &dx, const opgen::Out<gamma_t> &dgamma, const opgen::Out<beta_t> &dbeta) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, gamma, beta, y, mean, rstd, dy, dmean, drstd, dx, dgamma, dbeta);
+  OPGEN_NAME_VIEWS_AS("---------ggg", x, gamma, beta, y, mean, rstd, dy, dmean, drstd, dx, dgamma, dbeta);
   (void)x;
   (void)gamma;
   (void)beta;

@@ -82,7 +82,7 @@ extern "C" int opgen_ops_matmul_forward(int nparam, void **params, int *ndims, i
                                    void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1};
@@ -96,6 +96,7 @@ extern "C" int opgen_ops_matmul_forward(int nparam, void **params, int *ndims, i
       const auto b = cur.one<const float>();
       const auto out = cur.one<float>();
       opgen_op::cuda::forward<float, float, float>(attrs, a, b, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64"};
@@ -105,6 +106,7 @@ extern "C" int opgen_ops_matmul_forward(int nparam, void **params, int *ndims, i
       const auto b = cur.one<const double>();
       const auto out = cur.one<double>();
       opgen_op::cuda::forward<double, double, double>(attrs, a, b, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16"};
@@ -114,6 +116,7 @@ extern "C" int opgen_ops_matmul_forward(int nparam, void **params, int *ndims, i
       const auto b = cur.one<const opgen::half>();
       const auto out = cur.one<opgen::half>();
       opgen_op::cuda::forward<opgen::half, opgen::half, opgen::half>(attrs, a, b, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16"};
@@ -123,6 +126,7 @@ extern "C" int opgen_ops_matmul_forward(int nparam, void **params, int *ndims, i
       const auto b = cur.one<const opgen::bfloat16>();
       const auto out = cur.one<opgen::bfloat16>();
       opgen_op::cuda::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, a, b, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
@@ -141,7 +145,7 @@ extern "C" int opgen_ops_matmul_backward(int nparam, void **params, int *ndims, 
                                     void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1, 1, 1};
@@ -158,6 +162,7 @@ extern "C" int opgen_ops_matmul_backward(int nparam, void **params, int *ndims, 
       const auto da = cur.one<float>();
       const auto db = cur.one<float>();
       opgen_op::cuda::backward<float, float, float>(attrs, a, b, out, dout, da, db);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64", "float64", "float64", "float64"};
@@ -170,6 +175,7 @@ extern "C" int opgen_ops_matmul_backward(int nparam, void **params, int *ndims, 
       const auto da = cur.one<double>();
       const auto db = cur.one<double>();
       opgen_op::cuda::backward<double, double, double>(attrs, a, b, out, dout, da, db);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16", "float16", "float16", "float16"};
@@ -182,6 +188,7 @@ extern "C" int opgen_ops_matmul_backward(int nparam, void **params, int *ndims, 
       const auto da = cur.one<opgen::half>();
       const auto db = cur.one<opgen::half>();
       opgen_op::cuda::backward<opgen::half, opgen::half, opgen::half>(attrs, a, b, out, dout, da, db);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16"};
@@ -194,6 +201,7 @@ extern "C" int opgen_ops_matmul_backward(int nparam, void **params, int *ndims, 
       const auto da = cur.one<opgen::bfloat16>();
       const auto db = cur.one<opgen::bfloat16>();
       opgen_op::cuda::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, a, b, out, dout, da, db);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

@@ -46,7 +46,7 @@ class Matmul : public Function<Matmul> {
     }
     TensorPtrList outputs;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_a = opgen::sym::from_shape(a_h->shape());
       const opgen::sym::List opgen_s_b = opgen::sym::from_shape(b_h->shape());
@@ -55,24 +55,28 @@ class Matmul : public Function<Matmul> {
         case 0: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat32, out_shape);
           forward<float, float, float>(attrs, opgen::ms::in<float>(a_h), opgen::ms::in<float>(b_h), opgen::ms::out<float>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 1: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat64, out_shape);
           forward<double, double, double>(attrs, opgen::ms::in<double>(a_h), opgen::ms::in<double>(b_h), opgen::ms::out<double>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 2: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat16, out_shape);
           forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(a_h), opgen::ms::in<opgen::half>(b_h), opgen::ms::out<opgen::half>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 3: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeBFloat16, out_shape);
           forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(a_h), opgen::ms::in<opgen::bfloat16>(b_h), opgen::ms::out<opgen::bfloat16>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
@@ -113,30 +117,34 @@ class Matmul : public Function<Matmul> {
     TensorPtr da = nullptr;
     TensorPtr db = nullptr;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) da = opgen::ms::empty(mindspore::kNumberTypeFloat32, a_shape);
           if (ctx->NeedsInputGrad(1)) db = opgen::ms::empty(mindspore::kNumberTypeFloat32, b_shape);
           backward<float, float, float>(attrs, opgen::ms::in<float>(a_h), opgen::ms::in<float>(b_h), opgen::ms::shape_only<float>(out_shape), opgen::ms::in<float>(dout_h), opgen::ms::out<float>(da), opgen::ms::out<float>(db));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 1: {
           if (ctx->NeedsInputGrad(0)) da = opgen::ms::empty(mindspore::kNumberTypeFloat64, a_shape);
           if (ctx->NeedsInputGrad(1)) db = opgen::ms::empty(mindspore::kNumberTypeFloat64, b_shape);
           backward<double, double, double>(attrs, opgen::ms::in<double>(a_h), opgen::ms::in<double>(b_h), opgen::ms::shape_only<double>(out_shape), opgen::ms::in<double>(dout_h), opgen::ms::out<double>(da), opgen::ms::out<double>(db));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 2: {
           if (ctx->NeedsInputGrad(0)) da = opgen::ms::empty(mindspore::kNumberTypeFloat16, a_shape);
           if (ctx->NeedsInputGrad(1)) db = opgen::ms::empty(mindspore::kNumberTypeFloat16, b_shape);
           backward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(a_h), opgen::ms::in<opgen::half>(b_h), opgen::ms::shape_only<opgen::half>(out_shape), opgen::ms::in<opgen::half>(dout_h), opgen::ms::out<opgen::half>(da), opgen::ms::out<opgen::half>(db));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 3: {
           if (ctx->NeedsInputGrad(0)) da = opgen::ms::empty(mindspore::kNumberTypeBFloat16, a_shape);
           if (ctx->NeedsInputGrad(1)) db = opgen::ms::empty(mindspore::kNumberTypeBFloat16, b_shape);
           backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(a_h), opgen::ms::in<opgen::bfloat16>(b_h), opgen::ms::shape_only<opgen::bfloat16>(out_shape), opgen::ms::in<opgen::bfloat16>(dout_h), opgen::ms::out<opgen::bfloat16>(da), opgen::ms::out<opgen::bfloat16>(db));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
       }

@@ -25,7 +25,7 @@ namespace cuda {
 template <typename a_t, typename b_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &b, const opgen::Out<out_t> &out) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(a, b, out);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("--o", a, b, out);  // checked mode's errors name them
   const bool &transpose_a = attrs.transpose_a; (void)transpose_a;
   const bool &transpose_b = attrs.transpose_b; (void)transpose_b;
 #line 33 "ops/matmul.yaml"
@@ -40,7 +40,7 @@ void forward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &
 template <typename a_t, typename b_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &b, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<a_t> &da, const opgen::Out<b_t> &db) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(a, b, out, dout, da, db);
+  OPGEN_NAME_VIEWS_AS("----gg", a, b, out, dout, da, db);
   (void)a;
   (void)b;
   (void)out;

@@ -81,7 +81,7 @@ extern "C" int opgen_ops_reduce_max_forward(int nparam, void **params, int *ndim
                                    void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1};
@@ -94,6 +94,7 @@ extern "C" int opgen_ops_reduce_max_forward(int nparam, void **params, int *ndim
       const auto x = cur.one<const float>();
       const auto out = cur.one<float>();
       opgen_op::cuda::forward<float, float>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64"};
@@ -102,6 +103,7 @@ extern "C" int opgen_ops_reduce_max_forward(int nparam, void **params, int *ndim
       const auto x = cur.one<const double>();
       const auto out = cur.one<double>();
       opgen_op::cuda::forward<double, double>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16"};
@@ -110,6 +112,7 @@ extern "C" int opgen_ops_reduce_max_forward(int nparam, void **params, int *ndim
       const auto x = cur.one<const opgen::half>();
       const auto out = cur.one<opgen::half>();
       opgen_op::cuda::forward<opgen::half, opgen::half>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16"};
@@ -118,6 +121,7 @@ extern "C" int opgen_ops_reduce_max_forward(int nparam, void **params, int *ndim
       const auto x = cur.one<const opgen::bfloat16>();
       const auto out = cur.one<opgen::bfloat16>();
       opgen_op::cuda::forward<opgen::bfloat16, opgen::bfloat16>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
@@ -136,7 +140,7 @@ extern "C" int opgen_ops_reduce_max_backward(int nparam, void **params, int *ndi
                                     void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1};
@@ -151,6 +155,7 @@ extern "C" int opgen_ops_reduce_max_backward(int nparam, void **params, int *ndi
       const auto dout = cur.one<const float>();
       const auto dx = cur.one<float>();
       opgen_op::cuda::backward<float, float>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64", "float64"};
@@ -161,6 +166,7 @@ extern "C" int opgen_ops_reduce_max_backward(int nparam, void **params, int *ndi
       const auto dout = cur.one<const double>();
       const auto dx = cur.one<double>();
       opgen_op::cuda::backward<double, double>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16", "float16"};
@@ -171,6 +177,7 @@ extern "C" int opgen_ops_reduce_max_backward(int nparam, void **params, int *ndi
       const auto dout = cur.one<const opgen::half>();
       const auto dx = cur.one<opgen::half>();
       opgen_op::cuda::backward<opgen::half, opgen::half>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16"};
@@ -181,6 +188,7 @@ extern "C" int opgen_ops_reduce_max_backward(int nparam, void **params, int *ndi
       const auto dout = cur.one<const opgen::bfloat16>();
       const auto dx = cur.one<opgen::bfloat16>();
       opgen_op::cuda::backward<opgen::bfloat16, opgen::bfloat16>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

@@ -25,7 +25,7 @@ namespace cuda {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("-o", x, out);  // checked mode's errors name them
   const std::vector<int64_t> &axis = attrs.axis; (void)axis;
   const bool &keep_dims = attrs.keep_dims; (void)keep_dims;
 #line 31 "ops/reduce_mean.yaml"
@@ -41,7 +41,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, out, dout, dx);
+  OPGEN_NAME_VIEWS_AS("---g", x, out, dout, dx);
   (void)x;
   (void)out;
   const std::vector<int64_t> &axis = attrs.axis; (void)axis;

@@ -44,7 +44,7 @@ class ReduceSum : public Function<ReduceSum> {
     }
     TensorPtrList outputs;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::reduce(opgen_s_x, opgen::sym::List::of(attrs.axis), opgen::sym::Bool{static_cast<bool>(attrs.keep_dims)}), "out");
@@ -52,24 +52,28 @@ class ReduceSum : public Function<ReduceSum> {
         case 0: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat32, out_shape);
           forward<float, float>(attrs, opgen::ms::in<float>(x_h), opgen::ms::out<float>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 1: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat64, out_shape);
           forward<double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::out<double>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 2: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat16, out_shape);
           forward<opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::out<opgen::half>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 3: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeBFloat16, out_shape);
           forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::out<opgen::bfloat16>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }

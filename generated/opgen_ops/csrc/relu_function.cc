@@ -42,7 +42,7 @@ class Relu : public Function<Relu> {
     }
     TensorPtrList outputs;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       const opgen::Shape out_shape = opgen::sym::to_shape(opgen_s_x, "out");
@@ -50,24 +50,28 @@ class Relu : public Function<Relu> {
         case 0: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat32, out_shape);
           forward<float, float>(attrs, opgen::ms::in<float>(x_h), opgen::ms::out<float>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 1: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat64, out_shape);
           forward<double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::out<double>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 2: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeFloat16, out_shape);
           forward<opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::out<opgen::half>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
         case 3: {
           TensorPtr out = opgen::ms::empty(mindspore::kNumberTypeBFloat16, out_shape);
           forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::out<opgen::bfloat16>(out));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {out};
           break;
         }
@@ -98,26 +102,30 @@ class Relu : public Function<Relu> {
     const opgen::Shape out_shape = opgen::Shape(dout_h->shape());
     TensorPtr dx = nullptr;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);
           backward<float, float>(attrs, opgen::ms::in<float>(x_h), opgen::ms::shape_only<float>(out_shape), opgen::ms::in<float>(dout_h), opgen::ms::out<float>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 1: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);
           backward<double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::shape_only<double>(out_shape), opgen::ms::in<double>(dout_h), opgen::ms::out<double>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 2: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat16, x_shape);
           backward<opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::shape_only<opgen::half>(out_shape), opgen::ms::in<opgen::half>(dout_h), opgen::ms::out<opgen::half>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 3: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeBFloat16, x_shape);
           backward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::shape_only<opgen::bfloat16>(out_shape), opgen::ms::in<opgen::bfloat16>(dout_h), opgen::ms::out<opgen::bfloat16>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
       }

@@ -45,7 +45,7 @@ class RmsNorm : public Function<RmsNorm> {
     }
     TensorPtrList outputs;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       const opgen::sym::List opgen_s_weight = opgen::sym::from_shape(weight_h->shape());
@@ -56,24 +56,28 @@ class RmsNorm : public Function<RmsNorm> {
         case 0: {
           TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeFloat32, y_shape);
           forward<float, float, float>(attrs, opgen::ms::in<float>(x_h), opgen::ms::in<float>(weight_h), opgen::ms::out<float>(y));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {y};
           break;
         }
         case 1: {
           TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeFloat64, y_shape);
           forward<double, double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::in<double>(weight_h), opgen::ms::out<double>(y));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {y};
           break;
         }
         case 2: {
           TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeFloat16, y_shape);
           forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::in<opgen::half>(weight_h), opgen::ms::out<opgen::half>(y));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {y};
           break;
         }
         case 3: {
           TensorPtr y = opgen::ms::empty(mindspore::kNumberTypeBFloat16, y_shape);
           forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::in<opgen::bfloat16>(weight_h), opgen::ms::out<opgen::bfloat16>(y));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {y};
           break;
         }
@@ -112,30 +116,34 @@ class RmsNorm : public Function<RmsNorm> {
     TensorPtr dx = nullptr;
     TensorPtr dweight = nullptr;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);
           if (ctx->NeedsInputGrad(1)) dweight = opgen::ms::empty(mindspore::kNumberTypeFloat32, weight_shape);
           backward<float, float, float>(attrs, opgen::ms::in<float>(x_h), opgen::ms::in<float>(weight_h), opgen::ms::shape_only<float>(y_shape), opgen::ms::in<float>(dy_h), opgen::ms::out<float>(dx), opgen::ms::out<float>(dweight));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 1: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);
           if (ctx->NeedsInputGrad(1)) dweight = opgen::ms::empty(mindspore::kNumberTypeFloat64, weight_shape);
           backward<double, double, double>(attrs, opgen::ms::in<double>(x_h), opgen::ms::in<double>(weight_h), opgen::ms::shape_only<double>(y_shape), opgen::ms::in<double>(dy_h), opgen::ms::out<double>(dx), opgen::ms::out<double>(dweight));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 2: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat16, x_shape);
           if (ctx->NeedsInputGrad(1)) dweight = opgen::ms::empty(mindspore::kNumberTypeFloat16, weight_shape);
           backward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::in<opgen::half>(weight_h), opgen::ms::shape_only<opgen::half>(y_shape), opgen::ms::in<opgen::half>(dy_h), opgen::ms::out<opgen::half>(dx), opgen::ms::out<opgen::half>(dweight));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 3: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeBFloat16, x_shape);
           if (ctx->NeedsInputGrad(1)) dweight = opgen::ms::empty(mindspore::kNumberTypeBFloat16, weight_shape);
           backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::in<opgen::bfloat16>(weight_h), opgen::ms::shape_only<opgen::bfloat16>(y_shape), opgen::ms::in<opgen::bfloat16>(dy_h), opgen::ms::out<opgen::bfloat16>(dx), opgen::ms::out<opgen::bfloat16>(dweight));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
       }

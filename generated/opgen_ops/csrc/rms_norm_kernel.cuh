@@ -25,7 +25,7 @@ namespace cuda {
 template <typename x_t, typename weight_t, typename y_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight_t> &weight, const opgen::Out<y_t> &y) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, weight, y);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("--o", x, weight, y);  // checked mode's errors name them
   const float &eps = attrs.eps; (void)eps;
 #line 95 "ops/rms_norm.yaml"
   // A thread per row: its mean square, then the row (rows side by side are strided by D: the
@@ -52,7 +52,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight
 template <typename x_t, typename weight_t, typename y_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight_t> &weight, const opgen::In<y_t> &y, const opgen::In<y_t> &dy, const opgen::Out<x_t> &dx, const opgen::Out<weight_t> &dweight) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, weight, y, dy, dx, dweight);
+  OPGEN_NAME_VIEWS_AS("----gg", x, weight, y, dy, dx, dweight);
   (void)x;
   (void)weight;
   (void)y;

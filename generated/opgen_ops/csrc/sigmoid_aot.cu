@@ -58,7 +58,7 @@ extern "C" int opgen_ops_sigmoid_forward(int nparam, void **params, int *ndims, 
                                    void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1};
@@ -71,6 +71,7 @@ extern "C" int opgen_ops_sigmoid_forward(int nparam, void **params, int *ndims, 
       const auto x = cur.one<const float>();
       const auto out = cur.one<float>();
       opgen_op::cuda::forward<float, float>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64"};
@@ -79,6 +80,7 @@ extern "C" int opgen_ops_sigmoid_forward(int nparam, void **params, int *ndims, 
       const auto x = cur.one<const double>();
       const auto out = cur.one<double>();
       opgen_op::cuda::forward<double, double>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16"};
@@ -87,6 +89,7 @@ extern "C" int opgen_ops_sigmoid_forward(int nparam, void **params, int *ndims, 
       const auto x = cur.one<const opgen::half>();
       const auto out = cur.one<opgen::half>();
       opgen_op::cuda::forward<opgen::half, opgen::half>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16"};
@@ -95,6 +98,7 @@ extern "C" int opgen_ops_sigmoid_forward(int nparam, void **params, int *ndims, 
       const auto x = cur.one<const opgen::bfloat16>();
       const auto out = cur.one<opgen::bfloat16>();
       opgen_op::cuda::forward<opgen::bfloat16, opgen::bfloat16>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
@@ -109,7 +113,7 @@ extern "C" int opgen_ops_sigmoid_backward(int nparam, void **params, int *ndims,
                                     void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1};
@@ -124,6 +128,7 @@ extern "C" int opgen_ops_sigmoid_backward(int nparam, void **params, int *ndims,
       const auto dout = cur.one<const float>();
       const auto dx = cur.one<float>();
       opgen_op::cuda::backward<float, float>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64", "float64"};
@@ -134,6 +139,7 @@ extern "C" int opgen_ops_sigmoid_backward(int nparam, void **params, int *ndims,
       const auto dout = cur.one<const double>();
       const auto dx = cur.one<double>();
       opgen_op::cuda::backward<double, double>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16", "float16"};
@@ -144,6 +150,7 @@ extern "C" int opgen_ops_sigmoid_backward(int nparam, void **params, int *ndims,
       const auto dout = cur.one<const opgen::half>();
       const auto dx = cur.one<opgen::half>();
       opgen_op::cuda::backward<opgen::half, opgen::half>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16"};
@@ -154,6 +161,7 @@ extern "C" int opgen_ops_sigmoid_backward(int nparam, void **params, int *ndims,
       const auto dout = cur.one<const opgen::bfloat16>();
       const auto dx = cur.one<opgen::bfloat16>();
       opgen_op::cuda::backward<opgen::bfloat16, opgen::bfloat16>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

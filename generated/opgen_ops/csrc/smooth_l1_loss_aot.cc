@@ -84,7 +84,7 @@ extern "C" int opgen_ops_smooth_l1_loss_forward(int nparam, void **params, int *
                                    void *stream, void *extra) {
   (void)stream;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1};
@@ -98,6 +98,7 @@ extern "C" int opgen_ops_smooth_l1_loss_forward(int nparam, void **params, int *
       const auto target = cur.one<const float>();
       const auto loss = cur.one<float>();
       opgen_op::forward<float, float, float>(attrs, pred, target, loss);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64"};
@@ -107,6 +108,7 @@ extern "C" int opgen_ops_smooth_l1_loss_forward(int nparam, void **params, int *
       const auto target = cur.one<const double>();
       const auto loss = cur.one<double>();
       opgen_op::forward<double, double, double>(attrs, pred, target, loss);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16"};
@@ -116,6 +118,7 @@ extern "C" int opgen_ops_smooth_l1_loss_forward(int nparam, void **params, int *
       const auto target = cur.one<const opgen::half>();
       const auto loss = cur.one<opgen::half>();
       opgen_op::forward<opgen::half, opgen::half, opgen::half>(attrs, pred, target, loss);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16"};
@@ -125,6 +128,7 @@ extern "C" int opgen_ops_smooth_l1_loss_forward(int nparam, void **params, int *
       const auto target = cur.one<const opgen::bfloat16>();
       const auto loss = cur.one<opgen::bfloat16>();
       opgen_op::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, pred, target, loss);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
@@ -143,7 +147,7 @@ extern "C" int opgen_ops_smooth_l1_loss_backward(int nparam, void **params, int 
                                     void *stream, void *extra) {
   (void)stream;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1, 1, 1};
@@ -160,6 +164,7 @@ extern "C" int opgen_ops_smooth_l1_loss_backward(int nparam, void **params, int 
       const auto dpred = cur.one<float>();
       const auto dtarget = cur.one<float>();
       opgen_op::backward<float, float, float>(attrs, pred, target, loss, dloss, dpred, dtarget);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64", "float64", "float64", "float64"};
@@ -172,6 +177,7 @@ extern "C" int opgen_ops_smooth_l1_loss_backward(int nparam, void **params, int 
       const auto dpred = cur.one<double>();
       const auto dtarget = cur.one<double>();
       opgen_op::backward<double, double, double>(attrs, pred, target, loss, dloss, dpred, dtarget);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16", "float16", "float16", "float16"};
@@ -184,6 +190,7 @@ extern "C" int opgen_ops_smooth_l1_loss_backward(int nparam, void **params, int 
       const auto dpred = cur.one<opgen::half>();
       const auto dtarget = cur.one<opgen::half>();
       opgen_op::backward<opgen::half, opgen::half, opgen::half>(attrs, pred, target, loss, dloss, dpred, dtarget);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16"};
@@ -196,6 +203,7 @@ extern "C" int opgen_ops_smooth_l1_loss_backward(int nparam, void **params, int 
       const auto dpred = cur.one<opgen::bfloat16>();
       const auto dtarget = cur.one<opgen::bfloat16>();
       opgen_op::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, pred, target, loss, dloss, dpred, dtarget);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

@@ -46,7 +46,7 @@ class SmoothL1Loss : public Function<SmoothL1Loss> {
     }
     TensorPtrList outputs;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_pred = opgen::sym::from_shape(pred_h->shape());
       const opgen::sym::List opgen_s_target = opgen::sym::from_shape(target_h->shape());
@@ -57,24 +57,28 @@ class SmoothL1Loss : public Function<SmoothL1Loss> {
         case 0: {
           TensorPtr loss = opgen::ms::empty(mindspore::kNumberTypeFloat32, loss_shape);
           forward<float, float, float>(attrs, opgen::ms::in<float>(pred_h), opgen::ms::in<float>(target_h), opgen::ms::out<float>(loss));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {loss};
           break;
         }
         case 1: {
           TensorPtr loss = opgen::ms::empty(mindspore::kNumberTypeFloat64, loss_shape);
           forward<double, double, double>(attrs, opgen::ms::in<double>(pred_h), opgen::ms::in<double>(target_h), opgen::ms::out<double>(loss));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {loss};
           break;
         }
         case 2: {
           TensorPtr loss = opgen::ms::empty(mindspore::kNumberTypeFloat16, loss_shape);
           forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(pred_h), opgen::ms::in<opgen::half>(target_h), opgen::ms::out<opgen::half>(loss));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {loss};
           break;
         }
         case 3: {
           TensorPtr loss = opgen::ms::empty(mindspore::kNumberTypeBFloat16, loss_shape);
           forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(pred_h), opgen::ms::in<opgen::bfloat16>(target_h), opgen::ms::out<opgen::bfloat16>(loss));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {loss};
           break;
         }
@@ -115,30 +119,34 @@ class SmoothL1Loss : public Function<SmoothL1Loss> {
     TensorPtr dpred = nullptr;
     TensorPtr dtarget = nullptr;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) dpred = opgen::ms::empty(mindspore::kNumberTypeFloat32, pred_shape);
           if (ctx->NeedsInputGrad(1)) dtarget = opgen::ms::empty(mindspore::kNumberTypeFloat32, target_shape);
           backward<float, float, float>(attrs, opgen::ms::in<float>(pred_h), opgen::ms::in<float>(target_h), opgen::ms::shape_only<float>(loss_shape), opgen::ms::in<float>(dloss_h), opgen::ms::out<float>(dpred), opgen::ms::out<float>(dtarget));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 1: {
           if (ctx->NeedsInputGrad(0)) dpred = opgen::ms::empty(mindspore::kNumberTypeFloat64, pred_shape);
           if (ctx->NeedsInputGrad(1)) dtarget = opgen::ms::empty(mindspore::kNumberTypeFloat64, target_shape);
           backward<double, double, double>(attrs, opgen::ms::in<double>(pred_h), opgen::ms::in<double>(target_h), opgen::ms::shape_only<double>(loss_shape), opgen::ms::in<double>(dloss_h), opgen::ms::out<double>(dpred), opgen::ms::out<double>(dtarget));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 2: {
           if (ctx->NeedsInputGrad(0)) dpred = opgen::ms::empty(mindspore::kNumberTypeFloat16, pred_shape);
           if (ctx->NeedsInputGrad(1)) dtarget = opgen::ms::empty(mindspore::kNumberTypeFloat16, target_shape);
           backward<opgen::half, opgen::half, opgen::half>(attrs, opgen::ms::in<opgen::half>(pred_h), opgen::ms::in<opgen::half>(target_h), opgen::ms::shape_only<opgen::half>(loss_shape), opgen::ms::in<opgen::half>(dloss_h), opgen::ms::out<opgen::half>(dpred), opgen::ms::out<opgen::half>(dtarget));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 3: {
           if (ctx->NeedsInputGrad(0)) dpred = opgen::ms::empty(mindspore::kNumberTypeBFloat16, pred_shape);
           if (ctx->NeedsInputGrad(1)) dtarget = opgen::ms::empty(mindspore::kNumberTypeBFloat16, target_shape);
           backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::ms::in<opgen::bfloat16>(pred_h), opgen::ms::in<opgen::bfloat16>(target_h), opgen::ms::shape_only<opgen::bfloat16>(loss_shape), opgen::ms::in<opgen::bfloat16>(dloss_h), opgen::ms::out<opgen::bfloat16>(dpred), opgen::ms::out<opgen::bfloat16>(dtarget));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
       }

@@ -23,7 +23,7 @@ namespace smooth_l1_loss {
 template <typename pred_t, typename target_t, typename loss_t>
 void forward(const Attrs &attrs, const opgen::In<pred_t> &pred, const opgen::In<target_t> &target, const opgen::Out<loss_t> &loss) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(pred, target, loss);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("--o", pred, target, loss);  // checked mode's errors name them
   const float &beta = attrs.beta; (void)beta;
   const std::string &reduction = attrs.reduction; (void)reduction;
 #line 38 "ops/smooth_l1_loss.yaml"
@@ -48,7 +48,7 @@ void forward(const Attrs &attrs, const opgen::In<pred_t> &pred, const opgen::In<
 template <typename pred_t, typename target_t, typename loss_t>
 void backward(const Attrs &attrs, const opgen::In<pred_t> &pred, const opgen::In<target_t> &target, const opgen::In<loss_t> &loss, const opgen::In<loss_t> &dloss, const opgen::Out<pred_t> &dpred, const opgen::Out<target_t> &dtarget) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(pred, target, loss, dloss, dpred, dtarget);
+  OPGEN_NAME_VIEWS_AS("----gg", pred, target, loss, dloss, dpred, dtarget);
   (void)pred;
   (void)target;
   (void)loss;

@@ -60,7 +60,7 @@ extern "C" int opgen_ops_swiglu_forward(int nparam, void **params, int *ndims, i
                                    void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1};
@@ -73,6 +73,7 @@ extern "C" int opgen_ops_swiglu_forward(int nparam, void **params, int *ndims, i
       const auto x = cur.one<const float>();
       const auto out = cur.one<float>();
       opgen_op::cuda::forward<float, float>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64"};
@@ -81,6 +82,7 @@ extern "C" int opgen_ops_swiglu_forward(int nparam, void **params, int *ndims, i
       const auto x = cur.one<const double>();
       const auto out = cur.one<double>();
       opgen_op::cuda::forward<double, double>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16"};
@@ -89,6 +91,7 @@ extern "C" int opgen_ops_swiglu_forward(int nparam, void **params, int *ndims, i
       const auto x = cur.one<const opgen::half>();
       const auto out = cur.one<opgen::half>();
       opgen_op::cuda::forward<opgen::half, opgen::half>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16"};
@@ -97,6 +100,7 @@ extern "C" int opgen_ops_swiglu_forward(int nparam, void **params, int *ndims, i
       const auto x = cur.one<const opgen::bfloat16>();
       const auto out = cur.one<opgen::bfloat16>();
       opgen_op::cuda::forward<opgen::bfloat16, opgen::bfloat16>(attrs, x, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
@@ -111,7 +115,7 @@ extern "C" int opgen_ops_swiglu_backward(int nparam, void **params, int *ndims, 
                                     void *stream, void *extra) {
   const opgen::cuda::StreamScope opgen_stream(static_cast<cudaStream_t>(stream));  // MindSpore's stream
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1};
@@ -126,6 +130,7 @@ extern "C" int opgen_ops_swiglu_backward(int nparam, void **params, int *ndims, 
       const auto dout = cur.one<const float>();
       const auto dx = cur.one<float>();
       opgen_op::cuda::backward<float, float>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "float64", "float64"};
@@ -136,6 +141,7 @@ extern "C" int opgen_ops_swiglu_backward(int nparam, void **params, int *ndims, 
       const auto dout = cur.one<const double>();
       const auto dx = cur.one<double>();
       opgen_op::cuda::backward<double, double>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "float16", "float16"};
@@ -146,6 +152,7 @@ extern "C" int opgen_ops_swiglu_backward(int nparam, void **params, int *ndims, 
       const auto dout = cur.one<const opgen::half>();
       const auto dx = cur.one<opgen::half>();
       opgen_op::cuda::backward<opgen::half, opgen::half>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "bfloat16", "bfloat16"};
@@ -156,6 +163,7 @@ extern "C" int opgen_ops_swiglu_backward(int nparam, void **params, int *ndims, 
       const auto dout = cur.one<const opgen::bfloat16>();
       const auto dx = cur.one<opgen::bfloat16>();
       opgen_op::cuda::backward<opgen::bfloat16, opgen::bfloat16>(attrs, x, out, dout, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

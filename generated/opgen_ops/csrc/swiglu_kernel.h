@@ -23,7 +23,7 @@ namespace swiglu {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("-o", x, out);  // checked mode's errors name them
 #line 25 "ops/swiglu.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.dim(-1), H = D / 2, R = D ? x.numel / D : 0;
@@ -49,7 +49,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, out, dout, dx);
+  OPGEN_NAME_VIEWS_AS("---g", x, out, dout, dx);
   (void)x;
   (void)out;
 #line 42 "ops/swiglu.yaml"

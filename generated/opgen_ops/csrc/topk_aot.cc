@@ -81,7 +81,7 @@ extern "C" int opgen_ops_topk_forward(int nparam, void **params, int *ndims, int
                                    void *stream, void *extra) {
   (void)stream;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1};
@@ -95,6 +95,7 @@ extern "C" int opgen_ops_topk_forward(int nparam, void **params, int *ndims, int
       const auto values = cur.one<float>();
       const auto indices = cur.one<int64_t>();
       opgen_op::forward<float, float, int64_t>(attrs, x, values, indices);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "int64"};
@@ -104,6 +105,7 @@ extern "C" int opgen_ops_topk_forward(int nparam, void **params, int *ndims, int
       const auto values = cur.one<double>();
       const auto indices = cur.one<int64_t>();
       opgen_op::forward<double, double, int64_t>(attrs, x, values, indices);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "int64"};
@@ -113,6 +115,7 @@ extern "C" int opgen_ops_topk_forward(int nparam, void **params, int *ndims, int
       const auto values = cur.one<opgen::half>();
       const auto indices = cur.one<int64_t>();
       opgen_op::forward<opgen::half, opgen::half, int64_t>(attrs, x, values, indices);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "int64"};
@@ -122,6 +125,7 @@ extern "C" int opgen_ops_topk_forward(int nparam, void **params, int *ndims, int
       const auto values = cur.one<opgen::bfloat16>();
       const auto indices = cur.one<int64_t>();
       opgen_op::forward<opgen::bfloat16, opgen::bfloat16, int64_t>(attrs, x, values, indices);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
@@ -140,7 +144,7 @@ extern "C" int opgen_ops_topk_backward(int nparam, void **params, int *ndims, in
                                     void *stream, void *extra) {
   (void)stream;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1, 1, 1};
@@ -157,6 +161,7 @@ extern "C" int opgen_ops_topk_backward(int nparam, void **params, int *ndims, in
       const auto dindices = cur.one<const int64_t>();
       const auto dx = cur.one<float>();
       opgen_op::backward<float, float, int64_t>(attrs, x, values, indices, dvalues, dindices, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"float64", "float64", "int64", "float64", "int64", "float64"};
@@ -169,6 +174,7 @@ extern "C" int opgen_ops_topk_backward(int nparam, void **params, int *ndims, in
       const auto dindices = cur.one<const int64_t>();
       const auto dx = cur.one<double>();
       opgen_op::backward<double, double, int64_t>(attrs, x, values, indices, dvalues, dindices, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"float16", "float16", "int64", "float16", "int64", "float16"};
@@ -181,6 +187,7 @@ extern "C" int opgen_ops_topk_backward(int nparam, void **params, int *ndims, in
       const auto dindices = cur.one<const int64_t>();
       const auto dx = cur.one<opgen::half>();
       opgen_op::backward<opgen::half, opgen::half, int64_t>(attrs, x, values, indices, dvalues, dindices, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bfloat16", "bfloat16", "int64", "bfloat16", "int64", "bfloat16"};
@@ -193,6 +200,7 @@ extern "C" int opgen_ops_topk_backward(int nparam, void **params, int *ndims, in
       const auto dindices = cur.one<const int64_t>();
       const auto dx = cur.one<opgen::bfloat16>();
       opgen_op::backward<opgen::bfloat16, opgen::bfloat16, int64_t>(attrs, x, values, indices, dvalues, dindices, dx);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

@@ -43,7 +43,7 @@ class Topk : public Function<Topk> {
     }
     TensorPtrList outputs;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       // contracts (requires) and output shapes, from the spec's shape expressions
       const opgen::sym::List opgen_s_x = opgen::sym::from_shape(x_h->shape());
       opgen::sym::require([&] { return opgen::sym::ge(opgen::sym::length(opgen_s_x), opgen::sym::Int{1}); }, "x.rank >= 1", {opgen::sym::fact("x", opgen_s_x)});
@@ -55,6 +55,7 @@ class Topk : public Function<Topk> {
           TensorPtr values = opgen::ms::empty(mindspore::kNumberTypeFloat32, values_shape);
           TensorPtr indices = opgen::ms::empty(mindspore::kNumberTypeInt64, indices_shape);
           forward<float, float, int64_t>(attrs, opgen::ms::in<float>(x_h), opgen::ms::out<float>(values), opgen::ms::out<int64_t>(indices));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {values, indices};
           break;
         }
@@ -62,6 +63,7 @@ class Topk : public Function<Topk> {
           TensorPtr values = opgen::ms::empty(mindspore::kNumberTypeFloat64, values_shape);
           TensorPtr indices = opgen::ms::empty(mindspore::kNumberTypeInt64, indices_shape);
           forward<double, double, int64_t>(attrs, opgen::ms::in<double>(x_h), opgen::ms::out<double>(values), opgen::ms::out<int64_t>(indices));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {values, indices};
           break;
         }
@@ -69,6 +71,7 @@ class Topk : public Function<Topk> {
           TensorPtr values = opgen::ms::empty(mindspore::kNumberTypeFloat16, values_shape);
           TensorPtr indices = opgen::ms::empty(mindspore::kNumberTypeInt64, indices_shape);
           forward<opgen::half, opgen::half, int64_t>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::out<opgen::half>(values), opgen::ms::out<int64_t>(indices));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {values, indices};
           break;
         }
@@ -76,6 +79,7 @@ class Topk : public Function<Topk> {
           TensorPtr values = opgen::ms::empty(mindspore::kNumberTypeBFloat16, values_shape);
           TensorPtr indices = opgen::ms::empty(mindspore::kNumberTypeInt64, indices_shape);
           forward<opgen::bfloat16, opgen::bfloat16, int64_t>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::out<opgen::bfloat16>(values), opgen::ms::out<int64_t>(indices));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           outputs = {values, indices};
           break;
         }
@@ -112,26 +116,30 @@ class Topk : public Function<Topk> {
     const TensorPtr dindices_h = opgen::ms::host(grad_outputs[1]);
     TensorPtr dx = nullptr;
     try {
-      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+      opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
       switch (row) {
         case 0: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat32, x_shape);
           backward<float, float, int64_t>(attrs, opgen::ms::in<float>(x_h), opgen::ms::shape_only<float>(values_shape), opgen::ms::in<int64_t>(indices_h), opgen::ms::in<float>(dvalues_h), opgen::ms::in<int64_t>(dindices_h), opgen::ms::out<float>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 1: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat64, x_shape);
           backward<double, double, int64_t>(attrs, opgen::ms::in<double>(x_h), opgen::ms::shape_only<double>(values_shape), opgen::ms::in<int64_t>(indices_h), opgen::ms::in<double>(dvalues_h), opgen::ms::in<int64_t>(dindices_h), opgen::ms::out<double>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 2: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeFloat16, x_shape);
           backward<opgen::half, opgen::half, int64_t>(attrs, opgen::ms::in<opgen::half>(x_h), opgen::ms::shape_only<opgen::half>(values_shape), opgen::ms::in<int64_t>(indices_h), opgen::ms::in<opgen::half>(dvalues_h), opgen::ms::in<int64_t>(dindices_h), opgen::ms::out<opgen::half>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
         case 3: {
           if (ctx->NeedsInputGrad(0)) dx = opgen::ms::empty(mindspore::kNumberTypeBFloat16, x_shape);
           backward<opgen::bfloat16, opgen::bfloat16, int64_t>(attrs, opgen::ms::in<opgen::bfloat16>(x_h), opgen::ms::shape_only<opgen::bfloat16>(values_shape), opgen::ms::in<int64_t>(indices_h), opgen::ms::in<opgen::bfloat16>(dvalues_h), opgen::ms::in<int64_t>(dindices_h), opgen::ms::out<opgen::bfloat16>(dx));
+          opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
           break;
         }
       }

@@ -60,7 +60,7 @@ extern "C" int opgen_ops_where_forward(int nparam, void **params, int *ndims, in
                                    void *stream, void *extra) {
   (void)stream;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1};
@@ -75,6 +75,7 @@ extern "C" int opgen_ops_where_forward(int nparam, void **params, int *ndims, in
       const auto y = cur.one<const float>();
       const auto out = cur.one<float>();
       opgen_op::forward<bool, float, float, float>(attrs, cond, x, y, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"bool", "float64", "float64", "float64"};
@@ -85,6 +86,7 @@ extern "C" int opgen_ops_where_forward(int nparam, void **params, int *ndims, in
       const auto y = cur.one<const double>();
       const auto out = cur.one<double>();
       opgen_op::forward<bool, double, double, double>(attrs, cond, x, y, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"bool", "float16", "float16", "float16"};
@@ -95,6 +97,7 @@ extern "C" int opgen_ops_where_forward(int nparam, void **params, int *ndims, in
       const auto y = cur.one<const opgen::half>();
       const auto out = cur.one<opgen::half>();
       opgen_op::forward<bool, opgen::half, opgen::half, opgen::half>(attrs, cond, x, y, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bool", "bfloat16", "bfloat16", "bfloat16"};
@@ -105,6 +108,7 @@ extern "C" int opgen_ops_where_forward(int nparam, void **params, int *ndims, in
       const auto y = cur.one<const opgen::bfloat16>();
       const auto out = cur.one<opgen::bfloat16>();
       opgen_op::forward<bool, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, cond, x, y, out);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;
@@ -119,7 +123,7 @@ extern "C" int opgen_ops_where_backward(int nparam, void **params, int *ndims, i
                                     void *stream, void *extra) {
   (void)stream;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     opgen_op::Attrs attrs;
     if (int rc = attrs_of(extra, &attrs)) return rc;
     const int64_t opgen_counts[] = {1, 1, 1, 1, 1, 1, 1};
@@ -137,6 +141,7 @@ extern "C" int opgen_ops_where_backward(int nparam, void **params, int *ndims, i
       const auto dx = cur.one<float>();
       const auto dy = cur.one<float>();
       opgen_op::backward<bool, float, float, float>(attrs, cond, x, y, out, dout, dx, dy);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow1[] = {"bool", "float64", "float64", "float64", "float64", "float64", "float64"};
@@ -150,6 +155,7 @@ extern "C" int opgen_ops_where_backward(int nparam, void **params, int *ndims, i
       const auto dx = cur.one<double>();
       const auto dy = cur.one<double>();
       opgen_op::backward<bool, double, double, double>(attrs, cond, x, y, out, dout, dx, dy);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow2[] = {"bool", "float16", "float16", "float16", "float16", "float16", "float16"};
@@ -163,6 +169,7 @@ extern "C" int opgen_ops_where_backward(int nparam, void **params, int *ndims, i
       const auto dx = cur.one<opgen::half>();
       const auto dy = cur.one<opgen::half>();
       opgen_op::backward<bool, opgen::half, opgen::half, opgen::half>(attrs, cond, x, y, out, dout, dx, dy);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     static const char *const kRow3[] = {"bool", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16"};
@@ -176,6 +183,7 @@ extern "C" int opgen_ops_where_backward(int nparam, void **params, int *ndims, i
       const auto dx = cur.one<opgen::bfloat16>();
       const auto dy = cur.one<opgen::bfloat16>();
       opgen_op::backward<bool, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, cond, x, y, out, dout, dx, dy);
+      opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
       return opgen::aot::kOk;
     }
     return opgen::aot::kUnsupportedDtype;

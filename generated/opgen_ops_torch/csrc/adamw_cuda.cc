@@ -60,7 +60,7 @@ void forward_op(const at::Tensor &param_arg, const at::Tensor &m_arg, const at::
     opgen::pt::unsupported_dtypes("adamw", got, "(param=float32, m=float32, v=float32, grad=float32, step=int64, lr=float32), (param=float64, m=float64, v=float64, grad=float64, step=int64, lr=float64), (param=float16, m=float16, v=float16, grad=float16, step=int64, lr=float16), (param=bfloat16, m=bfloat16, v=bfloat16, grad=bfloat16, step=int64, lr=bfloat16)");
   }
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_param = opgen::sym::from_shape(opgen::pt::shape_of(param));
     const opgen::sym::List opgen_s_m = opgen::sym::from_shape(opgen::pt::shape_of(m));
@@ -77,6 +77,7 @@ void forward_op(const at::Tensor &param_arg, const at::Tensor &m_arg, const at::
     switch (row) {
       case 0: {
         cuda::forward<float, float, float, float, int64_t, float>(attrs, opgen::pt::out<float>(param), opgen::pt::out<float>(m), opgen::pt::out<float>(v), opgen::pt::in<float>(grad), opgen::pt::in<int64_t>(step), opgen::pt::in<float>(lr));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (!param.is_same(param_arg)) param_arg.copy_(param);  // a non-contiguous input: its copy back
         if (!m.is_same(m_arg)) m_arg.copy_(m);  // a non-contiguous input: its copy back
         if (!v.is_same(v_arg)) v_arg.copy_(v);  // a non-contiguous input: its copy back
@@ -84,6 +85,7 @@ void forward_op(const at::Tensor &param_arg, const at::Tensor &m_arg, const at::
       }
       case 1: {
         cuda::forward<double, double, double, double, int64_t, double>(attrs, opgen::pt::out<double>(param), opgen::pt::out<double>(m), opgen::pt::out<double>(v), opgen::pt::in<double>(grad), opgen::pt::in<int64_t>(step), opgen::pt::in<double>(lr));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (!param.is_same(param_arg)) param_arg.copy_(param);  // a non-contiguous input: its copy back
         if (!m.is_same(m_arg)) m_arg.copy_(m);  // a non-contiguous input: its copy back
         if (!v.is_same(v_arg)) v_arg.copy_(v);  // a non-contiguous input: its copy back
@@ -91,6 +93,7 @@ void forward_op(const at::Tensor &param_arg, const at::Tensor &m_arg, const at::
       }
       case 2: {
         cuda::forward<opgen::half, opgen::half, opgen::half, opgen::half, int64_t, opgen::half>(attrs, opgen::pt::out<opgen::half>(param), opgen::pt::out<opgen::half>(m), opgen::pt::out<opgen::half>(v), opgen::pt::in<opgen::half>(grad), opgen::pt::in<int64_t>(step), opgen::pt::in<opgen::half>(lr));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (!param.is_same(param_arg)) param_arg.copy_(param);  // a non-contiguous input: its copy back
         if (!m.is_same(m_arg)) m_arg.copy_(m);  // a non-contiguous input: its copy back
         if (!v.is_same(v_arg)) v_arg.copy_(v);  // a non-contiguous input: its copy back
@@ -98,6 +101,7 @@ void forward_op(const at::Tensor &param_arg, const at::Tensor &m_arg, const at::
       }
       case 3: {
         cuda::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, int64_t, opgen::bfloat16>(attrs, opgen::pt::out<opgen::bfloat16>(param), opgen::pt::out<opgen::bfloat16>(m), opgen::pt::out<opgen::bfloat16>(v), opgen::pt::in<opgen::bfloat16>(grad), opgen::pt::in<int64_t>(step), opgen::pt::in<opgen::bfloat16>(lr));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (!param.is_same(param_arg)) param_arg.copy_(param);  // a non-contiguous input: its copy back
         if (!m.is_same(m_arg)) m_arg.copy_(m);  // a non-contiguous input: its copy back
         if (!v.is_same(v_arg)) v_arg.copy_(v);  // a non-contiguous input: its copy back

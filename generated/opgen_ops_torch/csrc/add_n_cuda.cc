@@ -42,7 +42,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::TensorList zs_arg) {
     opgen::pt::unsupported_dtypes("add_n", got, "(x=float32, zs=float32, out=float32), (x=float64, zs=float64, out=float64), (x=float16, zs=float16, out=float16), (x=bfloat16, zs=bfloat16, out=bfloat16), (x=int32, zs=int32, out=int32), (x=int64, zs=int64, out=int64)");
   }
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     const std::vector<opgen::sym::List> opgen_s_zs = opgen::sym::from_shapes(opgen::pt::shapes_of(zs));
@@ -52,31 +52,37 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::TensorList zs_arg) {
       case 0: {
         at::Tensor out = opgen::pt::output("add_n", "out", out_shape, at::kFloat, opgen_device);
         cuda::forward<float, float, float>(attrs, opgen::pt::in<float>(x), opgen::pt::in_list<float>(zs), opgen::pt::out<float>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 1: {
         at::Tensor out = opgen::pt::output("add_n", "out", out_shape, at::kDouble, opgen_device);
         cuda::forward<double, double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::in_list<double>(zs), opgen::pt::out<double>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 2: {
         at::Tensor out = opgen::pt::output("add_n", "out", out_shape, at::kHalf, opgen_device);
         cuda::forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::in_list<opgen::half>(zs), opgen::pt::out<opgen::half>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 3: {
         at::Tensor out = opgen::pt::output("add_n", "out", out_shape, at::kBFloat16, opgen_device);
         cuda::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::in_list<opgen::bfloat16>(zs), opgen::pt::out<opgen::bfloat16>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 4: {
         at::Tensor out = opgen::pt::output("add_n", "out", out_shape, at::kInt, opgen_device);
         cuda::forward<int32_t, int32_t, int32_t>(attrs, opgen::pt::in<int32_t>(x), opgen::pt::in_list<int32_t>(zs), opgen::pt::out<int32_t>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 5: {
         at::Tensor out = opgen::pt::output("add_n", "out", out_shape, at::kLong, opgen_device);
         cuda::forward<int64_t, int64_t, int64_t>(attrs, opgen::pt::in<int64_t>(x), opgen::pt::in_list<int64_t>(zs), opgen::pt::out<int64_t>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
     }
@@ -95,7 +101,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   Attrs attrs;
   std::vector<at::Tensor> grads;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     switch (row) {
       case 0: {
         at::Tensor dx;
@@ -108,6 +114,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         }
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1 + n_dyn), at::kFloat, opgen_device);
         cuda::backward<float, float, float>(attrs, sv.in<float>(0), sv.in_list<float>(1, n_dyn), sv.in<float>(1 + n_dyn), opgen::pt::in<float>(dout), opgen::pt::out<float>(dx), opgen::pt::out_list<float>(dzs));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         for (size_t k = 0; k < dzs.size(); ++k) {
           if (needs.get(1 + k)) grads.push_back(dzs[k]);
@@ -125,6 +132,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         }
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1 + n_dyn), at::kDouble, opgen_device);
         cuda::backward<double, double, double>(attrs, sv.in<double>(0), sv.in_list<double>(1, n_dyn), sv.in<double>(1 + n_dyn), opgen::pt::in<double>(dout), opgen::pt::out<double>(dx), opgen::pt::out_list<double>(dzs));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         for (size_t k = 0; k < dzs.size(); ++k) {
           if (needs.get(1 + k)) grads.push_back(dzs[k]);
@@ -142,6 +150,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         }
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1 + n_dyn), at::kHalf, opgen_device);
         cuda::backward<opgen::half, opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in_list<opgen::half>(1, n_dyn), sv.in<opgen::half>(1 + n_dyn), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(dx), opgen::pt::out_list<opgen::half>(dzs));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         for (size_t k = 0; k < dzs.size(); ++k) {
           if (needs.get(1 + k)) grads.push_back(dzs[k]);
@@ -159,6 +168,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         }
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1 + n_dyn), at::kBFloat16, opgen_device);
         cuda::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in_list<opgen::bfloat16>(1, n_dyn), sv.in<opgen::bfloat16>(1 + n_dyn), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(dx), opgen::pt::out_list<opgen::bfloat16>(dzs));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         for (size_t k = 0; k < dzs.size(); ++k) {
           if (needs.get(1 + k)) grads.push_back(dzs[k]);
@@ -176,6 +186,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         }
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1 + n_dyn), at::kInt, opgen_device);
         cuda::backward<int32_t, int32_t, int32_t>(attrs, sv.in<int32_t>(0), sv.in_list<int32_t>(1, n_dyn), sv.in<int32_t>(1 + n_dyn), opgen::pt::in<int32_t>(dout), opgen::pt::out<int32_t>(dx), opgen::pt::out_list<int32_t>(dzs));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         for (size_t k = 0; k < dzs.size(); ++k) {
           if (needs.get(1 + k)) grads.push_back(dzs[k]);
@@ -193,6 +204,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         }
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1 + n_dyn), at::kLong, opgen_device);
         cuda::backward<int64_t, int64_t, int64_t>(attrs, sv.in<int64_t>(0), sv.in_list<int64_t>(1, n_dyn), sv.in<int64_t>(1 + n_dyn), opgen::pt::in<int64_t>(dout), opgen::pt::out<int64_t>(dx), opgen::pt::out_list<int64_t>(dzs));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         for (size_t k = 0; k < dzs.size(); ++k) {
           if (needs.get(1 + k)) grads.push_back(dzs[k]);

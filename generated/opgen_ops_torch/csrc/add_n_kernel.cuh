@@ -25,7 +25,7 @@ namespace cuda {
 template <typename x_t, typename zs_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::InList<zs_t> &zs, const opgen::Out<out_t> &out) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, zs, out);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("--o", x, zs, out);  // checked mode's errors name them
 #line 42 "ops/add_n.yaml"
   // One opgen::map per input (x, then each z, added into out): a list input is a host vector of
   // views, which device code cannot walk. A 16-bit row rounds after each add (the CPU body once).
@@ -40,7 +40,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::InList<zs
 template <typename x_t, typename zs_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::InList<zs_t> &zs, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx, const opgen::OutList<zs_t> &dzs) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, zs, out, dout, dx, dzs);
+  OPGEN_NAME_VIEWS_AS("----gg", x, zs, out, dout, dx, dzs);
   (void)x;
   (void)zs;
   (void)out;

@@ -23,7 +23,7 @@ namespace add_n {
 template <typename x_t, typename zs_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::InList<zs_t> &zs, const opgen::Out<out_t> &out) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, zs, out);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("--o", x, zs, out);  // checked mode's errors name them
 #line 27 "ops/add_n.yaml"
   // the contract guarantees every z has x's numel: z.data[i] stays in bounds
   opgen::parallel_for(out.numel, opgen::kParallelGrain, [&](int64_t i0, int64_t i1) {
@@ -41,7 +41,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::InList<zs
 template <typename x_t, typename zs_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::InList<zs_t> &zs, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx, const opgen::OutList<zs_t> &dzs) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, zs, out, dout, dx, dzs);
+  OPGEN_NAME_VIEWS_AS("----gg", x, zs, out, dout, dx, dzs);
   (void)x;
   (void)zs;
   (void)out;

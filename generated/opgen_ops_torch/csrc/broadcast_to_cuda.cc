@@ -41,7 +41,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef shape) {
     opgen::pt::unsupported_dtypes("broadcast_to", got, "(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16), (x=int32, out=int32), (x=int64, out=int64)");
   }
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     opgen::sym::require([&] { return opgen::sym::eq(opgen::sym::broadcast({opgen_s_x, opgen::sym::List::of(attrs.shape)}), opgen::sym::List::of(attrs.shape)); }, "broadcast(x, shape) == shape", {opgen::sym::fact("x", opgen_s_x), opgen::sym::fact_value("shape", attrs.shape)});
@@ -50,31 +50,37 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef shape) {
       case 0: {
         at::Tensor out = opgen::pt::output("broadcast_to", "out", out_shape, at::kFloat, opgen_device);
         cuda::forward<float, float>(attrs, opgen::pt::in<float>(x), opgen::pt::out<float>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 1: {
         at::Tensor out = opgen::pt::output("broadcast_to", "out", out_shape, at::kDouble, opgen_device);
         cuda::forward<double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::out<double>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 2: {
         at::Tensor out = opgen::pt::output("broadcast_to", "out", out_shape, at::kHalf, opgen_device);
         cuda::forward<opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::out<opgen::half>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 3: {
         at::Tensor out = opgen::pt::output("broadcast_to", "out", out_shape, at::kBFloat16, opgen_device);
         cuda::forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::out<opgen::bfloat16>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 4: {
         at::Tensor out = opgen::pt::output("broadcast_to", "out", out_shape, at::kInt, opgen_device);
         cuda::forward<int32_t, int32_t>(attrs, opgen::pt::in<int32_t>(x), opgen::pt::out<int32_t>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 5: {
         at::Tensor out = opgen::pt::output("broadcast_to", "out", out_shape, at::kLong, opgen_device);
         cuda::forward<int64_t, int64_t>(attrs, opgen::pt::in<int64_t>(x), opgen::pt::out<int64_t>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
     }
@@ -93,13 +99,14 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.shape = opgen::pt::to_vector<int64_t>(shape);
   std::vector<at::Tensor> grads;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     switch (row) {
       case 0: {
         at::Tensor dx;
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("broadcast_to_backward", "dx", sv.shape(0), at::kFloat, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kFloat, opgen_device);
         cuda::backward<float, float>(attrs, sv.in<float>(0), sv.in<float>(1), opgen::pt::in<float>(dout), opgen::pt::out<float>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -108,6 +115,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("broadcast_to_backward", "dx", sv.shape(0), at::kDouble, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kDouble, opgen_device);
         cuda::backward<double, double>(attrs, sv.in<double>(0), sv.in<double>(1), opgen::pt::in<double>(dout), opgen::pt::out<double>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -116,6 +124,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("broadcast_to_backward", "dx", sv.shape(0), at::kHalf, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kHalf, opgen_device);
         cuda::backward<opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -124,6 +133,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("broadcast_to_backward", "dx", sv.shape(0), at::kBFloat16, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kBFloat16, opgen_device);
         cuda::backward<opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -132,6 +142,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("broadcast_to_backward", "dx", sv.shape(0), at::kInt, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kInt, opgen_device);
         cuda::backward<int32_t, int32_t>(attrs, sv.in<int32_t>(0), sv.in<int32_t>(1), opgen::pt::in<int32_t>(dout), opgen::pt::out<int32_t>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -140,6 +151,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("broadcast_to_backward", "dx", sv.shape(0), at::kLong, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kLong, opgen_device);
         cuda::backward<int64_t, int64_t>(attrs, sv.in<int64_t>(0), sv.in<int64_t>(1), opgen::pt::in<int64_t>(dout), opgen::pt::out<int64_t>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }

@@ -23,7 +23,7 @@ namespace concat {
 template <typename xs_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out<out_t> &out) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(xs, out);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("-o", xs, out);  // checked mode's errors name them
   const int64_t &axis = attrs.axis; (void)axis;
 #line 27 "ops/concat.yaml"
   // View the tensors as (outer, size_i * inner) blocks and copy block rows in turn (each copy
@@ -49,7 +49,7 @@ void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out
 template <typename xs_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::OutList<xs_t> &dxs) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(xs, out, dout, dxs);
+  OPGEN_NAME_VIEWS_AS("---g", xs, out, dout, dxs);
   (void)xs;
   (void)out;
   const int64_t &axis = attrs.axis; (void)axis;

@@ -40,7 +40,7 @@ std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, double ke
     opgen::pt::unsupported_dtypes("dropout", got, "(x=float32, y=float32, mask=bool), (x=float64, y=float64, mask=bool), (x=float16, y=float16, mask=bool), (x=bfloat16, y=bfloat16, mask=bool)");
   }
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     const opgen::Shape y_shape = opgen::sym::to_shape(opgen_s_x, "y");
@@ -50,24 +50,28 @@ std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, double ke
         at::Tensor y = opgen::pt::output("dropout", "y", y_shape, at::kFloat, opgen_device);
         at::Tensor mask = opgen::pt::output("dropout", "mask", mask_shape, at::kBool, opgen_device);
         cuda::forward<float, float, bool>(attrs, opgen::pt::in<float>(x), opgen::pt::out<float>(y), opgen::pt::out<bool>(mask));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return std::make_tuple(y, mask);
       }
       case 1: {
         at::Tensor y = opgen::pt::output("dropout", "y", y_shape, at::kDouble, opgen_device);
         at::Tensor mask = opgen::pt::output("dropout", "mask", mask_shape, at::kBool, opgen_device);
         cuda::forward<double, double, bool>(attrs, opgen::pt::in<double>(x), opgen::pt::out<double>(y), opgen::pt::out<bool>(mask));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return std::make_tuple(y, mask);
       }
       case 2: {
         at::Tensor y = opgen::pt::output("dropout", "y", y_shape, at::kHalf, opgen_device);
         at::Tensor mask = opgen::pt::output("dropout", "mask", mask_shape, at::kBool, opgen_device);
         cuda::forward<opgen::half, opgen::half, bool>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::out<opgen::half>(y), opgen::pt::out<bool>(mask));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return std::make_tuple(y, mask);
       }
       case 3: {
         at::Tensor y = opgen::pt::output("dropout", "y", y_shape, at::kBFloat16, opgen_device);
         at::Tensor mask = opgen::pt::output("dropout", "mask", mask_shape, at::kBool, opgen_device);
         cuda::forward<opgen::bfloat16, opgen::bfloat16, bool>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::out<opgen::bfloat16>(y), opgen::pt::out<bool>(mask));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return std::make_tuple(y, mask);
       }
     }
@@ -87,7 +91,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.seed = seed;
   std::vector<at::Tensor> grads;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     switch (row) {
       case 0: {
         at::Tensor dx;
@@ -95,6 +99,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(1), at::kFloat, opgen_device);
         const at::Tensor dmask = opgen::pt::dout(douts, 1, sv.shape(2), at::kBool, opgen_device);
         cuda::backward<float, float, bool>(attrs, sv.in<float>(0), sv.in<float>(1), sv.in<bool>(2), opgen::pt::in<float>(dy), opgen::pt::in<bool>(dmask), opgen::pt::out<float>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -104,6 +109,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(1), at::kDouble, opgen_device);
         const at::Tensor dmask = opgen::pt::dout(douts, 1, sv.shape(2), at::kBool, opgen_device);
         cuda::backward<double, double, bool>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<bool>(2), opgen::pt::in<double>(dy), opgen::pt::in<bool>(dmask), opgen::pt::out<double>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -113,6 +119,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(1), at::kHalf, opgen_device);
         const at::Tensor dmask = opgen::pt::dout(douts, 1, sv.shape(2), at::kBool, opgen_device);
         cuda::backward<opgen::half, opgen::half, bool>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<bool>(2), opgen::pt::in<opgen::half>(dy), opgen::pt::in<bool>(dmask), opgen::pt::out<opgen::half>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -122,6 +129,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(1), at::kBFloat16, opgen_device);
         const at::Tensor dmask = opgen::pt::dout(douts, 1, sv.shape(2), at::kBool, opgen_device);
         cuda::backward<opgen::bfloat16, opgen::bfloat16, bool>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<bool>(2), opgen::pt::in<opgen::bfloat16>(dy), opgen::pt::in<bool>(dmask), opgen::pt::out<opgen::bfloat16>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }

@@ -23,7 +23,7 @@ namespace dropout {
 template <typename x_t, typename y_t, typename mask_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<y_t> &y, const opgen::Out<mask_t> &mask) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, y, mask);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("-oo", x, y, mask);  // checked mode's errors name them
   const double &keep_prob = attrs.keep_prob; (void)keep_prob;
   const int64_t &seed = attrs.seed; (void)seed;
 #line 43 "ops/dropout.yaml"
@@ -54,7 +54,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<y_t> 
 template <typename x_t, typename y_t, typename mask_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &y, const opgen::In<mask_t> &mask, const opgen::In<y_t> &dy, const opgen::In<mask_t> &dmask, const opgen::Out<x_t> &dx) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, y, mask, dy, dmask, dx);
+  OPGEN_NAME_VIEWS_AS("-----g", x, y, mask, dy, dmask, dx);
   (void)x;
   (void)y;
   (void)mask;

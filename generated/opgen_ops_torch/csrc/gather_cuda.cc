@@ -41,7 +41,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &indices_arg, in
     opgen::pt::unsupported_dtypes("gather", got, "(x=float32, indices=int64, out=float32), (x=float64, indices=int64, out=float64), (x=float16, indices=int64, out=float16), (x=bfloat16, indices=int64, out=bfloat16)");
   }
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     const opgen::sym::List opgen_s_indices = opgen::sym::from_shape(opgen::pt::shape_of(indices));
@@ -50,21 +50,25 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &indices_arg, in
       case 0: {
         at::Tensor out = opgen::pt::output("gather", "out", out_shape, at::kFloat, opgen_device);
         cuda::forward<float, int64_t, float>(attrs, opgen::pt::in<float>(x), opgen::pt::in<int64_t>(indices), opgen::pt::out<float>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 1: {
         at::Tensor out = opgen::pt::output("gather", "out", out_shape, at::kDouble, opgen_device);
         cuda::forward<double, int64_t, double>(attrs, opgen::pt::in<double>(x), opgen::pt::in<int64_t>(indices), opgen::pt::out<double>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 2: {
         at::Tensor out = opgen::pt::output("gather", "out", out_shape, at::kHalf, opgen_device);
         cuda::forward<opgen::half, int64_t, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::in<int64_t>(indices), opgen::pt::out<opgen::half>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 3: {
         at::Tensor out = opgen::pt::output("gather", "out", out_shape, at::kBFloat16, opgen_device);
         cuda::forward<opgen::bfloat16, int64_t, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::in<int64_t>(indices), opgen::pt::out<opgen::bfloat16>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
     }
@@ -83,13 +87,14 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.axis = axis;
   std::vector<at::Tensor> grads;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     switch (row) {
       case 0: {
         at::Tensor dx;
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("gather_backward", "dx", sv.shape(0), at::kFloat, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kFloat, opgen_device);
         cuda::backward<float, int64_t, float>(attrs, sv.in<float>(0), sv.in<int64_t>(1), sv.in<float>(2), opgen::pt::in<float>(dout), opgen::pt::out<float>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -98,6 +103,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("gather_backward", "dx", sv.shape(0), at::kDouble, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kDouble, opgen_device);
         cuda::backward<double, int64_t, double>(attrs, sv.in<double>(0), sv.in<int64_t>(1), sv.in<double>(2), opgen::pt::in<double>(dout), opgen::pt::out<double>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -106,6 +112,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("gather_backward", "dx", sv.shape(0), at::kHalf, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kHalf, opgen_device);
         cuda::backward<opgen::half, int64_t, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<int64_t>(1), sv.in<opgen::half>(2), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -114,6 +121,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("gather_backward", "dx", sv.shape(0), at::kBFloat16, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kBFloat16, opgen_device);
         cuda::backward<opgen::bfloat16, int64_t, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<int64_t>(1), sv.in<opgen::bfloat16>(2), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }

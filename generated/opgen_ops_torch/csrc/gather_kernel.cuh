@@ -25,7 +25,7 @@ namespace cuda {
 template <typename x_t, typename indices_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indices_t> &indices, const opgen::Out<out_t> &out) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, indices, out);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("--o", x, indices, out);  // checked mode's errors name them
   const int64_t &axis = attrs.axis; (void)axis;
 #line 76 "ops/gather.yaml"
   // A thread per output element; an index out of range raises on the device (the element gets 0)
@@ -58,7 +58,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indice
 template <typename x_t, typename indices_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indices_t> &indices, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, indices, out, dout, dx);
+  OPGEN_NAME_VIEWS_AS("----g", x, indices, out, dout, dx);
   (void)x;
   (void)indices;
   (void)out;

@@ -39,7 +39,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x_ar
     opgen::pt::unsupported_dtypes("layer_norm", got, "(x=float32, gamma=float32, beta=float32, y=float32, mean=float32, rstd=float32), (x=float64, gamma=float64, beta=float64, y=float64, mean=float64, rstd=float64), (x=float16, gamma=float16, beta=float16, y=float16, mean=float16, rstd=float16), (x=bfloat16, gamma=bfloat16, beta=bfloat16, y=bfloat16, mean=bfloat16, rstd=bfloat16)");
   }
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     const opgen::Shape y_shape = opgen::sym::to_shape(opgen_s_x, "y");
@@ -51,6 +51,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x_ar
         at::Tensor mean = opgen::pt::output("layer_norm", "mean", mean_shape, at::kFloat);
         at::Tensor rstd = opgen::pt::output("layer_norm", "rstd", rstd_shape, at::kFloat);
         forward<float, float, float, float, float, float>(attrs, opgen::pt::in<float>(x), opgen::pt::in<float>(gamma), opgen::pt::in<float>(beta), opgen::pt::out<float>(y), opgen::pt::out<float>(mean), opgen::pt::out<float>(rstd));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return std::make_tuple(y, mean, rstd);
       }
       case 1: {
@@ -58,6 +59,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x_ar
         at::Tensor mean = opgen::pt::output("layer_norm", "mean", mean_shape, at::kDouble);
         at::Tensor rstd = opgen::pt::output("layer_norm", "rstd", rstd_shape, at::kDouble);
         forward<double, double, double, double, double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::in<double>(gamma), opgen::pt::in<double>(beta), opgen::pt::out<double>(y), opgen::pt::out<double>(mean), opgen::pt::out<double>(rstd));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return std::make_tuple(y, mean, rstd);
       }
       case 2: {
@@ -65,6 +67,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x_ar
         at::Tensor mean = opgen::pt::output("layer_norm", "mean", mean_shape, at::kHalf);
         at::Tensor rstd = opgen::pt::output("layer_norm", "rstd", rstd_shape, at::kHalf);
         forward<opgen::half, opgen::half, opgen::half, opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::in<opgen::half>(gamma), opgen::pt::in<opgen::half>(beta), opgen::pt::out<opgen::half>(y), opgen::pt::out<opgen::half>(mean), opgen::pt::out<opgen::half>(rstd));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return std::make_tuple(y, mean, rstd);
       }
       case 3: {
@@ -72,6 +75,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x_ar
         at::Tensor mean = opgen::pt::output("layer_norm", "mean", mean_shape, at::kBFloat16);
         at::Tensor rstd = opgen::pt::output("layer_norm", "rstd", rstd_shape, at::kBFloat16);
         forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::in<opgen::bfloat16>(gamma), opgen::pt::in<opgen::bfloat16>(beta), opgen::pt::out<opgen::bfloat16>(y), opgen::pt::out<opgen::bfloat16>(mean), opgen::pt::out<opgen::bfloat16>(rstd));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return std::make_tuple(y, mean, rstd);
       }
     }
@@ -89,7 +93,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.eps = eps;
   std::vector<at::Tensor> grads;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     switch (row) {
       case 0: {
         at::Tensor dx;
@@ -102,6 +106,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         const at::Tensor dmean = opgen::pt::dout(douts, 1, sv.shape(4), at::kFloat);
         const at::Tensor drstd = opgen::pt::dout(douts, 2, sv.shape(5), at::kFloat);
         backward<float, float, float, float, float, float>(attrs, sv.in<float>(0), sv.in<float>(1), sv.in<float>(2), sv.in<float>(3), sv.in<float>(4), sv.in<float>(5), opgen::pt::in<float>(dy), opgen::pt::in<float>(dmean), opgen::pt::in<float>(drstd), opgen::pt::out<float>(dx), opgen::pt::out<float>(dgamma), opgen::pt::out<float>(dbeta));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         if (dgamma.defined()) grads.push_back(dgamma);
         if (dbeta.defined()) grads.push_back(dbeta);
@@ -118,6 +123,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         const at::Tensor dmean = opgen::pt::dout(douts, 1, sv.shape(4), at::kDouble);
         const at::Tensor drstd = opgen::pt::dout(douts, 2, sv.shape(5), at::kDouble);
         backward<double, double, double, double, double, double>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<double>(2), sv.in<double>(3), sv.in<double>(4), sv.in<double>(5), opgen::pt::in<double>(dy), opgen::pt::in<double>(dmean), opgen::pt::in<double>(drstd), opgen::pt::out<double>(dx), opgen::pt::out<double>(dgamma), opgen::pt::out<double>(dbeta));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         if (dgamma.defined()) grads.push_back(dgamma);
         if (dbeta.defined()) grads.push_back(dbeta);
@@ -134,6 +140,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         const at::Tensor dmean = opgen::pt::dout(douts, 1, sv.shape(4), at::kHalf);
         const at::Tensor drstd = opgen::pt::dout(douts, 2, sv.shape(5), at::kHalf);
         backward<opgen::half, opgen::half, opgen::half, opgen::half, opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<opgen::half>(2), sv.in<opgen::half>(3), sv.in<opgen::half>(4), sv.in<opgen::half>(5), opgen::pt::in<opgen::half>(dy), opgen::pt::in<opgen::half>(dmean), opgen::pt::in<opgen::half>(drstd), opgen::pt::out<opgen::half>(dx), opgen::pt::out<opgen::half>(dgamma), opgen::pt::out<opgen::half>(dbeta));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         if (dgamma.defined()) grads.push_back(dgamma);
         if (dbeta.defined()) grads.push_back(dbeta);
@@ -150,6 +157,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         const at::Tensor dmean = opgen::pt::dout(douts, 1, sv.shape(4), at::kBFloat16);
         const at::Tensor drstd = opgen::pt::dout(douts, 2, sv.shape(5), at::kBFloat16);
         backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<opgen::bfloat16>(2), sv.in<opgen::bfloat16>(3), sv.in<opgen::bfloat16>(4), sv.in<opgen::bfloat16>(5), opgen::pt::in<opgen::bfloat16>(dy), opgen::pt::in<opgen::bfloat16>(dmean), opgen::pt::in<opgen::bfloat16>(drstd), opgen::pt::out<opgen::bfloat16>(dx), opgen::pt::out<opgen::bfloat16>(dgamma), opgen::pt::out<opgen::bfloat16>(dbeta));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         if (dgamma.defined()) grads.push_back(dgamma);
         if (dbeta.defined()) grads.push_back(dbeta);

@@ -23,7 +23,7 @@ namespace leaky_relu {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("-o", x, out);  // checked mode's errors name them
   const double &alpha = attrs.alpha; (void)alpha;
   using C = opgen::common_compute_t<out_t, x_t>;
   // out = x if x > 0 else alpha * x
@@ -35,7 +35,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, out, dout, dx);
+  OPGEN_NAME_VIEWS_AS("---g", x, out, dout, dx);
   (void)x;
   (void)out;
   const double &alpha = attrs.alpha; (void)alpha;

@@ -42,7 +42,7 @@ at::Tensor forward_op(const at::Tensor &a_arg, const at::Tensor &b_arg, bool tra
     opgen::pt::unsupported_dtypes("matmul", got, "(a=float32, b=float32, out=float32), (a=float64, b=float64, out=float64), (a=float16, b=float16, out=float16), (a=bfloat16, b=bfloat16, out=bfloat16)");
   }
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_a = opgen::sym::from_shape(opgen::pt::shape_of(a));
     const opgen::sym::List opgen_s_b = opgen::sym::from_shape(opgen::pt::shape_of(b));
@@ -51,21 +51,25 @@ at::Tensor forward_op(const at::Tensor &a_arg, const at::Tensor &b_arg, bool tra
       case 0: {
         at::Tensor out = opgen::pt::output("matmul", "out", out_shape, at::kFloat, opgen_device);
         cuda::forward<float, float, float>(attrs, opgen::pt::in<float>(a), opgen::pt::in<float>(b), opgen::pt::out<float>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 1: {
         at::Tensor out = opgen::pt::output("matmul", "out", out_shape, at::kDouble, opgen_device);
         cuda::forward<double, double, double>(attrs, opgen::pt::in<double>(a), opgen::pt::in<double>(b), opgen::pt::out<double>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 2: {
         at::Tensor out = opgen::pt::output("matmul", "out", out_shape, at::kHalf, opgen_device);
         cuda::forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(a), opgen::pt::in<opgen::half>(b), opgen::pt::out<opgen::half>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 3: {
         at::Tensor out = opgen::pt::output("matmul", "out", out_shape, at::kBFloat16, opgen_device);
         cuda::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(a), opgen::pt::in<opgen::bfloat16>(b), opgen::pt::out<opgen::bfloat16>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
     }
@@ -85,7 +89,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.transpose_b = transpose_b;
   std::vector<at::Tensor> grads;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     switch (row) {
       case 0: {
         at::Tensor da;
@@ -94,6 +98,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(1) && needs.get(1)) db = opgen::pt::output("matmul_backward", "db", sv.shape(1), at::kFloat, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kFloat, opgen_device);
         cuda::backward<float, float, float>(attrs, sv.in<float>(0), sv.in<float>(1), sv.in<float>(2), opgen::pt::in<float>(dout), opgen::pt::out<float>(da), opgen::pt::out<float>(db));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (da.defined()) grads.push_back(da);
         if (db.defined()) grads.push_back(db);
         return grads;
@@ -105,6 +110,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(1) && needs.get(1)) db = opgen::pt::output("matmul_backward", "db", sv.shape(1), at::kDouble, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kDouble, opgen_device);
         cuda::backward<double, double, double>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<double>(2), opgen::pt::in<double>(dout), opgen::pt::out<double>(da), opgen::pt::out<double>(db));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (da.defined()) grads.push_back(da);
         if (db.defined()) grads.push_back(db);
         return grads;
@@ -116,6 +122,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(1) && needs.get(1)) db = opgen::pt::output("matmul_backward", "db", sv.shape(1), at::kHalf, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kHalf, opgen_device);
         cuda::backward<opgen::half, opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<opgen::half>(2), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(da), opgen::pt::out<opgen::half>(db));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (da.defined()) grads.push_back(da);
         if (db.defined()) grads.push_back(db);
         return grads;
@@ -127,6 +134,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(1) && needs.get(1)) db = opgen::pt::output("matmul_backward", "db", sv.shape(1), at::kBFloat16, opgen_device);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(2), at::kBFloat16, opgen_device);
         cuda::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<opgen::bfloat16>(2), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(da), opgen::pt::out<opgen::bfloat16>(db));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (da.defined()) grads.push_back(da);
         if (db.defined()) grads.push_back(db);
         return grads;

@@ -39,7 +39,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_d
     opgen::pt::unsupported_dtypes("reduce_sum", got, "(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)");
   }
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::reduce(opgen_s_x, opgen::sym::List::of(attrs.axis), opgen::sym::Bool{static_cast<bool>(attrs.keep_dims)}), "out");
@@ -47,21 +47,25 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_d
       case 0: {
         at::Tensor out = opgen::pt::output("reduce_sum", "out", out_shape, at::kFloat, opgen_device);
         cuda::forward<float, float>(attrs, opgen::pt::in<float>(x), opgen::pt::out<float>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 1: {
         at::Tensor out = opgen::pt::output("reduce_sum", "out", out_shape, at::kDouble, opgen_device);
         cuda::forward<double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::out<double>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 2: {
         at::Tensor out = opgen::pt::output("reduce_sum", "out", out_shape, at::kHalf, opgen_device);
         cuda::forward<opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::out<opgen::half>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 3: {
         at::Tensor out = opgen::pt::output("reduce_sum", "out", out_shape, at::kBFloat16, opgen_device);
         cuda::forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::out<opgen::bfloat16>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
     }

@@ -25,7 +25,7 @@ namespace cuda {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("-o", x, out);  // checked mode's errors name them
   using C = opgen::common_compute_t<out_t, x_t>;
   // out = x if x > 0 else 0
   opgen::map<opgen::kMemoryBoundIsa>(out, [=] __host__ __device__(C x) -> C { return opgen::select((x > C(0.0)), C(x), C(C(0.0))); }, x);
@@ -36,7 +36,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, out, dout, dx);
+  OPGEN_NAME_VIEWS_AS("---g", x, out, dout, dx);
   (void)x;
   (void)out;
   using C = opgen::common_compute_t<out_t, x_t>;

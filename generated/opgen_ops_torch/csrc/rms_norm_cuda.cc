@@ -41,7 +41,7 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &weight_arg, dou
     opgen::pt::unsupported_dtypes("rms_norm", got, "(x=float32, weight=float32, y=float32), (x=float64, weight=float64, y=float64), (x=float16, weight=float16, y=float16), (x=bfloat16, weight=bfloat16, y=bfloat16)");
   }
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     const opgen::sym::List opgen_s_weight = opgen::sym::from_shape(opgen::pt::shape_of(weight));
@@ -52,21 +52,25 @@ at::Tensor forward_op(const at::Tensor &x_arg, const at::Tensor &weight_arg, dou
       case 0: {
         at::Tensor y = opgen::pt::output("rms_norm", "y", y_shape, at::kFloat, opgen_device);
         cuda::forward<float, float, float>(attrs, opgen::pt::in<float>(x), opgen::pt::in<float>(weight), opgen::pt::out<float>(y));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return y;
       }
       case 1: {
         at::Tensor y = opgen::pt::output("rms_norm", "y", y_shape, at::kDouble, opgen_device);
         cuda::forward<double, double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::in<double>(weight), opgen::pt::out<double>(y));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return y;
       }
       case 2: {
         at::Tensor y = opgen::pt::output("rms_norm", "y", y_shape, at::kHalf, opgen_device);
         cuda::forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::in<opgen::half>(weight), opgen::pt::out<opgen::half>(y));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return y;
       }
       case 3: {
         at::Tensor y = opgen::pt::output("rms_norm", "y", y_shape, at::kBFloat16, opgen_device);
         cuda::forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::in<opgen::bfloat16>(weight), opgen::pt::out<opgen::bfloat16>(y));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return y;
       }
     }
@@ -85,7 +89,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.eps = eps;
   std::vector<at::Tensor> grads;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     switch (row) {
       case 0: {
         at::Tensor dx;
@@ -94,6 +98,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(1) && needs.get(1)) dweight = opgen::pt::output("rms_norm_backward", "dweight", sv.shape(1), at::kFloat, opgen_device);
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(2), at::kFloat, opgen_device);
         cuda::backward<float, float, float>(attrs, sv.in<float>(0), sv.in<float>(1), sv.in<float>(2), opgen::pt::in<float>(dy), opgen::pt::out<float>(dx), opgen::pt::out<float>(dweight));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         if (dweight.defined()) grads.push_back(dweight);
         return grads;
@@ -105,6 +110,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(1) && needs.get(1)) dweight = opgen::pt::output("rms_norm_backward", "dweight", sv.shape(1), at::kDouble, opgen_device);
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(2), at::kDouble, opgen_device);
         cuda::backward<double, double, double>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<double>(2), opgen::pt::in<double>(dy), opgen::pt::out<double>(dx), opgen::pt::out<double>(dweight));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         if (dweight.defined()) grads.push_back(dweight);
         return grads;
@@ -116,6 +122,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(1) && needs.get(1)) dweight = opgen::pt::output("rms_norm_backward", "dweight", sv.shape(1), at::kHalf, opgen_device);
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(2), at::kHalf, opgen_device);
         cuda::backward<opgen::half, opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<opgen::half>(2), opgen::pt::in<opgen::half>(dy), opgen::pt::out<opgen::half>(dx), opgen::pt::out<opgen::half>(dweight));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         if (dweight.defined()) grads.push_back(dweight);
         return grads;
@@ -127,6 +134,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(1) && needs.get(1)) dweight = opgen::pt::output("rms_norm_backward", "dweight", sv.shape(1), at::kBFloat16, opgen_device);
         const at::Tensor dy = opgen::pt::dout(douts, 0, sv.shape(2), at::kBFloat16, opgen_device);
         cuda::backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<opgen::bfloat16>(2), opgen::pt::in<opgen::bfloat16>(dy), opgen::pt::out<opgen::bfloat16>(dx), opgen::pt::out<opgen::bfloat16>(dweight));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         if (dweight.defined()) grads.push_back(dweight);
         return grads;

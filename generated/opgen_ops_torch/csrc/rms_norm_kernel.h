@@ -23,7 +23,7 @@ namespace rms_norm {
 template <typename x_t, typename weight_t, typename y_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight_t> &weight, const opgen::Out<y_t> &y) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, weight, y);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("--o", x, weight, y);  // checked mode's errors name them
   const double &eps = attrs.eps; (void)eps;
 #line 33 "ops/rms_norm.yaml"
   using C = opgen::compute_t<x_t>;
@@ -51,7 +51,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight
 template <typename x_t, typename weight_t, typename y_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight_t> &weight, const opgen::In<y_t> &y, const opgen::In<y_t> &dy, const opgen::Out<x_t> &dx, const opgen::Out<weight_t> &dweight) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, weight, y, dy, dx, dweight);
+  OPGEN_NAME_VIEWS_AS("----gg", x, weight, y, dy, dx, dweight);
   (void)x;
   (void)weight;
   (void)y;

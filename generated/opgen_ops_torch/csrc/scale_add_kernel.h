@@ -23,7 +23,7 @@ namespace scale_add {
 template <typename x_t, typename y_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &y, const opgen::Out<out_t> &out) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, y, out);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("--o", x, y, out);  // checked mode's errors name them
   const double &scale = attrs.scale; (void)scale;
   const std::vector<double> &paddings = attrs.paddings; (void)paddings;
 #line 35 "ops/scale_add.yaml"
@@ -40,7 +40,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &
 template <typename x_t, typename y_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &y, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx, const opgen::Out<y_t> &dy) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, y, out, dout, dx, dy);
+  OPGEN_NAME_VIEWS_AS("----gg", x, y, out, dout, dx, dy);
   (void)x;
   (void)y;
   (void)out;

@@ -38,7 +38,7 @@ at::Tensor forward_op(const at::Tensor &pred_arg, const at::Tensor &target_arg, 
     opgen::pt::unsupported_dtypes("smooth_l1_loss", got, "(pred=float32, target=float32, loss=float32), (pred=float64, target=float64, loss=float64), (pred=float16, target=float16, loss=float16), (pred=bfloat16, target=bfloat16, loss=bfloat16)");
   }
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_pred = opgen::sym::from_shape(opgen::pt::shape_of(pred));
     const opgen::sym::List opgen_s_target = opgen::sym::from_shape(opgen::pt::shape_of(target));
@@ -49,21 +49,25 @@ at::Tensor forward_op(const at::Tensor &pred_arg, const at::Tensor &target_arg, 
       case 0: {
         at::Tensor loss = opgen::pt::output("smooth_l1_loss", "loss", loss_shape, at::kFloat);
         forward<float, float, float>(attrs, opgen::pt::in<float>(pred), opgen::pt::in<float>(target), opgen::pt::out<float>(loss));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return loss;
       }
       case 1: {
         at::Tensor loss = opgen::pt::output("smooth_l1_loss", "loss", loss_shape, at::kDouble);
         forward<double, double, double>(attrs, opgen::pt::in<double>(pred), opgen::pt::in<double>(target), opgen::pt::out<double>(loss));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return loss;
       }
       case 2: {
         at::Tensor loss = opgen::pt::output("smooth_l1_loss", "loss", loss_shape, at::kHalf);
         forward<opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(pred), opgen::pt::in<opgen::half>(target), opgen::pt::out<opgen::half>(loss));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return loss;
       }
       case 3: {
         at::Tensor loss = opgen::pt::output("smooth_l1_loss", "loss", loss_shape, at::kBFloat16);
         forward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(pred), opgen::pt::in<opgen::bfloat16>(target), opgen::pt::out<opgen::bfloat16>(loss));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return loss;
       }
     }
@@ -82,7 +86,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.reduction = std::string(reduction);
   std::vector<at::Tensor> grads;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     switch (row) {
       case 0: {
         at::Tensor dpred;
@@ -91,6 +95,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(1) && needs.get(1)) dtarget = opgen::pt::output("smooth_l1_loss_backward", "dtarget", sv.shape(1), at::kFloat);
         const at::Tensor dloss = opgen::pt::dout(douts, 0, sv.shape(2), at::kFloat);
         backward<float, float, float>(attrs, sv.in<float>(0), sv.in<float>(1), sv.in<float>(2), opgen::pt::in<float>(dloss), opgen::pt::out<float>(dpred), opgen::pt::out<float>(dtarget));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dpred.defined()) grads.push_back(dpred);
         if (dtarget.defined()) grads.push_back(dtarget);
         return grads;
@@ -102,6 +107,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(1) && needs.get(1)) dtarget = opgen::pt::output("smooth_l1_loss_backward", "dtarget", sv.shape(1), at::kDouble);
         const at::Tensor dloss = opgen::pt::dout(douts, 0, sv.shape(2), at::kDouble);
         backward<double, double, double>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<double>(2), opgen::pt::in<double>(dloss), opgen::pt::out<double>(dpred), opgen::pt::out<double>(dtarget));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dpred.defined()) grads.push_back(dpred);
         if (dtarget.defined()) grads.push_back(dtarget);
         return grads;
@@ -113,6 +119,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(1) && needs.get(1)) dtarget = opgen::pt::output("smooth_l1_loss_backward", "dtarget", sv.shape(1), at::kHalf);
         const at::Tensor dloss = opgen::pt::dout(douts, 0, sv.shape(2), at::kHalf);
         backward<opgen::half, opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<opgen::half>(2), opgen::pt::in<opgen::half>(dloss), opgen::pt::out<opgen::half>(dpred), opgen::pt::out<opgen::half>(dtarget));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dpred.defined()) grads.push_back(dpred);
         if (dtarget.defined()) grads.push_back(dtarget);
         return grads;
@@ -124,6 +131,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(1) && needs.get(1)) dtarget = opgen::pt::output("smooth_l1_loss_backward", "dtarget", sv.shape(1), at::kBFloat16);
         const at::Tensor dloss = opgen::pt::dout(douts, 0, sv.shape(2), at::kBFloat16);
         backward<opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<opgen::bfloat16>(2), opgen::pt::in<opgen::bfloat16>(dloss), opgen::pt::out<opgen::bfloat16>(dpred), opgen::pt::out<opgen::bfloat16>(dtarget));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dpred.defined()) grads.push_back(dpred);
         if (dtarget.defined()) grads.push_back(dtarget);
         return grads;

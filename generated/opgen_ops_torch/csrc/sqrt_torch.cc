@@ -34,7 +34,7 @@ at::Tensor forward_op(const at::Tensor &x_arg) {
     opgen::pt::unsupported_dtypes("sqrt", got, "(x=float32, out=float32), (x=float64, out=float64), (x=float16, out=float16), (x=bfloat16, out=bfloat16)");
   }
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen_s_x, "out");
@@ -42,21 +42,25 @@ at::Tensor forward_op(const at::Tensor &x_arg) {
       case 0: {
         at::Tensor out = opgen::pt::output("sqrt", "out", out_shape, at::kFloat);
         forward<float, float>(attrs, opgen::pt::in<float>(x), opgen::pt::out<float>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 1: {
         at::Tensor out = opgen::pt::output("sqrt", "out", out_shape, at::kDouble);
         forward<double, double>(attrs, opgen::pt::in<double>(x), opgen::pt::out<double>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 2: {
         at::Tensor out = opgen::pt::output("sqrt", "out", out_shape, at::kHalf);
         forward<opgen::half, opgen::half>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::out<opgen::half>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 3: {
         at::Tensor out = opgen::pt::output("sqrt", "out", out_shape, at::kBFloat16);
         forward<opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::out<opgen::bfloat16>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
     }
@@ -73,13 +77,14 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   Attrs attrs;
   std::vector<at::Tensor> grads;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     switch (row) {
       case 0: {
         at::Tensor dx;
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("sqrt_backward", "dx", sv.shape(0), at::kFloat);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kFloat);
         backward<float, float>(attrs, sv.in<float>(0), sv.in<float>(1), opgen::pt::in<float>(dout), opgen::pt::out<float>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -88,6 +93,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("sqrt_backward", "dx", sv.shape(0), at::kDouble);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kDouble);
         backward<double, double>(attrs, sv.in<double>(0), sv.in<double>(1), opgen::pt::in<double>(dout), opgen::pt::out<double>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -96,6 +102,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("sqrt_backward", "dx", sv.shape(0), at::kHalf);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kHalf);
         backward<opgen::half, opgen::half>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -104,6 +111,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(0) && needs.get(0)) dx = opgen::pt::output("sqrt_backward", "dx", sv.shape(0), at::kBFloat16);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(1), at::kBFloat16);
         backward<opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }

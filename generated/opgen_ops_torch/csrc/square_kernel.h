@@ -23,7 +23,7 @@ namespace square {
 template <typename x_t, typename out_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t> &out) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, out);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("-o", x, out);  // checked mode's errors name them
 #line 23 "ops/square.yaml"
   // General C++ form. A plain loop (for i < out.numel: out[i] = x[i] * x[i]) is right but runs
   // on one core; opgen::map runs the same lambda as a vector loop on the thread pool, here
@@ -37,7 +37,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 template <typename x_t, typename out_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t> &out, const opgen::In<out_t> &dout, const opgen::Out<x_t> &dx) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, out, dout, dx);
+  OPGEN_NAME_VIEWS_AS("---g", x, out, dout, dx);
   (void)x;
   (void)out;
 #line 28 "ops/square.yaml"

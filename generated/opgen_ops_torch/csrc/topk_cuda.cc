@@ -39,7 +39,7 @@ std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, int64_t k
     opgen::pt::unsupported_dtypes("topk", got, "(x=float32, values=float32, indices=int64), (x=float64, values=float64, indices=int64), (x=float16, values=float16, indices=int64), (x=bfloat16, values=bfloat16, indices=int64)");
   }
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
     opgen::sym::require([&] { return opgen::sym::ge(opgen::sym::length(opgen_s_x), opgen::sym::Int{1}); }, "x.rank >= 1", {opgen::sym::fact("x", opgen_s_x)});
@@ -51,24 +51,28 @@ std::tuple<at::Tensor, at::Tensor> forward_op(const at::Tensor &x_arg, int64_t k
         at::Tensor values = opgen::pt::output("topk", "values", values_shape, at::kFloat, opgen_device);
         at::Tensor indices = opgen::pt::output("topk", "indices", indices_shape, at::kLong, opgen_device);
         cuda::forward<float, float, int64_t>(attrs, opgen::pt::in<float>(x), opgen::pt::out<float>(values), opgen::pt::out<int64_t>(indices));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return std::make_tuple(values, indices);
       }
       case 1: {
         at::Tensor values = opgen::pt::output("topk", "values", values_shape, at::kDouble, opgen_device);
         at::Tensor indices = opgen::pt::output("topk", "indices", indices_shape, at::kLong, opgen_device);
         cuda::forward<double, double, int64_t>(attrs, opgen::pt::in<double>(x), opgen::pt::out<double>(values), opgen::pt::out<int64_t>(indices));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return std::make_tuple(values, indices);
       }
       case 2: {
         at::Tensor values = opgen::pt::output("topk", "values", values_shape, at::kHalf, opgen_device);
         at::Tensor indices = opgen::pt::output("topk", "indices", indices_shape, at::kLong, opgen_device);
         cuda::forward<opgen::half, opgen::half, int64_t>(attrs, opgen::pt::in<opgen::half>(x), opgen::pt::out<opgen::half>(values), opgen::pt::out<int64_t>(indices));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return std::make_tuple(values, indices);
       }
       case 3: {
         at::Tensor values = opgen::pt::output("topk", "values", values_shape, at::kBFloat16, opgen_device);
         at::Tensor indices = opgen::pt::output("topk", "indices", indices_shape, at::kLong, opgen_device);
         cuda::forward<opgen::bfloat16, opgen::bfloat16, int64_t>(attrs, opgen::pt::in<opgen::bfloat16>(x), opgen::pt::out<opgen::bfloat16>(values), opgen::pt::out<int64_t>(indices));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return std::make_tuple(values, indices);
       }
     }
@@ -87,7 +91,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   attrs.k = k;
   std::vector<at::Tensor> grads;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     switch (row) {
       case 0: {
         at::Tensor dx;
@@ -95,6 +99,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         const at::Tensor dvalues = opgen::pt::dout(douts, 0, sv.shape(1), at::kFloat, opgen_device);
         const at::Tensor dindices = opgen::pt::dout(douts, 1, sv.shape(2), at::kLong, opgen_device);
         cuda::backward<float, float, int64_t>(attrs, sv.in<float>(0), sv.in<float>(1), sv.in<int64_t>(2), opgen::pt::in<float>(dvalues), opgen::pt::in<int64_t>(dindices), opgen::pt::out<float>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -104,6 +109,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         const at::Tensor dvalues = opgen::pt::dout(douts, 0, sv.shape(1), at::kDouble, opgen_device);
         const at::Tensor dindices = opgen::pt::dout(douts, 1, sv.shape(2), at::kLong, opgen_device);
         cuda::backward<double, double, int64_t>(attrs, sv.in<double>(0), sv.in<double>(1), sv.in<int64_t>(2), opgen::pt::in<double>(dvalues), opgen::pt::in<int64_t>(dindices), opgen::pt::out<double>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -113,6 +119,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         const at::Tensor dvalues = opgen::pt::dout(douts, 0, sv.shape(1), at::kHalf, opgen_device);
         const at::Tensor dindices = opgen::pt::dout(douts, 1, sv.shape(2), at::kLong, opgen_device);
         cuda::backward<opgen::half, opgen::half, int64_t>(attrs, sv.in<opgen::half>(0), sv.in<opgen::half>(1), sv.in<int64_t>(2), opgen::pt::in<opgen::half>(dvalues), opgen::pt::in<int64_t>(dindices), opgen::pt::out<opgen::half>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }
@@ -122,6 +129,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         const at::Tensor dvalues = opgen::pt::dout(douts, 0, sv.shape(1), at::kBFloat16, opgen_device);
         const at::Tensor dindices = opgen::pt::dout(douts, 1, sv.shape(2), at::kLong, opgen_device);
         cuda::backward<opgen::bfloat16, opgen::bfloat16, int64_t>(attrs, sv.in<opgen::bfloat16>(0), sv.in<opgen::bfloat16>(1), sv.in<int64_t>(2), opgen::pt::in<opgen::bfloat16>(dvalues), opgen::pt::in<int64_t>(dindices), opgen::pt::out<opgen::bfloat16>(dx));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         return grads;
       }

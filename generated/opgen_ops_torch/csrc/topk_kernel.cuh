@@ -25,7 +25,7 @@ namespace cuda {
 template <typename x_t, typename values_t, typename indices_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<values_t> &values, const opgen::Out<indices_t> &indices) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, values, indices);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("-oo", x, values, indices);  // checked mode's errors name them
   const int64_t &k = attrs.k; (void)k;
 #line 61 "ops/topk.yaml"
   // A thread per row selects its k largest in order by k scans of the row (the next is the best
@@ -63,7 +63,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<value
 template <typename x_t, typename values_t, typename indices_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<values_t> &values, const opgen::In<indices_t> &indices, const opgen::In<values_t> &dvalues, const opgen::In<indices_t> &dindices, const opgen::Out<x_t> &dx) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, values, indices, dvalues, dindices, dx);
+  OPGEN_NAME_VIEWS_AS("-----g", x, values, indices, dvalues, dindices, dx);
   (void)x;
   (void)values;
   (void)indices;

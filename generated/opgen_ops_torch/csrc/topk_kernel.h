@@ -23,7 +23,7 @@ namespace topk {
 template <typename x_t, typename values_t, typename indices_t>
 void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<values_t> &values, const opgen::Out<indices_t> &indices) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, values, indices);  // checked mode's errors name them
+  OPGEN_NAME_VIEWS_AS("-oo", x, values, indices);  // checked mode's errors name them
   const int64_t &k = attrs.k; (void)k;
 #line 37 "ops/topk.yaml"
   const int64_t n = x.dim(-1), R = n ? x.numel / n : values.numel / (k ? k : 1);
@@ -50,7 +50,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<value
 template <typename x_t, typename values_t, typename indices_t>
 void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<values_t> &values, const opgen::In<indices_t> &indices, const opgen::In<values_t> &dvalues, const opgen::In<indices_t> &dindices, const opgen::Out<x_t> &dx) {
   (void)attrs;
-  OPGEN_NAME_VIEWS(x, values, indices, dvalues, dindices, dx);
+  OPGEN_NAME_VIEWS_AS("-----g", x, values, indices, dvalues, dindices, dx);
   (void)x;
   (void)values;
   (void)indices;

@@ -38,7 +38,7 @@ at::Tensor forward_op(const at::Tensor &cond_arg, const at::Tensor &x_arg, const
     opgen::pt::unsupported_dtypes("where", got, "(cond=bool, x=float32, y=float32, out=float32), (cond=bool, x=float64, y=float64, out=float64), (cond=bool, x=float16, y=float16, out=float16), (cond=bool, x=bfloat16, y=bfloat16, out=bfloat16)");
   }
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_cond = opgen::sym::from_shape(opgen::pt::shape_of(cond));
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
@@ -48,21 +48,25 @@ at::Tensor forward_op(const at::Tensor &cond_arg, const at::Tensor &x_arg, const
       case 0: {
         at::Tensor out = opgen::pt::output("where", "out", out_shape, at::kFloat);
         forward<bool, float, float, float>(attrs, opgen::pt::in<bool>(cond), opgen::pt::in<float>(x), opgen::pt::in<float>(y), opgen::pt::out<float>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 1: {
         at::Tensor out = opgen::pt::output("where", "out", out_shape, at::kDouble);
         forward<bool, double, double, double>(attrs, opgen::pt::in<bool>(cond), opgen::pt::in<double>(x), opgen::pt::in<double>(y), opgen::pt::out<double>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 2: {
         at::Tensor out = opgen::pt::output("where", "out", out_shape, at::kHalf);
         forward<bool, opgen::half, opgen::half, opgen::half>(attrs, opgen::pt::in<bool>(cond), opgen::pt::in<opgen::half>(x), opgen::pt::in<opgen::half>(y), opgen::pt::out<opgen::half>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
       case 3: {
         at::Tensor out = opgen::pt::output("where", "out", out_shape, at::kBFloat16);
         forward<bool, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, opgen::pt::in<bool>(cond), opgen::pt::in<opgen::bfloat16>(x), opgen::pt::in<opgen::bfloat16>(y), opgen::pt::out<opgen::bfloat16>(out));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         return out;
       }
     }
@@ -79,7 +83,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
   Attrs attrs;
   std::vector<at::Tensor> grads;
   try {
-    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size heap copies
+    opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     switch (row) {
       case 0: {
         at::Tensor dx;
@@ -88,6 +92,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(2) && needs.get(2)) dy = opgen::pt::output("where_backward", "dy", sv.shape(2), at::kFloat);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(3), at::kFloat);
         backward<bool, float, float, float>(attrs, sv.in<bool>(0), sv.in<float>(1), sv.in<float>(2), sv.in<float>(3), opgen::pt::in<float>(dout), opgen::pt::out<float>(dx), opgen::pt::out<float>(dy));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         if (dy.defined()) grads.push_back(dy);
         return grads;
@@ -99,6 +104,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(2) && needs.get(2)) dy = opgen::pt::output("where_backward", "dy", sv.shape(2), at::kDouble);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(3), at::kDouble);
         backward<bool, double, double, double>(attrs, sv.in<bool>(0), sv.in<double>(1), sv.in<double>(2), sv.in<double>(3), opgen::pt::in<double>(dout), opgen::pt::out<double>(dx), opgen::pt::out<double>(dy));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         if (dy.defined()) grads.push_back(dy);
         return grads;
@@ -110,6 +116,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(2) && needs.get(2)) dy = opgen::pt::output("where_backward", "dy", sv.shape(2), at::kHalf);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(3), at::kHalf);
         backward<bool, opgen::half, opgen::half, opgen::half>(attrs, sv.in<bool>(0), sv.in<opgen::half>(1), sv.in<opgen::half>(2), sv.in<opgen::half>(3), opgen::pt::in<opgen::half>(dout), opgen::pt::out<opgen::half>(dx), opgen::pt::out<opgen::half>(dy));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         if (dy.defined()) grads.push_back(dy);
         return grads;
@@ -121,6 +128,7 @@ std::vector<at::Tensor> backward_op(const c10::List<std::optional<at::Tensor>> &
         if (sv.present(2) && needs.get(2)) dy = opgen::pt::output("where_backward", "dy", sv.shape(2), at::kBFloat16);
         const at::Tensor dout = opgen::pt::dout(douts, 0, sv.shape(3), at::kBFloat16);
         backward<bool, opgen::bfloat16, opgen::bfloat16, opgen::bfloat16>(attrs, sv.in<bool>(0), sv.in<opgen::bfloat16>(1), sv.in<opgen::bfloat16>(2), sv.in<opgen::bfloat16>(3), opgen::pt::in<opgen::bfloat16>(dout), opgen::pt::out<opgen::bfloat16>(dx), opgen::pt::out<opgen::bfloat16>(dy));
+        opgen_shadows.done();  // guarded or shadow copies back (a write past one is the op's error)
         if (dx.defined()) grads.push_back(dx);
         if (dy.defined()) grads.push_back(dy);
         return grads;

@@ -105,6 +105,42 @@ namespace detail {
               view + " of " + std::to_string(n) + " " + unit);
 }
 
+/// Checked mode's guard of one writable CPU view (opgen/sanitize.h): the view sees `copy`, which
+/// is followed by guard bytes and an inaccessible page, and is written back to `original` when
+/// the kernel is done. `name`, `item` and `role` are what OPGEN_NAME_VIEWS_AS says of the view
+/// whose data is `copy` (null, -1 and 0 until it does), for the error that names it.
+struct Guarded {
+  void *original;
+  unsigned char *copy;
+  size_t bytes;       // the buffer's size: what the view may write
+  size_t guard;       // guard bytes after it
+  void *base;         // the mapping (copy, guard bytes, inaccessible page)
+  size_t mapped;      // its size
+  const char *name;   // into OPGEN_NAME_VIEWS's argument text
+  int64_t item;       // position in a dynamic input's list, or -1
+  char role;          // 'o' output, 'w' input written in place, 'g' gradient, 0 unknown
+};
+
+/// The guards of the entry point running on this thread (opgen::ShadowScope in checked mode),
+/// or null outside one.
+inline std::vector<Guarded> *&active_guards() {
+  thread_local std::vector<Guarded> *active = nullptr;
+  return active;
+}
+
+/// Names the guard whose copy `data` is, if any (a view of read-only or device memory has none).
+inline void name_guard(const void *data, const char *name, int64_t item, char role) {
+  std::vector<Guarded> *guards = active_guards();
+  if (guards == nullptr || data == nullptr) return;
+  for (auto &g : *guards) {
+    if (g.copy == data) {
+      g.name = name;
+      g.item = item;
+      g.role = role;
+    }
+  }
+}
+
 /// The next name in OPGEN_NAME_VIEWS's argument text (a string literal: it outlives the views).
 inline const char *next_name(const char **names) {
   const char *p = *names;
@@ -114,28 +150,41 @@ inline const char *next_name(const char **names) {
   *names = e;
   return p;
 }
+/// The next role in OPGEN_NAME_VIEWS_AS's role string (0 past its end).
+inline char next_role(const char **roles) {
+  if (**roles == 0) return 0;
+  return *(*roles)++;
+}
 template <typename V>
-auto name_one(const V &v, const char *name, int) -> decltype(v.items, void()) {
+auto name_one(const V &v, const char *name, char role, int) -> decltype(v.items, void()) {
   for (size_t k = 0; k < v.items.size(); ++k) {
     v.items[k].name = name;
     v.items[k].item = static_cast<int64_t>(k);
+    name_guard(v.items[k].data, name, static_cast<int64_t>(k), role);
   }
 }
 template <typename V>
-void name_one(const V &v, const char *name, long) {
+void name_one(const V &v, const char *name, char role, long) {
   v.name = name;
+  name_guard(v.data, name, -1, role);
 }
 template <typename... V>
-void name_views(const char *names, const V &...views) {
-  (name_one(views, next_name(&names), 0), ...);
+void name_views(const char *roles, const char *names, const V &...views) {
+  (name_one(views, next_name(&names), next_role(&roles), 0), ...);
 }
 #endif
 }  // namespace detail
 
+// OPGEN_NAME_VIEWS(x, y, out) names a kernel's views for checked mode's errors;
+// OPGEN_NAME_VIEWS_AS("--o", x, y, out) also gives each view's role, one character each ('o' an
+// output, 'w' an input written in place, 'g' an input's gradient, '-' read only), which an error
+// about a write past the end of a view states. Generated kernels call the latter first.
 #ifdef OPGEN_CHECKED
-#define OPGEN_NAME_VIEWS(...) ::opgen::detail::name_views(#__VA_ARGS__, __VA_ARGS__)
+#define OPGEN_NAME_VIEWS(...) ::opgen::detail::name_views("", #__VA_ARGS__, __VA_ARGS__)
+#define OPGEN_NAME_VIEWS_AS(roles, ...) ::opgen::detail::name_views(roles, #__VA_ARGS__, __VA_ARGS__)
 #else
 #define OPGEN_NAME_VIEWS(...) ((void)0)
+#define OPGEN_NAME_VIEWS_AS(roles, ...) ((void)0)
 #endif
 
 /// A typed view of one contiguous, row-major tensor. `T` is `const E` for inputs.

@@ -1,4 +1,5 @@
-// Shadow buffers for the sanitizer mode (opgen test/build --sanitize, OPGEN_SANITIZE=1).
+// Shadow buffers (opgen test/build --sanitize, OPGEN_SANITIZE=1) and guarded copies (checked
+// mode, OPGEN_CHECKED) of the views an entry point hands its kernel.
 //
 // AddressSanitizer sees an overflow only past the end of a heap block it allocated. A kernel's
 // tensors come from the framework (MindSpore's CPU memory pool, PyTorch's allocator): large
@@ -6,11 +7,25 @@
 // neighbour silently. In a build with -fsanitize=address (__SANITIZE_ADDRESS__), each view an
 // entry point makes while a `ShadowScope` lives is backed by a heap copy of exactly its tensor's
 // size: reads and writes past either end hit ASan's redzones and are reported with the kernel's
-// stack (which names the YAML line through the bodies' #line directives). When the scope ends,
-// outputs are copied back into the framework's memory. Without ASan, everything here compiles
-// to nothing and the views point at the framework's memory, as always, except in checked mode
-// (OPGEN_CHECKED), where the scope also runs the checks the entry point registered (the PyTorch
-// outputs' guard bytes, opgen/torch.h) when the kernel is done.
+// stack (which names the YAML line through the bodies' #line directives). When the kernel is done
+// (ShadowScope::done(), or the scope's end), outputs are copied back into the framework's memory.
+//
+// In checked mode (OPGEN_CHECKED, no sanitizer), each *writable* view of CPU memory (an output,
+// an input the op writes in place, a gradient the backward fills) is backed by a copy on its own
+// pages, followed by 64 or more guard bytes and an inaccessible page. The views' bounds checks
+// (opgen/kernel.h) do not see writes through raw pointers (`y.data + r * D`); these do: a write
+// into the guard bytes is found when the kernel is done and throws an opgen::Error naming the
+// view (named by the kernel's OPGEN_NAME_VIEWS_AS prologue) and its role (for an output: its shape
+// rule is smaller than what the body writes), and a write beyond them faults at once, on the
+// inaccessible page. Either way the framework's memory around the buffer is never touched: the
+// copy is written back (its own size only) when the kernel is done. This holds for every path
+// whose views are made here (MindSpore's aot entry points, its Function<T> path, PyTorch's CPU
+// kernels), because the framework's memory is copied rather than enlarged: MindSpore allocates an
+// aot kernel's outputs itself. Views of device memory are never copied: a CUDA unit
+// (OPGEN_DEVICE_CUDA) has no guards, and PyTorch's glue guards CPU tensors only (opgen/torch.h).
+//
+// Outside those two modes everything here compiles to nothing and the views point at the
+// framework's memory.
 //
 // Shipped with opgen (not generated).
 #ifndef OPGEN_SANITIZE_H_
@@ -19,10 +34,19 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <type_traits>
 #include <vector>
+
+#if defined(OPGEN_CHECKED) && !defined(OPGEN_DEVICE_CUDA)
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <new>
+#include <string>
+
+#include "opgen/kernel.h"
+#endif
 
 #if defined(__SANITIZE_ADDRESS__)
 #define OPGEN_SHADOW_BUFFERS 1
@@ -54,10 +78,16 @@ class ShadowScope {
  public:
   ShadowScope() : prev_(detail::active_shadows()) { detail::active_shadows() = &shadows_; }
   ~ShadowScope() {
+    done();
+    detail::active_shadows() = prev_;
+  }
+  /// The kernel is done: outputs are copied back now (before glue that reads them) and the
+  /// copies freed. Views made later (a second kernel call) are shadowed anew.
+  void done() {
     for (auto &s : shadows_) {
       if (s.write_back && s.bytes) std::memcpy(s.original, s.copy.get(), s.bytes);
     }
-    detail::active_shadows() = prev_;
+    shadows_.clear();
   }
   ShadowScope(const ShadowScope &) = delete;
   ShadowScope &operator=(const ShadowScope &) = delete;
@@ -81,48 +111,129 @@ E *shadow(E *data, int64_t numel) {
                      !std::is_const<E>::value});
   return view;
 }
-#elif defined(OPGEN_CHECKED)
+#elif defined(OPGEN_CHECKED) && !defined(OPGEN_DEVICE_CUDA)
 namespace detail {
-/// Checks to run when the entry point's kernel is done (checked mode's output guards,
-/// opgen/torch.h): each throws (an opgen::Error) when what it guards was overwritten.
-inline std::vector<std::function<void()>> *&active_checks() {
-  thread_local std::vector<std::function<void()>> *active = nullptr;
-  return active;
+inline constexpr unsigned char kGuardByte = 0xA5;
+
+/// "output 'y'" (from what OPGEN_NAME_VIEWS_AS said of the guarded view), for an error.
+inline std::string guarded_words(const Guarded &g) {
+  std::string name = "a view";
+  if (g.name != nullptr) {
+    const char *end = g.name;
+    while (*end && *end != ',' && *end != ' ') ++end;
+    name = "'" + std::string(g.name, end) + "'";
+    if (g.item >= 0) name += "[" + std::to_string(g.item) + "]";
+  }
+  switch (g.role) {
+    case 'o': return "output " + name;
+    case 'w': return "input " + name + " (written in place)";
+    case 'g': return "gradient " + name;
+    default: return name == "a view" ? "a writable view" : "view " + name;
+  }
+}
+
+/// Why a buffer of this role is the size it is, for an error.
+inline const char *guarded_cause(char role) {
+  switch (role) {
+    case 'o': return "the output's shape rule is smaller than what the body writes";
+    case 'w': return "the body writes more than the input holds";
+    case 'g': return "the body writes more than the gradient holds (its input's size)";
+    default: return "the body writes more than the buffer holds";
+  }
+}
+
+/// The first byte of `g`'s guard that the kernel changed, or -1.
+inline int64_t overwritten(const Guarded &g) {
+  for (size_t k = 0; k < g.guard; ++k) {
+    if (g.copy[g.bytes + k] != kGuardByte) return static_cast<int64_t>(k);
+  }
+  return -1;
 }
 }  // namespace detail
 
-/// Checked mode (OPGEN_CHECKED, no sanitizer): while it lives, the outputs the current thread's
-/// entry point allocates may register checks (detail::active_checks); at its end, when no
-/// exception is in flight, they run, and the first that fails throws out of the destructor.
-/// Every generated entry point declares its scope first inside its `try`, so its `catch` reports
-/// that error as the op's. Views see the framework's memory, as without this mode.
+/// Checked mode (OPGEN_CHECKED, no sanitizer): while it lives, the writable views the current
+/// thread's entry point makes (shadow()) see guarded copies of the framework's memory. done()
+/// (called right after the kernel; else the scope's end) copies each back, frees it and, when a
+/// kernel wrote into a guard, throws the op's error naming the view. Every generated entry point
+/// declares its scope first inside its `try`, so that its `catch` reports that error as the op's.
 class ShadowScope {
  public:
-  ShadowScope() : prev_(detail::active_checks()) { detail::active_checks() = &checks_; }
+  ShadowScope() : prev_(detail::active_guards()) { detail::active_guards() = &guards_; }
   ~ShadowScope() noexcept(false) {
-    detail::active_checks() = prev_;
+    detail::active_guards() = prev_;
     if (std::uncaught_exceptions() == 0) {
-      for (auto &check : checks_) check();
+      done();
+    } else {
+      release();  // the kernel's error is the one reported
     }
   }
   ShadowScope(const ShadowScope &) = delete;
   ShadowScope &operator=(const ShadowScope &) = delete;
 
+  /// The kernel is done: every guarded copy is written back (its own size: what lies past it in
+  /// the framework's memory is never touched) and freed; then, if the kernel wrote into a guard,
+  /// throws an opgen::Error naming the first such view.
+  void done() {
+    std::string error;
+    for (const auto &g : guards_) {
+      const int64_t k = detail::overwritten(g);
+      if (k < 0 || !error.empty()) continue;
+      error = "checked mode: the kernel wrote past the end of " + detail::guarded_words(g) + " (" +
+              std::to_string(g.bytes) + " bytes), " + std::to_string(k) + " bytes after its end: " +
+              detail::guarded_cause(g.role);
+    }
+    release();
+    if (!error.empty()) throw Error(error);
+  }
+
  private:
-  std::vector<std::function<void()>> checks_;
-  std::vector<std::function<void()>> *prev_;
+  void release() {
+    for (const auto &g : guards_) {
+      if (g.bytes) std::memcpy(g.original, g.copy, g.bytes);
+      munmap(g.base, g.mapped);
+    }
+    guards_.clear();
+  }
+
+  std::vector<detail::Guarded> guards_;
+  std::vector<detail::Guarded> *prev_;
 };
 
-/// Views see the framework's memory.
+/// `data` (of `numel` elements of E) as a view should see it: for a writable view (E not const)
+/// inside a ShadowScope, a copy at the end of its own mapping, followed by guard bytes and an
+/// inaccessible page (see the top of this file), also when the tensor is empty; `data` itself
+/// otherwise (read-only views).
 template <typename E>
-E *shadow(E *data, int64_t) {
-  return data;
+E *shadow(E *data, int64_t numel) {
+  if constexpr (std::is_const<E>::value) {
+    return data;
+  }
+  std::vector<detail::Guarded> *guards = detail::active_guards();
+  // (an empty tensor's data may be null: it is guarded too, a body writing into it is the bug;
+  // a view the glue leaves empty, an absent gradient, never reaches here)
+  if (guards == nullptr || numel < 0 || (data == nullptr && numel != 0)) return data;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t bytes = static_cast<size_t>(numel) * sizeof(E);
+  const size_t used = (bytes + 64 + 63) / 64 * 64;  // at least 64 guard bytes; the copy 64-aligned
+  const size_t body = (used + page - 1) / page * page;
+  void *base = mmap(nullptr, body + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) throw std::bad_alloc();
+  mprotect(static_cast<char *>(base) + body, page, PROT_NONE);
+  unsigned char *copy = static_cast<unsigned char *>(base) + body - used;
+  if (bytes) std::memcpy(copy, static_cast<const void *>(data), bytes);
+  std::memset(copy + bytes, detail::kGuardByte, used - bytes);
+  guards->push_back({const_cast<void *>(static_cast<const void *>(data)), copy, bytes, used - bytes, base,
+                     body + page, nullptr, -1, 0});
+  return reinterpret_cast<E *>(copy);
 }
 #else
-/// No sanitizer: a ShadowScope does nothing.
-class ShadowScope {};
+/// Neither mode (or a CUDA unit, whose views are device memory): a ShadowScope does nothing.
+class ShadowScope {
+ public:
+  void done() {}
+};
 
-/// No sanitizer: views see the framework's memory.
+/// Neither mode: views see the framework's memory.
 template <typename E>
 E *shadow(E *data, int64_t) {
   return data;

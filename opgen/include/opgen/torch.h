@@ -23,7 +23,6 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/List.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/from_blob.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
@@ -32,13 +31,6 @@
 #include <exception>
 #include <limits>
 #include <new>
-#ifdef OPGEN_CHECKED
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <new>
-#include <string>
-#endif
 #include <optional>
 #include <string>
 #include <vector>
@@ -83,19 +75,25 @@ inline std::vector<Shape> shapes_of(const std::vector<at::Tensor> &ts) {
   return out;
 }
 
-/// A view of a contiguous tensor (an empty view for an undefined tensor).
+/// A view of a contiguous tensor (an empty view for an undefined tensor). Inside an entry point's
+/// ShadowScope, the view of a CPU tensor is a shadow copy in a sanitizer build (opgen/sanitize.h);
+/// a tensor on another device is never copied (its data is device memory).
 template <typename E>
 In<E> in(const at::Tensor &t) {
   if (!t.defined()) return In<E>{};
-  return make_view<const E>(shadow(static_cast<const E *>(t.const_data_ptr()), t.numel()), t.sizes().data(),
-                            static_cast<int>(t.dim()));
+  const E *data = static_cast<const E *>(t.const_data_ptr());
+  return make_view<const E>(t.is_cpu() ? shadow(data, t.numel()) : data, t.sizes().data(), static_cast<int>(t.dim()));
 }
 
+/// A writable view of a contiguous tensor (an output, an input the op writes, a gradient). Inside
+/// an entry point's ShadowScope, the view of a CPU tensor is a shadow copy (sanitizer builds) or a
+/// guarded copy (checked mode: a write past its end is the op's error, see opgen/sanitize.h),
+/// written back when the kernel is done; a tensor on another device is never copied.
 template <typename E>
 Out<E> out(const at::Tensor &t) {
   if (!t.defined()) return Out<E>{};
-  return make_view<E>(shadow(static_cast<E *>(t.mutable_data_ptr()), t.numel()), t.sizes().data(),
-                      static_cast<int>(t.dim()));
+  E *data = static_cast<E *>(t.mutable_data_ptr());
+  return make_view<E>(t.is_cpu() ? shadow(data, t.numel()) : data, t.sizes().data(), static_cast<int>(t.dim()));
 }
 
 /// A view with `shape` but no data: stands for a tensor the backward pass did not keep.
@@ -122,54 +120,8 @@ OutList<E> out_list(const std::vector<at::Tensor> &ts) {
   return l;
 }
 
-#if defined(OPGEN_CHECKED) && !defined(OPGEN_SHADOW_BUFFERS)
-namespace detail {
-/// Checked mode's output on the CPU: its own mapping, the tensor at the end of it, followed by
-/// guard bytes and then an inaccessible page. A body that writes past the end of the output (a
-/// shape rule smaller than what it writes, through raw pointers that the views' bounds checks
-/// do not see) changes the guard bytes, which the entry point's ShadowScope checks when the
-/// kernel is done (an error naming the op and the output's shape), or, past them, faults on the
-/// page at the first such write; it never corrupts the heap. Not compiled outside checked mode.
-inline at::Tensor guarded_empty(const Shape &shape, at::ScalarType dtype) {
-  constexpr unsigned char kGuard = 0xA5;
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const int64_t numel = numel_of(shape.data(), static_cast<int>(shape.size()));
-  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
-  const size_t used = (bytes + 64 + 63) / 64 * 64;  // at least 64 guard bytes; the tensor 64-aligned
-  const size_t body = (used + page - 1) / page * page;
-  void *base = mmap(nullptr, body + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) throw std::bad_alloc();
-  mprotect(static_cast<char *>(base) + body, page, PROT_NONE);
-  unsigned char *data = static_cast<unsigned char *>(base) + body - used;
-  std::memset(data + bytes, kGuard, used - bytes);
-  at::Tensor t = at::from_blob(
-      data, at::IntArrayRef(shape), [base, size = body + page](void *) { munmap(base, size); },
-      at::TensorOptions().dtype(dtype));
-  // `t` held until the check has run (its storage is the mapping); the guard's address taken
-  // here, since an empty tensor's data pointer reads as null
-  const unsigned char *guard = data + bytes;
-  opgen::detail::active_checks()->push_back([t, guard, bytes, used, shape] {
-    (void)t;
-    for (size_t k = 0; k < used - bytes; ++k) {
-      if (guard[k] == kGuard) continue;
-      std::string dims;
-      for (size_t d = 0; d < shape.size(); ++d) dims += (d ? ", " : "") + std::to_string(shape[d]);
-      throw Error("checked mode: the kernel wrote past the end of an output of shape (" + dims + ") (" +
-                  std::to_string(bytes) + " bytes, as its shape rule sized it), " + std::to_string(k) +
-                  " bytes after its end: the rule is smaller than what the body writes");
-    }
-  });
-  return t;
-}
-}  // namespace detail
-#endif
-
-/// A fresh (uninitialised) tensor for a kernel to fill, on the CPU or on `device`. In checked
-/// mode, inside an entry point, a CPU output is guarded (detail::guarded_empty).
+/// A fresh (uninitialised) tensor for a kernel to fill, on the CPU or on `device`.
 inline at::Tensor empty(const Shape &shape, at::ScalarType dtype) {
-#if defined(OPGEN_CHECKED) && !defined(OPGEN_SHADOW_BUFFERS)  // (a sanitizer build: ASan guards)
-  if (opgen::detail::active_checks() != nullptr) return detail::guarded_empty(shape, dtype);
-#endif
   return at::empty(at::IntArrayRef(shape), at::TensorOptions().dtype(dtype));
 }
 inline at::Tensor empty(const Shape &shape, at::ScalarType dtype, at::Device device) {
