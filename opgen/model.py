@@ -678,9 +678,9 @@ def _test_settings(section: Any, op_name: str, inputs: list[Input], attrs: list[
                     continue
                 blo, bhi = bounds[0], bounds[1]
                 assert blo is not None and bhi is not None
-                if isinstance(blo, float) and isinstance(bhi, float) and not blo < bhi:
+                if isinstance(blo, float) and isinstance(bhi, float) and not blo <= bhi:  # [a, a] is the value a
                     err(dloc, f"test.domain.{dname}: empty interval [{_num(lo)}, {_num(hi)}]; write [lo, hi] with "
-                        "lo < hi")
+                        "lo <= hi")
                 parsed.append((blo, bhi))
             domains[dname] = tuple(parsed)
             domain_locs[dname] = dloc

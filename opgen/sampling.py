@@ -792,7 +792,9 @@ def _mutate(shape: tuple[int, ...], rng: np.random.Generator) -> tuple[int, ...]
 def draw_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str,
                 domain: Sequence[tuple[float, float]]) -> Array:
     """Random values of ``dtype`` in the union of the ``domain`` intervals (each picked in
-    proportion to its length; integers inside them for integer dtypes; both values for bool).
+    proportion to its length, so a one-point interval ``[a, a]`` beside longer ones is never
+    picked, and a domain of points only gives each point equally often; integers inside them for
+    integer dtypes; both values for bool).
 
     Raises:
         CheckError: an integer dtype and intervals that hold no integer.
@@ -807,6 +809,8 @@ def draw_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str,
             raise CheckError(f"test.domain {list(domain)} holds no {dtype} value")
         return np.asarray(rng.choice(ints, size=shape)).astype(dtype)
     lengths = np.array([hi - lo for lo, hi in domain], dtype=np.float64)
+    if not lengths.sum() > 0:  # only one-point intervals [a, a]: each point equally often
+        lengths = np.ones_like(lengths)
     pick = rng.choice(len(domain), size=shape, p=lengths / lengths.sum())
     lo = np.array([d[0] for d in domain])[pick]
     hi = np.array([d[1] for d in domain])[pick]

@@ -243,6 +243,48 @@ def test_values_stay_in_the_domain_union() -> None:
         testing.draw_values(rng, (3,), "int64", ((0.2, 0.8),))
 
 
+def test_a_one_point_domain_is_that_value(tmp_path: Path) -> None:
+    """Issue 33: ``labels: [0, 0]`` was refused ("empty interval [0, 0]"), which stopped the whole
+    package from being generated; docs/testing.md says integer rows draw the integers in the
+    interval. [a, a] now gives a on an integer row and on a float row; [3, 2] stays an error."""
+    spec = """
+    name: pick
+    doc: logits[i, labels[i]].
+    inputs:
+      - {name: logits, doc: "[N, C].", differentiable: false}
+      - {name: labels, doc: "[N].", differentiable: false}
+    requires: [logits.rank == 2, "labels.shape == logits.shape[:-1]"]
+    outputs:
+      - {name: out, doc: "[N].", shape: "logits.shape[:-1]", dtype: logits}
+    dtype_format:
+      CPU:
+        - [F32_Default, I64_Default, F32_Default]
+    kernel:
+      forward: |
+        for (int64_t i = 0; i < out.numel; ++i) out[i] = logits[i * logits.dim(1) + labels[i]];
+    reference: |
+      return np.take_along_axis(logits, labels[..., None], -1)[..., 0]
+    test:
+      domain:
+        labels: [0, 0]
+        logits: [[0.5, 0.5], [-1.5, -1.5]]
+    """
+    op = _op(tmp_path, spec)
+    settings = testing.read_settings(op)
+    assert settings.domain("labels") == ((0.0, 0.0),)
+    rng = np.random.default_rng(0)
+    case = testing.shape_cases(op, {}, rng, settings)[0]
+    logits, labels = testing._draw(rng, op, case, ["float32", "int64"], settings)
+    assert labels.dtype == np.int64 and labels.size and not labels.any()
+    assert logits.size and set(np.unique(logits)) <= {-1.5, 0.5}
+    points = testing.draw_values(rng, (200,), "float32", settings.domain("logits"))
+    assert 60 < np.sum(points == 0.5) < 140 and np.sum(points == -1.5) == 200 - np.sum(points == 0.5)
+    v = testing.draw_values(rng, (200,), "float64", ((0.25, 0.25), (1.0, 2.0)))
+    assert ((v >= 1) & (v <= 2)).all()  # a point beside an interval has no length: never drawn
+    diags = _diags(tmp_path, spec.replace("labels: [0, 0]", "labels: [3, 2]"))
+    assert [d.message for d in diags] == ["test.domain.labels: empty interval [3, 2]; write [lo, hi] with lo <= hi"]
+
+
 def test_bfloat16_values_are_tagged_float32_rounded_to_bfloat16() -> None:
     """numpy has no bfloat16: the checks hold one as float32 values rounded to bfloat16 (nearest,
     ties to even), tagged so that runners hand them to the framework as bfloat16 tensors."""
@@ -301,7 +343,7 @@ test:
 """)
     text = "\n".join(d.format() for d in op)  # opgen validate reports the test section too
     assert "op.yaml:18:5: error: op 't': test.domain names unknown input 'z'" in text
-    assert "op.yaml:19:8: error: op 't': test.domain.x: empty interval [3, 2]" in text
+    assert "op.yaml:19:8: error: op 't': test.domain.x: empty interval [3, 2]; write [lo, hi] with lo <= hi" in text
     assert "op.yaml:22:7: error: op 't': test.attrs names unknown attr 'hi'" in text
     assert "op.yaml:22:7: error: op 't': attr(s) 'lo' have no default" in text
 
