@@ -118,6 +118,8 @@ _add_ext = _ext.add  # bound once: one attribute lookup less per call
 def add(x, y) -> Any:
     """Element-wise sum x + y with NumPy broadcasting
     (MindSpore tutorial custom_operator_custom: [[0,0],[1,1]] + [[2,2],[3,3]] = [[2,2],[4,4]]).
+    Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element
+    of its gradient (the sum over the broadcast dims is accumulated there).
 
     Args:
         x (Tensor): First addend, any shape.
@@ -232,6 +234,7 @@ def broadcast_to(x, shape: Sequence[int]) -> Any:
     """x broadcast to the given shape with NumPy rules (mindspore.ops.broadcast_to, numpy.broadcast_to):
     x's dims align with the trailing dims of shape, and each is 1 or equal. Gradient: dout summed
     over the broadcast dims.
+    Scratch: none forward; backward, one double per element of dx.
 
     Args:
         x (Tensor): Input whose shape broadcasts to `shape`.
@@ -434,6 +437,8 @@ def div(x, y) -> Any:
     """Element-wise quotient x / y with NumPy broadcasting (true division; numpy.divide,
     mindspore.ops.div). Gradients: dx = dout / y, dy = -dout * x / y**2 = -dout * out / y.
     y == 0 gives inf or nan, as in IEEE 754.
+    Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element
+    of its gradient (the sum over the broadcast dims is accumulated there).
 
     Args:
         x (Tensor): Dividend, any shape.
@@ -694,6 +699,9 @@ def layer_norm(x, gamma = None, beta = None, eps: float = 1e-05) -> Any:
     """Layer normalization over the last axis (PyTorch/MindSpore LayerNorm with normalized_shape = last
     dim): y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps), var biased. mean and
     rstd are returned (shape (..., 1)) for reuse and are not differentiable.
+    Scratch: none forward; backward, D values of the compute type, and 2 * D accumulators (double for
+    float rows) per block of rows, at most max(8, threads) blocks, for dgamma and dbeta (torch's CPU
+    kernel keeps 2 * D per thread).
 
     Args:
         x (Tensor): Input, shape (..., D).
@@ -845,6 +853,8 @@ def log_softmax(x, axis: int = -1) -> Any:
     """Log of the softmax along one axis: x - max - log(sum(exp(x - max))) (mindspore.ops.log_softmax,
     scipy.special.log_softmax). Gradient: dx = dy - exp(y) * sum(dy) along the axis. A 0-d input
     is one group of one element (its log_softmax is 0).
+    Scratch: none when the axis is the last; otherwise two values per column of a thread's block of
+    columns (at most two per element of the output over the axis).
 
     Args:
         x (Tensor): Input of any shape.
@@ -898,6 +908,8 @@ _matmul_ext = _ext.matmul  # bound once: one attribute lookup less per call
 def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
     """Matrix product of 2-D a and b with optional transposes: op(a) @ op(b)
     (mindspore.ops.MatMul(transpose_a, transpose_b)).
+    Scratch: with a BLAS (float32, float64 rows), the BLAS's own; the loops (other rows, or no BLAS)
+    keep one row of the output (N values) per thread.
 
     Args:
         a (Tensor): Left matrix, (M, K), or (K, M) with transpose_a.
@@ -941,6 +953,8 @@ def maximum(x, y) -> Any:
     The gradient goes to the larger input; at ties x == y it is split in halves, as
     mindspore.ops.maximum does. NaN: maximum(nan, y) = y and maximum(x, nan) = nan (numpy.maximum
     gives nan for both).
+    Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element
+    of its gradient (the sum over the broadcast dims is accumulated there).
 
     Args:
         x (Tensor): First operand, any shape.
@@ -978,6 +992,8 @@ _mul_ext = _ext.mul  # bound once: one attribute lookup less per call
 def mul(x, y) -> Any:
     """Element-wise product x * y with NumPy broadcasting; each gradient is reduced back to its
     input's shape (MindSpore tutorial op_custom_pyboost: CustomMul).
+    Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element
+    of its gradient (the sum over the broadcast dims is accumulated there).
 
     Args:
         x (Tensor): First factor, any shape.
@@ -1071,6 +1087,8 @@ def pow(x, y) -> Any:
     """Element-wise power x ** y with NumPy broadcasting (std::pow; numpy.power, mindspore.ops.pow).
     Gradients: dx = dout * y * x ** (y - 1), dy = dout * out * log(x). Defined for x > 0; a
     negative x with a non-integer y gives nan, and dy is nan for x <= 0.
+    Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element
+    of its gradient (the sum over the broadcast dims is accumulated there).
 
     Args:
         x (Tensor): Base, any shape; positive for a finite dy.
@@ -1122,10 +1140,14 @@ _reduce_max_ext = _ext.reduce_max  # bound once: one attribute lookup less per c
 
 def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """Maximum over the given axes (numpy.amax(x, axis, keepdims), mindspore.ops.amax); an empty axis
-    list reduces every axis. A NaN in a group makes its maximum NaN, as numpy. The maximum of an
-    empty group is -inf, the identity of max (numpy.amax(..., initial=-inf)). Gradient: each group's incoming gradient goes to the elements equal to
-    its maximum, split evenly among them when several tie (as torch.amax and tf.reduce_max); a
-    NaN maximum passes no gradient.
+    list reduces every axis. A NaN in a group makes its maximum NaN, as numpy. max has no identity:
+    reducing over an axis of size 0 (or over every axis of a tensor with no elements) raises
+    ValueError before any kernel runs, on every path, as numpy.amax and torch.amax do (mindspore.ops.amax
+    returns unset memory there); reducing a tensor with no elements over non-empty axes gives an
+    empty result. Gradient: each group's incoming gradient goes to the elements equal to its
+    maximum, split evenly among them when several tie (as torch.amax and tf.reduce_max); a NaN
+    maximum passes no gradient. Scratch: none forward; backward, one value per element of a row
+    of the reduced axes per thread when they are one run, else a count per output element.
 
     Args:
         x (Tensor): Input of any shape.
@@ -1180,6 +1202,8 @@ _reduce_mean_ext = _ext.reduce_mean  # bound once: one attribute lookup less per
 def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """Mean over the given axes (numpy.mean(x, axis, keepdims), mindspore.ops.mean); an empty axis
     list averages every axis. Reducing over an empty axis gives NaN, as numpy does.
+    Scratch: as reduce_sum's: none for the last axes (rows); otherwise one accumulator (double for
+    float rows) per output element, and a mean of everything one per 32768 elements.
 
     Args:
         x (Tensor): Input of any shape.
@@ -1234,6 +1258,9 @@ _reduce_sum_ext = _ext.reduce_sum  # bound once: one attribute lookup less per c
 def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """Sum over the given axes (numpy.sum(x, axis, keepdims)); an empty axis list sums every axis
     (MindSpore aot test `reduce`: axis 1 of a (4, 5) input gives np.sum(x, 1)).
+    Scratch: none for a sum over the last axes (rows); otherwise one accumulator (double for float
+    rows) per output element (per column of a thread's block of columns when the reduced axes are one
+    run), and a sum of everything one per 32768 elements.
 
     Args:
         x (Tensor): Input of any shape.
@@ -1323,6 +1350,8 @@ _rms_norm_ext = _ext.rms_norm  # bound once: one attribute lookup less per call
 def rms_norm(x, weight, eps: float = 1e-06) -> Any:
     """RMS normalization over the last axis (as in LLaMA; mindspore.ops.rms_norm without its rstd
     output): y = x / sqrt(mean(x**2) + eps) * weight, with weight of shape (D,) for x of shape (..., D).
+    Scratch: none forward; backward, D accumulators (double for float rows) per block of rows, at most
+    max(8, threads) blocks, for dweight.
 
     Args:
         x (Tensor): Input, shape (..., D).
@@ -1415,6 +1444,8 @@ def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> A
     MindSpore's aot test `add_with_attr` (tests/st/graph_kernel/custom/aot_test_files), which adds
     scale * y once per padding, so scale 0.7 and paddings [2.0, 2.0] give x + 1.4 * y + 4. With one
     padding (the default [0.0]) it is x + scale * y + p.
+    Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element
+    of its gradient (the sum over the broadcast dims is accumulated there).
 
     Args:
         x (Tensor): First term, any shape.
@@ -1564,6 +1595,8 @@ def softmax(x, axis: int = -1) -> Any:
     """Softmax along one axis: exp(x - max) / sum(exp(x - max)) (mindspore.ops.softmax,
     scipy.special.softmax). Gradient: dx = y * (dy - sum(dy * y)) along the axis. A 0-d input is
     one group of one element (its softmax is 1).
+    Scratch: none when the axis is the last; otherwise two values per column of a thread's block of
+    columns (at most two per element of the output over the axis).
 
     Args:
         x (Tensor): Input of any shape.
@@ -1708,6 +1741,8 @@ _sub_ext = _ext.sub  # bound once: one attribute lookup less per call
 def sub(x, y) -> Any:
     """Element-wise difference x - y with NumPy broadcasting; the gradients dout and -dout are each
     reduced back to its input's shape (numpy.subtract, mindspore.ops.sub).
+    Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element
+    of its gradient (the sum over the broadcast dims is accumulated there).
 
     Args:
         x (Tensor): Minuend, any shape.
@@ -1829,8 +1864,11 @@ _topk_ext = _ext.topk  # bound once: one attribute lookup less per call
 
 def topk(x, k: int = 1) -> Any:
     """The k largest entries along the last axis, largest first, and their indices (mindspore.ops.topk
-    with sorted=True); equal values keep their order (lower index first). Any rank >= 1. Gradient:
-    dvalues is scattered back to the positions the values came from; indices get none.
+    with sorted=True); equal values keep their order (lower index first), and a NaN ranks above
+    every number (as torch.topk). Any rank >= 1. Gradient: dvalues is scattered back to the
+    positions the values came from; indices get none. Scratch: k (value, index) pairs of 16 bytes
+    per thread, whatever the row's length (torch.topk's CPU kernel keeps a pair per entry of the
+    row).
 
     Args:
         x (Tensor): Input of shape (..., n).
@@ -1870,6 +1908,8 @@ _where_ext = _ext.where  # bound once: one attribute lookup less per call
 def where(cond, x, y) -> Any:
     """Element-wise selection with NumPy broadcasting: x where cond is true, else y (numpy.where).
     cond is bool and receives no gradient.
+    Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element
+    of its gradient (the sum over the broadcast dims is accumulated there).
 
     Args:
         cond (Tensor): Bool selector, broadcastable against x and y. (not differentiable)

@@ -256,7 +256,7 @@ def pow_grad(x, y, out, dout):  # type: ignore[no-untyped-def]
 
 def reduce_max(x, axis, keep_dims):  # type: ignore[no-untyped-def]
     """Reference forward of ``reduce_max`` (ops/reduce_max.yaml)."""
-    return np.asarray(np.amax(x, axis=tuple(axis) if axis else None, keepdims=keep_dims, initial=-np.inf)).astype(x.dtype)
+    return np.asarray(np.amax(x, axis=tuple(axis) if axis else None, keepdims=keep_dims)).astype(x.dtype)
 
 
 def reduce_mean(x, axis, keep_dims):  # type: ignore[no-untyped-def]
@@ -391,7 +391,7 @@ def tanh_grad(x, out, dout):  # type: ignore[no-untyped-def]
 
 def topk(x, k):  # type: ignore[no-untyped-def]
     """Reference forward of ``topk`` (ops/topk.yaml)."""
-    idx = np.argsort(-x, axis=-1, kind="stable")[..., :k].astype(np.int64)
+    idx = np.lexsort((-x, ~np.isnan(x)), axis=-1)[..., :k].astype(np.int64)  # NaN first, then larger, then lower index
     return np.take_along_axis(x, idx, -1), idx
 
 

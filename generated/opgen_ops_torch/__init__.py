@@ -156,6 +156,8 @@ _add_op = _ops.add.default
 def add(x, y) -> Any:
     """Element-wise sum x + y with NumPy broadcasting
     (MindSpore tutorial custom_operator_custom: [[0,0],[1,1]] + [[2,2],[3,3]] = [[2,2],[4,4]]).
+    Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element
+    of its gradient (the sum over the broadcast dims is accumulated there).
 
     Args:
         x (Tensor): First addend, any shape.
@@ -383,6 +385,7 @@ def broadcast_to(x, shape: Sequence[int]) -> Any:
     """x broadcast to the given shape with NumPy rules (mindspore.ops.broadcast_to, numpy.broadcast_to):
     x's dims align with the trailing dims of shape, and each is 1 or equal. Gradient: dout summed
     over the broadcast dims.
+    Scratch: none forward; backward, one double per element of dx.
 
     Args:
         x (Tensor): Input whose shape broadcasts to `shape`.
@@ -714,6 +717,8 @@ def div(x, y) -> Any:
     """Element-wise quotient x / y with NumPy broadcasting (true division; numpy.divide,
     mindspore.ops.div). Gradients: dx = dout / y, dy = -dout * x / y**2 = -dout * out / y.
     y == 0 gives inf or nan, as in IEEE 754.
+    Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element
+    of its gradient (the sum over the broadcast dims is accumulated there).
 
     Args:
         x (Tensor): Dividend, any shape.
@@ -1108,6 +1113,9 @@ def layer_norm(x, gamma = None, beta = None, eps: float = 1e-05) -> Any:
     """Layer normalization over the last axis (PyTorch/MindSpore LayerNorm with normalized_shape = last
     dim): y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps), var biased. mean and
     rstd are returned (shape (..., 1)) for reuse and are not differentiable.
+    Scratch: none forward; backward, D values of the compute type, and 2 * D accumulators (double for
+    float rows) per block of rows, at most max(8, threads) blocks, for dgamma and dbeta (torch's CPU
+    kernel keeps 2 * D per thread).
 
     Args:
         x (Tensor): Input, shape (..., D).
@@ -1339,6 +1347,8 @@ def log_softmax(x, axis: int = -1) -> Any:
     """Log of the softmax along one axis: x - max - log(sum(exp(x - max))) (mindspore.ops.log_softmax,
     scipy.special.log_softmax). Gradient: dx = dy - exp(y) * sum(dy) along the axis. A 0-d input
     is one group of one element (its log_softmax is 0).
+    Scratch: none when the axis is the last; otherwise two values per column of a thread's block of
+    columns (at most two per element of the output over the axis).
 
     Args:
         x (Tensor): Input of any shape.
@@ -1424,6 +1434,8 @@ _matmul_op = _ops.matmul.default
 def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> Any:
     """Matrix product of 2-D a and b with optional transposes: op(a) @ op(b)
     (mindspore.ops.MatMul(transpose_a, transpose_b)).
+    Scratch: with a BLAS (float32, float64 rows), the BLAS's own; the loops (other rows, or no BLAS)
+    keep one row of the output (N values) per thread.
 
     Args:
         a (Tensor): Left matrix, (M, K), or (K, M) with transpose_a.
@@ -1499,6 +1511,8 @@ def maximum(x, y) -> Any:
     The gradient goes to the larger input; at ties x == y it is split in halves, as
     mindspore.ops.maximum does. NaN: maximum(nan, y) = y and maximum(x, nan) = nan (numpy.maximum
     gives nan for both).
+    Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element
+    of its gradient (the sum over the broadcast dims is accumulated there).
 
     Args:
         x (Tensor): First operand, any shape.
@@ -1557,6 +1571,8 @@ _mul_op = _ops.mul.default
 def mul(x, y) -> Any:
     """Element-wise product x * y with NumPy broadcasting; each gradient is reduced back to its
     input's shape (MindSpore tutorial op_custom_pyboost: CustomMul).
+    Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element
+    of its gradient (the sum over the broadcast dims is accumulated there).
 
     Args:
         x (Tensor): First factor, any shape.
@@ -1709,6 +1725,8 @@ def pow(x, y) -> Any:
     """Element-wise power x ** y with NumPy broadcasting (std::pow; numpy.power, mindspore.ops.pow).
     Gradients: dx = dout * y * x ** (y - 1), dy = dout * out * log(x). Defined for x > 0; a
     negative x with a non-integer y gives nan, and dy is nan for x <= 0.
+    Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element
+    of its gradient (the sum over the broadcast dims is accumulated there).
 
     Args:
         x (Tensor): Base, any shape; positive for a finite dy.
@@ -1780,10 +1798,14 @@ _reduce_max_op = _ops.reduce_max.default
 
 def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """Maximum over the given axes (numpy.amax(x, axis, keepdims), mindspore.ops.amax); an empty axis
-    list reduces every axis. A NaN in a group makes its maximum NaN, as numpy. The maximum of an
-    empty group is -inf, the identity of max (numpy.amax(..., initial=-inf)). Gradient: each group's incoming gradient goes to the elements equal to
-    its maximum, split evenly among them when several tie (as torch.amax and tf.reduce_max); a
-    NaN maximum passes no gradient.
+    list reduces every axis. A NaN in a group makes its maximum NaN, as numpy. max has no identity:
+    reducing over an axis of size 0 (or over every axis of a tensor with no elements) raises
+    ValueError before any kernel runs, on every path, as numpy.amax and torch.amax do (mindspore.ops.amax
+    returns unset memory there); reducing a tensor with no elements over non-empty axes gives an
+    empty result. Gradient: each group's incoming gradient goes to the elements equal to its
+    maximum, split evenly among them when several tie (as torch.amax and tf.reduce_max); a NaN
+    maximum passes no gradient. Scratch: none forward; backward, one value per element of a row
+    of the reduced axes per thread when they are one run, else a count per output element.
 
     Args:
         x (Tensor): Input of any shape.
@@ -1827,6 +1849,10 @@ def _reduce_max_shapes(x, axis, keep_dims):  # type: ignore[no-untyped-def]
         ValueError: a contract that does not hold, or shapes the output shapes reject (names the op).
     """
     try:
+        if not (_rt.holds(lambda: _rt.all_of(((opgen_q_a < _rt.neg(_rt.length(x))) or (opgen_q_a >= _rt.length(x)) or (_rt.at(_rt.ints(x), opgen_q_a) > 0)) for opgen_q_a in _rt.ints(axis)))):
+            raise _rt.violation('all(a < -x.rank or a >= x.rank or x.shape[a] > 0 for a in axis)', [('x', x), ], [('axis', axis), ])
+        if not (_rt.holds(lambda: ((_rt.length(_rt.ints(axis)) > 0) or _rt.all_of((opgen_q_d > 0) for opgen_q_d in _rt.ints(x))))):
+            raise _rt.violation('len(axis) > 0 or all(d > 0 for d in x.shape)', [('x', x), ], [('axis', axis), ])
         return (_rt.check_output(_rt.reduce_shape(_rt.ints(x), _rt.ints(axis), keep_dims), 'out'),)
     except ValueError as opgen_exc:
         raise ValueError(f"reduce_max(): {opgen_exc}") from None
@@ -1870,6 +1896,8 @@ _reduce_mean_op = _ops.reduce_mean.default
 def reduce_mean(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """Mean over the given axes (numpy.mean(x, axis, keepdims), mindspore.ops.mean); an empty axis
     list averages every axis. Reducing over an empty axis gives NaN, as numpy does.
+    Scratch: as reduce_sum's: none for the last axes (rows); otherwise one accumulator (double for
+    float rows) per output element, and a mean of everything one per 32768 elements.
 
     Args:
         x (Tensor): Input of any shape.
@@ -1956,6 +1984,9 @@ _reduce_sum_op = _ops.reduce_sum.default
 def reduce_sum(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     """Sum over the given axes (numpy.sum(x, axis, keepdims)); an empty axis list sums every axis
     (MindSpore aot test `reduce`: axis 1 of a (4, 5) input gives np.sum(x, 1)).
+    Scratch: none for a sum over the last axes (rows); otherwise one accumulator (double for float
+    rows) per output element (per column of a thread's block of columns when the reduced axes are one
+    run), and a sum of everything one per 32768 elements.
 
     Args:
         x (Tensor): Input of any shape.
@@ -2093,6 +2124,8 @@ _rms_norm_op = _ops.rms_norm.default
 def rms_norm(x, weight, eps: float = 1e-06) -> Any:
     """RMS normalization over the last axis (as in LLaMA; mindspore.ops.rms_norm without its rstd
     output): y = x / sqrt(mean(x**2) + eps) * weight, with weight of shape (D,) for x of shape (..., D).
+    Scratch: none forward; backward, D accumulators (double for float rows) per block of rows, at most
+    max(8, threads) blocks, for dweight.
 
     Args:
         x (Tensor): Input, shape (..., D).
@@ -2242,6 +2275,8 @@ def scale_add(x, y, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> A
     MindSpore's aot test `add_with_attr` (tests/st/graph_kernel/custom/aot_test_files), which adds
     scale * y once per padding, so scale 0.7 and paddings [2.0, 2.0] give x + 1.4 * y + 4. With one
     padding (the default [0.0]) it is x + scale * y + p.
+    Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element
+    of its gradient (the sum over the broadcast dims is accumulated there).
 
     Args:
         x (Tensor): First term, any shape.
@@ -2478,6 +2513,8 @@ def softmax(x, axis: int = -1) -> Any:
     """Softmax along one axis: exp(x - max) / sum(exp(x - max)) (mindspore.ops.softmax,
     scipy.special.softmax). Gradient: dx = y * (dy - sum(dy * y)) along the axis. A 0-d input is
     one group of one element (its softmax is 1).
+    Scratch: none when the axis is the last; otherwise two values per column of a thread's block of
+    columns (at most two per element of the output over the axis).
 
     Args:
         x (Tensor): Input of any shape.
@@ -2721,6 +2758,8 @@ _sub_op = _ops.sub.default
 def sub(x, y) -> Any:
     """Element-wise difference x - y with NumPy broadcasting; the gradients dout and -dout are each
     reduced back to its input's shape (numpy.subtract, mindspore.ops.sub).
+    Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element
+    of its gradient (the sum over the broadcast dims is accumulated there).
 
     Args:
         x (Tensor): Minuend, any shape.
@@ -2909,8 +2948,11 @@ _topk_op = _ops.topk.default
 
 def topk(x, k: int = 1) -> Any:
     """The k largest entries along the last axis, largest first, and their indices (mindspore.ops.topk
-    with sorted=True); equal values keep their order (lower index first). Any rank >= 1. Gradient:
-    dvalues is scattered back to the positions the values came from; indices get none.
+    with sorted=True); equal values keep their order (lower index first), and a NaN ranks above
+    every number (as torch.topk). Any rank >= 1. Gradient: dvalues is scattered back to the
+    positions the values came from; indices get none. Scratch: k (value, index) pairs of 16 bytes
+    per thread, whatever the row's length (torch.topk's CPU kernel keeps a pair per entry of the
+    row).
 
     Args:
         x (Tensor): Input of shape (..., n).
@@ -2987,6 +3029,8 @@ _where_op = _ops.where.default
 def where(cond, x, y) -> Any:
     """Element-wise selection with NumPy broadcasting: x where cond is true, else y (numpy.where).
     cond is bool and receives no gradient.
+    Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element
+    of its gradient (the sum over the broadcast dims is accumulated there).
 
     Args:
         cond (Tensor): Bool selector, broadcastable against x and y. (not differentiable)

@@ -15,7 +15,7 @@ def adamw(param: Tensor, m: Tensor, v: Tensor, grad: Tensor, step: Tensor, lr: T
 
 
 def add(x: Tensor, y: Tensor) -> Tensor:
-    """Element-wise sum x + y with NumPy broadcasting (MindSpore tutorial custom_operator_custom: [[0,0],[1,1]] + [[2,2],[3,3]] = [[2,2],[4,4]])."""
+    """Element-wise sum x + y with NumPy broadcasting (MindSpore tutorial custom_operator_custom: [[0,0],[1,1]] + [[2,2],[3,3]] = [[2,2],[4,4]]). Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element of its gradient (the sum over the broadcast dims is accumulated there)."""
 
 
 def add_n(x: Tensor, zs: Sequence[Tensor]) -> Tensor:
@@ -27,7 +27,7 @@ def avg_pool2d(x: Tensor, kernel: Sequence[int] = (2, 2), stride: Sequence[int] 
 
 
 def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
-    """x broadcast to the given shape with NumPy rules (mindspore.ops.broadcast_to, numpy.broadcast_to): x's dims align with the trailing dims of shape, and each is 1 or equal. Gradient: dout summed over the broadcast dims."""
+    """x broadcast to the given shape with NumPy rules (mindspore.ops.broadcast_to, numpy.broadcast_to): x's dims align with the trailing dims of shape, and each is 1 or equal. Gradient: dout summed over the broadcast dims. Scratch: none forward; backward, one double per element of dx."""
 
 
 def clip(x: Tensor, min: float, max: float) -> Tensor:
@@ -43,7 +43,7 @@ def cumsum(x: Tensor, axis: int = 0, exclusive: bool = False, reverse: bool = Fa
 
 
 def div(x: Tensor, y: Tensor) -> Tensor:
-    """Element-wise quotient x / y with NumPy broadcasting (true division; numpy.divide, mindspore.ops.div). Gradients: dx = dout / y, dy = -dout * x / y**2 = -dout * out / y. y == 0 gives inf or nan, as in IEEE 754."""
+    """Element-wise quotient x / y with NumPy broadcasting (true division; numpy.divide, mindspore.ops.div). Gradients: dx = dout / y, dy = -dout * x / y**2 = -dout * out / y. y == 0 gives inf or nan, as in IEEE 754. Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element of its gradient (the sum over the broadcast dims is accumulated there)."""
 
 
 def dropout(x: Tensor, keep_prob: float = 0.5, seed: int = 0) -> Tuple[Tensor, Tensor]:
@@ -63,7 +63,7 @@ def gelu(x: Tensor, approximate: str = 'none') -> Tensor:
 
 
 def layer_norm(x: Tensor, gamma: Optional[Tensor] = None, beta: Optional[Tensor] = None, eps: float = 1e-05) -> Tuple[Tensor, Tensor, Tensor]:
-    """Layer normalization over the last axis (PyTorch/MindSpore LayerNorm with normalized_shape = last dim): y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps), var biased. mean and rstd are returned (shape (..., 1)) for reuse and are not differentiable."""
+    """Layer normalization over the last axis (PyTorch/MindSpore LayerNorm with normalized_shape = last dim): y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps), var biased. mean and rstd are returned (shape (..., 1)) for reuse and are not differentiable. Scratch: none forward; backward, D values of the compute type, and 2 * D accumulators (double for float rows) per block of rows, at most max(8, threads) blocks, for dgamma and dbeta (torch's CPU kernel keeps 2 * D per thread)."""
 
 
 def leaky_relu(x: Tensor, alpha: float = 0.01) -> Tensor:
@@ -75,19 +75,19 @@ def log(x: Tensor) -> Tensor:
 
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
-    """Log of the softmax along one axis: x - max - log(sum(exp(x - max))) (mindspore.ops.log_softmax, scipy.special.log_softmax). Gradient: dx = dy - exp(y) * sum(dy) along the axis. A 0-d input is one group of one element (its log_softmax is 0)."""
+    """Log of the softmax along one axis: x - max - log(sum(exp(x - max))) (mindspore.ops.log_softmax, scipy.special.log_softmax). Gradient: dx = dy - exp(y) * sum(dy) along the axis. A 0-d input is one group of one element (its log_softmax is 0). Scratch: none when the axis is the last; otherwise two values per column of a thread's block of columns (at most two per element of the output over the axis)."""
 
 
 def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:
-    """Matrix product of 2-D a and b with optional transposes: op(a) @ op(b) (mindspore.ops.MatMul(transpose_a, transpose_b))."""
+    """Matrix product of 2-D a and b with optional transposes: op(a) @ op(b) (mindspore.ops.MatMul(transpose_a, transpose_b)). Scratch: with a BLAS (float32, float64 rows), the BLAS's own; the loops (other rows, or no BLAS) keep one row of the output (N values) per thread."""
 
 
 def maximum(x: Tensor, y: Tensor) -> Tensor:
-    """Element-wise maximum of x and y with NumPy broadcasting (numpy.maximum, mindspore.ops.maximum). The gradient goes to the larger input; at ties x == y it is split in halves, as mindspore.ops.maximum does. NaN: maximum(nan, y) = y and maximum(x, nan) = nan (numpy.maximum gives nan for both)."""
+    """Element-wise maximum of x and y with NumPy broadcasting (numpy.maximum, mindspore.ops.maximum). The gradient goes to the larger input; at ties x == y it is split in halves, as mindspore.ops.maximum does. NaN: maximum(nan, y) = y and maximum(x, nan) = nan (numpy.maximum gives nan for both). Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element of its gradient (the sum over the broadcast dims is accumulated there)."""
 
 
 def mul(x: Tensor, y: Tensor) -> Tensor:
-    """Element-wise product x * y with NumPy broadcasting; each gradient is reduced back to its input's shape (MindSpore tutorial op_custom_pyboost: CustomMul)."""
+    """Element-wise product x * y with NumPy broadcasting; each gradient is reduced back to its input's shape (MindSpore tutorial op_custom_pyboost: CustomMul). Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element of its gradient (the sum over the broadcast dims is accumulated there)."""
 
 
 def pad2d(x: Tensor, paddings: Sequence[Sequence[int]] = ((1, 1), (1, 1)), value: float = 0.0) -> Tensor:
@@ -95,19 +95,19 @@ def pad2d(x: Tensor, paddings: Sequence[Sequence[int]] = ((1, 1), (1, 1)), value
 
 
 def pow(x: Tensor, y: Tensor) -> Tensor:
-    """Element-wise power x ** y with NumPy broadcasting (std::pow; numpy.power, mindspore.ops.pow). Gradients: dx = dout * y * x ** (y - 1), dy = dout * out * log(x). Defined for x > 0; a negative x with a non-integer y gives nan, and dy is nan for x <= 0."""
+    """Element-wise power x ** y with NumPy broadcasting (std::pow; numpy.power, mindspore.ops.pow). Gradients: dx = dout * y * x ** (y - 1), dy = dout * out * log(x). Defined for x > 0; a negative x with a non-integer y gives nan, and dy is nan for x <= 0. Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element of its gradient (the sum over the broadcast dims is accumulated there)."""
 
 
 def reduce_max(x: Tensor, axis: Sequence[int] = (), keep_dims: bool = False) -> Tensor:
-    """Maximum over the given axes (numpy.amax(x, axis, keepdims), mindspore.ops.amax); an empty axis list reduces every axis. A NaN in a group makes its maximum NaN, as numpy. The maximum of an empty group is -inf, the identity of max (numpy.amax(..., initial=-inf)). Gradient: each group's incoming gradient goes to the elements equal to its maximum, split evenly among them when several tie (as torch.amax and tf.reduce_max); a NaN maximum passes no gradient."""
+    """Maximum over the given axes (numpy.amax(x, axis, keepdims), mindspore.ops.amax); an empty axis list reduces every axis. A NaN in a group makes its maximum NaN, as numpy. max has no identity: reducing over an axis of size 0 (or over every axis of a tensor with no elements) raises ValueError before any kernel runs, on every path, as numpy.amax and torch.amax do (mindspore.ops.amax returns unset memory there); reducing a tensor with no elements over non-empty axes gives an empty result. Gradient: each group's incoming gradient goes to the elements equal to its maximum, split evenly among them when several tie (as torch.amax and tf.reduce_max); a NaN maximum passes no gradient. Scratch: none forward; backward, one value per element of a row of the reduced axes per thread when they are one run, else a count per output element."""
 
 
 def reduce_mean(x: Tensor, axis: Sequence[int] = (), keep_dims: bool = False) -> Tensor:
-    """Mean over the given axes (numpy.mean(x, axis, keepdims), mindspore.ops.mean); an empty axis list averages every axis. Reducing over an empty axis gives NaN, as numpy does."""
+    """Mean over the given axes (numpy.mean(x, axis, keepdims), mindspore.ops.mean); an empty axis list averages every axis. Reducing over an empty axis gives NaN, as numpy does. Scratch: as reduce_sum's: none for the last axes (rows); otherwise one accumulator (double for float rows) per output element, and a mean of everything one per 32768 elements."""
 
 
 def reduce_sum(x: Tensor, axis: Sequence[int] = (), keep_dims: bool = False) -> Tensor:
-    """Sum over the given axes (numpy.sum(x, axis, keepdims)); an empty axis list sums every axis (MindSpore aot test `reduce`: axis 1 of a (4, 5) input gives np.sum(x, 1))."""
+    """Sum over the given axes (numpy.sum(x, axis, keepdims)); an empty axis list sums every axis (MindSpore aot test `reduce`: axis 1 of a (4, 5) input gives np.sum(x, 1)). Scratch: none for a sum over the last axes (rows); otherwise one accumulator (double for float rows) per output element (per column of a thread's block of columns when the reduced axes are one run), and a sum of everything one per 32768 elements."""
 
 
 def relu(x: Tensor) -> Tensor:
@@ -115,7 +115,7 @@ def relu(x: Tensor) -> Tensor:
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-06) -> Tensor:
-    """RMS normalization over the last axis (as in LLaMA; mindspore.ops.rms_norm without its rstd output): y = x / sqrt(mean(x**2) + eps) * weight, with weight of shape (D,) for x of shape (..., D)."""
+    """RMS normalization over the last axis (as in LLaMA; mindspore.ops.rms_norm without its rstd output): y = x / sqrt(mean(x**2) + eps) * weight, with weight of shape (D,) for x of shape (..., D). Scratch: none forward; backward, D accumulators (double for float rows) per block of rows, at most max(8, threads) blocks, for dweight."""
 
 
 def rsqrt(x: Tensor) -> Tensor:
@@ -123,7 +123,7 @@ def rsqrt(x: Tensor) -> Tensor:
 
 
 def scale_add(x: Tensor, y: Tensor, scale: float = 1.0, paddings: Sequence[float] = (0.0,)) -> Tensor:
-    """x + sum over p in paddings of (scale * y + p), with NumPy broadcasting: the kernel of MindSpore's aot test `add_with_attr` (tests/st/graph_kernel/custom/aot_test_files), which adds scale * y once per padding, so scale 0.7 and paddings [2.0, 2.0] give x + 1.4 * y + 4. With one padding (the default [0.0]) it is x + scale * y + p."""
+    """x + sum over p in paddings of (scale * y + p), with NumPy broadcasting: the kernel of MindSpore's aot test `add_with_attr` (tests/st/graph_kernel/custom/aot_test_files), which adds scale * y once per padding, so scale 0.7 and paddings [2.0, 2.0] give x + 1.4 * y + 4. With one padding (the default [0.0]) it is x + scale * y + p. Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element of its gradient (the sum over the broadcast dims is accumulated there)."""
 
 
 def sigmoid(x: Tensor) -> Tensor:
@@ -135,7 +135,7 @@ def smooth_l1_loss(pred: Tensor, target: Tensor, beta: float = 1.0, reduction: s
 
 
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
-    """Softmax along one axis: exp(x - max) / sum(exp(x - max)) (mindspore.ops.softmax, scipy.special.softmax). Gradient: dx = y * (dy - sum(dy * y)) along the axis. A 0-d input is one group of one element (its softmax is 1)."""
+    """Softmax along one axis: exp(x - max) / sum(exp(x - max)) (mindspore.ops.softmax, scipy.special.softmax). Gradient: dx = y * (dy - sum(dy * y)) along the axis. A 0-d input is one group of one element (its softmax is 1). Scratch: none when the axis is the last; otherwise two values per column of a thread's block of columns (at most two per element of the output over the axis)."""
 
 
 def softplus(x: Tensor) -> Tensor:
@@ -151,7 +151,7 @@ def square(x: Tensor) -> Tensor:
 
 
 def sub(x: Tensor, y: Tensor) -> Tensor:
-    """Element-wise difference x - y with NumPy broadcasting; the gradients dout and -dout are each reduced back to its input's shape (numpy.subtract, mindspore.ops.sub)."""
+    """Element-wise difference x - y with NumPy broadcasting; the gradients dout and -dout are each reduced back to its input's shape (numpy.subtract, mindspore.ops.sub). Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element of its gradient (the sum over the broadcast dims is accumulated there)."""
 
 
 def swiglu(x: Tensor) -> Tensor:
@@ -163,8 +163,8 @@ def tanh(x: Tensor) -> Tensor:
 
 
 def topk(x: Tensor, k: int = 1) -> Tuple[Tensor, Tensor]:
-    """The k largest entries along the last axis, largest first, and their indices (mindspore.ops.topk with sorted=True); equal values keep their order (lower index first). Any rank >= 1. Gradient: dvalues is scattered back to the positions the values came from; indices get none."""
+    """The k largest entries along the last axis, largest first, and their indices (mindspore.ops.topk with sorted=True); equal values keep their order (lower index first), and a NaN ranks above every number (as torch.topk). Any rank >= 1. Gradient: dvalues is scattered back to the positions the values came from; indices get none. Scratch: k (value, index) pairs of 16 bytes per thread, whatever the row's length (torch.topk's CPU kernel keeps a pair per entry of the row)."""
 
 
 def where(cond: Tensor, x: Tensor, y: Tensor) -> Tensor:
-    """Element-wise selection with NumPy broadcasting: x where cond is true, else y (numpy.where). cond is bool and receives no gradient."""
+    """Element-wise selection with NumPy broadcasting: x where cond is true, else y (numpy.where). cond is bool and receives no gradient. Scratch: none forward; backward, for an input broadcast to a larger shape, one double per element of its gradient (the sum over the broadcast dims is accumulated there)."""

@@ -27,7 +27,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_
   (void)attrs;
   OPGEN_NAME_VIEWS_AS("---ooo", x, gamma, beta, y, mean, rstd);  // checked mode's errors name them
   const float &eps = attrs.eps; (void)eps;
-#line 156 "ops/layer_norm.yaml"
+#line 159 "ops/layer_norm.yaml"
   // A thread per row: mean, variance and the row, in compute_t (rows side by side are strided by
   // D: the portable baseline, not yet a warp per row).
   using C = opgen::compute_t<x_t>;
@@ -76,7 +76,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma
   (void)mean;
   (void)rstd;
   const float &eps = attrs.eps; (void)eps;
-#line 189 "ops/layer_norm.yaml"
+#line 192 "ops/layer_norm.yaml"
   // A thread per row recomputes mean and rstd in compute_t (a 16-bit row's saved ones are too
   // coarse for dx's cancellation), keeps them in a workspace and writes
   // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma; then a thread per column:

@@ -28,7 +28,7 @@ void forward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> &
   OPGEN_NAME_VIEWS_AS("--o", a, b, out);  // checked mode's errors name them
   const bool &transpose_a = attrs.transpose_a; (void)transpose_a;
   const bool &transpose_b = attrs.transpose_b; (void)transpose_b;
-#line 33 "ops/matmul.yaml"
+#line 35 "ops/matmul.yaml"
   // One BLAS call (opgen::gemm: OpenBLAS sgemm/dgemm; see docs/performance.md).
   const int64_t M = out.dim(0), N = out.dim(1), K = transpose_a ? a.dim(0) : a.dim(1);
   opgen::gemm<out_t>(transpose_a, transpose_b, M, N, K, a.data, b.data, out.data);
@@ -46,7 +46,7 @@ void backward(const Attrs &attrs, const opgen::In<a_t> &a, const opgen::In<b_t> 
   (void)out;
   const bool &transpose_a = attrs.transpose_a; (void)transpose_a;
   const bool &transpose_b = attrs.transpose_b; (void)transpose_b;
-#line 37 "ops/matmul.yaml"
+#line 39 "ops/matmul.yaml"
   // dA = dout @ op(b)^T (stored transposed when transpose_a), dB = op(a)^T @ dout (likewise).
   using C = opgen::compute_t<out_t>;
   const int64_t M = dout.dim(0), N = dout.dim(1), K = transpose_a ? a.dim(0) : a.dim(1);

@@ -71,6 +71,8 @@ extern "C" std::vector<int64_t> opgen_ops_reduce_max_forwardInferShape(int *ndim
     if (int rc = attrs_of(extra, &attrs)) throw opgen::Error("attrs missing (code " + std::to_string(rc) + ")");
     opgen::sym::MsShapes opgen_in{ndims, shapes};
     const opgen::sym::List opgen_s_x = opgen_in.one();
+    opgen::sym::require([&] { return opgen::sym::all_of(opgen::sym::List::of(attrs.axis), [&](const auto &opgen_q_a) { return opgen::sym::Bool(opgen::sym::lor(opgen::sym::lt(opgen_q_a, opgen::sym::neg(opgen::sym::length(opgen_s_x))), [&] { return opgen::sym::lor(opgen::sym::ge(opgen_q_a, opgen::sym::length(opgen_s_x)), [&] { return opgen::sym::gt(opgen::sym::at(opgen_s_x, opgen_q_a), opgen::sym::Int{0}); }); })); }); }, "all(a < -x.rank or a >= x.rank or x.shape[a] > 0 for a in axis)", {opgen::sym::fact("x", opgen_s_x), opgen::sym::fact_value("axis", attrs.axis)});
+    opgen::sym::require([&] { return opgen::sym::lor(opgen::sym::gt(opgen::sym::length(opgen::sym::List::of(attrs.axis)), opgen::sym::Int{0}), [&] { return opgen::sym::all_of(opgen_s_x, [&](const auto &opgen_q_d) { return opgen::sym::Bool(opgen::sym::gt(opgen_q_d, opgen::sym::Int{0})); }); }); }, "len(axis) > 0 or all(d > 0 for d in x.shape)", {opgen::sym::fact("x", opgen_s_x), opgen::sym::fact_value("axis", attrs.axis)});
     return opgen::sym::to_ms(opgen::sym::reduce(opgen_s_x, opgen::sym::List::of(attrs.axis), opgen::sym::Bool{static_cast<bool>(attrs.keep_dims)}), "out");
   } catch (const std::exception &e) {
     infer_error(e);

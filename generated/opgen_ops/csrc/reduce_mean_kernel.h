@@ -26,7 +26,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   OPGEN_NAME_VIEWS_AS("-o", x, out);  // checked mode's errors name them
   const std::vector<int64_t> &axis = attrs.axis; (void)axis;
   const bool &keep_dims = attrs.keep_dims; (void)keep_dims;
-#line 31 "ops/reduce_mean.yaml"
+#line 33 "ops/reduce_mean.yaml"
   // Sums (opgen/reduce.h) divided by the count.
   using A = opgen::sum_t<x_t>;
   const A count = A(out.numel ? x.numel / out.numel : 0);
@@ -44,7 +44,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   (void)out;
   const std::vector<int64_t> &axis = attrs.axis; (void)axis;
   const bool &keep_dims = attrs.keep_dims; (void)keep_dims;
-#line 36 "ops/reduce_mean.yaml"
+#line 38 "ops/reduce_mean.yaml"
   // dx = dout / count, broadcast back over the reduced axes.
   using C = opgen::compute_t<x_t>;
   const opgen::Shape kept = opgen::reduce_shape(x.shape_vector(), axis, true);

@@ -25,7 +25,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight
   (void)attrs;
   OPGEN_NAME_VIEWS_AS("--o", x, weight, y);  // checked mode's errors name them
   const float &eps = attrs.eps; (void)eps;
-#line 33 "ops/rms_norm.yaml"
+#line 35 "ops/rms_norm.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.dim(-1), R = D ? x.numel / D : 0;
   // rows in parallel, from the AVX-512 / AVX2+FMA copy of the loops (parallel_rows); the sum of
@@ -56,7 +56,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weigh
   (void)weight;
   (void)y;
   const float &eps = attrs.eps; (void)eps;
-#line 51 "ops/rms_norm.yaml"
+#line 53 "ops/rms_norm.yaml"
   // One pass over the rows, as layer_norm's: per row s = 1 / sqrt(mean(x**2) + eps), then
   // dx = s * g - s**3 * x * sum(g * x) / D with g = dy * weight; dweight = sum over rows of
   // dy * x * s is a column sum over the same rows (opgen::parallel_rows_sum), in the loop of

@@ -28,7 +28,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> &
   OPGEN_NAME_VIEWS_AS("--o", x, y, out);  // checked mode's errors name them
   const float &scale = attrs.scale; (void)scale;
   const std::vector<float> &paddings = attrs.paddings; (void)paddings;
-#line 35 "ops/scale_add.yaml"
+#line 37 "ops/scale_add.yaml"
   using C = opgen::compute_t<out_t>;
   C pad = 0;
   for (const auto p : paddings) pad += C(p);  // float on MindSpore, double on PyTorch
@@ -49,13 +49,13 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<y_t> 
   const float &scale = attrs.scale; (void)scale;
   const std::vector<float> &paddings = attrs.paddings; (void)paddings;
   if (dx) {
-#line 42 "ops/scale_add.yaml"
+#line 44 "ops/scale_add.yaml"
     using C = opgen::compute_t<x_t>;
     opgen::map_reduce_to(dx, dout.shape_vector(), OPGEN_LAMBDA(C g) -> C { return g; }, dout);
 #line 56 "generated/opgen_ops/csrc/scale_add_kernel.cuh"
   }
   if (dy) {
-#line 45 "ops/scale_add.yaml"
+#line 47 "ops/scale_add.yaml"
     using C = opgen::compute_t<y_t>;
     const C k = C(scale) * C(paddings.size());
     opgen::map_reduce_to(dy, dout.shape_vector(), OPGEN_LAMBDA(C g) -> C { return k * g; }, dout);

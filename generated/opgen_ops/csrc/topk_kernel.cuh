@@ -27,7 +27,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<value
   (void)attrs;
   OPGEN_NAME_VIEWS_AS("-oo", x, values, indices);  // checked mode's errors name them
   const int64_t &k = attrs.k; (void)k;
-#line 61 "ops/topk.yaml"
+#line 98 "ops/topk.yaml"
   // A thread per row selects its k largest in order by k scans of the row (the next is the best
   // element ordered after the previous one: value descending, then index ascending): O(1) scratch,
   // O(k * n) reads per row.
@@ -68,7 +68,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<value
   (void)values;
   (void)indices;
   const int64_t &k = attrs.k; (void)k;
-#line 89 "ops/topk.yaml"
+#line 126 "ops/topk.yaml"
   // dx = 0, then a thread per picked element writes its gradient (a row's indices are distinct).
   const int64_t n = x.dim(-1), kk = k;
   const indices_t *ip = indices.data;

@@ -25,7 +25,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma_
   (void)attrs;
   OPGEN_NAME_VIEWS_AS("---ooo", x, gamma, beta, y, mean, rstd);  // checked mode's errors name them
   const double &eps = attrs.eps; (void)eps;
-#line 45 "ops/layer_norm.yaml"
+#line 48 "ops/layer_norm.yaml"
   // Rows in parallel; mean, variance and the output are vector loops over a row.
   using C = opgen::compute_t<x_t>;
   const int64_t D = x.ndim ? x.dim(-1) : 1;
@@ -79,7 +79,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<gamma
   (void)mean;
   (void)rstd;
   const double &eps = attrs.eps; (void)eps;
-#line 83 "ops/layer_norm.yaml"
+#line 86 "ops/layer_norm.yaml"
   // One pass over the rows, as ATen's layer_norm backward reads x and dy once: per row, with
   // xhat = (x - mean) * rstd and g = dy * gamma, the two row sums of
   // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), then dx; dgamma = sum dy * xhat and

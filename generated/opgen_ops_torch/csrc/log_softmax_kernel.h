@@ -25,7 +25,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   (void)attrs;
   OPGEN_NAME_VIEWS_AS("-o", x, out);  // checked mode's errors name them
   const int64_t &axis = attrs.axis; (void)axis;
-#line 28 "ops/log_softmax.yaml"
+#line 30 "ops/log_softmax.yaml"
   // Rows (or columns) in parallel, vector max / exp / sum (opgen/reduce.h).
   opgen::softmax(x, opgen::normalize_axes(axis, x.ndim)[0], out, /*log=*/true);
 #line 32 "generated/opgen_ops_torch/csrc/log_softmax_kernel.h"
@@ -40,7 +40,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   (void)x;
   (void)out;
   const int64_t &axis = attrs.axis; (void)axis;
-#line 31 "ops/log_softmax.yaml"
+#line 33 "ops/log_softmax.yaml"
   // dx = dy - exp(y) * sum(dy) along the axis (opgen/reduce.h).
   opgen::softmax_backward(out, dout, opgen::normalize_axes(axis, out.ndim)[0], dx, /*log=*/true);
 #line 47 "generated/opgen_ops_torch/csrc/log_softmax_kernel.h"

@@ -43,6 +43,8 @@ at::Tensor forward_op(const at::Tensor &x_arg, at::IntArrayRef axis, bool keep_d
     opgen::ShadowScope opgen_shadows;  // sanitizer builds: views over exact-size copies; checked mode: writable ones guarded
     // contracts (requires) and output shapes, from the spec's shape expressions
     const opgen::sym::List opgen_s_x = opgen::sym::from_shape(opgen::pt::shape_of(x));
+    opgen::sym::require([&] { return opgen::sym::all_of(opgen::sym::List::of(attrs.axis), [&](const auto &opgen_q_a) { return opgen::sym::Bool(opgen::sym::lor(opgen::sym::lt(opgen_q_a, opgen::sym::neg(opgen::sym::length(opgen_s_x))), [&] { return opgen::sym::lor(opgen::sym::ge(opgen_q_a, opgen::sym::length(opgen_s_x)), [&] { return opgen::sym::gt(opgen::sym::at(opgen_s_x, opgen_q_a), opgen::sym::Int{0}); }); })); }); }, "all(a < -x.rank or a >= x.rank or x.shape[a] > 0 for a in axis)", {opgen::sym::fact("x", opgen_s_x), opgen::sym::fact_value("axis", attrs.axis)});
+    opgen::sym::require([&] { return opgen::sym::lor(opgen::sym::gt(opgen::sym::length(opgen::sym::List::of(attrs.axis)), opgen::sym::Int{0}), [&] { return opgen::sym::all_of(opgen_s_x, [&](const auto &opgen_q_d) { return opgen::sym::Bool(opgen::sym::gt(opgen_q_d, opgen::sym::Int{0})); }); }); }, "len(axis) > 0 or all(d > 0 for d in x.shape)", {opgen::sym::fact("x", opgen_s_x), opgen::sym::fact_value("axis", attrs.axis)});
     const opgen::Shape out_shape = opgen::sym::to_shape(opgen::sym::reduce(opgen_s_x, opgen::sym::List::of(attrs.axis), opgen::sym::Bool{static_cast<bool>(attrs.keep_dims)}), "out");
     switch (row) {
       case 0: {

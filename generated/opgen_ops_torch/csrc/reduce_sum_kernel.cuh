@@ -28,7 +28,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   OPGEN_NAME_VIEWS_AS("-o", x, out);  // checked mode's errors name them
   const std::vector<int64_t> &axis = attrs.axis; (void)axis;
   const bool &keep_dims = attrs.keep_dims; (void)keep_dims;
-#line 31 "ops/reduce_sum.yaml"
+#line 34 "ops/reduce_sum.yaml"
   // Vector row sums, or vector column sums, in parallel (opgen/reduce.h).
   opgen::reduce_sum(x, opgen::reduce_shape(x.shape_vector(), axis, true), out);
 #line 35 "generated/opgen_ops_torch/csrc/reduce_sum_kernel.cuh"
@@ -44,7 +44,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   (void)out;
   const std::vector<int64_t> &axis = attrs.axis; (void)axis;
   const bool &keep_dims = attrs.keep_dims; (void)keep_dims;
-#line 37 "ops/reduce_sum.yaml"
+#line 40 "ops/reduce_sum.yaml"
   // dout broadcast back over the reduced axes.
   const opgen::Shape kept = opgen::reduce_shape(x.shape_vector(), axis, true);
   opgen::map(dx, OPGEN_LAMBDA(opgen::compute_t<x_t> g) { return g; }, opgen::make_view(dout.data, kept.data(), static_cast<int>(kept.size())));

@@ -27,7 +27,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weight
   (void)attrs;
   OPGEN_NAME_VIEWS_AS("--o", x, weight, y);  // checked mode's errors name them
   const double &eps = attrs.eps; (void)eps;
-#line 95 "ops/rms_norm.yaml"
+#line 97 "ops/rms_norm.yaml"
   // A thread per row: its mean square, then the row (rows side by side are strided by D: the
   // portable baseline, not yet a warp per row).
   using C = opgen::compute_t<x_t>;
@@ -57,7 +57,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<weigh
   (void)weight;
   (void)y;
   const double &eps = attrs.eps; (void)eps;
-#line 112 "ops/rms_norm.yaml"
+#line 114 "ops/rms_norm.yaml"
   // A thread per row: s = 1 / sqrt(mean(x**2) + eps), kept in a workspace, and
   // dx = s * g - s**3 * x * sum(g * x) / D with g = dy * weight; then a thread per column:
   // dweight = sum over rows of dy * x * s (a fixed order: deterministic).

@@ -25,24 +25,58 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<value
   (void)attrs;
   OPGEN_NAME_VIEWS_AS("-oo", x, values, indices);  // checked mode's errors name them
   const int64_t &k = attrs.k; (void)k;
-#line 37 "ops/topk.yaml"
+#line 40 "ops/topk.yaml"
+  // The k best entries of each row in a heap of k (value, index) pairs whose root is the worst
+  // of them: scratch is k pairs per thread, never the row's length (an int64 index vector of
+  // the row was 17 GB for a row of 2^31, issue 33). Order: larger first, NaN above every number
+  // (as torch.topk; reduce_max's NaN is the maximum too), equal values by lower index.
+  using C = opgen::compute_t<x_t>;
+  struct Entry {
+    C v;
+    int64_t i;
+  };
+  const auto better = [](const Entry &a, const Entry &b) {  // a strict total order: a before b
+    if (a.v > b.v) return true;
+    if (b.v > a.v) return false;
+    const bool an = a.v != a.v, bn = b.v != b.v;
+    return an != bn ? an : a.i < b.i;
+  };
   const int64_t n = x.dim(-1), R = n ? x.numel / n : values.numel / (k ? k : 1);
   // rows in parallel, a chunk worth kParallelGrain elements (the default grain counts elements)
-  opgen::parallel_for(n ? R : 0, std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, n)), [&](int64_t r0, int64_t r1) {
-    std::vector<int64_t> order(static_cast<size_t>(n));
+  opgen::parallel_for(n && k ? R : 0, std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, n)), [&](int64_t r0, int64_t r1) {
+    std::vector<Entry> heap(static_cast<size_t>(k));
+    Entry *const h = heap.data();
     for (int64_t r = r0; r < r1; ++r) {
-      const auto *row = x.data + r * n;
-      for (int64_t j = 0; j < n; ++j) order[static_cast<size_t>(j)] = j;
-      std::partial_sort(order.begin(), order.begin() + k, order.end(), [row](int64_t a, int64_t b) {
-        return row[a] > row[b] || (!(row[b] > row[a]) && a < b);
-      });
+      const x_t *row = x.data + r * n;
+      for (int64_t j = 0; j < k; ++j) h[j] = Entry{C(row[j]), j};
+      std::make_heap(h, h + k, better);  // a max-heap of "worse": the root is the worst kept
+      C worst = h[0].v;
+      bool worst_nan = worst != worst;
+      for (int64_t j = k; j < n; ++j) {
+        const C v = C(row[j]);
+        // j comes after every kept index, so it enters only when strictly larger than the root
+        // (or a NaN over a number); most entries of a long row stop at this one comparison
+        if (!(v > worst) && !(v != v && !worst_nan)) continue;
+        const Entry e{v, j};
+        int64_t p = 0;  // sift e down from the root, moving the worse child up
+        for (int64_t c = 1; c < k; c = 2 * p + 1) {
+          if (c + 1 < k && better(h[c], h[c + 1])) ++c;
+          if (!better(e, h[c])) break;
+          h[p] = h[c];
+          p = c;
+        }
+        h[p] = e;
+        worst = h[0].v;
+        worst_nan = worst != worst;
+      }
+      std::sort_heap(h, h + k, better);  // best first
       for (int64_t j = 0; j < k; ++j) {
-        values[r * k + j] = row[order[static_cast<size_t>(j)]];
-        indices[r * k + j] = order[static_cast<size_t>(j)];
+        values[r * k + j] = row[h[j].i];
+        indices[r * k + j] = h[j].i;
       }
     }
   });
-#line 46 "generated/opgen_ops_torch/csrc/topk_kernel.h"
+#line 80 "generated/opgen_ops_torch/csrc/topk_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -55,13 +89,13 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<value
   (void)values;
   (void)indices;
   const int64_t &k = attrs.k; (void)k;
-#line 54 "ops/topk.yaml"
+#line 91 "ops/topk.yaml"
   const int64_t n = x.dim(-1), R = n ? x.numel / n : 0;
   std::fill(dx.data, dx.data + dx.numel, x_t(0));
   for (int64_t r = 0; r < R; ++r) {
     for (int64_t j = 0; j < k; ++j) dx[r * n + indices[r * k + j]] += dvalues[r * k + j];
   }
-#line 65 "generated/opgen_ops_torch/csrc/topk_kernel.h"
+#line 99 "generated/opgen_ops_torch/csrc/topk_kernel.h"
 }
 
 }  // namespace topk
