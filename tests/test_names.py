@@ -105,3 +105,53 @@ def test_byte_order_marks(tmp_path: Path, boms: int, ok: bool) -> None:
         assert [d.format() for d in diags] == [
             f"{tmp_path}/b.yaml:1:1: error: spec starts with more than one byte-order mark (U+FEFF, bytes EF BB "
             "BF); keep at most one"]
+
+
+SAME_CLASS = """
+name: {name}
+doc: x + {c}.
+inputs:
+  - {{name: x, doc: any}}
+outputs:
+  - {{name: out, doc: x + {c}, shape: x, dtype: x}}
+dtype_format:
+  CPU:
+    - [F32_Default, F32_Default]
+elementwise:
+  forward: x + {c}
+  grad:
+    x: dout * {c}
+"""
+
+
+def test_names_that_share_a_class_name_or_the_package_name_do_not_collide(tmp_path: Path) -> None:
+    """Issue 33 item 8: ``a_1`` and ``a1`` (both class ``A1``) and an op named like its package are
+    accepted, and nothing they generate collides: each op's C++ (its ``Function<T>`` class
+    included) lives in ``namespace <package>::<op>``, no generated Python module defines a name
+    twice, and no two files share a path. (Built and called once by hand on both frameworks, both
+    MindSpore paths: forward and gradient of each op its own; this test pins what made that so.)"""
+    import ast
+
+    (tmp_path / "ops").mkdir()
+    for name, c in (("a_1", 1), ("a1", 2), ("pk", 3)):
+        (tmp_path / "ops" / f"{name}.yaml").write_text(SAME_CLASS.format(name=name, c=c), encoding="utf-8")
+    for backend in backends.names():
+        res = generate([tmp_path / "ops"], tmp_path / "gen", "pk", backend=backend)
+        assert not res.diagnostics, [d.format() for d in res.diagnostics]
+        files = [p for p in res.package_dir.rglob("*") if p.is_file()]
+        for py in (p for p in files if p.suffix in (".py", ".pyi")):
+            tree = ast.parse(py.read_text(encoding="utf-8"))
+            names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+            for n in (n for n in tree.body if isinstance(n, ast.Assign)):
+                reads = {r.id for r in ast.walk(n.value) if isinstance(r, ast.Name)}
+                # ``a1 = _ms.pynative_entry(a1, ...)`` wraps the function of that name: no collision
+                names += [t.id for t in n.targets if isinstance(t, ast.Name) and t.id not in reads]
+            overloads = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)
+                         and any(getattr(d, "id", getattr(d, "attr", "")) == "overload" for d in n.decorator_list)}
+            dup = sorted({n for n in names if names.count(n) > 1} - overloads)
+            assert not dup, f"{py.name} ({backend}) defines {dup} more than once"
+        for cc in (p for p in files if p.suffix in (".cc", ".h", ".cu", ".cuh")):
+            text = cc.read_text(encoding="utf-8")
+            if "class A1 " in text:
+                op = "a_1" if cc.name.startswith("a_1_") else "a1"
+                assert f"namespace {op} {{" in text.split("class A1 ")[0], cc.name
