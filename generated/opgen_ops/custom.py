@@ -5129,8 +5129,9 @@ def reduce_max(x, axis: Sequence[int] = (), keep_dims: bool = False) -> Any:
     returns unset memory there); reducing a tensor with no elements over non-empty axes gives an
     empty result. Gradient: each group's incoming gradient goes to the elements equal to its
     maximum, split evenly among them when several tie (as torch.amax and tf.reduce_max); a NaN
-    maximum passes no gradient. Scratch: none forward; backward, one value per element of a row
-    of the reduced axes per thread when they are one run, else a count per output element.
+    maximum passes no gradient. Scratch: forward, none over the last axes (rows), else at most one
+    value per output element; backward, one value per column of a row per thread when the reduced
+    axes are one run, else a count per output element.
 
     Args:
         x (Tensor): Input of any shape.

@@ -26,7 +26,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   OPGEN_NAME_VIEWS_AS("-o", x, out);  // checked mode's errors name them
   const std::vector<int64_t> &axis = attrs.axis; (void)axis;
   const bool &keep_dims = attrs.keep_dims; (void)keep_dims;
-#line 43 "ops/reduce_max.yaml"
+#line 44 "ops/reduce_max.yaml"
   // Vector row or column maxima, in parallel (opgen/reduce.h); NaN sticks.
   opgen::reduce_max(x, opgen::reduce_shape(x.shape_vector(), axis, true), out);
 #line 33 "generated/opgen_ops/csrc/reduce_max_kernel.h"
@@ -42,7 +42,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   (void)out;
   const std::vector<int64_t> &axis = attrs.axis; (void)axis;
   const bool &keep_dims = attrs.keep_dims; (void)keep_dims;
-#line 46 "ops/reduce_max.yaml"
+#line 47 "ops/reduce_max.yaml"
   // Count the elements equal to each group's maximum, then give each of them dout / count.
   using C = opgen::compute_t<x_t>;
   const opgen::Shape kept = opgen::reduce_shape(x.shape_vector(), axis, true);

@@ -28,7 +28,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   OPGEN_NAME_VIEWS_AS("-o", x, out);  // checked mode's errors name them
   const std::vector<int64_t> &axis = attrs.axis; (void)axis;
   const bool &keep_dims = attrs.keep_dims; (void)keep_dims;
-#line 105 "ops/reduce_max.yaml"
+#line 106 "ops/reduce_max.yaml"
   // Vector row or column maxima, in parallel (opgen/reduce.h); NaN sticks.
   opgen::reduce_max(x, opgen::reduce_shape(x.shape_vector(), axis, true), out);
 #line 35 "generated/opgen_ops_torch/csrc/reduce_max_kernel.cuh"
@@ -44,7 +44,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   (void)out;
   const std::vector<int64_t> &axis = attrs.axis; (void)axis;
   const bool &keep_dims = attrs.keep_dims; (void)keep_dims;
-#line 108 "ops/reduce_max.yaml"
+#line 109 "ops/reduce_max.yaml"
   // A thread per group (opgen::ReduceGroups: any axes): count the elements equal to the group's
   // maximum, then give each of them dout / count.
   using C = opgen::compute_t<x_t>;
