@@ -74,10 +74,11 @@ def test_reduce_max_over_an_empty_axis_raises_on_torch() -> None:
 
 def test_reduce_max_over_an_empty_axis_raises_on_mindspore(ms) -> None:  # type: ignore[no-untyped-def]
     """Both paths (Function<T> and Custom), PyNative: the op's ValueError where numpy raises."""
-    pkg = importlib.import_module("generated.opgen_ops")
+    function = importlib.import_module("generated.opgen_ops.function")
+    custom = importlib.import_module("generated.opgen_ops.custom")
     for shape, axis in EMPTY_CASES:
         x = ms.Tensor(np.zeros(shape, np.float32))
-        for f in (pkg.function.reduce_max, pkg.custom._reduce_max_custom):
+        for f in (function.reduce_max, custom._reduce_max_custom):
             if _numpy_raises(shape, axis):
                 with pytest.raises(ValueError, match=r"reduce_max\(\): contract .* does not hold"):
                     f(x, axis=axis)
