@@ -161,7 +161,7 @@ def tanh(x: Tensor) -> Tensor:
 
 
 def topk(x: Tensor, k: int = 1) -> Tuple[Tensor, Tensor]:
-    """The k largest entries along the last axis, largest first, and their indices (mindspore.ops.topk with sorted=True); equal values keep their order (lower index first), and a NaN ranks above every number (as torch.topk). Any rank >= 1. Gradient: dvalues is scattered back to the positions the values came from; indices get none. Scratch: k (value, index) pairs of 16 bytes per thread, whatever the row's length (torch.topk's CPU kernel keeps a pair per entry of the row)."""
+    """The k largest entries along the last axis, largest first, and their indices (mindspore.ops.topk with sorted=True); equal values keep their order (lower index first), and a NaN ranks above every number (as torch.topk). Any rank >= 1. Gradient: dvalues is scattered back to the positions the values came from; indices get none. Scratch: on the CPU, k (value, index) pairs of 16 bytes per thread, whatever the row's length (torch.topk's CPU kernel keeps a pair per entry of the row); on the GPU, none (k scans of the row)."""
 
 
 def where(cond: Tensor, x: Tensor, y: Tensor) -> Tensor:

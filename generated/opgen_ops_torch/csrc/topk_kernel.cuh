@@ -38,9 +38,12 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<value
   indices_t *ip = indices.data;
   opgen::for_each_index(R, OPGEN_LAMBDA(int64_t r) {
     const x_t *row = xp + r * n;
-    const auto before = [row](int64_t a, int64_t b) {
+    const auto before = [row](int64_t a, int64_t b) {  // the CPU body's order: NaN above every number
       const C va = C(row[a]), vb = C(row[b]);
-      return va > vb || (!(vb > va) && a < b);
+      if (va > vb) return true;
+      if (vb > va) return false;
+      const bool na = va != va, nb = vb != vb;
+      return na != nb ? na : a < b;
     };
     int64_t prev = -1;
     for (int64_t j = 0; j < kk; ++j) {
@@ -49,13 +52,13 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<value
         if (prev >= 0 && !before(prev, e)) continue;
         if (best < 0 || before(e, best)) best = e;
       }
-      if (best < 0) best = prev;  // NaNs: no order; repeat the last pick
+      if (best < 0) best = prev;  // not reached: the order is total and k <= n
       vp[r * kk + j] = row[best];
       ip[r * kk + j] = best;
       prev = best;
     }
   }, n * (kk ? kk : 1));
-#line 59 "generated/opgen_ops_torch/csrc/topk_kernel.cuh"
+#line 62 "generated/opgen_ops_torch/csrc/topk_kernel.cuh"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -68,7 +71,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<value
   (void)values;
   (void)indices;
   const int64_t &k = attrs.k; (void)k;
-#line 126 "ops/topk.yaml"
+#line 129 "ops/topk.yaml"
   // dx = 0, then a thread per picked element writes its gradient (a row's indices are distinct).
   const int64_t n = x.dim(-1), kk = k;
   const indices_t *ip = indices.data;
@@ -76,7 +79,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<value
   x_t *dp = dx.data;
   opgen::for_each_index(dx.numel, OPGEN_LAMBDA(int64_t i) { dp[i] = x_t(0.0f); });
   opgen::for_each_index(dvalues.numel, OPGEN_LAMBDA(int64_t i) { dp[i / kk * n + ip[i]] = gp[i]; });
-#line 80 "generated/opgen_ops_torch/csrc/topk_kernel.cuh"
+#line 83 "generated/opgen_ops_torch/csrc/topk_kernel.cuh"
 }
 
 }  // namespace cuda
