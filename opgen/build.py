@@ -64,6 +64,7 @@ from .devices import DIAGNOSTICS, DeviceUnavailable, Toolchain, cuda
 from .devices import cpu as _cpu
 from .names import NAME_MAX, PID_TEMP_SUFFIX
 from .resources import include_dir
+from .runtime.base import digest  # one sha256 of a published library, for the builder and the loader
 
 LOCK_TIMEOUT_S = 900.0
 """Default wait for another build of the same package (``$OPGEN_LOCK_TIMEOUT`` overrides)."""
@@ -506,15 +507,6 @@ def artifact_path(pkg_dir: Path, target: Target, key: str, root: str | os.PathLi
 
 def _record_path(artifact: Path) -> Path:
     return artifact.with_name(artifact.name + ".sha256")
-
-
-def digest(path: Path) -> str:
-    """The sha256 of the file ``path`` (hex), read in 1 MiB blocks: what a published library's record holds."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _publish(built: Path, artifact: Path) -> None:
