@@ -410,14 +410,16 @@ def _op_units(pkg_dir: Path, kind: str, sources: Sequence[Path], label: str) -> 
 
 def cuda_cflags(csrc: Path, abi: Sequence[str] = ()) -> tuple[str, ...]:
     """nvcc's flags for the CUDA units of a package (kernels, MindSpore's GPU aot entry points):
+    ``-O3`` for host and device code (``OPGEN_CUDA_OPT`` sets another level),
     :data:`opgen.devices.cuda.NVCC_FLAGS`, code for :func:`opgen.devices.cuda.archs`, the backend's
     C++ ABI flags ``abi`` (passed to the host compiler too), checked mode's flags.
 
     Raises:
-        opgen.env.EnvError: ``OPGEN_CUDA_ARCH`` does not parse.
+        opgen.env.EnvError: ``OPGEN_CUDA_ARCH`` does not parse, or ``OPGEN_CUDA_OPT`` is not 0-3.
     """
-    return ("-O3", *cuda.NVCC_FLAGS, *cuda.cublas_flags()[0], *cuda.gencode_flags(cuda.archs()), *abi,
-            f"-I{include_dir()}", f"-I{csrc}", *checked_flags())
+    opt = _env.choice("OPGEN_CUDA_OPT") or "3"
+    return (f"-O{opt}", "-Xptxas", f"-O{opt}", *cuda.NVCC_FLAGS, *cuda.cublas_flags()[0],
+            *cuda.gencode_flags(cuda.archs()), *abi, f"-I{include_dir()}", f"-I{csrc}", *checked_flags())
 
 
 def cuda_link_flags() -> tuple[str, ...]:

@@ -60,8 +60,8 @@ def test_generate_killed_while_writing_keeps_old_package(tmp_path: Path) -> None
     pkg = work / "generated" / "opgen_ops"
     old = _snapshot(pkg)
     # 8 C++ files per op (mul has GPU rows: its CUDA kernel layer and GPU aot entry points too),
-    # bindings.cc, 5 .py, 3 .pyi, manifest
-    assert len(old) == 8 * n + 10
+    # bindings.cc, 5 .py, 3 .pyi, manifest, and the package's runtime (_runtime/: 6 modules)
+    assert len(old) == 8 * n + 10 + 6
     _write_specs(work / "ops", n - 10, "NEW")  # every file changes, 30 files go away
     rng = random.Random(7)
     outcomes: list[str] = []
@@ -85,7 +85,7 @@ def test_generate_killed_while_writing_keeps_old_package(tmp_path: Path) -> None
             assert alive
             outcomes.append("old")
             continue
-        assert len(now) == 8 * (n - 10) + 10, "a killed run left a mix of old and new files"
+        assert len(now) == 8 * (n - 10) + 10 + 6, "a killed run left a mix of old and new files"
         assert all(b"OLD product" not in data for data in now.values())
         outcomes.append("new" if alive else "finished")
         break  # the new package is complete: later kills would find nothing to do
@@ -99,7 +99,7 @@ def test_generate_killed_while_writing_keeps_old_package(tmp_path: Path) -> None
     assert r.returncode == 0, r.stderr
     assert not _staging(work / "generated")
     new = _snapshot(pkg)
-    assert len(new) == 8 * (n - 10) + 10 and b"NEW product" in new["custom.py"]
+    assert len(new) == 8 * (n - 10) + 10 + 6 and b"NEW product" in new["custom.py"]
     fresh = tmp_path / "fresh"
     _write_specs(fresh / "ops", n - 10, "NEW")
     assert _generate(fresh, "ops").returncode == 0

@@ -265,6 +265,10 @@ FORMS: dict[str, tuple[list[str], str]] = {
     "lr.rank == 0": (["lr"], ""),
     "beta1 < 1 and beta2 < 1": (["x"], "{name: beta1, type: float, doc: d, default: 0.9}, "
                                        "{name: beta2, type: float, doc: d, default: 0.999}"),
+    # reduce_max: no empty group (an axis out of range keeps its own message)
+    "all(a < -x.rank or a >= x.rank or x.shape[a] > 0 for a in axis)": (
+        ["x"], "{name: axis, type: 'list[int]', doc: d, default: [0]}"),
+    "len(axis) > 0 or all(d > 0 for d in x.shape)": (["x"], "{name: axis, type: 'list[int]', doc: d, default: []}"),
 }
 
 

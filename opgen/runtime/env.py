@@ -52,6 +52,8 @@ VARIABLES = {v.name: v for v in (
              kernel=True),
     Variable("OPGEN_CUDA_ARCH", "command", "the GPU compute capabilities CUDA units are built for: '80;90', "
              "'sm_90', 'native' (default: the visible GPUs, else 80 and 90 with PTX)"),
+    Variable("OPGEN_CUDA_OPT", "choice", "nvcc's optimisation level for CUDA units, host and device code "
+             "(default 3; 0 compiles about twice as fast: for a compile check)", choices=("0", "1", "2", "3")),
     Variable("OPGEN_ISA", "choice", "caps the vector instruction set the kernels pick at run time",
              choices=("baseline", "avx2", "avx512"), kernel=True),
 )}

@@ -78,7 +78,11 @@ class ShadowScope {
  public:
   ShadowScope() : prev_(detail::active_shadows()) { detail::active_shadows() = &shadows_; }
   ~ShadowScope() {
-    done();
+    // Unwinding from the kernel's error: the copies are dropped, not written back. The glue's
+    // output tensors, declared after this scope, are already destroyed (writing into their freed
+    // memory corrupted the heap), and a written input keeps its values (nothing half-written).
+    if (std::uncaught_exceptions() == 0) done();
+    shadows_.clear();
     detail::active_shadows() = prev_;
   }
   /// The kernel is done: outputs are copied back now (before glue that reads them) and the
@@ -164,7 +168,10 @@ class ShadowScope {
     if (std::uncaught_exceptions() == 0) {
       done();
     } else {
-      release();  // the kernel's error is the one reported
+      // Unwinding from the kernel's error (the one reported): the copies are dropped, not written
+      // back. The glue's output tensors, declared after this scope, are already destroyed (writing
+      // into their freed memory corrupted the heap), and a written input keeps its values.
+      release(false);
     }
   }
   ShadowScope(const ShadowScope &) = delete;
@@ -182,14 +189,14 @@ class ShadowScope {
               std::to_string(g.bytes) + " bytes), " + std::to_string(k) + " bytes after its end: " +
               detail::guarded_cause(g.role);
     }
-    release();
+    release(true);
     if (!error.empty()) throw Error(error);
   }
 
  private:
-  void release() {
+  void release(bool write_back) {
     for (const auto &g : guards_) {
-      if (g.bytes) std::memcpy(g.original, g.copy, g.bytes);
+      if (write_back && g.bytes) std::memcpy(g.original, g.copy, g.bytes);
       munmap(g.base, g.mapped);
     }
     guards_.clear();
