@@ -65,3 +65,28 @@ def test_torch_cuda_glue_compiles_against_torch(tmp_path: Path) -> None:
     run = subprocess.run(["g++", *torch_build.cuda_glue_cflags(pkg), f"-I{tmp_path / 'stub'}", "-fsyntax-only",
                           str(unity)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-4000:]
+
+
+def test_torch_cuda_kernel_units_compile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # PyTorch's kernel units differ from MindSpore's (float attrs are doubles there): each compiles
+    # with nvcc as the torch library's build compiles it (without libtorch_cuda it cannot link here)
+    from concurrent.futures import ThreadPoolExecutor
+
+    from opgen import build
+
+    monkeypatch.setenv("OPGEN_CUDA_ARCH", "90")
+    monkeypatch.setenv("OPGEN_CUDA_OPT", "0")
+    csrc = ROOT / "generated" / "opgen_ops_torch" / "csrc"
+    units = sorted(csrc.glob("*_kernel.cu"))
+    assert [u.name[: -len("_kernel.cu")] for u in units] == _gpu_ops()
+    nvcc = devices.get("cuda").toolchain().argv
+    flags = build.cuda_cflags(csrc)
+
+    def compile_one(unit: Path) -> tuple[str, int, str]:
+        run = subprocess.run([*nvcc, *flags, "-c", str(unit), "-o", str(tmp_path / (unit.stem + ".o"))],
+                             capture_output=True, text=True)
+        return unit.name, run.returncode, run.stdout + run.stderr
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        failed = [(name, out[-2000:]) for name, rc, out in pool.map(compile_one, units) if rc != 0]
+    assert not failed, failed
