@@ -30,11 +30,8 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indice
 #line 76 "ops/gather.yaml"
   // A thread per output element; an index out of range raises on the device (the element gets 0)
   // and check_device_errors throws it at the call (a synchronisation of the stream per call).
-  const int64_t ax = opgen::normalize_axes(axis, x.ndim)[0];
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < ax; ++i) outer *= x.dim(i);
-  for (int i = static_cast<int>(ax) + 1; i < x.ndim; ++i) inner *= x.dim(i);
-  const int64_t n = x.dim(static_cast<int>(ax)), K = indices.numel;
+  const opgen::AxisSplit split = opgen::split_axis(x.shape, x.ndim, opgen::normalize_axes(axis, x.ndim)[0]);
+  const int64_t outer = split.outer, n = split.n, inner = split.inner, K = indices.numel;
   const x_t *xp = x.data;
   const indices_t *ip = indices.data;
   out_t *op = out.data;
@@ -50,7 +47,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indice
     op[i] = xp[(o * n + src) * inner + j];
   });
   opgen::check_device_errors();
-#line 54 "generated/opgen_ops/csrc/gather_kernel.cuh"
+#line 51 "generated/opgen_ops/csrc/gather_kernel.cuh"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -63,15 +60,12 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indic
   (void)indices;
   (void)out;
   const int64_t &axis = attrs.axis; (void)axis;
-#line 99 "ops/gather.yaml"
+#line 96 "ops/gather.yaml"
   // A thread per element of dx sums the dout elements whose index picks it (no atomics: the sum's
   // order is fixed, the result deterministic; K reads per element).
   using C = opgen::compute_t<x_t>;
-  const int64_t ax = opgen::normalize_axes(axis, x.ndim)[0];
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < ax; ++i) outer *= x.dim(i);
-  for (int i = static_cast<int>(ax) + 1; i < x.ndim; ++i) inner *= x.dim(i);
-  const int64_t n = x.dim(static_cast<int>(ax)), K = indices.numel;
+  const opgen::AxisSplit split = opgen::split_axis(x.shape, x.ndim, opgen::normalize_axes(axis, x.ndim)[0]);
+  const int64_t n = split.n, inner = split.inner, K = indices.numel;
   const indices_t *ip = indices.data;
   const out_t *gp = dout.data;
   x_t *dp = dx.data;
@@ -89,7 +83,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indic
     dp[i] = x_t(acc);
   }, K);
   opgen::check_device_errors();
-#line 93 "generated/opgen_ops/csrc/gather_kernel.cuh"
+#line 87 "generated/opgen_ops/csrc/gather_kernel.cuh"
 }
 
 }  // namespace cuda

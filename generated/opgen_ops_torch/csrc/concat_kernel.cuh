@@ -31,10 +31,8 @@ void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out
   // A thread per element of each input: element i of input t (an (outer, block) matrix) goes to
   // row i / block of out at column offset + i % block.
   const int64_t ax = opgen::normalize_axes(axis, out.ndim)[0];
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < ax; ++i) outer *= out.dim(i);
-  for (int i = static_cast<int>(ax) + 1; i < out.ndim; ++i) inner *= out.dim(i);
-  const int64_t row = out.dim(static_cast<int>(ax)) * inner;
+  const opgen::AxisSplit split = opgen::split_axis(out.shape, out.ndim, ax);
+  const int64_t outer = split.outer, inner = split.inner, row = split.n * inner;
   int64_t offset = 0;
   for (const auto &t : xs) {
     const int64_t block = t.ndim ? t.dim(static_cast<int>(ax)) * inner : 0;
@@ -43,7 +41,7 @@ void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out
     opgen::for_each_index(outer * block, OPGEN_LAMBDA(int64_t i) { dst[i / block * row + i % block] = src[i]; });
     offset += block;
   }
-#line 47 "generated/opgen_ops_torch/csrc/concat_kernel.cuh"
+#line 45 "generated/opgen_ops_torch/csrc/concat_kernel.cuh"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -55,12 +53,10 @@ void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In
   (void)xs;
   (void)out;
   const int64_t &axis = attrs.axis; (void)axis;
-#line 78 "ops/concat.yaml"
+#line 76 "ops/concat.yaml"
   const int64_t ax = opgen::normalize_axes(axis, out.ndim)[0];
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < ax; ++i) outer *= out.dim(i);
-  for (int i = static_cast<int>(ax) + 1; i < out.ndim; ++i) inner *= out.dim(i);
-  const int64_t row = out.dim(static_cast<int>(ax)) * inner;
+  const opgen::AxisSplit split = opgen::split_axis(out.shape, out.ndim, ax);
+  const int64_t outer = split.outer, inner = split.inner, row = split.n * inner;
   int64_t offset = 0;
   for (const auto &d : dxs) {
     const int64_t block = d.ndim ? d.dim(static_cast<int>(ax)) * inner : 0;
@@ -69,7 +65,7 @@ void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In
     if (d) opgen::for_each_index(outer * block, OPGEN_LAMBDA(int64_t i) { dst[i] = src[i / block * row + i % block]; });
     offset += block;
   }
-#line 73 "generated/opgen_ops_torch/csrc/concat_kernel.cuh"
+#line 69 "generated/opgen_ops_torch/csrc/concat_kernel.cuh"
 }
 
 }  // namespace cuda

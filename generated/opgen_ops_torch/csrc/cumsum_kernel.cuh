@@ -34,9 +34,8 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   // side by side are coalesced; a single long run is one thread's (a device-wide scan, CUB's, would
   // need a workspace per call: not yet).
   using C = opgen::compute_t<x_t>;
-  const std::vector<int64_t> axes = opgen::normalize_axes(axis, x.ndim);
-  int64_t outer = 1, n = 1, inner = 1;
-  for (int i = 0; i < x.ndim; ++i) (i < axes[0] ? outer : i == axes[0] ? n : inner) *= x.dim(i);
+  const opgen::AxisSplit split = opgen::split_axis(x.shape, x.ndim, opgen::normalize_axes(axis, x.ndim)[0]);
+  const int64_t outer = split.outer, n = split.n, inner = split.inner;
   const bool ex = exclusive, rev = reverse;
   const x_t *xp = x.data;
   out_t *op = out.data;
@@ -51,7 +50,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
       if (ex) acc += v;
     }
   }, n);
-#line 55 "generated/opgen_ops_torch/csrc/cumsum_kernel.cuh"
+#line 54 "generated/opgen_ops_torch/csrc/cumsum_kernel.cuh"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -65,12 +64,11 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const int64_t &axis = attrs.axis; (void)axis;
   const bool &exclusive = attrs.exclusive; (void)exclusive;
   const bool &reverse = attrs.reverse; (void)reverse;
-#line 101 "ops/cumsum.yaml"
+#line 100 "ops/cumsum.yaml"
   // dx is a cumsum of dout the other way round, a thread per run.
   using C = opgen::compute_t<x_t>;
-  const std::vector<int64_t> axes = opgen::normalize_axes(axis, x.ndim);
-  int64_t outer = 1, n = 1, inner = 1;
-  for (int i = 0; i < x.ndim; ++i) (i < axes[0] ? outer : i == axes[0] ? n : inner) *= x.dim(i);
+  const opgen::AxisSplit split = opgen::split_axis(x.shape, x.ndim, opgen::normalize_axes(axis, x.ndim)[0]);
+  const int64_t outer = split.outer, n = split.n, inner = split.inner;
   const bool ex = exclusive, rev = reverse;
   const out_t *gp = dout.data;
   x_t *dp = dx.data;
@@ -85,7 +83,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
       if (ex) acc += v;
     }
   }, n);
-#line 89 "generated/opgen_ops_torch/csrc/cumsum_kernel.cuh"
+#line 87 "generated/opgen_ops_torch/csrc/cumsum_kernel.cuh"
 }
 
 }  // namespace cuda
