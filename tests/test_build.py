@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 import pytest
+from small_specs import TWICE
 
 from opgen import backends, build
 from opgen.backends.mindspore import build as ms_build
@@ -48,22 +49,6 @@ kernel:
     }
   backward: |
     for (int64_t i = 0; i < dx.numel; ++i) dx[i] = dout[i] / 2;
-"""
-
-TWICE = """
-name: twice
-doc: Doubles x.
-inputs:
-  - {name: x, doc: any tensor}
-outputs:
-  - {name: out, doc: 2 * x, shape: x, dtype: x}
-dtype_format:
-  CPU:
-    - [F32_Default, F32_Default]
-elementwise:
-  forward: 2 * x
-  grad:
-    x: 2 * dout
 """
 
 WRAPPER = """\

@@ -8,26 +8,11 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from small_specs import TWICE as GOOD
+
 from opgen.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-
-GOOD = """
-name: twice
-doc: Doubles x.
-inputs:
-  - {name: x, doc: any tensor}
-outputs:
-  - {name: out, doc: 2 * x, shape: x, dtype: x}
-dtype_format:
-  CPU:
-    - [F32_Default, F32_Default]
-elementwise:
-  forward: 2 * x
-  grad:
-    x: 2 * dout
-"""
-
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))

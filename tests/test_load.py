@@ -19,26 +19,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from small_specs import HALVE
 
 import opgen
 from opgen.cli import main
-
-HALVE = """
-name: halve
-doc: Halves x.
-inputs:
-  - {name: x, doc: any tensor}
-outputs:
-  - {name: out, doc: x / 2, shape: x, dtype: x}
-dtype_format:
-  CPU:
-    - [F32_Default, F32_Default]
-kernel:
-  forward: |
-    for (int64_t i = 0; i < out.numel; ++i) out[i] = x[i] / 2;
-  backward: |
-    for (int64_t i = 0; i < dx.numel; ++i) dx[i] = dout[i] / 2;
-"""
 
 LAUNCHER = """\
 #!/bin/sh

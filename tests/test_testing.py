@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from small_specs import BADGRAD, SCALE
 
 from opgen import testing
 from opgen.model import Op
@@ -27,49 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SPECS = {
     # right: forward, gradient and reference agree
-    "scale.yaml": """
-name: scale
-doc: alpha * x.
-inputs:
-  - {name: x, doc: any}
-attrs:
-  - {name: alpha, type: float, doc: factor, default: 0.1}
-outputs:
-  - {name: out, doc: alpha * x, shape: x, dtype: x}
-dtype_format:
-  CPU:
-    - [F32_Default, F32_Default]
-    - [F64_Default, F64_Default]
-elementwise:
-  forward: alpha * x
-  grad:
-    x: alpha * dout
-test:
-  attrs:
-    - {}
-    - {alpha: -3.0}
-""",
+    "scale.yaml": SCALE,
     # wrong gradient for y (should be dout * x): grads and the reference gradient must fail
-    "badgrad.yaml": """
-name: badgrad
-doc: x * y with a wrong gradient for y.
-inputs:
-  - {name: x, doc: any}
-  - {name: y, doc: broadcastable against x}
-outputs:
-  - {name: out, doc: x * y, shape: "broadcast(x, y)", dtype: x}
-dtype_format:
-  CPU:
-    - [F64_Default, F64_Default, F64_Default]
-elementwise:
-  forward: x * y
-  grad:
-    x: dout * y
-    y: dout
-test:
-  domain:
-    x: [2, 3]
-""",
+    "badgrad.yaml": BADGRAD,
     # kernel disagrees with its reference (x * x vs x * x * x); its gradient is right
     "badfwd.yaml": """
 name: badfwd

@@ -25,55 +25,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from small_specs import BADGRAD, SCALE
 
 pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[1]
-
-SCALE = """
-name: scale
-doc: alpha * x.
-inputs:
-  - {name: x, doc: any}
-attrs:
-  - {name: alpha, type: float, doc: factor, default: 0.1}
-outputs:
-  - {name: out, doc: alpha * x, shape: x, dtype: x}
-dtype_format:
-  CPU:
-    - [F32_Default, F32_Default]
-    - [F64_Default, F64_Default]
-elementwise:
-  forward: alpha * x
-  grad:
-    x: alpha * dout
-test:
-  attrs:
-    - {}
-    - {alpha: -3.0}
-"""
-
-BADGRAD = """
-name: badgrad
-doc: x * y with a wrong gradient for y.
-inputs:
-  - {name: x, doc: any}
-  - {name: y, doc: broadcastable against x}
-outputs:
-  - {name: out, doc: x * y, shape: "broadcast(x, y)", dtype: x}
-dtype_format:
-  CPU:
-    - [F64_Default, F64_Default, F64_Default]
-elementwise:
-  forward: x * y
-  grad:
-    x: dout * y
-    y: dout
-test:
-  domain:
-    x: [2, 3]
-"""
-
 
 def _opgen(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}

@@ -19,26 +19,11 @@ import sysconfig
 import textwrap
 from pathlib import Path
 
+from small_specs import HALVE
+
 from opgen.backends.mindspore import build as ms_build
 from opgen.cli import main
 from opgen.pipeline import generate
-
-HALVE = """
-name: halve
-doc: Halves x.
-inputs:
-  - {name: x, doc: any tensor}
-outputs:
-  - {name: out, doc: x / 2, shape: x, dtype: x}
-dtype_format:
-  CPU:
-    - [F32_Default, F32_Default]
-kernel:
-  forward: |
-    for (int64_t i = 0; i < out.numel; ++i) out[i] = x[i] / 2;
-  backward: |
-    for (int64_t i = 0; i < dx.numel; ++i) dx[i] = dout[i] / 2;
-"""
 
 SCRIPT = """
 import mindspore as ms, numpy as np

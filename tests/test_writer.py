@@ -7,24 +7,9 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from small_specs import TWICE
 
 from opgen.cli import main
-
-TWICE = """
-name: twice
-doc: Doubles x.
-inputs:
-  - {name: x, doc: any tensor}
-outputs:
-  - {name: out, doc: 2 * x, shape: x, dtype: x}
-dtype_format:
-  CPU:
-    - [F32_Default, F32_Default]
-elementwise:
-  forward: 2 * x
-  grad:
-    x: 2 * dout
-"""
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:

@@ -30,9 +30,8 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
 #line 38 "ops/cumsum.yaml"
   // View x as (outer, n, inner); each (outer, inner) pair is one run of n strided elements.
   using C = opgen::compute_t<x_t>;
-  const std::vector<int64_t> axes = opgen::normalize_axes(axis, x.ndim);
-  int64_t outer = 1, n = 1, inner = 1;
-  for (int i = 0; i < x.ndim; ++i) (i < axes[0] ? outer : i == axes[0] ? n : inner) *= x.dim(i);
+  const opgen::AxisSplit split = opgen::split_axis(x.shape, x.ndim, opgen::normalize_axes(axis, x.ndim)[0]);
+  const int64_t outer = split.outer, n = split.n, inner = split.inner;
   // groups in parallel, a chunk worth kParallelGrain elements (the default grain counts elements)
   opgen::parallel_for(outer * inner, std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, n)), [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
@@ -47,7 +46,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
       }
     }
   });
-#line 51 "generated/opgen_ops/csrc/cumsum_kernel.h"
+#line 50 "generated/opgen_ops/csrc/cumsum_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -61,12 +60,11 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const int64_t &axis = attrs.axis; (void)axis;
   const bool &exclusive = attrs.exclusive; (void)exclusive;
   const bool &reverse = attrs.reverse; (void)reverse;
-#line 58 "ops/cumsum.yaml"
+#line 57 "ops/cumsum.yaml"
   // dx[j] = sum of dout[k] over the k whose sum includes x[j]: a cumsum the other way round.
   using C = opgen::compute_t<x_t>;
-  const std::vector<int64_t> axes = opgen::normalize_axes(axis, x.ndim);
-  int64_t outer = 1, n = 1, inner = 1;
-  for (int i = 0; i < x.ndim; ++i) (i < axes[0] ? outer : i == axes[0] ? n : inner) *= x.dim(i);
+  const opgen::AxisSplit split = opgen::split_axis(x.shape, x.ndim, opgen::normalize_axes(axis, x.ndim)[0]);
+  const int64_t outer = split.outer, n = split.n, inner = split.inner;
   // groups in parallel, a chunk worth kParallelGrain elements (the default grain counts elements)
   opgen::parallel_for(outer * inner, std::max<int64_t>(1, opgen::kParallelGrain / std::max<int64_t>(1, n)), [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
@@ -81,7 +79,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
       }
     }
   });
-#line 85 "generated/opgen_ops/csrc/cumsum_kernel.h"
+#line 83 "generated/opgen_ops/csrc/cumsum_kernel.h"
 }
 
 }  // namespace cumsum

@@ -27,7 +27,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indice
   (void)attrs;
   OPGEN_NAME_VIEWS_AS("--o", x, indices, out);  // checked mode's errors name them
   const int64_t &axis = attrs.axis; (void)axis;
-#line 76 "ops/gather.yaml"
+#line 72 "ops/gather.yaml"
   // A thread per output element; an index out of range raises on the device (the element gets 0)
   // and check_device_errors throws it at the call (a synchronisation of the stream per call).
   const opgen::AxisSplit split = opgen::split_axis(x.shape, x.ndim, opgen::normalize_axes(axis, x.ndim)[0]);
@@ -60,7 +60,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indic
   (void)indices;
   (void)out;
   const int64_t &axis = attrs.axis; (void)axis;
-#line 96 "ops/gather.yaml"
+#line 92 "ops/gather.yaml"
   // A thread per element of dx sums the dout elements whose index picks it (no atomics: the sum's
   // order is fixed, the result deterministic; K reads per element).
   using C = opgen::compute_t<x_t>;

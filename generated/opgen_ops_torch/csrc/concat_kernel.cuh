@@ -27,7 +27,7 @@ void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out
   (void)attrs;
   OPGEN_NAME_VIEWS_AS("-o", xs, out);  // checked mode's errors name them
   const int64_t &axis = attrs.axis; (void)axis;
-#line 62 "ops/concat.yaml"
+#line 58 "ops/concat.yaml"
   // A thread per element of each input: element i of input t (an (outer, block) matrix) goes to
   // row i / block of out at column offset + i % block.
   const int64_t ax = opgen::normalize_axes(axis, out.ndim)[0];
@@ -53,7 +53,7 @@ void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In
   (void)xs;
   (void)out;
   const int64_t &axis = attrs.axis; (void)axis;
-#line 76 "ops/concat.yaml"
+#line 72 "ops/concat.yaml"
   const int64_t ax = opgen::normalize_axes(axis, out.ndim)[0];
   const opgen::AxisSplit split = opgen::split_axis(out.shape, out.ndim, ax);
   const int64_t outer = split.outer, inner = split.inner, row = split.n * inner;

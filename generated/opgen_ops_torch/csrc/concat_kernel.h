@@ -29,10 +29,8 @@ void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out
   // View the tensors as (outer, size_i * inner) blocks and copy block rows in turn (each copy
   // split over the thread pool when large).
   const int64_t ax = opgen::normalize_axes(axis, out.ndim)[0];
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < ax; ++i) outer *= out.dim(i);
-  for (int i = static_cast<int>(ax) + 1; i < out.ndim; ++i) inner *= out.dim(i);
-  const int64_t row = out.dim(static_cast<int>(ax)) * inner;
+  const opgen::AxisSplit split = opgen::split_axis(out.shape, out.ndim, ax);
+  const int64_t outer = split.outer, inner = split.inner, row = split.n * inner;
   int64_t offset = 0;
   for (const auto &t : xs) {
     const int64_t block = t.ndim ? t.dim(static_cast<int>(ax)) * inner : 0;
@@ -41,7 +39,7 @@ void forward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::Out
     }
     offset += block;
   }
-#line 45 "generated/opgen_ops_torch/csrc/concat_kernel.h"
+#line 43 "generated/opgen_ops_torch/csrc/concat_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -53,12 +51,10 @@ void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In
   (void)xs;
   (void)out;
   const int64_t &axis = attrs.axis; (void)axis;
-#line 46 "ops/concat.yaml"
+#line 44 "ops/concat.yaml"
   const int64_t ax = opgen::normalize_axes(axis, out.ndim)[0];
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < ax; ++i) outer *= out.dim(i);
-  for (int i = static_cast<int>(ax) + 1; i < out.ndim; ++i) inner *= out.dim(i);
-  const int64_t row = out.dim(static_cast<int>(ax)) * inner;
+  const opgen::AxisSplit split = opgen::split_axis(out.shape, out.ndim, ax);
+  const int64_t outer = split.outer, inner = split.inner, row = split.n * inner;
   int64_t offset = 0;
   for (size_t k = 0; k < dxs.size(); ++k) {
     const auto &d = dxs[k];
@@ -68,7 +64,7 @@ void backward(const Attrs &attrs, const opgen::InList<xs_t> &xs, const opgen::In
     }
     offset += block;
   }
-#line 72 "generated/opgen_ops_torch/csrc/concat_kernel.h"
+#line 68 "generated/opgen_ops_torch/csrc/concat_kernel.h"
 }
 
 }  // namespace concat

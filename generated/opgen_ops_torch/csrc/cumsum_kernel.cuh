@@ -29,7 +29,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::Out<out_t
   const int64_t &axis = attrs.axis; (void)axis;
   const bool &exclusive = attrs.exclusive; (void)exclusive;
   const bool &reverse = attrs.reverse; (void)reverse;
-#line 79 "ops/cumsum.yaml"
+#line 77 "ops/cumsum.yaml"
   // A thread per run of n strided elements (x as (outer, n, inner)), summing in compute_t: runs
   // side by side are coalesced; a single long run is one thread's (a device-wide scan, CUB's, would
   // need a workspace per call: not yet).
@@ -64,7 +64,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<out_t
   const int64_t &axis = attrs.axis; (void)axis;
   const bool &exclusive = attrs.exclusive; (void)exclusive;
   const bool &reverse = attrs.reverse; (void)reverse;
-#line 100 "ops/cumsum.yaml"
+#line 98 "ops/cumsum.yaml"
   // dx is a cumsum of dout the other way round, a thread per run.
   using C = opgen::compute_t<x_t>;
   const opgen::AxisSplit split = opgen::split_axis(x.shape, x.ndim, opgen::normalize_axes(axis, x.ndim)[0]);

@@ -28,10 +28,8 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indice
 #line 33 "ops/gather.yaml"
   // View x as (outer, n, inner) and out as (outer, K, inner), K = indices.numel.
   const int64_t ax = opgen::normalize_axes(axis, x.ndim)[0];
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < ax; ++i) outer *= x.dim(i);
-  for (int i = static_cast<int>(ax) + 1; i < x.ndim; ++i) inner *= x.dim(i);
-  const int64_t n = x.dim(static_cast<int>(ax)), K = indices.numel;
+  const opgen::AxisSplit split = opgen::split_axis(x.shape, x.ndim, ax);
+  const int64_t outer = split.outer, n = split.n, inner = split.inner, K = indices.numel;
   for (int64_t k = 0; k < K; ++k) {
     if (indices[k] < -n || indices[k] >= n) {
       throw opgen::Error("index " + std::to_string(indices[k]) + " is out of range for axis " + std::to_string(ax) +
@@ -44,7 +42,7 @@ void forward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indice
       std::copy(x.data + (o * n + src) * inner, x.data + (o * n + src + 1) * inner, out.data + (o * K + k) * inner);
     }
   }
-#line 48 "generated/opgen_ops_torch/csrc/gather_kernel.h"
+#line 46 "generated/opgen_ops_torch/csrc/gather_kernel.h"
 }
 
 /// Backward: fills d<input> for each differentiable input whose view is non-null (for a list
@@ -57,13 +55,11 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indic
   (void)indices;
   (void)out;
   const int64_t &axis = attrs.axis; (void)axis;
-#line 52 "ops/gather.yaml"
+#line 50 "ops/gather.yaml"
   using C = opgen::compute_t<x_t>;
   const int64_t ax = opgen::normalize_axes(axis, x.ndim)[0];
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < ax; ++i) outer *= x.dim(i);
-  for (int i = static_cast<int>(ax) + 1; i < x.ndim; ++i) inner *= x.dim(i);
-  const int64_t n = x.dim(static_cast<int>(ax)), K = indices.numel;
+  const opgen::AxisSplit split = opgen::split_axis(x.shape, x.ndim, ax);
+  const int64_t outer = split.outer, n = split.n, inner = split.inner, K = indices.numel;
   std::fill(dx.data, dx.data + dx.numel, x_t(0));
   for (int64_t k = 0; k < K; ++k) {
     if (indices[k] < -n || indices[k] >= n) {
@@ -80,7 +76,7 @@ void backward(const Attrs &attrs, const opgen::In<x_t> &x, const opgen::In<indic
       }
     }
   }
-#line 84 "generated/opgen_ops_torch/csrc/gather_kernel.h"
+#line 80 "generated/opgen_ops_torch/csrc/gather_kernel.h"
 }
 
 }  // namespace gather
