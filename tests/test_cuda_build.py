@@ -1,7 +1,8 @@
 """The CUDA units of every op of ops/ with GPU rows compile, for both frameworks, on a machine
 with nvcc and no GPU (CI's): MindSpore's GPU aot library is built and linked for real and answers
-its C ABI (nothing launches: every call here is refused before a kernel runs), and PyTorch's CUDA
-dispatch-key glue compiles against the installed torch's headers. Skipped, with the reason, where
+its C ABI (nothing launches: every call here is refused before a kernel runs), PyTorch's CUDA
+dispatch-key glue compiles against the installed torch's headers, and PyTorch's CUDA kernel units
+that differ from MindSpore's compile with nvcc. Skipped, with the reason, where
 nvcc is missing. What runs on a GPU: scripts/gpu_check.sh."""
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def test_ops_have_gpu_rows() -> None:
 
 def test_mindspore_gpu_aot_library_builds_and_answers_its_abi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPGEN_CUDA_ARCH", "90")  # one architecture: what the build compiles is the same code
-    monkeypatch.setenv("OPGEN_CUDA_OPT", "0")  # a compile check: -O0 builds the 80 units in half the time
+    monkeypatch.setenv("OPGEN_CUDA_OPT", "0")  # a compile check: -O0 builds the 40 nvcc units in half the time
     pkg = ROOT / "generated" / "opgen_ops"
     lib = ctypes.CDLL(str(backends.build(pkg, "aot_gpu", quiet=True, build_dir=tmp_path / "build")))
     names = _gpu_ops()
@@ -67,9 +68,18 @@ def test_torch_cuda_glue_compiles_against_torch(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-4000:]
 
 
+def _kernel_text(csrc: Path, op: str, package: str) -> str:
+    """An op's CUDA kernel unit and the headers it includes, with the package's name blanked."""
+    names = (f"{op}_kernel.cu", f"{op}_kernel.cuh", f"{op}_kernel.h", f"{op}_kernel_decl.h")
+    text = "".join((csrc / n).read_text() for n in names if (csrc / n).is_file())
+    return text.replace(package, "PKG").replace(package.upper(), "PKG")
+
+
 def test_torch_cuda_kernel_units_compile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # PyTorch's kernel units differ from MindSpore's (float attrs are doubles there): each compiles
-    # with nvcc as the torch library's build compiles it (without libtorch_cuda it cannot link here)
+    # PyTorch's kernel units differ from MindSpore's where an op has float attrs (doubles on torch,
+    # float32 on MindSpore): each of those compiles with nvcc as the torch library's build compiles
+    # it (without libtorch_cuda it cannot link here). The others are MindSpore's text but for the
+    # package's name: test_mindspore_gpu_aot_library_builds_and_answers_its_abi compiles that.
     from concurrent.futures import ThreadPoolExecutor
 
     from opgen import build
@@ -77,8 +87,14 @@ def test_torch_cuda_kernel_units_compile(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("OPGEN_CUDA_ARCH", "90")
     monkeypatch.setenv("OPGEN_CUDA_OPT", "0")
     csrc = ROOT / "generated" / "opgen_ops_torch" / "csrc"
-    units = sorted(csrc.glob("*_kernel.cu"))
-    assert [u.name[: -len("_kernel.cu")] for u in units] == _gpu_ops()
+    ms_csrc = ROOT / "generated" / "opgen_ops" / "csrc"
+    every = sorted(csrc.glob("*_kernel.cu"))
+    assert [u.name[: -len("_kernel.cu")] for u in every] == _gpu_ops()
+    units = [u for u in every if _kernel_text(csrc, u.name[: -len("_kernel.cu")], "opgen_ops_torch")
+             != _kernel_text(ms_csrc, u.name[: -len("_kernel.cu")], "opgen_ops")]
+    ops, _ = load_ops([ROOT / "ops"])
+    with_float_attrs = sorted(op.name for op in ops if any(a.type in ("float", "list[float]") for a in op.attrs))
+    assert [u.name[: -len("_kernel.cu")] for u in units] == with_float_attrs
     nvcc = devices.get("cuda").toolchain().argv
     flags = build.cuda_cflags(csrc)
 

@@ -65,7 +65,8 @@ def test_gpu_rows_render_cuda_units_for_both_frameworks(tmp_path: Path) -> None:
         assert "template void forward<opgen::bfloat16, opgen::bfloat16>" in files["csrc/twice_kernel.cu"]
         assert "template void forward<opgen::bfloat16" not in files["csrc/twice_kernel.cc"]  # a GPU-only row
         assert "extern template void forward<opgen::bfloat16, opgen::bfloat16>" in files["csrc/twice_kernel_decl.h"]
-    aot = ms["csrc/twice_aot.cu"]  # the seed's ABI, on the stream MindSpore passes
+    aot = ms["csrc/twice_aot_gpu.cc"]  # the seed's ABI, on the stream MindSpore passes; host code
+    assert '#include "opgen/cuda.h"' in aot and '#include "opgen/cuda.h"' not in ms["csrc/twice_aot.cc"]
     assert "StreamScope opgen_stream(static_cast<cudaStream_t>(stream))" in aot and "(void)stream" not in aot
     assert "opgen_op::cuda::forward<opgen::bfloat16, opgen::bfloat16>" in aot
     glue = pt["csrc/twice_cuda.cc"]
@@ -83,7 +84,7 @@ def test_cpu_only_op_renders_no_cuda_unit(tmp_path: Path) -> None:
     ops = _ops(tmp_path, text)
     for backend in ("mindspore", "torch"):
         files = get_backend(backend).render(ops, "p", "generated/p")
-        assert not [f for f in files if f.endswith((".cu", ".cuh", "_cuda.cc"))]
+        assert not [f for f in files if f.endswith((".cu", ".cuh", "_cuda.cc", "_aot_gpu.cc"))]
 
 
 def test_gpu_body_replaces_the_default_for_gpu_rows_only(tmp_path: Path) -> None:

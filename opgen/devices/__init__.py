@@ -109,6 +109,9 @@ class Device(abc.ABC):
     namespace: ClassVar[str]
     """The C++ namespace, inside ``<package>::<op>``, of this device's ``forward``/``backward``
     (``""``: the op's namespace itself)."""
+    host_header: ClassVar[str] = ""
+    """What a framework's glue, host code compiled by the host compiler, includes for this device's
+    streams (``opgen/cuda.h``: ``StreamScope``); ``""``: nothing beyond the kernel layer."""
     tolerance: ClassVar[TolerancePolicy] = TolerancePolicy()
 
     @abc.abstractmethod

@@ -59,9 +59,9 @@ class MindSporeBackend(Backend):
         for op, m in zip(ordered, ms_views):
             header = GENERATED_BY.format(sources=m.op.file)
             em.emit("mindspore/aot.cc.j2", f"csrc/{m.op.name}_aot.cc", header, op=m.op, ms=m, device=cpu)
-            if op.rows_for(gpu.target):  # the GPU aot library's entry points (nvcc; the seed's stream ABI)
+            if op.rows_for(gpu.target):  # the GPU aot library's entry points (host code; the seed's stream ABI)
                 g = gpu_views[op.name] = ms_view(op, package, gpu.target)
-                em.emit("mindspore/aot.cc.j2", f"csrc/{m.op.name}_aot.cu", header, op=g.op, ms=g, device=gpu)
+                em.emit("mindspore/aot.cc.j2", f"csrc/{m.op.name}_aot_gpu.cc", header, op=g.op, ms=g, device=gpu)
             em.emit("mindspore/function.cc.j2", f"csrc/{m.op.name}_function.cc", header, op=m.op, ms=m)
         all_header = GENERATED_BY.format(sources=", ".join(sources))
         em.emit("mindspore/bindings.cc.j2", "csrc/bindings.cc", all_header, ops=ms_views)

@@ -34,9 +34,9 @@ from ...build import (
     checked_flags,
     compiler_argv,
     compiler_identity,
-    cuda_cflags,
     cuda_kernel_target,
     cuda_link_flags,
+    device_toolchain,
     env_flag,
     env_ops_per_unit,
     esc,
@@ -53,6 +53,7 @@ from ...build import (
     user_link_flags,
     write_if_changed,
 )
+from ...devices import cuda as _cuda
 from ...resources import include_dir
 from ...runtime.mindspore import version as version
 from .. import BuildOptions
@@ -60,8 +61,8 @@ from .facts import TARGET
 
 KINDS = ("aot", "ext", "aot_gpu")
 """The libraries of a MindSpore package: ``aot`` (loaded by ``ops.Custom`` on CPU), ``ext`` (the
-``Function<T>`` pybind11 extension) and ``aot_gpu`` (loaded by ``ops.Custom`` on GPU: nvcc, for
-the ops with ``GPU`` rows)."""
+``Function<T>`` pybind11 extension) and ``aot_gpu`` (loaded by ``ops.Custom`` on GPU: for the ops
+with ``GPU`` rows, their CUDA kernels compiled by nvcc)."""
 
 GPU_KIND = "aot_gpu"
 
@@ -175,16 +176,22 @@ def _cuda_kernels(pkg_dir: Path) -> Target:
 
 def aot_gpu_target(pkg_dir: Path) -> Target:
     """The GPU aot library of a generated package: each op with ``GPU`` rows, its entry points
-    (``csrc/<op>_aot.cu``: the seed's ABI, run on the stream MindSpore passes; one unit per op, as
-    the CPU aot library's) and its CUDA kernel unit, compiled by nvcc and linked with the CUDA
-    runtime."""
+    (``csrc/<op>_aot_gpu.cc``: the seed's ABI, host code that the host compiler compiles against
+    the toolkit's headers, as PyTorch's CUDA glue; one unit per op, as the CPU aot library's) and
+    its CUDA kernel unit (nvcc, run on the stream MindSpore passes), linked with the CUDA runtime.
+    nvcc's identity is part of the key (the kernel objects are its).
+
+    Raises:
+        opgen.build.BuildError: nvcc is missing (the message says how to get it).
+    """
     csrc = pkg_dir / "csrc"
-    sources = tuple(sorted(csrc.glob("*_aot.cu")))
+    sources = tuple(sorted(csrc.glob("*_aot_gpu.cc")))
     kernels = _cuda_kernels(pkg_dir)
     ldflags = ("-shared", "-pthread") + user_link_flags(pkg_dir) + cuda_link_flags()
-    return Target(GPU_KIND, f"lib{pkg_dir.name}_aot_gpu", sources, cuda_cflags(csrc, ABI_FLAGS), ldflags,
+    cflags = plain_cflags(csrc, ABI_FLAGS) + tuple(f"-isystem{d}" for d in _cuda.include_dirs())
+    return Target(GPU_KIND, f"lib{pkg_dir.name}_aot_gpu", sources, cflags, ldflags,
                   group_units(GPU_KIND, sources, 1, "GPU aot"), None, tuple(u.obj for u in kernels.units),
-                  kernels.sources, toolchain="mindspore ", device="cuda")
+                  kernels.sources, toolchain=f"mindspore {device_toolchain('cuda').identity}")
 
 
 SUPPORT_SOURCE = "opgen/ms_support.cc"

@@ -172,6 +172,7 @@ class CudaDevice(Device):
     kernel_header: ClassVar[str] = "{op}_kernel.cuh"
     kernel_unit: ClassVar[str] = "{op}_kernel.cu"
     namespace: ClassVar[str] = "cuda"
+    host_header: ClassVar[str] = "opgen/cuda.h"
     tolerance: ClassVar[TolerancePolicy] = TolerancePolicy(
         4.0, ("CUDA's exp/log/tanh/erf differ from glibc's by a few ulp and nvcc contracts a*b+c into fmas",))
 
