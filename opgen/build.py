@@ -270,6 +270,9 @@ class Target:
     device: str = "cpu"
     """The device whose toolchain compiles the units (:mod:`opgen.devices`: ``cpu`` is the host
     compiler, ``cuda`` nvcc); every library is linked by the host compiler."""
+    linked_devices: tuple[str, ...] = ()
+    """Devices whose toolchains compiled some of ``objects`` (``cuda``: a library linking nvcc's
+    kernel objects): their compilers' identities are part of the key, as ``device``'s is."""
 
 
 @dataclass(frozen=True)
@@ -471,9 +474,18 @@ def device_toolchain(device: str) -> Toolchain:
 
 
 def _toolchain(target: Target) -> str:
-    """What, besides sources and flags, decides the objects: compiler, Python, the backend's facts."""
-    device = "" if target.device == "cpu" else f"\n{device_toolchain(target.device).identity}"
+    """What, besides sources and flags, decides the objects: compiler (and the compilers of the
+    devices whose objects it links), Python, the backend's facts."""
+    devices = sorted({target.device, *target.linked_devices} - {"cpu"})
+    device = "".join(f"\n{device_toolchain(d).identity}" for d in devices)
     return f"{BUILD_FORMAT}\n{compiler_identity()}{device}\npython {sys.version_info[:2]}\n{target.toolchain}\n"
+
+
+def cuda_host_cflags() -> tuple[str, ...]:
+    """What host code that includes ``opgen/cuda.h`` (the frameworks' CUDA glue: MindSpore's GPU
+    aot entry points, PyTorch's ``CUDA`` dispatch key) adds to its flags: the toolkit's headers
+    (``cuda_runtime_api.h``), as system headers."""
+    return tuple(f"-isystem{d}" for d in cuda.include_dirs())
 
 
 def target_key(target: Target) -> str:

@@ -133,6 +133,25 @@ def test_missing_nvcc_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.Mon
         build.device_toolchain("cuda")
 
 
+def test_a_library_linking_nvcc_objects_is_keyed_by_nvcc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # MindSpore's GPU aot library compiles its entry points with the host compiler and links nvcc's
+    # kernel objects: another nvcc must give another key, as for the kernel objects themselves
+    from opgen.backends.mindspore import build as ms_build
+
+    pkg = tmp_path / "p"
+    (pkg / "csrc").mkdir(parents=True)
+    (pkg / "csrc" / "twice_aot_gpu.cc").write_text("// entry points\n")
+    (pkg / "csrc" / "twice_kernel.cu").write_text("// kernels\n")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "one"))
+    _executable(tmp_path / "one" / "bin" / "nvcc")
+    target = ms_build.aot_gpu_target(pkg)
+    assert target.device == "cpu" and target.linked_devices == ("cuda",)
+    first = build.target_key(target)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "two"))
+    _executable(tmp_path / "two" / "bin" / "nvcc", "#!/bin/sh\n# another toolkit\nexit 0\n")
+    assert build.target_key(ms_build.aot_gpu_target(pkg)) != first
+
+
 @pytest.mark.parametrize("given,archs", [("80;90", ("80", "90")), ("sm_90a", ("90a",)), ("86, sm_89", ("86", "89"))])
 def test_cuda_arch_from_the_environment(given: str, archs: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPGEN_CUDA_ARCH", given)

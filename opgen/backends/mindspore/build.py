@@ -34,9 +34,9 @@ from ...build import (
     checked_flags,
     compiler_argv,
     compiler_identity,
+    cuda_host_cflags,
     cuda_kernel_target,
     cuda_link_flags,
-    device_toolchain,
     env_flag,
     env_ops_per_unit,
     esc,
@@ -53,7 +53,6 @@ from ...build import (
     user_link_flags,
     write_if_changed,
 )
-from ...devices import cuda as _cuda
 from ...resources import include_dir
 from ...runtime.mindspore import version as version
 from .. import BuildOptions
@@ -178,20 +177,15 @@ def aot_gpu_target(pkg_dir: Path) -> Target:
     """The GPU aot library of a generated package: each op with ``GPU`` rows, its entry points
     (``csrc/<op>_aot_gpu.cc``: the seed's ABI, host code that the host compiler compiles against
     the toolkit's headers, as PyTorch's CUDA glue; one unit per op, as the CPU aot library's) and
-    its CUDA kernel unit (nvcc, run on the stream MindSpore passes), linked with the CUDA runtime.
-    nvcc's identity is part of the key (the kernel objects are its).
-
-    Raises:
-        opgen.build.BuildError: nvcc is missing (the message says how to get it).
-    """
+    its CUDA kernel unit (nvcc, run on the stream MindSpore passes), linked with the CUDA runtime
+    (``linked_devices``: nvcc's identity is part of the key)."""
     csrc = pkg_dir / "csrc"
     sources = tuple(sorted(csrc.glob("*_aot_gpu.cc")))
     kernels = _cuda_kernels(pkg_dir)
     ldflags = ("-shared", "-pthread") + user_link_flags(pkg_dir) + cuda_link_flags()
-    cflags = plain_cflags(csrc, ABI_FLAGS) + tuple(f"-isystem{d}" for d in _cuda.include_dirs())
-    return Target(GPU_KIND, f"lib{pkg_dir.name}_aot_gpu", sources, cflags, ldflags,
-                  group_units(GPU_KIND, sources, 1, "GPU aot"), None, tuple(u.obj for u in kernels.units),
-                  kernels.sources, toolchain=f"mindspore {device_toolchain('cuda').identity}")
+    return Target(GPU_KIND, f"lib{pkg_dir.name}_aot_gpu", sources, plain_cflags(csrc, ABI_FLAGS) + cuda_host_cflags(),
+                  ldflags, group_units(GPU_KIND, sources, 1, "GPU aot"), None, tuple(u.obj for u in kernels.units),
+                  kernels.sources, toolchain="mindspore ", linked_devices=("cuda",))
 
 
 SUPPORT_SOURCE = "opgen/ms_support.cc"

@@ -72,7 +72,7 @@ def cuda_unavailable(pkg_dir: Path) -> str | None:
 def cuda_glue_cflags(pkg_dir: Path) -> tuple[str, ...]:
     """The host compiler's flags for the CUDA dispatch key's units (``csrc/<op>_cuda.cc``): the
     operator units' flags plus the toolkit's headers (``cuda_runtime_api.h`` for ``c10/cuda``)."""
-    return torch_cflags(pkg_dir) + tuple(f"-isystem{d}" for d in _cuda.include_dirs())
+    return torch_cflags(pkg_dir) + _b.cuda_host_cflags()
 
 
 def cuda_kernel_target(pkg_dir: Path) -> _b.Target:
@@ -110,8 +110,10 @@ def torch_target(pkg_dir: Path, *, ops_per_unit: int | None = None) -> _b.Target
     objects = tuple(u.obj for u in kernels.units)
     inputs = kernels.sources
     cuda_libs: tuple[str, ...] = ()
+    linked: tuple[str, ...] = ()
     toolchain = f"torch {version} cxx11abi 1"
     if cuda_unavailable(pkg_dir) is None:  # the CUDA key's glue (host compiler) and kernels (nvcc)
+        linked = ("cuda",)
         sources += tuple(sorted(csrc.glob("*_cuda.cc")))
         cflags = cuda_glue_cflags(pkg_dir)
         cuda_kernels = cuda_kernel_target(pkg_dir)
@@ -127,7 +129,7 @@ def torch_target(pkg_dir: Path, *, ops_per_unit: int | None = None) -> _b.Target
                "-ltorch", "-ltorch_cpu", "-lc10", *cuda_libs, *(f"-Wl,-rpath,{d}" for d in libdirs)) \
         + _b.kernel_flags()[1] + _b.sanitize_flags()
     return _b.Target(KIND, f"lib{pkg_dir.name}", sources, cflags, ldflags, _units(list(sources), ops_per_unit),
-                     None, objects, inputs, toolchain=toolchain)
+                     None, objects, inputs, toolchain=toolchain, linked_devices=linked)
 
 
 def torch_cflags(pkg_dir: Path) -> tuple[str, ...]:
